@@ -1,0 +1,65 @@
+#include "core/time.h"
+
+#include <fmt/format.h>
+#include <time.h>
+
+#include <cmath>
+
+namespace grademl {
+namespace {
+
+int64_t ReadClock(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
+}
+
+// Offsets from the monotonic and boottime clocks to the epoch, read once.
+struct ClockOffsets {
+  int64_t monotonic_to_epoch;
+  int64_t boottime_to_epoch;
+  ClockOffsets() {
+    int64_t real = ReadClock(CLOCK_REALTIME);
+    int64_t mono = ReadClock(CLOCK_MONOTONIC);
+    int64_t boot = ReadClock(CLOCK_BOOTTIME);
+    monotonic_to_epoch = real - mono;
+    boottime_to_epoch = real - boot;
+  }
+};
+
+const ClockOffsets& Offsets() {
+  static const ClockOffsets offsets;
+  return offsets;
+}
+
+}  // namespace
+
+int64_t WallClock::MonotonicNow() { return ReadClock(CLOCK_MONOTONIC); }
+TimeNs WallClock::Now() { return FromMonotonic(MonotonicNow()); }
+TimeNs WallClock::FromMonotonic(int64_t monotonic_ns) { return monotonic_ns + Offsets().monotonic_to_epoch; }
+TimeNs WallClock::FromBoottime(int64_t boottime_ns) { return boottime_ns + Offsets().boottime_to_epoch; }
+
+std::string FormatDuration(DurationNs ns) {
+  double s = NsToSeconds(ns);
+  if (ns < 0) return "-" + FormatDuration(-ns);
+  if (s < 1e-3) return fmt::format("{:.0f} us", s * 1e6);
+  if (s < 1.0) return fmt::format("{:.0f} ms", s * 1e3);
+  if (s < 60.0) return fmt::format("{:.2f} s", s);
+  if (s < 3600.0) {
+    int64_t total = static_cast<int64_t>(std::llround(s));
+    return fmt::format("{} min {:02d} s", total / 60, total % 60);
+  }
+  int64_t total_min = static_cast<int64_t>(std::llround(s / 60.0));
+  return fmt::format("{} h {:02d} min", total_min / 60, total_min % 60);
+}
+
+std::string FormatTimestamp(TimeNs t) {
+  time_t secs = static_cast<time_t>(t / kNsPerSec);
+  tm local{};
+  localtime_r(&secs, &local);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &local);
+  return buf;
+}
+
+}  // namespace grademl

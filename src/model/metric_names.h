@@ -1,0 +1,59 @@
+// The names, units and kinds of the metric series GradeML collects: the contract between
+// collectors (which write them), analyses (which read them) and docs/metrics.md.
+//
+// Counters are cumulative since the start of the resource (a process's CPU seconds, a
+// disk's bytes written since boot); gauges are instantaneous values.
+#pragma once
+
+#include <string_view>
+
+namespace grademl::model::metric {
+
+// --- process[pid] (ResourceKind::kProcess) ---
+inline constexpr std::string_view kProcCpuUser = "cpu.user";            // counter, s (own threads only)
+inline constexpr std::string_view kProcCpuSystem = "cpu.system";        // counter, s
+// CPU of descendants that were reaped before GradeML ever sampled them (short-lived
+// children); counted here so that no CPU time vanishes.
+inline constexpr std::string_view kProcCpuUnseenChildren = "cpu.unseen_children";  // counter, s
+inline constexpr std::string_view kProcRss = "memory.rss";              // gauge, bytes
+inline constexpr std::string_view kProcReadBytes = "io.read_bytes";     // counter, bytes from storage
+inline constexpr std::string_view kProcWriteBytes = "io.write_bytes";   // counter, bytes to storage
+inline constexpr std::string_view kProcReadChars = "io.read_chars";     // counter, bytes via read()-like calls
+inline constexpr std::string_view kProcWriteChars = "io.write_chars";   // counter, bytes via write()-like calls
+inline constexpr std::string_view kProcThreads = "threads";             // gauge, count
+inline constexpr std::string_view kProcCtxVoluntary = "ctx.voluntary";      // counter, count
+inline constexpr std::string_view kProcCtxInvoluntary = "ctx.involuntary";  // counter, count
+
+// --- host core (ResourceKind::kCore, one per CPU, capacity 1 core-second per second) ---
+inline constexpr std::string_view kCoreUser = "cpu.user";       // counter, s (user + nice)
+inline constexpr std::string_view kCoreSystem = "cpu.system";   // counter, s (system + irq + softirq)
+inline constexpr std::string_view kCoreIowait = "cpu.iowait";   // counter, s
+inline constexpr std::string_view kCoreSteal = "cpu.steal";     // counter, s
+inline constexpr std::string_view kCoreIdle = "cpu.idle";       // counter, s
+
+// --- host memory (ResourceKind::kMemory, capacity = MemTotal bytes) ---
+inline constexpr std::string_view kMemUsed = "memory.used";            // gauge, bytes (total - available)
+inline constexpr std::string_view kMemAvailable = "memory.available";  // gauge, bytes
+
+// --- disk[device] (ResourceKind::kDisk) ---
+inline constexpr std::string_view kDiskReadBytes = "disk.read_bytes";    // counter, bytes
+inline constexpr std::string_view kDiskWriteBytes = "disk.write_bytes";  // counter, bytes
+inline constexpr std::string_view kDiskBusy = "disk.busy";               // counter, s (capacity 1)
+
+// --- net[interface] (ResourceKind::kNet; capacity = link speed in bytes/s when known) ---
+inline constexpr std::string_view kNetRxBytes = "net.rx_bytes";  // counter, bytes
+inline constexpr std::string_view kNetTxBytes = "net.tx_bytes";  // counter, bytes
+
+// --- gpu[index] (ResourceKind::kGpu) ---
+inline constexpr std::string_view kGpuUtilization = "gpu.utilization";    // gauge, fraction 0..1 (capacity 1)
+inline constexpr std::string_view kGpuMemoryUsed = "gpu.memory_used";     // gauge, bytes (capacity = total)
+inline constexpr std::string_view kGpuPower = "gpu.power";                // gauge, W (capacity = power limit)
+
+// Units.
+inline constexpr std::string_view kUnitSeconds = "s";
+inline constexpr std::string_view kUnitBytes = "bytes";
+inline constexpr std::string_view kUnitCount = "count";
+inline constexpr std::string_view kUnitFraction = "fraction";
+inline constexpr std::string_view kUnitWatts = "W";
+
+}  // namespace grademl::model::metric

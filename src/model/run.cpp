@@ -1,0 +1,98 @@
+#include "model/run.h"
+
+#include <algorithm>
+
+namespace grademl::model {
+
+std::string_view ResourceKindName(ResourceKind kind) {
+  switch (kind) {
+    case ResourceKind::kHost: return "host";
+    case ResourceKind::kCpu: return "cpu";
+    case ResourceKind::kCore: return "core";
+    case ResourceKind::kMemory: return "memory";
+    case ResourceKind::kDisk: return "disk";
+    case ResourceKind::kNet: return "net";
+    case ResourceKind::kGpu: return "gpu";
+    case ResourceKind::kProcess: return "process";
+  }
+  return "unknown";
+}
+
+std::optional<ResourceKind> ParseResourceKind(std::string_view name) {
+  for (auto kind : {ResourceKind::kHost, ResourceKind::kCpu, ResourceKind::kCore, ResourceKind::kMemory,
+                    ResourceKind::kDisk, ResourceKind::kNet, ResourceKind::kGpu, ResourceKind::kProcess}) {
+    if (ResourceKindName(kind) == name) return kind;
+  }
+  return std::nullopt;
+}
+
+void Run::Index() {
+  phase_index_.clear();
+  resource_index_.clear();
+  children_.clear();
+  process_resource_of_phase_.clear();
+  series_of_resource_.clear();
+  for (size_t i = 0; i < phases.size(); ++i) phase_index_[phases[i].id] = i;
+  for (const Phase& p : phases) children_[p.parent].push_back(p.id);
+  for (auto& [parent, kids] : children_) {
+    std::stable_sort(kids.begin(), kids.end(), [this](PhaseId a, PhaseId b) {
+      const Phase* pa = FindPhase(a);
+      const Phase* pb = FindPhase(b);
+      return pa->start_ns != pb->start_ns ? pa->start_ns < pb->start_ns : a < b;
+    });
+  }
+  for (size_t i = 0; i < resources.size(); ++i) {
+    resource_index_[resources[i].id] = i;
+    if (resources[i].kind == ResourceKind::kProcess && resources[i].phase != 0) {
+      process_resource_of_phase_[resources[i].phase] = resources[i].id;
+    }
+  }
+  for (size_t i = 0; i < series.size(); ++i) series_of_resource_[series[i].info.resource].push_back(i);
+}
+
+const Phase* Run::FindPhase(PhaseId id) const {
+  auto it = phase_index_.find(id);
+  return it == phase_index_.end() ? nullptr : &phases[it->second];
+}
+
+const Resource* Run::FindResource(ResourceId id) const {
+  auto it = resource_index_.find(id);
+  return it == resource_index_.end() ? nullptr : &resources[it->second];
+}
+
+const Series* Run::FindSeries(ResourceId resource, std::string_view name) const {
+  auto it = series_of_resource_.find(resource);
+  if (it == series_of_resource_.end()) return nullptr;
+  for (size_t i : it->second) {
+    if (series[i].info.name == name) return &series[i];
+  }
+  return nullptr;
+}
+
+const std::vector<PhaseId>& Run::ChildrenOf(PhaseId id) const {
+  static const std::vector<PhaseId> kNone;
+  auto it = children_.find(id);
+  return it == children_.end() ? kNone : it->second;
+}
+
+const Phase* Run::Root() const {
+  const auto& roots = ChildrenOf(0);
+  return roots.empty() ? nullptr : FindPhase(roots.front());
+}
+
+const Resource* Run::ProcessResourceOf(PhaseId phase) const {
+  auto it = process_resource_of_phase_.find(phase);
+  return it == process_resource_of_phase_.end() ? nullptr : FindResource(it->second);
+}
+
+TimeNs Run::EffectiveEnd() const {
+  if (info.end_ns != 0) return info.end_ns;
+  TimeNs end = info.start_ns;
+  for (const Phase& p : phases) end = std::max({end, p.start_ns, p.end_ns});
+  for (const Series& s : series) {
+    if (!s.samples.empty()) end = std::max(end, s.samples.back().t);
+  }
+  return end;
+}
+
+}  // namespace grademl::model

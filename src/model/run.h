@@ -1,0 +1,152 @@
+// The unified execution model of one run: what ran (a tree of phases, with dataflow edges)
+// and what it used (a tree of resources whose leaves carry metric series).
+//
+// These are plain values. The only code that creates them during collection is
+// model::RunBuilder; the store loads them back as a model::Run for analyses and reports.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/time.h"
+
+namespace grademl::model {
+
+// Ids are local to one run and start at 1; 0 means "none".
+using PhaseId = int64_t;
+using ResourceId = int64_t;
+using SeriesId = int64_t;
+using RunId = int64_t;
+
+inline constexpr double kNoCapacity = std::numeric_limits<double>::quiet_NaN();
+
+struct RunInfo {
+  RunId id = 0;                       // assigned by the store
+  std::string uuid;                   // globally unique, assigned when the run starts
+  std::vector<std::string> command;   // argv of the monitored command
+  std::string cwd;
+  std::string host;
+  TimeNs start_ns = 0;
+  TimeNs end_ns = 0;                  // 0 while running or when the run was cut short
+  std::optional<int> exit_code;       // the command's exit status, when it exited
+  std::optional<int> exit_signal;     // the signal that killed the command, when one did
+  bool complete = false;              // true once grademl finished recording
+  std::string error;                  // why the run failed to start or record, if it did
+  std::string grademl_version;
+  DurationNs interval_ns = 0;         // the monitor's sampling interval
+  double monitor_cpu_seconds = 0;     // CPU time grademl itself used while recording
+};
+
+using Tags = std::vector<std::pair<std::string, std::string>>;
+
+// Well-known phase types (the last element of a type path).
+inline constexpr std::string_view kPhaseTypeRun = "run";
+inline constexpr std::string_view kPhaseTypeProcess = "process";
+
+struct Phase {
+  PhaseId id = 0;
+  PhaseId parent = 0;     // 0 for the root phase of a run
+  std::string name;       // e.g. "python train.py"
+  std::string type;       // type path from the root, e.g. "run/process/process"
+  Tags tags;              // key=value annotations, e.g. {"epoch","3"}
+  TimeNs start_ns = 0;
+  TimeNs end_ns = 0;      // 0 while the phase is open
+  std::string host;
+  int32_t pid = 0;        // the process the phase ran in (0 when not tied to one)
+
+  bool ended() const { return end_ns != 0; }
+  // The type's last path element, e.g. "process".
+  std::string_view leaf_type() const {
+    auto slash = type.rfind('/');
+    return slash == std::string::npos ? std::string_view(type) : std::string_view(type).substr(slash + 1);
+  }
+};
+
+// A dataflow edge: `to` consumed what `from` produced.
+struct Edge {
+  PhaseId from = 0;
+  PhaseId to = 0;
+  std::string kind;  // "data", "file:PATH", ...
+};
+
+enum class ResourceKind { kHost, kCpu, kCore, kMemory, kDisk, kNet, kGpu, kProcess };
+std::string_view ResourceKindName(ResourceKind kind);
+std::optional<ResourceKind> ParseResourceKind(std::string_view name);
+
+// A node of the resource tree: host -> cpu -> core, memory, disk[dev], net[if], gpu[i],
+// process[pid]. A process resource points at the phase of that process.
+struct Resource {
+  ResourceId id = 0;
+  ResourceId parent = 0;
+  ResourceKind kind = ResourceKind::kHost;
+  std::string name;       // "node1", "cpu", "cpu3", "sda", "eth0", "gpu0", "1234"
+  std::string host;
+  int32_t pid = 0;        // for kProcess
+  PhaseId phase = 0;      // for kProcess: the phase of that process
+};
+
+// Counters are cumulative (CPU seconds used so far, bytes written so far); gauges are
+// instantaneous (RSS bytes, GPU utilisation).
+enum class SeriesKind { kGauge, kCounter };
+
+struct Sample {
+  TimeNs t = 0;
+  double v = 0;
+  bool operator==(const Sample&) const = default;
+};
+
+// The definition of a metric series on a resource. Its samples are stored separately.
+struct SeriesInfo {
+  SeriesId id = 0;
+  ResourceId resource = 0;
+  std::string name;        // "cpu.user", "memory.rss", "disk.write_bytes", ...
+  std::string unit;        // "s", "bytes", "fraction", "W"
+  SeriesKind kind = SeriesKind::kGauge;
+  double capacity = kNoCapacity;  // the most the resource can give, per second for counters
+  bool has_capacity() const { return !std::isnan(capacity); }
+};
+
+struct Series {
+  SeriesInfo info;
+  std::vector<Sample> samples;  // sorted by t
+};
+
+// A whole run in memory, with indexes for lookups. Built by the store's reader or by tests.
+class Run {
+ public:
+  RunInfo info;
+  std::vector<Phase> phases;
+  std::vector<Edge> edges;
+  std::vector<Resource> resources;
+  std::vector<Series> series;
+
+  // Rebuilds the indexes after phases/resources/series were filled or changed.
+  void Index();
+
+  const Phase* FindPhase(PhaseId id) const;
+  const Resource* FindResource(ResourceId id) const;
+  const Series* FindSeries(ResourceId resource, std::string_view name) const;
+  const std::vector<PhaseId>& ChildrenOf(PhaseId id) const;
+  // The root phase (parent 0), or nullptr when the run has no phases.
+  const Phase* Root() const;
+  // The process resource of a phase, or nullptr.
+  const Resource* ProcessResourceOf(PhaseId phase) const;
+  // The end of the run: info.end_ns, or for an incomplete run the last time seen anywhere.
+  TimeNs EffectiveEnd() const;
+
+ private:
+  std::unordered_map<PhaseId, size_t> phase_index_;
+  std::unordered_map<ResourceId, size_t> resource_index_;
+  std::unordered_map<PhaseId, std::vector<PhaseId>> children_;
+  std::unordered_map<PhaseId, ResourceId> process_resource_of_phase_;
+  std::unordered_map<ResourceId, std::vector<size_t>> series_of_resource_;
+};
+
+}  // namespace grademl::model

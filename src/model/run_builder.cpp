@@ -1,0 +1,139 @@
+#include "model/run_builder.h"
+
+#include "core/status.h"
+
+namespace grademl::model {
+
+RunBuilder::RunBuilder(RunInfo info) : info_(std::move(info)) {}
+
+RunInfo RunBuilder::run_info() const {
+  std::lock_guard lock(mu_);
+  return info_;
+}
+
+void RunBuilder::MarkDirty(PhaseId id) {
+  if (dirty_phases_.insert(id).second) dirty_order_.push_back(id);
+}
+
+PhaseId RunBuilder::BeginPhase(const PhaseSpec& spec) {
+  std::lock_guard lock(mu_);
+  Phase phase;
+  phase.id = next_phase_id_++;
+  phase.parent = spec.parent;
+  phase.name = spec.name;
+  phase.type = spec.type;
+  if (spec.parent != 0) {
+    auto parent = phases_.find(spec.parent);
+    GRADEML_CHECK_MSG(parent != phases_.end(), "BeginPhase with an unknown parent");
+    phase.type = parent->second.type + "/" + spec.type;
+  }
+  phase.tags = spec.tags;
+  phase.start_ns = spec.start_ns;
+  phase.host = spec.host;
+  phase.pid = spec.pid;
+  PhaseId id = phase.id;
+  phases_.emplace(id, std::move(phase));
+  MarkDirty(id);
+  return id;
+}
+
+void RunBuilder::EndPhase(PhaseId id, TimeNs end_ns) {
+  std::lock_guard lock(mu_);
+  auto it = phases_.find(id);
+  GRADEML_CHECK_MSG(it != phases_.end(), "EndPhase of an unknown phase");
+  // A phase never ends before it starts, whatever clock skew the sources had.
+  it->second.end_ns = std::max(end_ns, it->second.start_ns);
+  MarkDirty(id);
+}
+
+void RunBuilder::SetPhaseTag(PhaseId id, const std::string& key, const std::string& value) {
+  std::lock_guard lock(mu_);
+  auto it = phases_.find(id);
+  GRADEML_CHECK_MSG(it != phases_.end(), "SetPhaseTag of an unknown phase");
+  for (auto& [k, v] : it->second.tags) {
+    if (k == key) {
+      v = value;
+      MarkDirty(id);
+      return;
+    }
+  }
+  it->second.tags.emplace_back(key, value);
+  MarkDirty(id);
+}
+
+std::optional<Phase> RunBuilder::GetPhase(PhaseId id) const {
+  std::lock_guard lock(mu_);
+  auto it = phases_.find(id);
+  if (it == phases_.end()) return std::nullopt;
+  return it->second;
+}
+
+void RunBuilder::AddEdge(const Edge& edge) {
+  std::lock_guard lock(mu_);
+  new_edges_.push_back(edge);
+}
+
+ResourceId RunBuilder::AddResource(Resource resource) {
+  std::lock_guard lock(mu_);
+  resource.id = next_resource_id_++;
+  new_resources_.push_back(resource);
+  return resource.id;
+}
+
+SeriesId RunBuilder::AddSeries(SeriesInfo info) {
+  std::lock_guard lock(mu_);
+  series_state_.emplace_back();
+  info.id = static_cast<SeriesId>(series_state_.size());
+  new_series_.push_back(info);
+  return info.id;
+}
+
+void RunBuilder::AddSample(SeriesId series, TimeNs t, double value) {
+  std::lock_guard lock(mu_);
+  GRADEML_CHECK_MSG(series >= 1 && static_cast<size_t>(series) <= series_state_.size(), "AddSample to an unknown series");
+  SeriesState& state = series_state_[series - 1];
+  Sample sample{t, value};
+  if (state.has_last && value == state.last_written.v) {
+    state.held = sample;  // same value: hold it back, replacing an earlier held one
+    return;
+  }
+  if (state.held) {
+    new_samples_.push_back({series, *state.held});  // close the flat stretch
+    state.held.reset();
+  }
+  new_samples_.push_back({series, sample});
+  state.has_last = true;
+  state.last_written = sample;
+}
+
+RunDelta RunBuilder::TakeDelta() {
+  std::lock_guard lock(mu_);
+  RunDelta delta;
+  if (info_dirty_) {
+    delta.info = info_;
+    info_dirty_ = false;
+  }
+  delta.phases.reserve(dirty_order_.size());
+  for (PhaseId id : dirty_order_) delta.phases.push_back(phases_.at(id));
+  dirty_order_.clear();
+  dirty_phases_.clear();
+  delta.edges = std::move(new_edges_);
+  new_edges_.clear();
+  delta.resources = std::move(new_resources_);
+  new_resources_.clear();
+  delta.series = std::move(new_series_);
+  new_series_.clear();
+  for (size_t i = 0; i < series_state_.size(); ++i) {
+    SeriesState& state = series_state_[i];
+    if (state.held) {
+      new_samples_.push_back({static_cast<SeriesId>(i + 1), *state.held});
+      state.last_written = *state.held;
+      state.held.reset();
+    }
+  }
+  delta.samples = std::move(new_samples_);
+  new_samples_.clear();
+  return delta;
+}
+
+}  // namespace grademl::model

@@ -1,0 +1,108 @@
+// RunBuilder: the one writer of the execution model while a run is being recorded.
+//
+// Collectors (process/host/GPU monitors, later event channels and log rules) call it to open
+// and close phases, declare resources and series, and append samples. It keeps the phase
+// table in memory and hands out everything new or changed as a RunDelta, which the store's
+// writer persists on its own thread. Thread-safe.
+//
+// Samples are run-length compressed: a sample equal to the previous value of its series is
+// held back, and written only when the value changes (as the last point of the flat stretch)
+// or at the next TakeDelta(). A series of an idle process thus costs one row per flush, not
+// one per sample, while the piecewise shape of every series is kept exactly.
+#pragma once
+
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "model/run.h"
+
+namespace grademl::model {
+
+struct SampleRecord {
+  SeriesId series = 0;
+  Sample sample;
+};
+
+// Everything that changed since the previous TakeDelta().
+struct RunDelta {
+  std::optional<RunInfo> info;           // set when the run's info changed
+  std::vector<Phase> phases;             // new or changed phases (upsert by id)
+  std::vector<Edge> edges;               // new edges
+  std::vector<Resource> resources;       // new resources
+  std::vector<SeriesInfo> series;        // new series
+  std::vector<SampleRecord> samples;     // new samples, per series in time order
+
+  bool empty() const {
+    return !info && phases.empty() && edges.empty() && resources.empty() && series.empty() && samples.empty();
+  }
+};
+
+struct PhaseSpec {
+  PhaseId parent = 0;
+  std::string name;
+  std::string type;       // the leaf type; the builder prefixes the parent's type path
+  TimeNs start_ns = 0;
+  std::string host;
+  int32_t pid = 0;
+  Tags tags;
+};
+
+class RunBuilder {
+ public:
+  explicit RunBuilder(RunInfo info);
+
+  RunInfo run_info() const;
+  // Changes the run's info (exit code, end time, ...); the change goes out in the next delta.
+  template <typename Fn>
+  void UpdateRunInfo(Fn&& fn) {
+    std::lock_guard lock(mu_);
+    fn(info_);
+    info_dirty_ = true;
+  }
+
+  PhaseId BeginPhase(const PhaseSpec& spec);
+  void EndPhase(PhaseId id, TimeNs end_ns);
+  void SetPhaseTag(PhaseId id, const std::string& key, const std::string& value);
+  // A copy of the phase, or nullopt for an unknown id.
+  std::optional<Phase> GetPhase(PhaseId id) const;
+
+  void AddEdge(const Edge& edge);
+
+  // Declares a resource; its id field is ignored and the new id returned.
+  ResourceId AddResource(Resource resource);
+  // Declares a series; its id field is ignored and the new id returned.
+  SeriesId AddSeries(SeriesInfo info);
+  void AddSample(SeriesId series, TimeNs t, double value);
+
+  // Hands out what changed since the last call. Held samples (see above) are released too,
+  // so that a delta always brings every series up to the latest time sampled.
+  RunDelta TakeDelta();
+
+ private:
+  struct SeriesState {
+    bool has_last = false;
+    Sample last_written;               // the most recent sample handed out
+    std::optional<Sample> held;        // an equal sample not yet handed out
+  };
+
+  mutable std::mutex mu_;
+  RunInfo info_;
+  bool info_dirty_ = true;
+  std::unordered_map<PhaseId, Phase> phases_;
+  std::unordered_set<PhaseId> dirty_phases_;
+  std::vector<PhaseId> dirty_order_;
+  std::vector<Edge> new_edges_;
+  std::vector<Resource> new_resources_;
+  std::vector<SeriesInfo> new_series_;
+  std::vector<SeriesState> series_state_;  // indexed by SeriesId - 1
+  std::vector<SampleRecord> new_samples_;
+  PhaseId next_phase_id_ = 1;
+  ResourceId next_resource_id_ = 1;
+
+  void MarkDirty(PhaseId id);
+};
+
+}  // namespace grademl::model

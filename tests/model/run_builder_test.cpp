@@ -1,0 +1,76 @@
+#include "model/run_builder.h"
+
+#include <gtest/gtest.h>
+
+namespace grademl::model {
+namespace {
+
+std::vector<Sample> SamplesOf(const RunDelta& delta, SeriesId id) {
+  std::vector<Sample> out;
+  for (const auto& r : delta.samples)
+    if (r.series == id) out.push_back(r.sample);
+  return out;
+}
+
+TEST(RunBuilderTest, PhaseTypesArePathsFromTheRoot) {
+  RunBuilder b(RunInfo{});
+  PhaseId run = b.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 10});
+  PhaseId proc = b.BeginPhase({.parent = run, .name = "sh", .type = "process", .start_ns = 11, .pid = 42});
+  PhaseId child = b.BeginPhase({.parent = proc, .name = "burn", .type = "process", .start_ns = 12, .pid = 43});
+  EXPECT_EQ(b.GetPhase(run)->type, "run");
+  EXPECT_EQ(b.GetPhase(proc)->type, "run/process");
+  EXPECT_EQ(b.GetPhase(child)->type, "run/process/process");
+  EXPECT_EQ(b.GetPhase(child)->leaf_type(), "process");
+  EXPECT_EQ(b.GetPhase(child)->parent, proc);
+}
+
+TEST(RunBuilderTest, DeltaCarriesOnlyChanges) {
+  RunBuilder b(RunInfo{});
+  PhaseId run = b.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 10});
+  RunDelta first = b.TakeDelta();
+  ASSERT_TRUE(first.info.has_value());
+  ASSERT_EQ(first.phases.size(), 1u);
+  EXPECT_TRUE(b.TakeDelta().empty());
+  b.EndPhase(run, 20);
+  RunDelta second = b.TakeDelta();
+  ASSERT_EQ(second.phases.size(), 1u);
+  EXPECT_EQ(second.phases[0].end_ns, 20);
+  EXPECT_FALSE(second.info.has_value());
+}
+
+TEST(RunBuilderTest, EndNeverPrecedesStart) {
+  RunBuilder b(RunInfo{});
+  PhaseId p = b.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 100});
+  b.EndPhase(p, 50);
+  EXPECT_EQ(b.GetPhase(p)->end_ns, 100);
+}
+
+TEST(RunBuilderTest, FlatStretchesKeepTheirEndpointsOnly) {
+  RunBuilder b(RunInfo{});
+  SeriesId s = b.AddSeries({.name = "memory.rss"});
+  for (TimeNs t : {0, 1, 2, 3}) b.AddSample(s, t, 5);
+  b.AddSample(s, 4, 7);
+  b.AddSample(s, 5, 7);
+  RunDelta d = b.TakeDelta();
+  // 5@0 first, 5@3 closes the flat stretch, 7@4 changes, 7@5 is released by TakeDelta.
+  EXPECT_EQ(SamplesOf(d, s), (std::vector<Sample>{{0, 5}, {3, 5}, {4, 7}, {5, 7}}));
+  b.AddSample(s, 6, 7);
+  b.AddSample(s, 7, 7);
+  EXPECT_EQ(SamplesOf(b.TakeDelta(), s), (std::vector<Sample>{{7, 7}}));
+  EXPECT_TRUE(SamplesOf(b.TakeDelta(), s).empty());
+}
+
+TEST(RunBuilderTest, SeriesAndResourceIdsAreDense) {
+  RunBuilder b(RunInfo{});
+  EXPECT_EQ(b.AddResource({.kind = ResourceKind::kHost, .name = "h"}), 1);
+  EXPECT_EQ(b.AddResource({.parent = 1, .kind = ResourceKind::kCpu, .name = "cpu"}), 2);
+  EXPECT_EQ(b.AddSeries({.resource = 2, .name = "a"}), 1);
+  EXPECT_EQ(b.AddSeries({.resource = 2, .name = "b"}), 2);
+  RunDelta d = b.TakeDelta();
+  EXPECT_EQ(d.resources.size(), 2u);
+  EXPECT_EQ(d.series.size(), 2u);
+  EXPECT_EQ(d.series[1].id, 2);
+}
+
+}  // namespace
+}  // namespace grademl::model
