@@ -63,3 +63,32 @@ std::string FormatTimestamp(TimeNs t) {
 }
 
 }  // namespace grademl
+
+#include <charconv>
+
+#include "core/status.h"
+
+namespace grademl {
+
+StatusOr<DurationNs> ParseDuration(const std::string& text) {
+  double value = 0;
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (ec != std::errc() || ptr == begin) {
+    return InvalidArgument("'{}' is not a duration (expected e.g. 100ms, 0.5s)", text);
+  }
+  std::string_view unit(ptr, static_cast<size_t>(end - ptr));
+  double scale = 0;
+  if (unit.empty() || unit == "ms") scale = 1e6;
+  else if (unit == "s") scale = 1e9;
+  else if (unit == "us") scale = 1e3;
+  else if (unit == "ns") scale = 1;
+  else if (unit == "m" || unit == "min") scale = 60e9;
+  else return InvalidArgument("'{}': unknown unit '{}' (use ns, us, ms, s or m)", text, unit);
+  double ns = value * scale;
+  if (!(ns >= 1)) return InvalidArgument("'{}': a duration must be positive", text);
+  return static_cast<DurationNs>(ns);
+}
+
+}  // namespace grademl

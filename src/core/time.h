@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/status.h"
+
 namespace grademl {
 
 using TimeNs = int64_t;
@@ -35,5 +37,9 @@ inline DurationNs SecondsToNs(double s) { return static_cast<DurationNs>(s * 1e9
 std::string FormatDuration(DurationNs ns);
 // "2026-11-22 07:23:52" in local time.
 std::string FormatTimestamp(TimeNs t);
+
+// Parses "100ms", "0.5s", "250us", "2m", "1500ns"; a bare number is milliseconds.
+// InvalidArgument for anything else, zero or negative.
+StatusOr<DurationNs> ParseDuration(const std::string& text);
 
 }  // namespace grademl

@@ -61,6 +61,15 @@ void RunBuilder::SetPhaseTag(PhaseId id, const std::string& key, const std::stri
   MarkDirty(id);
 }
 
+void RunBuilder::RenamePhase(PhaseId id, const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = phases_.find(id);
+  GRADEML_CHECK_MSG(it != phases_.end(), "RenamePhase of an unknown phase");
+  if (it->second.name == name) return;
+  it->second.name = name;
+  MarkDirty(id);
+}
+
 std::optional<Phase> RunBuilder::GetPhase(PhaseId id) const {
   std::lock_guard lock(mu_);
   auto it = phases_.find(id);

@@ -66,6 +66,7 @@ class RunBuilder {
   PhaseId BeginPhase(const PhaseSpec& spec);
   void EndPhase(PhaseId id, TimeNs end_ns);
   void SetPhaseTag(PhaseId id, const std::string& key, const std::string& value);
+  void RenamePhase(PhaseId id, const std::string& name);
   // A copy of the phase, or nullopt for an unknown id.
   std::optional<Phase> GetPhase(PhaseId id) const;
 

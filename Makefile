@@ -1,0 +1,34 @@
+# GradeML: `make demo` and `make test` set everything up themselves on a Debian machine.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+GRADEML := $(BUILD)/grademl
+PYTHON := /usr/bin/python3
+
+.PHONY: all build test demo bench bootstrap clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap
+
+$(BUILD)/CMakeCache.txt:
+	@scripts/bootstrap
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: bootstrap $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS)
+
+# Records the example workflow under GradeML and prints its report.
+demo: build
+	$(GRADEML) run -- $(PYTHON) examples/train_digits.py
+	@echo
+	@echo "Recorded in .grademl/grademl.db. Try: $(GRADEML) ls; $(GRADEML) report --json"
+
+bench: build
+	bench/run_all.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

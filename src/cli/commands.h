@@ -1,0 +1,33 @@
+// The subcommands of `grademl`: each registers its options on the CLI11 app and returns
+// the action to run when it is the chosen verb. One file per subcommand.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace grademl::cli {
+
+// The action of a subcommand, returning the process exit code.
+using Action = std::function<int()>;
+
+// Options every verb that touches the database shares.
+struct CommonOptions {
+  std::string db_path;  // empty: store::DefaultDatabasePath()
+  std::string ResolvedDbPath() const;
+};
+
+Action RegisterRunCommand(CLI::App& app, CommonOptions& common);
+Action RegisterLsCommand(CLI::App& app, CommonOptions& common);
+Action RegisterReportCommand(CLI::App& app, CommonOptions& common);
+
+// Prints "grademl: MESSAGE" on stderr.
+void PrintError(const std::string& message);
+
+// Exit codes of grademl itself (a monitored command's own code passes through).
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitFailure = 1;
+
+}  // namespace grademl::cli

@@ -1,0 +1,61 @@
+#include "cli/main_command.h"
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "store/database.h"
+
+namespace grademl::cli {
+
+std::string CommonOptions::ResolvedDbPath() const {
+  return db_path.empty() ? store::DefaultDatabasePath() : db_path;
+}
+
+void PrintError(const std::string& message) {
+  std::fprintf(stderr, "grademl: %s\n", message.c_str());
+  std::fflush(stderr);
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app(
+      "GradeML: holistic performance analysis of machine-learning workflows.\n"
+      "Record a command with `grademl run -- CMD`, then look at it with `grademl report`.",
+      "grademl");
+  app.set_version_flag("--version", std::string("grademl ") + GRADEML_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();
+  CommonOptions common;
+  app.add_option("--db", common.db_path,
+                 "The run database (default: $GRADEML_DB, else .grademl/grademl.db in the current directory)");
+
+  struct Verb {
+    CLI::App* app;
+    Action action;
+  };
+  std::vector<Verb> verbs;
+  for (auto reg : {RegisterRunCommand, RegisterLsCommand, RegisterReportCommand}) {
+    size_t before = app.get_subcommands({}).size();
+    Action action = reg(app, common);
+    verbs.push_back({app.get_subcommands({})[before], std::move(action)});
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    PrintError(e.what());
+    std::fprintf(stderr, "Run 'grademl --help' for usage.\n");
+    return kExitUsage;
+  }
+  for (auto& verb : verbs) {
+    if (verb.app->parsed()) return verb.action();
+  }
+  return kExitUsage;
+}
+
+}  // namespace grademl::cli

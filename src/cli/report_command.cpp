@@ -1,0 +1,61 @@
+// `grademl report [RUN] [--json]`: prints the report of a run (the latest by default).
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "analysis/run_summary.h"
+#include "cli/commands.h"
+#include "report/json_report.h"
+#include "report/terminal_report.h"
+#include "store/database.h"
+
+namespace grademl::cli {
+
+Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
+  struct Options {
+    std::string run;
+    bool json = false;
+    size_t max_phases = 50;
+    bool color = false;
+    bool no_color = false;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("report", "Print the report of a run");
+  sub->add_option("run", opts->run, "Run id, or -N for the N-th latest (default: the latest run)");
+  sub->add_flag("--json", opts->json, "Print JSON (schema grademl.report/1, see docs/json-report.md)");
+  sub->add_option("--max-phases", opts->max_phases, "Phases shown in the tree before the rest are folded")
+      ->capture_default_str();
+  sub->add_flag("--color", opts->color, "Colour even when stdout is not a terminal");
+  sub->add_flag("--no-color", opts->no_color, "Never colour");
+  return [opts, &common]() -> int {
+    auto db = store::Database::Open(common.ResolvedDbPath(), store::Database::Mode::kReadOnly);
+    if (!db.ok()) {
+      PrintError(db.status().message());
+      return kExitFailure;
+    }
+    auto id = (*db)->ResolveRun(opts->run);
+    if (!id.ok()) {
+      PrintError(id.status().message());
+      return kExitFailure;
+    }
+    auto run = (*db)->LoadRun(*id);
+    if (!run.ok()) {
+      PrintError(run.status().message());
+      return kExitFailure;
+    }
+    analysis::RunSummary summary = analysis::SummarizeRun(*run);
+    std::string out;
+    if (opts->json) {
+      out = report::RenderJsonReport(*run, summary).dump(2) + "\n";
+    } else {
+      report::TerminalReportOptions ropts;
+      ropts.color = !opts->no_color && (opts->color || isatty(STDOUT_FILENO) != 0);
+      ropts.max_phases = opts->max_phases;
+      out = report::RenderTerminalReport(*run, summary, ropts);
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
+  };
+}
+
+}  // namespace grademl::cli

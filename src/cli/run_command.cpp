@@ -1,0 +1,69 @@
+// `grademl run [OPTIONS] -- CMD [ARGS...]`: records CMD as a run and reports it.
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "analysis/run_summary.h"
+#include "cli/commands.h"
+#include "report/terminal_report.h"
+#include "store/database.h"
+#include "workflow/monitored_command.h"
+
+namespace grademl::cli {
+
+Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
+  struct Options {
+    std::string interval = "100ms";
+    bool no_report = false;
+    bool verbose = false;
+    std::vector<std::string> command;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("run", "Run a command under GradeML and record it as a run");
+  sub->footer(
+      "The command runs with stdin, stdout and stderr passed through; grademl exits with its exit code\n"
+      "(128+N when a signal N killed it, 127 when it could not start). Every process it starts is\n"
+      "followed. SIGINT/SIGTERM/SIGHUP sent to grademl reach the command. The report goes to stderr.\n"
+      "Example: grademl run -- python3 train.py --epochs 3");
+  sub->add_option("--interval", opts->interval, "Sampling interval, e.g. 100ms, 0.5s")->capture_default_str();
+  sub->add_flag("--no-report", opts->no_report, "Do not print the report when the command ends");
+  sub->add_flag("-v,--verbose", opts->verbose, "Say which monitors are on");
+  sub->add_option("command", opts->command, "The command and its arguments (after --)")->required();
+  sub->prefix_command();
+  return [opts, &common, sub]() -> int {
+    std::vector<std::string> command = opts->command;
+    for (const auto& rest : sub->remaining()) command.push_back(rest);
+    auto interval = ParseDuration(opts->interval);
+    if (!interval.ok()) {
+      PrintError("--interval: " + interval.status().message());
+      return kExitUsage;
+    }
+    workflow::MonitoredCommandOptions options;
+    options.db_path = common.ResolvedDbPath();
+    options.interval = *interval;
+    options.verbose = opts->verbose;
+    auto result = workflow::RecordCommand(options, command);
+    if (!result.ok()) {
+      PrintError(result.status().message());
+      return kExitFailure;
+    }
+    if (!result->error.empty()) PrintError(result->error);
+    if (!opts->no_report) {
+      auto db = store::Database::Open(options.db_path, store::Database::Mode::kReadOnly);
+      auto run = db.ok() ? (*db)->LoadRun(result->run_id) : StatusOr<model::Run>(db.status());
+      if (!run.ok()) {
+        PrintError("cannot read the run back: " + run.status().message());
+      } else {
+        analysis::RunSummary summary = analysis::SummarizeRun(*run);
+        report::TerminalReportOptions ropts;
+        ropts.color = isatty(STDERR_FILENO) != 0;
+        ropts.max_phases = 20;
+        std::string text = report::RenderTerminalReport(*run, summary, ropts);
+        std::fprintf(stderr, "\n%s", text.c_str());
+      }
+    }
+    return result->exit_code;
+  };
+}
+
+}  // namespace grademl::cli

@@ -1,0 +1,65 @@
+#include "collect/process_stat.h"
+
+#include "collect/proc_file.h"
+
+namespace grademl::collect {
+
+bool ParseProcessStat(std::string_view text, ProcessStat* out) {
+  size_t open = text.find('(');
+  size_t close = text.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return false;
+  uint64_t pid = 0;
+  if (!ParseU64(text.substr(0, open > 0 ? open - 1 : 0), &pid)) return false;
+  out->pid = static_cast<int32_t>(pid);
+  out->comm = text.substr(open + 1, close - open - 1);
+  // Fields after the comm, numbered as in proc(5): 3 state, 4 ppid, ..., 14 utime.
+  FieldScanner f(text.substr(close + 1));
+  std::string_view state = f.Next();
+  if (state.size() != 1) return false;
+  out->state = state[0];
+  uint64_t ppid = 0;
+  if (!f.NextU64(&ppid)) return false;
+  out->ppid = static_cast<int32_t>(ppid);
+  f.Skip(9);  // 5 pgrp .. 13 majflt... (5..13)
+  if (!f.NextU64(&out->utime) || !f.NextU64(&out->stime)) return false;  // 14, 15
+  int64_t cutime = 0, cstime = 0;
+  if (!f.NextI64(&cutime) || !f.NextI64(&cstime)) return false;           // 16, 17
+  out->cutime = static_cast<uint64_t>(cutime < 0 ? 0 : cutime);
+  out->cstime = static_cast<uint64_t>(cstime < 0 ? 0 : cstime);
+  f.Skip(2);  // 18 priority, 19 nice
+  if (!f.NextI64(&out->num_threads)) return false;                        // 20
+  f.Skip(1);  // 21 itrealvalue
+  if (!f.NextU64(&out->starttime)) return false;                          // 22
+  f.Skip(1);  // 23 vsize
+  int64_t rss = 0;
+  if (!f.NextI64(&rss)) return false;                                     // 24
+  out->rss_pages = static_cast<uint64_t>(rss < 0 ? 0 : rss);
+  return true;
+}
+
+bool ParseProcessIo(std::string_view text, ProcessIo* out) {
+  return FindKeyedU64(text, "rchar", &out->rchar) && FindKeyedU64(text, "wchar", &out->wchar) &&
+         FindKeyedU64(text, "read_bytes", &out->read_bytes) && FindKeyedU64(text, "write_bytes", &out->write_bytes);
+}
+
+bool ParseProcessContextSwitches(std::string_view text, ProcessContextSwitches* out) {
+  return FindKeyedU64(text, "voluntary_ctxt_switches", &out->voluntary) &&
+         FindKeyedU64(text, "nonvoluntary_ctxt_switches", &out->involuntary);
+}
+
+std::string FormatCmdline(std::string_view raw, size_t max_len) {
+  while (!raw.empty() && raw.back() == '\0') raw.remove_suffix(1);
+  std::string out;
+  out.reserve(std::min(raw.size(), max_len));
+  for (char c : raw) {
+    if (out.size() >= max_len) {
+      out.resize(max_len - 3);
+      out += "...";
+      break;
+    }
+    out += (c == '\0' || c == '\n' || c == '\t') ? ' ' : c;
+  }
+  return out;
+}
+
+}  // namespace grademl::collect

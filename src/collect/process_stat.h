@@ -1,0 +1,45 @@
+// Parsers for the per-process files of /proc: stat, io and status. Pure functions over
+// text, so they are tested on fixed strings.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace grademl::collect {
+
+// The fields of /proc/PID/stat that GradeML uses. Times are in clock ticks.
+struct ProcessStat {
+  int32_t pid = 0;
+  std::string_view comm;  // points into the parsed text
+  char state = '?';       // R, S, D, Z, ...
+  int32_t ppid = 0;
+  uint64_t utime = 0, stime = 0;    // this process's threads, ticks
+  uint64_t cutime = 0, cstime = 0;  // reaped children (and their reaped children), ticks
+  int64_t num_threads = 0;
+  uint64_t starttime = 0;  // ticks after boot
+  uint64_t rss_pages = 0;
+};
+
+// Parses a /proc/PID/stat line. The command name may contain spaces and parentheses;
+// it runs to the LAST ')' of the line. False when the text is not a stat line.
+bool ParseProcessStat(std::string_view text, ProcessStat* out);
+
+// /proc/PID/io. read_bytes/write_bytes are storage I/O; rchar/wchar count every byte
+// passed to read()/write()-like calls. Includes the I/O of reaped children.
+struct ProcessIo {
+  uint64_t rchar = 0, wchar = 0, read_bytes = 0, write_bytes = 0;
+};
+bool ParseProcessIo(std::string_view text, ProcessIo* out);
+
+// Context switches from /proc/PID/status.
+struct ProcessContextSwitches {
+  uint64_t voluntary = 0, involuntary = 0;
+};
+bool ParseProcessContextSwitches(std::string_view text, ProcessContextSwitches* out);
+
+// argv from /proc/PID/cmdline (NUL-separated) joined with spaces, at most max_len bytes
+// ("..." marks a cut). Empty for kernel threads and zombies.
+std::string FormatCmdline(std::string_view raw, size_t max_len = 400);
+
+}  // namespace grademl::collect

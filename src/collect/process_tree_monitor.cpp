@@ -1,0 +1,616 @@
+#include "collect/process_tree_monitor.h"
+
+#include <dirent.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "collect/process_stat.h"
+#include "model/metric_names.h"
+
+namespace grademl::collect {
+
+namespace metric = model::metric;
+using model::SeriesKind;
+
+// Lists the numeric entries of /proc, reusing one open directory stream.
+class ProcDirectory {
+ public:
+  explicit ProcDirectory(const std::string& root) : dir_(opendir(root.c_str())) {}
+  ~ProcDirectory() {
+    if (dir_) closedir(dir_);
+  }
+  template <typename Fn>
+  void ForEachPid(Fn&& fn) {
+    if (!dir_) return;
+    rewinddir(dir_);
+    while (dirent* e = readdir(dir_)) {
+      const char* name = e->d_name;
+      if (name[0] < '1' || name[0] > '9') continue;
+      uint64_t pid = 0;
+      if (ParseU64(name, &pid)) fn(static_cast<pid_t>(pid));
+    }
+  }
+
+ private:
+  DIR* dir_;
+};
+
+struct ProcessTreeMonitor::Proc {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  uint64_t starttime = 0;
+  Proc* parent = nullptr;
+  std::vector<Proc*> children;
+  State state = State::kAlive;
+  model::PhaseId phase = 0;
+  model::ResourceId resource = 0;
+  model::SeriesId s_user = 0, s_system = 0, s_unseen = 0, s_rss = 0, s_rb = 0, s_wb = 0, s_rc = 0, s_wc = 0,
+                  s_threads = 0, s_vcsw = 0, s_ivcsw = 0;
+  ProcFile stat_file, io_file, status_file;
+  int pidfd = -1;
+  std::string comm;
+
+  bool seen = false;        // read at least once
+  bool final_exact = false; // the last read was of the zombie: counters are final
+  TimeNs last_t = 0;        // time of the last successful read
+  TimeNs exit_t = 0;        // when the exit was noticed (exact with pidfds)
+  double own_user = 0, own_system = 0;
+  double cut_user = 0, cut_system = 0;  // reaped children's CPU as the kernel reports it
+  std::array<double, 4> reported_io{};  // read, write bytes; read, write chars (incl. reaped children)
+  Totals rate{};                        // own rates over the last interval, per second
+  int64_t threads = 1;
+  double rss = 0;
+  uint64_t vcsw = 0, ivcsw = 0;
+
+  // What has been handed to exited children out of this process's reaped-children counters.
+  Totals children_explained{};
+  double unseen_user = 0, unseen_system = 0;
+  double unclaimed_user = 0, unclaimed_system = 0;  // left over last pass, unseen if it stays
+  // The largest values emitted, so counters never go backwards.
+  std::array<double, 4> emitted_io{};
+
+  double inclusive(Metric m) const {
+    switch (m) {
+      case kUser: return own_user + cut_user;
+      case kSystem: return own_system + cut_system;
+      default: return reported_io[m - kReadBytes];
+    }
+  }
+};
+
+double ShareOut(double total, std::vector<Claim>& claims) {
+  double needs = 0;
+  for (const Claim& c : claims) needs += c.need;
+  if (total <= needs) {
+    double scale = needs > 0 ? std::max(total, 0.0) / needs : 0;
+    for (Claim& c : claims) c.granted = c.need * scale;
+    return 0;
+  }
+  double left = total - needs;
+  for (Claim& c : claims) c.granted = c.need;
+  // Water-filling: give out `left` by weight; claimants that reach their cap drop out.
+  std::vector<size_t> open;
+  for (size_t i = 0; i < claims.size(); ++i)
+    if (claims[i].cap > 0 && claims[i].weight > 0) open.push_back(i);
+  while (left > 1e-12 && !open.empty()) {
+    double weights = 0;
+    for (size_t i : open) weights += claims[i].weight;
+    std::vector<size_t> still_open;
+    double given = 0;
+    for (size_t i : open) {
+      Claim& c = claims[i];
+      double room = c.cap - (c.granted - c.need);
+      double share = left * c.weight / weights;
+      if (share >= room) {
+        c.granted += room;
+        given += room;
+      } else {
+        c.granted += share;
+        given += share;
+        still_open.push_back(i);
+      }
+    }
+    left -= given;
+    if (still_open.size() == open.size()) break;  // nobody capped: all of `left` went out
+    open.swap(still_open);
+  }
+  return std::max(left, 0.0);
+}
+
+ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseId run_phase,
+                                       model::ResourceId host_resource, std::string host, Options options)
+    : builder_(builder),
+      run_phase_(run_phase),
+      host_resource_(host_resource),
+      host_(std::move(host)),
+      options_(std::move(options)),
+      seconds_per_tick_(1.0 / static_cast<double>(sysconf(_SC_CLK_TCK))),
+      page_size_(static_cast<double>(sysconf(_SC_PAGESIZE))),
+      self_pid_(getpid()),
+      proc_dir_(std::make_unique<ProcDirectory>(options_.proc_root)) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+}
+
+ProcessTreeMonitor::~ProcessTreeMonitor() {
+  for (auto& p : procs_)
+    if (p->pidfd >= 0) close(p->pidfd);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+}
+
+size_t ProcessTreeMonitor::alive() const {
+  std::lock_guard lock(mu_);
+  return alive_.size();
+}
+
+model::PhaseId ProcessTreeMonitor::PhaseOf(pid_t pid) const {
+  std::lock_guard lock(mu_);
+  for (auto it = procs_.rbegin(); it != procs_.rend(); ++it)
+    if ((*it)->pid == pid) return (*it)->phase;
+  return 0;
+}
+
+ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, TimeNs now,
+                                                     const std::string& fallback_name, TimeNs start_hint) {
+  auto owned = std::make_unique<Proc>();
+  Proc* p = owned.get();
+  p->pid = pid;
+  p->parent = parent;
+  std::string base = options_.proc_root + "/" + std::to_string(pid);
+  if (auto f = ProcFile::Open(base + "/stat"); f.ok()) p->stat_file = std::move(*f);
+  if (auto f = ProcFile::Open(base + "/io"); f.ok()) p->io_file = std::move(*f);
+  if (auto f = ProcFile::Open(base + "/status"); f.ok()) p->status_file = std::move(*f);
+
+  std::string name = fallback_name;
+  TimeNs start = start_hint;
+  if (p->stat_file.is_open()) {
+    if (auto text = p->stat_file.Read(); text.ok()) {
+      ProcessStat st;
+      if (ParseProcessStat(*text, &st)) {
+        p->starttime = st.starttime;
+        p->comm = std::string(st.comm);
+        if (start == 0) {
+          start = WallClock::FromBoottime(static_cast<int64_t>(static_cast<double>(st.starttime) * seconds_per_tick_ * 1e9));
+        }
+      }
+    }
+  }
+  if (name.empty()) {
+    if (auto cmdline = ReadFileOnce(base + "/cmdline"); cmdline.ok()) name = FormatCmdline(*cmdline);
+    if (name.empty()) name = "[" + p->comm + "]";
+  }
+  if (start == 0 || start > now) start = now;
+  if (parent) {
+    auto parent_phase = builder_->GetPhase(parent->phase);
+    if (parent_phase && start < parent_phase->start_ns) start = parent_phase->start_ns;
+  }
+
+  p->phase = builder_->BeginPhase({.parent = parent ? parent->phase : run_phase_,
+                                   .name = name,
+                                   .type = std::string(model::kPhaseTypeProcess),
+                                   .start_ns = start,
+                                   .host = host_,
+                                   .pid = pid});
+  p->resource = builder_->AddResource({.parent = host_resource_,
+                                       .kind = model::ResourceKind::kProcess,
+                                       .name = std::to_string(pid),
+                                       .host = host_,
+                                       .pid = pid,
+                                       .phase = p->phase});
+  auto series = [&](std::string_view n, std::string_view unit, SeriesKind kind) {
+    return builder_->AddSeries({.resource = p->resource, .name = std::string(n), .unit = std::string(unit), .kind = kind});
+  };
+  p->s_user = series(metric::kProcCpuUser, metric::kUnitSeconds, SeriesKind::kCounter);
+  p->s_system = series(metric::kProcCpuSystem, metric::kUnitSeconds, SeriesKind::kCounter);
+  p->s_unseen = series(metric::kProcCpuUnseenChildren, metric::kUnitSeconds, SeriesKind::kCounter);
+  p->s_rss = series(metric::kProcRss, metric::kUnitBytes, SeriesKind::kGauge);
+  p->s_rb = series(metric::kProcReadBytes, metric::kUnitBytes, SeriesKind::kCounter);
+  p->s_wb = series(metric::kProcWriteBytes, metric::kUnitBytes, SeriesKind::kCounter);
+  p->s_rc = series(metric::kProcReadChars, metric::kUnitBytes, SeriesKind::kCounter);
+  p->s_wc = series(metric::kProcWriteChars, metric::kUnitBytes, SeriesKind::kCounter);
+  p->s_threads = series(metric::kProcThreads, metric::kUnitCount, SeriesKind::kGauge);
+  p->s_vcsw = series(metric::kProcCtxVoluntary, metric::kUnitCount, SeriesKind::kCounter);
+  p->s_ivcsw = series(metric::kProcCtxInvoluntary, metric::kUnitCount, SeriesKind::kCounter);
+
+  if (epoll_fd_ >= 0) {
+    p->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (p->pidfd >= 0) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.ptr = p;
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, p->pidfd, &ev) != 0) {
+        close(p->pidfd);
+        p->pidfd = -1;
+      }
+    }
+  }
+  if (parent) parent->children.push_back(p);
+  alive_[pid] = p;
+  procs_.push_back(std::move(owned));
+  return p;
+}
+
+void ProcessTreeMonitor::AddRoot(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns) {
+  std::lock_guard lock(mu_);
+  std::string name;
+  for (const auto& a : argv) name += (name.empty() ? "" : " ") + a;
+  root_ = Follow(pid, nullptr, start_ns, FormatCmdline(name), start_ns);
+}
+
+bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow) {
+  if (!p->stat_file.is_open()) return false;
+  auto text = p->stat_file.Read();
+  if (!text.ok()) return false;
+  ProcessStat st;
+  if (!ParseProcessStat(*text, &st)) return false;
+  if (p->seen && st.starttime != p->starttime) return false;  // the pid was reused
+  bool zombie = st.state == 'Z' || st.state == 'X';
+  // A thread-group leader that exited while other threads run shows as a zombie too;
+  // its counters are final only when no thread is left.
+  bool renamed = p->seen && st.comm != p->comm;
+  if (renamed) {
+    p->comm = std::string(st.comm);
+    if (auto cmdline = ReadFileOnce(options_.proc_root + "/" + std::to_string(p->pid) + "/cmdline"); cmdline.ok()) {
+      std::string name = FormatCmdline(*cmdline);
+      builder_->RenamePhase(p->phase, name.empty() ? "[" + p->comm + "]" : name);
+    }
+  }
+  double dt = p->seen && now > p->last_t ? NsToSeconds(now - p->last_t) : 0;
+  double user = static_cast<double>(st.utime) * seconds_per_tick_;
+  double system = static_cast<double>(st.stime) * seconds_per_tick_;
+  std::array<double, 4> io = p->reported_io;
+  if (p->io_file.is_open()) {
+    if (auto io_text = p->io_file.Read(); io_text.ok()) {
+      ProcessIo pio;
+      if (ParseProcessIo(*io_text, &pio)) {
+        io = {static_cast<double>(pio.read_bytes), static_cast<double>(pio.write_bytes),
+              static_cast<double>(pio.rchar), static_cast<double>(pio.wchar)};
+      }
+    }
+  }
+  if (dt > 0) {
+    p->rate[kUser] = std::max(0.0, user - p->own_user) / dt;
+    p->rate[kSystem] = std::max(0.0, system - p->own_system) / dt;
+    for (int i = 0; i < 4; ++i) p->rate[kReadBytes + i] = std::max(0.0, io[i] - p->reported_io[i]) / dt;
+  }
+  p->own_user = std::max(p->own_user, user);
+  p->own_system = std::max(p->own_system, system);
+  p->cut_user = std::max(p->cut_user, static_cast<double>(st.cutime) * seconds_per_tick_);
+  p->cut_system = std::max(p->cut_system, static_cast<double>(st.cstime) * seconds_per_tick_);
+  for (int i = 0; i < 4; ++i) p->reported_io[i] = std::max(p->reported_io[i], io[i]);
+  if (!zombie) {
+    p->threads = std::max<int64_t>(st.num_threads, 1);
+    p->rss = static_cast<double>(st.rss_pages) * page_size_;
+  } else {
+    p->rss = 0;
+    p->final_exact = st.num_threads <= 1;
+  }
+  if ((slow || zombie) && p->status_file.is_open()) {
+    if (auto status = p->status_file.Read(); status.ok()) {
+      ProcessContextSwitches cs;
+      if (ParseProcessContextSwitches(*status, &cs)) {
+        p->vcsw = std::max(p->vcsw, cs.voluntary);
+        p->ivcsw = std::max(p->ivcsw, cs.involuntary);
+      }
+    }
+  }
+  p->seen = true;
+  p->last_t = now;
+  p->ppid = st.ppid;
+  return true;
+}
+
+void ProcessTreeMonitor::EmitSamples(Proc* p, TimeNs t) {
+  builder_->AddSample(p->s_user, t, p->own_user);
+  builder_->AddSample(p->s_system, t, p->own_system);
+  builder_->AddSample(p->s_unseen, t, p->unseen_user + p->unseen_system);
+  builder_->AddSample(p->s_rss, t, p->rss);
+  // Own I/O: what the kernel reports minus what was handed to reaped children.
+  const model::SeriesId io_series[4] = {p->s_rb, p->s_wb, p->s_rc, p->s_wc};
+  for (int i = 0; i < 4; ++i) {
+    double own = std::max(0.0, p->reported_io[i] - p->children_explained[kReadBytes + i]);
+    p->emitted_io[i] = std::max(p->emitted_io[i], own);
+    builder_->AddSample(io_series[i], t, p->emitted_io[i]);
+  }
+  builder_->AddSample(p->s_threads, t, p->state == State::kAlive ? static_cast<double>(p->threads) : 0);
+  builder_->AddSample(p->s_vcsw, t, static_cast<double>(p->vcsw));
+  builder_->AddSample(p->s_ivcsw, t, static_cast<double>(p->ivcsw));
+}
+
+void ProcessTreeMonitor::Unwatch(Proc* p) {
+  if (p->pidfd >= 0) {
+    if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p->pidfd, nullptr);
+    close(p->pidfd);
+    p->pidfd = -1;
+  }
+}
+
+void ProcessTreeMonitor::MarkGone(Proc* p, TimeNs t) {
+  if (p->state != State::kAlive) return;
+  p->state = State::kGone;
+  if (p->exit_t == 0) p->exit_t = t;
+  alive_.erase(p->pid);
+  Unwatch(p);
+  p->stat_file = ProcFile();
+  p->io_file = ProcFile();
+  p->status_file = ProcFile();
+}
+
+void ProcessTreeMonitor::EndPhase(Proc* p) {
+  p->rss = 0;
+  EmitSamples(p, p->exit_t);
+  builder_->EndPhase(p->phase, p->exit_t);
+}
+
+void ProcessTreeMonitor::Discover(TimeNs now) {
+  struct Candidate {
+    pid_t pid, ppid;
+    uint64_t starttime;
+  };
+  std::vector<Candidate> candidates;
+  proc_dir_->ForEachPid([&](pid_t pid) {
+    if (alive_.count(pid)) return;
+    auto foreign = foreign_.find(pid);
+    if (foreign != foreign_.end()) return;
+    auto text = ReadFileOnce(options_.proc_root + "/" + std::to_string(pid) + "/stat");
+    if (!text.ok()) return;
+    ProcessStat st;
+    if (!ParseProcessStat(*text, &st)) return;
+    candidates.push_back({pid, st.ppid, st.starttime});
+  });
+  // Parents before children, however the pids are ordered.
+  bool progress = true;
+  while (progress && !candidates.empty()) {
+    progress = false;
+    for (auto it = candidates.begin(); it != candidates.end();) {
+      Proc* parent = nullptr;
+      if (auto a = alive_.find(it->ppid); a != alive_.end()) parent = a->second;
+      if (!parent && it->ppid == self_pid_ && root_ && it->pid != root_->pid) parent = root_;  // an orphan we adopted
+      if (parent) {
+        Follow(it->pid, parent, now, "", 0);
+        it = candidates.erase(it);
+        progress = true;
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const Candidate& c : candidates) foreign_[c.pid] = c.starttime;
+  // Forget foreign pids now and then: a pid can be reused by a process of ours.
+  if (pass_ % 100 == 0) foreign_.clear();
+}
+
+void ProcessTreeMonitor::Sample(TimeNs now) {
+  std::lock_guard lock(mu_);
+  if (!root_) return;
+  ++pass_;
+  bool slow = options_.slow_every <= 1 || pass_ % options_.slow_every == 1;
+  Discover(now);
+  // Top-down, so that a parent is always read before its children: a child reaped after
+  // its parent was read shows up in the parent's counters only at the next pass.
+  std::vector<Proc*> order{root_};
+  std::vector<Proc*> parents_with_exits;
+  for (size_t i = 0; i < order.size(); ++i) {
+    Proc* p = order[i];
+    for (Proc* c : p->children) order.push_back(c);
+    if (p->state != State::kAlive) continue;
+    if (!ReadProc(p, now, slow) || p->final_exact) {
+      MarkGone(p, now);
+      if (p->parent && p->parent->state == State::kAlive) parents_with_exits.push_back(p->parent);
+    }
+  }
+  std::sort(parents_with_exits.begin(), parents_with_exits.end());
+  parents_with_exits.erase(std::unique(parents_with_exits.begin(), parents_with_exits.end()), parents_with_exits.end());
+  for (Proc* parent : parents_with_exits) {
+    // Read the parent again: it has now reaped the children found gone above.
+    if (!ReadProc(parent, now, false)) MarkGone(parent, now);
+  }
+  for (Proc* p : order) {
+    if (p->state == State::kAlive) ResolveLiveParent(p, now);
+  }
+  // Emit only now: a parent's own I/O is known once its exited children took their share.
+  for (Proc* p : order) {
+    if (p->state == State::kAlive) EmitSamples(p, now);
+  }
+}
+
+void ProcessTreeMonitor::HandleExitNotifications(TimeNs now) {
+  std::lock_guard lock(mu_);
+  if (epoll_fd_ < 0) return;
+  epoll_event events[64];
+  int n = epoll_wait(epoll_fd_, events, 64, 0);
+  for (int i = 0; i < n; ++i) {
+    Proc* p = static_cast<Proc*>(events[i].data.ptr);
+    if (p->state != State::kAlive) continue;
+    p->exit_t = now;
+    // Usually still a zombie: its counters are final. If already reaped, the parent's
+    // counters tell the rest at the next pass.
+    ReadProc(p, now, true);
+    MarkGone(p, now);
+  }
+}
+
+// An exited process's claim on its parent's reaped-children counters: at least what was
+// last seen of it, plus a tail by its recent rate, bounded by what its threads could have
+// used between the last read and the exit. Nothing more when the final values were read.
+Claim ProcessTreeMonitor::TailClaim(const Proc* c, Metric m) {
+  double dt = NsToSeconds(std::max<TimeNs>(c->exit_t - c->last_t, 0));
+  double cap = m <= kSystem ? static_cast<double>(c->threads) * dt : std::numeric_limits<double>::infinity();
+  return {.need = c->inclusive(m),
+          .weight = c->final_exact ? 0 : std::max(c->rate[m], 1e-9),
+          .cap = c->final_exact ? 0 : cap};
+}
+
+void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs) {
+  std::vector<Proc*> gone;
+  for (Proc* c : parent->children)
+    if (c->state == State::kGone && c->ppid == parent->pid) gone.push_back(c);
+
+  // CPU: the reaped-children counters not yet handed out.
+  double credit_user = parent->cut_user - parent->children_explained[kUser] - parent->unseen_user;
+  double credit_system = parent->cut_system - parent->children_explained[kSystem] - parent->unseen_system;
+  if (!gone.empty()) {
+    // I/O: the growth of the parent's reported I/O since it last handed some out is shared
+    // between the parent's own new I/O and its exited children.
+    std::vector<Totals> child_finals(gone.size());
+    for (int m = 0; m < kNumMetrics; ++m) {
+      std::vector<Claim> claims;
+      for (Proc* c : gone) claims.push_back(TailClaim(c, static_cast<Metric>(m)));
+      double total;
+      if (m == kUser) {
+        total = credit_user;
+      } else if (m == kSystem) {
+        total = credit_system;
+      } else {
+        // The parent's own new I/O competes with the children's tails.
+        double own_before = parent->emitted_io[m - kReadBytes];
+        total = parent->reported_io[m - kReadBytes] - parent->children_explained[m] - own_before;
+        claims.push_back({.need = 0, .weight = std::max(parent->rate[m], 1e-9),
+                          .cap = std::numeric_limits<double>::infinity()});
+      }
+      ShareOut(total, claims);
+      for (size_t i = 0; i < gone.size(); ++i) {
+        // Whatever was seen of a child happened: never grant less than that.
+        double granted = std::max(claims[i].granted, gone[i]->inclusive(static_cast<Metric>(m)));
+        parent->children_explained[m] += granted;
+        child_finals[i][m] = granted;
+      }
+    }
+    for (size_t i = 0; i < gone.size(); ++i) ResolveDead(gone[i], child_finals[i]);
+    credit_user = parent->cut_user - parent->children_explained[kUser] - parent->unseen_user;
+    credit_system = parent->cut_system - parent->children_explained[kSystem] - parent->unseen_system;
+  }
+  // CPU of reaped children that no exited child claimed for a whole pass came from
+  // processes too short-lived to be seen.
+  double unseen_user = std::min(std::max(credit_user, 0.0), parent->unclaimed_user);
+  double unseen_system = std::min(std::max(credit_system, 0.0), parent->unclaimed_system);
+  parent->unseen_user += unseen_user;
+  parent->unseen_system += unseen_system;
+  parent->unclaimed_user = std::max(credit_user - unseen_user, 0.0);
+  parent->unclaimed_system = std::max(credit_system - unseen_system, 0.0);
+  PruneResolved(parent);
+}
+
+void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
+  if (p->state == State::kResolved) return;
+  // Children of p that exited with it (not re-parented away while p lived).
+  std::vector<Proc*> gone;
+  for (Proc* c : p->children)
+    if (c->state == State::kGone && c->ppid == p->pid) gone.push_back(c);
+  double dt = NsToSeconds(std::max<TimeNs>(p->exit_t - p->last_t, 0));
+  std::vector<Totals> child_finals(gone.size());
+  for (int m = 0; m < kNumMetrics; ++m) {
+    Metric metric_id = static_cast<Metric>(m);
+    double seen = p->inclusive(metric_id);
+    double explained = p->children_explained[m] + (m == kUser ? p->unseen_user : m == kSystem ? p->unseen_system : 0);
+    // What p's counters grew by after they were last read, plus reaped-children counters
+    // not handed out yet.
+    double unread = std::max(inclusive_final[m] - seen, 0.0);
+    double pool = unread;
+    if (m == kUser) pool += std::max(p->cut_user - explained, 0.0);
+    if (m == kSystem) pool += std::max(p->cut_system - explained, 0.0);
+    std::vector<Claim> claims;
+    for (Proc* c : gone) claims.push_back(TailClaim(c, metric_id));
+    // p's own unread tail.
+    claims.push_back({.need = 0, .weight = p->final_exact ? 0 : std::max(p->rate[m], 1e-9),
+                      .cap = p->final_exact ? 0 : (m <= kSystem ? static_cast<double>(p->threads) * dt : unread)});
+    double left = ShareOut(pool, claims);
+    for (size_t i = 0; i < gone.size(); ++i) {
+      child_finals[i][m] = std::max(claims[i].granted, gone[i]->inclusive(metric_id));
+      p->children_explained[m] += child_finals[i][m];
+    }
+    double own_tail = claims.back().granted;
+    switch (metric_id) {
+      case kUser:
+        p->own_user += own_tail;
+        p->unseen_user += left;
+        break;
+      case kSystem:
+        p->own_system += own_tail;
+        p->unseen_system += left;
+        break;
+      default:
+        // I/O left over is p's own: the kernel counted it in p.
+        p->reported_io[m - kReadBytes] = std::max(p->reported_io[m - kReadBytes], inclusive_final[m]);
+        break;
+    }
+  }
+  p->state = State::kResolved;
+  for (size_t i = 0; i < gone.size(); ++i) ResolveDead(gone[i], child_finals[i]);
+  EndPhase(p);
+  PruneResolved(p);
+}
+
+void ProcessTreeMonitor::PruneResolved(Proc* p) {
+  // Drop resolved leaves from the tree so that passes do not walk the dead.
+  auto& kids = p->children;
+  kids.erase(std::remove_if(kids.begin(), kids.end(),
+                            [](Proc* c) { return c->state == State::kResolved && c->children.empty(); }),
+             kids.end());
+}
+
+void ProcessTreeMonitor::OnReaped(pid_t pid, TimeNs t, const struct rusage& usage) {
+  std::lock_guard lock(mu_);
+  Proc* p = nullptr;
+  for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) {
+    if ((*it)->pid == pid && (*it)->state != State::kResolved) {
+      p = it->get();
+      break;
+    }
+  }
+  if (!p) return;
+  if (p->state == State::kAlive) {
+    if (p->exit_t == 0) p->exit_t = t;
+    MarkGone(p, t);
+  }
+  auto seconds = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6; };
+  Totals final_totals{};
+  final_totals[kUser] = seconds(usage.ru_utime);
+  final_totals[kSystem] = seconds(usage.ru_stime);
+  // rusage counts storage I/O in 512-byte blocks and has no character counts.
+  final_totals[kReadBytes] = std::max(static_cast<double>(usage.ru_inblock) * 512.0, p->inclusive(kReadBytes));
+  final_totals[kWriteBytes] = std::max(static_cast<double>(usage.ru_oublock) * 512.0, p->inclusive(kWriteBytes));
+  final_totals[kReadChars] = p->inclusive(kReadChars);
+  final_totals[kWriteChars] = p->inclusive(kWriteChars);
+  ResolveDead(p, final_totals);
+  if (p->parent) PruneResolved(p->parent);
+}
+
+void ProcessTreeMonitor::ResolveOrphansAtEnd(TimeNs end) {
+  // Processes whose exit nobody reported (re-parented to init, or still running when the
+  // run ended): what was last seen of them is final.
+  for (auto& owned : procs_) {
+    Proc* p = owned.get();
+    if (p->state == State::kAlive) {
+      if (p->exit_t == 0) p->exit_t = end;
+      MarkGone(p, end);
+    }
+  }
+  for (auto& owned : procs_) {
+    Proc* p = owned.get();
+    if (p->state != State::kGone) continue;
+    // Resolve from the top of each unresolved subtree.
+    Proc* top = p;
+    while (top->parent && top->parent->state == State::kGone && top->ppid == top->parent->pid) top = top->parent;
+    Totals seen{};
+    for (int m = 0; m < kNumMetrics; ++m) seen[m] = top->inclusive(static_cast<Metric>(m));
+    ResolveDead(top, seen);
+  }
+}
+
+void ProcessTreeMonitor::Finish(TimeNs end) {
+  {
+    std::lock_guard lock(mu_);
+    if (!root_) return;
+  }
+  HandleExitNotifications(end);
+  Sample(end);
+  std::lock_guard lock(mu_);
+  ResolveOrphansAtEnd(end);
+}
+
+}  // namespace grademl::collect

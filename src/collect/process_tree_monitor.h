@@ -1,0 +1,119 @@
+// ProcessTreeMonitor: follows every process of the tree that `grademl run` launched, as one
+// phase per process under its parent process's phase, with a process resource carrying its
+// CPU, memory, I/O, thread and context-switch series.
+//
+// Discovery: each pass lists /proc and follows any new process whose parent is followed.
+// Reading: a followed process's stat and io files stay open and are re-read with pread.
+// Exits: a pidfd per process wakes the sampling thread the moment a process exits, so its
+// final counters are usually read while it is a zombie and its end time is exact.
+//
+// No CPU time or I/O vanishes when a process exits between two passes, or lives and dies
+// unseen: the kernel adds a reaped child's totals to its parent (cutime/cstime, and the
+// parent's /proc/PID/io). When children vanish, the parent is read again and the growth of
+// those counters is shared out: each vanished child gets at least what was last seen of
+// it, the rest goes to the children's unseen tails in proportion to their recent rates
+// (bounded by threads x time), and what nobody can claim for a whole pass becomes the
+// parent's "cpu.unseen_children". Processes reaped by grademl itself (the root, orphans
+// re-parented to grademl as child subreaper) come with their exact rusage.
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "collect/proc_file.h"
+#include "model/run_builder.h"
+
+namespace grademl::collect {
+
+// Shares `total` among claimants: each first gets its `need` (scaled down when the total is
+// short), then what is left goes out in proportion to `weight`, never past `cap` (water-
+// filling). Returns what nobody could take. Exposed for tests.
+struct Claim {
+  double need = 0;
+  double weight = 0;
+  double cap = 0;     // the most this claimant may get beyond its need
+  double granted = 0; // out: need + share
+};
+double ShareOut(double total, std::vector<Claim>& claims);
+
+class ProcessTreeMonitor {
+ public:
+  struct Options {
+    std::string proc_root = "/proc";
+    int slow_every = 10;  // read /proc/PID/status (context switches) every N passes
+  };
+
+  ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseId run_phase, model::ResourceId host_resource,
+                     std::string host, Options options);
+  ~ProcessTreeMonitor();
+  ProcessTreeMonitor(const ProcessTreeMonitor&) = delete;
+  ProcessTreeMonitor& operator=(const ProcessTreeMonitor&) = delete;
+
+  // Starts following `pid`, the command grademl just forked, as a phase under the run phase.
+  void AddRoot(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns);
+  // One sampling pass over the tree.
+  void Sample(TimeNs now);
+  // An fd that becomes readable when a followed process exits (-1 if pidfds are unsupported).
+  int exit_notification_fd() const { return epoll_fd_; }
+  // Reads the final counters of processes that just exited, while they are zombies.
+  void HandleExitNotifications(TimeNs now);
+  // A followed process was reaped by grademl (the root, or an orphan re-parented to it).
+  void OnReaped(pid_t pid, TimeNs t, const struct rusage& usage);
+  // A last pass: resolves every exit and ends every open phase at `end`.
+  void Finish(TimeNs end);
+  // Processes followed and alive.
+  size_t alive() const;
+  // The phase of a followed process (alive or not), 0 if unknown.
+  model::PhaseId PhaseOf(pid_t pid) const;
+
+  // Counters shared out between a parent and its exited children, in this order.
+  enum Metric { kUser, kSystem, kReadBytes, kWriteBytes, kReadChars, kWriteChars, kNumMetrics };
+  using Totals = std::array<double, kNumMetrics>;
+
+ private:
+  enum class State { kAlive, kGone, kResolved };
+  struct Proc;
+
+  model::RunBuilder* builder_;
+  model::PhaseId run_phase_;
+  model::ResourceId host_resource_;
+  std::string host_;
+  Options options_;
+  double seconds_per_tick_;
+  double page_size_;
+  pid_t self_pid_;
+
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Proc>> procs_;           // every process ever followed
+  std::unordered_map<pid_t, Proc*> alive_;             // followed and not known to be gone
+  std::unordered_map<pid_t, uint64_t> foreign_;        // pid -> start time, not in the tree
+  Proc* root_ = nullptr;
+  int epoll_fd_ = -1;
+  int pass_ = 0;
+  std::unique_ptr<class ProcDirectory> proc_dir_;
+
+  Proc* Follow(pid_t pid, Proc* parent, TimeNs now, const std::string& fallback_name, TimeNs start_hint);
+  void Discover(TimeNs now);
+  // Reads a process's counters; false when it is gone. `final_read` marks a zombie's read.
+  bool ReadProc(Proc* p, TimeNs now, bool slow);
+  void EmitSamples(Proc* p, TimeNs t);
+  void MarkGone(Proc* p, TimeNs t);
+  void ResolveLiveParent(Proc* parent, TimeNs now);
+  static Claim TailClaim(const Proc* c, Metric m);
+  void ResolveDead(Proc* p, const Totals& inclusive_final);
+  void EndPhase(Proc* p);
+  void Unwatch(Proc* p);
+  void PruneResolved(Proc* p);
+  void ResolveOrphansAtEnd(TimeNs end);
+};
+
+
+}  // namespace grademl::collect

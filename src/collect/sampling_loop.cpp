@@ -1,0 +1,64 @@
+#include "collect/sampling_loop.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace grademl::collect {
+
+SamplingLoop::SamplingLoop(DurationNs interval, std::vector<Sampler> samplers, int exit_fd, Sampler on_exit_fd)
+    : interval_(interval), samplers_(std::move(samplers)), exit_fd_(exit_fd), on_exit_fd_(std::move(on_exit_fd)) {
+  GRADEML_CHECK(interval_ > 0);
+  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  GRADEML_CHECK_MSG(stop_fd_ >= 0, "eventfd failed");
+}
+
+SamplingLoop::~SamplingLoop() {
+  Stop();
+  close(stop_fd_);
+}
+
+void SamplingLoop::Start() {
+  GRADEML_CHECK(!thread_.joinable());
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void SamplingLoop::Stop() {
+  if (!thread_.joinable()) return;
+  uint64_t one = 1;
+  ssize_t n = write(stop_fd_, &one, sizeof one);
+  (void)n;
+  thread_.join();
+}
+
+void SamplingLoop::Loop() {
+  int64_t next = WallClock::MonotonicNow();
+  while (true) {
+    TimeNs now = WallClock::Now();
+    for (auto& sampler : samplers_) sampler(now);
+    ++passes_;
+    next += interval_;
+    int64_t mono = WallClock::MonotonicNow();
+    if (next < mono) next = mono + interval_ / 2;  // fell behind: do not try to catch up in a burst
+    // Sleep until the next tick, waking early for process exits or a stop request.
+    while (true) {
+      int64_t left_ns = next - WallClock::MonotonicNow();
+      if (left_ns <= 0) break;
+      pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {exit_fd_, POLLIN, 0}};
+      int nfds = exit_fd_ >= 0 ? 2 : 1;
+      int timeout_ms = static_cast<int>((left_ns + kNsPerMs - 1) / kNsPerMs);
+      int ready = poll(fds, nfds, timeout_ms);
+      if (ready < 0 && errno != EINTR) break;
+      if (ready <= 0) continue;
+      if (fds[0].revents & POLLIN) return;
+      if (nfds == 2 && (fds[1].revents & POLLIN) && on_exit_fd_) on_exit_fd_(WallClock::Now());
+    }
+  }
+}
+
+}  // namespace grademl::collect

@@ -1,0 +1,135 @@
+#include "report/json_report.h"
+
+#include <cmath>
+
+#include "report/text_format.h"
+
+namespace grademl::report {
+namespace {
+
+using nlohmann::json;
+
+// Byte counts are whole numbers in JSON; an unknown capacity is null.
+json Bytes(double bytes) {
+  if (!std::isfinite(bytes)) return nullptr;
+  return static_cast<int64_t>(std::llround(bytes));
+}
+json NumberOrNull(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json Text(std::string_view s) { return ValidUtf8(s); }
+
+json PhaseJson(const model::Phase& phase, const analysis::PhaseSummary& ps) {
+  json tags = json::object();
+  for (const auto& [key, value] : phase.tags) tags[ValidUtf8(key)] = Text(value);
+  return {
+      {"id", phase.id},
+      {"parent", phase.parent == 0 ? json(nullptr) : json(phase.parent)},
+      {"name", Text(phase.name)},
+      {"type", Text(phase.type)},
+      {"tags", tags},
+      {"start_ns", phase.start_ns},
+      {"end_ns", phase.ended() ? json(phase.end_ns) : json(nullptr)},
+      {"host", Text(phase.host)},
+      {"pid", phase.pid == 0 ? json(nullptr) : json(phase.pid)},
+      {"duration_s", ps.duration_s},
+      {"cpu_seconds", ps.cpu_seconds},
+      {"self_cpu_seconds", ps.self_cpu_seconds},
+      {"avg_cores", ps.avg_cores},
+      {"peak_rss_bytes", Bytes(ps.peak_rss_bytes)},
+      {"self_peak_rss_bytes", Bytes(ps.self_peak_rss_bytes)},
+      {"read_bytes", Bytes(ps.read_bytes)},
+      {"write_bytes", Bytes(ps.write_bytes)},
+      {"self_read_bytes", Bytes(ps.self_read_bytes)},
+      {"self_write_bytes", Bytes(ps.self_write_bytes)},
+      {"process_count", ps.process_count},
+  };
+}
+
+json HostJson(const analysis::HostSummary& host) {
+  json out = {{"name", Text(host.name)}, {"cpu", nullptr}, {"memory", nullptr}};
+  if (host.cpu) {
+    json cores = json::array();
+    for (const auto& core : host.cpu->per_core) cores.push_back({{"name", Text(core.name)}, {"avg_busy", core.avg_busy}});
+    out["cpu"] = {{"cores", host.cpu->cores},
+                  {"avg_busy", host.cpu->avg_busy},
+                  {"peak_busy", host.cpu->peak_busy},
+                  {"avg_iowait", host.cpu->avg_iowait},
+                  {"avg_steal", host.cpu->avg_steal},
+                  {"per_core", cores}};
+  }
+  if (host.memory) {
+    out["memory"] = {{"capacity_bytes", Bytes(host.memory->capacity_bytes)},
+                     {"peak_used_bytes", Bytes(host.memory->peak_used_bytes)},
+                     {"avg_used_bytes", Bytes(host.memory->avg_used_bytes)}};
+  }
+  json disks = json::array();
+  for (const auto& d : host.disks) {
+    disks.push_back({{"name", Text(d.name)},
+                     {"read_bytes", Bytes(d.read_bytes)},
+                     {"write_bytes", Bytes(d.write_bytes)},
+                     {"avg_busy", d.avg_busy}});
+  }
+  out["disks"] = disks;
+  json nets = json::array();
+  for (const auto& n : host.nets) {
+    nets.push_back({{"name", Text(n.name)},
+                    {"rx_bytes", Bytes(n.rx_bytes)},
+                    {"tx_bytes", Bytes(n.tx_bytes)},
+                    {"capacity_bytes_per_s", NumberOrNull(n.capacity_bytes_per_s)}});
+  }
+  out["nets"] = nets;
+  json gpus = json::array();
+  for (const auto& g : host.gpus) {
+    gpus.push_back({{"name", Text(g.name)},
+                    {"avg_utilization", g.has_utilization ? json(g.avg_utilization) : json(nullptr)},
+                    {"peak_utilization", g.has_utilization ? json(g.peak_utilization) : json(nullptr)},
+                    {"peak_memory_used_bytes", g.has_memory ? Bytes(g.peak_memory_used_bytes) : json(nullptr)},
+                    {"memory_capacity_bytes", Bytes(g.memory_capacity_bytes)},
+                    {"avg_power_w", g.has_power ? json(g.avg_power_w) : json(nullptr)},
+                    {"power_limit_w", NumberOrNull(g.power_limit_w)}});
+  }
+  out["gpus"] = gpus;
+  return out;
+}
+
+}  // namespace
+
+json RunInfoJson(const model::RunInfo& info) {
+  json command = json::array();
+  for (const std::string& arg : info.command) command.push_back(Text(arg));
+  return {
+      {"id", info.id},
+      {"uuid", Text(info.uuid)},
+      {"command", command},
+      {"cwd", Text(info.cwd)},
+      {"host", Text(info.host)},
+      {"start_ns", info.start_ns},
+      {"end_ns", info.end_ns == 0 ? json(nullptr) : json(info.end_ns)},
+      {"exit_code", info.exit_code ? json(*info.exit_code) : json(nullptr)},
+      {"exit_signal", info.exit_signal ? json(*info.exit_signal) : json(nullptr)},
+      {"complete", info.complete},
+      {"status", RunStatusWord(info)},
+      {"error", Text(info.error)},
+      {"grademl_version", Text(info.grademl_version)},
+      {"interval_ns", info.interval_ns},
+      {"monitor_cpu_seconds", info.monitor_cpu_seconds},
+  };
+}
+
+json RenderJsonReport(const model::Run& run, const analysis::RunSummary& summary) {
+  json run_json = RunInfoJson(run.info);
+  run_json["duration_s"] = summary.duration_s;
+
+  json phases = json::array();
+  for (size_t i = 0; i < run.phases.size(); ++i) {
+    analysis::PhaseSummary empty{.id = run.phases[i].id};
+    const analysis::PhaseSummary& ps = i < summary.phases.size() ? summary.phases[i] : empty;
+    phases.push_back(PhaseJson(run.phases[i], ps));
+  }
+  json edges = json::array();
+  for (const model::Edge& e : run.edges) edges.push_back({{"from", e.from}, {"to", e.to}, {"kind", Text(e.kind)}});
+  json hosts = json::array();
+  for (const analysis::HostSummary& host : summary.hosts) hosts.push_back(HostJson(host));
+  return {{"schema", kReportSchema}, {"run", run_json}, {"phases", phases}, {"edges", edges}, {"hosts", hosts}};
+}
+
+}  // namespace grademl::report

@@ -1,0 +1,422 @@
+#include "report/terminal_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <queue>
+#include <unordered_map>
+
+#include "report/text_format.h"
+
+namespace grademl::report {
+namespace {
+
+using analysis::PhaseSummary;
+using analysis::RunSummary;
+
+constexpr std::string_view kBold = "\033[1m";
+constexpr std::string_view kDim = "\033[2m";
+constexpr std::string_view kRed = "\033[31m";
+constexpr std::string_view kGreen = "\033[32m";
+constexpr std::string_view kYellow = "\033[33m";
+constexpr std::string_view kReset = "\033[0m";
+
+// Wraps text in ANSI styles, or leaves it alone when colour is off.
+class Styler {
+ public:
+  explicit Styler(bool on) : on_(on) {}
+  std::string operator()(std::string_view style, std::string_view text) const {
+    if (!on_ || text.empty()) return std::string(text);
+    return fmt::format("{}{}{}", style, text, kReset);
+  }
+
+ private:
+  bool on_;
+};
+
+void RightTrim(std::string& line) {
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+}
+
+// Label/value lines with the values aligned after the longest label.
+class LabeledLines {
+ public:
+  void Add(std::string label, std::string value) { lines_.emplace_back(std::move(label), std::move(value)); }
+  bool empty() const { return lines_.empty(); }
+  void Render(std::string& out, const Styler& style, size_t indent = 2) const {
+    size_t width = 0;
+    for (const auto& [label, value] : lines_) width = std::max(width, DisplayWidth(label));
+    for (const auto& [label, value] : lines_) {
+      std::string line = std::string(indent, ' ') + style(kBold, PadRight(label, width)) + "  " + value;
+      RightTrim(line);
+      out += line + '\n';
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> lines_;
+};
+
+std::string Join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (const std::string& part : parts) {
+    if (!out.empty()) out += separator;
+    out += part;
+  }
+  return out;
+}
+
+std::string FormatOffset(DurationNs ns) { return ns == 0 ? "0 s" : FormatDuration(ns); }
+std::string FormatSeconds(double s) { return FormatDuration(SecondsToNs(s)); }
+
+// --- header ------------------------------------------------------------------------------
+
+void RenderHeader(const model::Run& run, const RunSummary& summary, const Styler& style, std::string& out) {
+  const model::RunInfo& info = run.info;
+  out += style(kBold, fmt::format("GradeML run {}", info.id)) + '\n';
+  LabeledLines lines;
+  lines.Add("command", Sanitize(JoinCommand(info.command)));
+  if (!info.host.empty()) lines.Add("host", Sanitize(info.host));
+  lines.Add("started", FormatTimestamp(summary.start_ns) + " (local time)");
+  std::string duration = FormatDuration(summary.end_ns - summary.start_ns);
+  lines.Add("duration", info.complete ? duration : duration + " (until grademl stopped)");
+
+  std::string status;
+  bool has_exit = info.exit_code.has_value() || info.exit_signal.has_value();
+  if (!info.error.empty() && !has_exit) {
+    status = style(kRed, "failed to start: " + Sanitize(info.error));
+  } else if (!info.complete) {
+    status = style(kYellow, "still running / incomplete (grademl stopped before the end)");
+  } else if (info.exit_signal) {
+    status = style(kRed, fmt::format("killed by {} (signal {})", SignalName(*info.exit_signal), *info.exit_signal));
+  } else if (info.exit_code) {
+    status = *info.exit_code == 0 ? style(kGreen, "finished, exit code 0")
+                                  : style(kRed, fmt::format("failed, exit code {}", *info.exit_code));
+  } else {
+    status = "finished (exit status unknown)";
+  }
+  lines.Add("status", status);
+  if (!info.error.empty() && has_exit) lines.Add("error", style(kRed, Sanitize(info.error)));
+
+  std::string overhead;
+  if (summary.duration_s > 0) {
+    overhead = fmt::format("grademl used {} of one core",
+                           FormatPercent(info.monitor_cpu_seconds / summary.duration_s));
+  }
+  if (info.interval_ns > 0) {
+    if (!overhead.empty()) overhead += ", ";
+    overhead += fmt::format("sampling every {}", FormatDuration(info.interval_ns));
+  }
+  if (!overhead.empty()) lines.Add("overhead", overhead);
+  lines.Render(out, style);
+}
+
+// --- phase tree --------------------------------------------------------------------------
+
+// One line of the phase table, before alignment.
+struct Row {
+  std::string lead;  // tree drawing
+  std::string name;
+  std::array<std::string, 7> cells;  // start, duration, CPU, cores, peak mem, read, written
+  bool header = false;
+  bool more = false;  // a "… N more phases" line
+};
+
+constexpr std::array<const char*, 7> kColumnTitles{"start", "duration", "CPU time", "cores", "peak mem", "read",
+                                                   "written"};
+
+// Shortens a command-line-like name to `width` columns: first the program's directory goes
+// ("/usr/bin/python3 x.py" -> "python3 x.py"), then the tail is cut with "…".
+std::string ShortenName(const std::string& name, size_t width) {
+  if (DisplayWidth(name) <= width) return name;
+  std::string shorter = name;
+  size_t space = shorter.find(' ');
+  size_t slash = shorter.rfind('/', space == std::string::npos ? std::string::npos : space);
+  if (slash != std::string::npos && slash + 1 < shorter.size()) shorter = shorter.substr(slash + 1);
+  return TruncateToWidth(shorter, width);
+}
+
+std::string BytesOrDash(double bytes) { return bytes > 0 ? FormatBytes(bytes) : "-"; }
+
+// Which phases get a row: all of them, or (over the limit) the biggest subtrees first. A
+// phase is shown only with its parent, so the tree stays a tree.
+std::vector<bool> ChooseVisible(const model::Run& run, const RunSummary& summary, const std::vector<size_t>& roots,
+                                const std::unordered_map<model::PhaseId, size_t>& index, size_t max_phases) {
+  size_t n = run.phases.size();
+  if (max_phases == 0 || n <= max_phases) return std::vector<bool>(n, true);
+  std::vector<bool> visible(n, false);
+  // Bigger first: inclusive CPU, then duration, then subtree size, then the earlier phase.
+  auto smaller = [&](size_t a, size_t b) {
+    const PhaseSummary& x = summary.phases[a];
+    const PhaseSummary& y = summary.phases[b];
+    if (x.cpu_seconds != y.cpu_seconds) return x.cpu_seconds < y.cpu_seconds;
+    if (x.duration_s != y.duration_s) return x.duration_s < y.duration_s;
+    if (x.subtree_phases != y.subtree_phases) return x.subtree_phases < y.subtree_phases;
+    return a > b;
+  };
+  std::priority_queue<size_t, std::vector<size_t>, decltype(smaller)> frontier(smaller);
+  for (size_t r : roots) frontier.push(r);
+  size_t shown = 0;
+  while (!frontier.empty() && shown < max_phases) {
+    size_t v = frontier.top();
+    frontier.pop();
+    if (visible[v]) continue;
+    visible[v] = true;
+    ++shown;
+    for (model::PhaseId c : run.ChildrenOf(run.phases[v].id)) {
+      auto it = index.find(c);
+      if (it != index.end() && !visible[it->second]) frontier.push(it->second);
+    }
+  }
+  return visible;
+}
+
+void RenderPhases(const model::Run& run, const RunSummary& summary, const TerminalReportOptions& options,
+                  const Styler& style, std::string& out) {
+  size_t n = run.phases.size();
+  if (n == 0 || summary.phases.size() != n) {
+    out += "No phases were recorded.\n";
+    return;
+  }
+  std::unordered_map<model::PhaseId, size_t> index;
+  for (size_t i = 0; i < n; ++i) index.emplace(run.phases[i].id, i);
+  std::vector<size_t> roots;
+  for (size_t i = 0; i < n; ++i) {
+    const model::Phase& p = run.phases[i];
+    if (p.parent == 0 || p.parent == p.id || !index.contains(p.parent)) roots.push_back(i);
+  }
+  std::stable_sort(roots.begin(), roots.end(),
+                   [&](size_t a, size_t b) { return run.phases[a].start_ns < run.phases[b].start_ns; });
+  std::vector<bool> visible = ChooseVisible(run, summary, roots, index, options.max_phases);
+  bool any_open = std::any_of(summary.phases.begin(), summary.phases.end(),
+                              [](const PhaseSummary& p) { return p.open; });
+
+  std::vector<Row> rows;
+  Row header{.name = "phase", .header = true};
+  for (size_t c = 0; c < kColumnTitles.size(); ++c) header.cells[c] = kColumnTitles[c];
+  if (any_open) header.cells[1] += ' ';
+  rows.push_back(header);
+
+  // Depth-first, iteratively: an item is a phase, or the fold line of a parent's hidden children.
+  struct Item {
+    size_t phase = 0;
+    std::string lead;        // drawing before this row's name
+    std::string child_lead;  // drawing before its children's connectors
+    bool more = false;
+    int64_t more_phases = 0;
+    double more_cpu = 0, more_read = 0, more_write = 0;
+  };
+  auto push_group = [&](std::vector<Item>& stack, const std::vector<size_t>& members, const std::string& lead) {
+    std::vector<Item> items;
+    Item more{.more = true};
+    for (size_t m : members) {
+      if (visible[m]) {
+        items.push_back({.phase = m});
+      } else {
+        const PhaseSummary& ps = summary.phases[m];
+        more.more_phases += ps.subtree_phases;
+        more.more_cpu += ps.cpu_seconds;
+        more.more_read += ps.read_bytes;
+        more.more_write += ps.write_bytes;
+      }
+    }
+    if (more.more_phases > 0) items.push_back(more);
+    for (size_t k = 0; k < items.size(); ++k) {
+      bool last = k + 1 == items.size();
+      items[k].lead = lead + (last ? "└─ " : "├─ ");
+      items[k].child_lead = lead + (last ? "   " : "│  ");
+    }
+    for (auto it = items.rbegin(); it != items.rend(); ++it) stack.push_back(std::move(*it));
+  };
+
+  std::vector<Item> stack;
+  {
+    // Roots have no connector; hidden roots fold into one line at the end.
+    std::vector<Item> items;
+    Item more{.more = true};
+    for (size_t r : roots) {
+      if (visible[r]) {
+        items.push_back({.phase = r});
+      } else {
+        more.more_phases += summary.phases[r].subtree_phases;
+        more.more_cpu += summary.phases[r].cpu_seconds;
+        more.more_read += summary.phases[r].read_bytes;
+        more.more_write += summary.phases[r].write_bytes;
+      }
+    }
+    if (more.more_phases > 0) items.push_back(more);
+    for (auto it = items.rbegin(); it != items.rend(); ++it) stack.push_back(std::move(*it));
+  }
+  while (!stack.empty()) {
+    Item item = std::move(stack.back());
+    stack.pop_back();
+    Row row;
+    row.lead = item.lead;
+    if (item.more) {
+      row.more = true;
+      row.name = fmt::format("… {} more phase{}", item.more_phases, item.more_phases == 1 ? "" : "s");
+      row.cells[2] = item.more_cpu > 0 ? FormatSeconds(item.more_cpu) : "";
+      row.cells[5] = item.more_read > 0 ? FormatBytes(item.more_read) : "";
+      row.cells[6] = item.more_write > 0 ? FormatBytes(item.more_write) : "";
+      rows.push_back(std::move(row));
+      continue;
+    }
+    const model::Phase& phase = run.phases[item.phase];
+    const PhaseSummary& ps = summary.phases[item.phase];
+    std::string name = Sanitize(phase.name);
+    if (name.empty()) name = "(" + std::string(phase.leaf_type()) + ")";
+    size_t lead_width = DisplayWidth(row.lead);
+    size_t room = options.max_name_width > lead_width + 12 ? options.max_name_width - lead_width : 12;
+    row.name = ShortenName(name, room);
+    row.cells[0] = FormatOffset(ps.start_ns - summary.start_ns);
+    row.cells[1] = FormatDuration(ps.end_ns - ps.start_ns);
+    if (any_open) row.cells[1] += ps.open ? "*" : " ";
+    bool has_processes = ps.process_count > 0;
+    row.cells[2] = ps.cpu_seconds > 0 ? FormatSeconds(ps.cpu_seconds) : "-";
+    row.cells[3] = has_processes && ps.duration_s > 0 ? fmt::format("{:.2f}", ps.avg_cores) : "-";
+    row.cells[4] = BytesOrDash(ps.peak_rss_bytes);
+    row.cells[5] = BytesOrDash(ps.read_bytes);
+    row.cells[6] = BytesOrDash(ps.write_bytes);
+    rows.push_back(std::move(row));
+
+    std::vector<size_t> kids;
+    for (model::PhaseId c : run.ChildrenOf(phase.id)) {
+      auto it = index.find(c);
+      if (it != index.end() && it->second != item.phase) kids.push_back(it->second);
+    }
+    push_group(stack, kids, item.child_lead);
+  }
+
+  // Align: the tree and names on the left, numbers on the right.
+  size_t name_width = 0;
+  std::array<size_t, 7> widths{};
+  for (const Row& r : rows) {
+    name_width = std::max(name_width, DisplayWidth(r.lead) + DisplayWidth(r.name));
+    for (size_t c = 0; c < widths.size(); ++c) widths[c] = std::max(widths[c], DisplayWidth(r.cells[c]));
+  }
+  for (const Row& r : rows) {
+    size_t used = DisplayWidth(r.lead) + DisplayWidth(r.name);
+    std::string line = style(kDim, r.lead);
+    std::string name = r.name;
+    if (r.header) name = style(kBold, name);
+    else if (r.more) name = style(kDim, name);
+    line += name + std::string(name_width - used, ' ');
+    for (size_t c = 0; c < widths.size(); ++c) {
+      std::string cell = PadLeft(r.cells[c], widths[c]);
+      line += "  " + (r.header ? style(kBold, cell) : cell);
+    }
+    RightTrim(line);
+    out += line + '\n';
+  }
+  out += style(kDim, "CPU time, cores, peak mem, read and written include everything a phase started.") + '\n';
+  out += style(kDim, "cores = CPU time / duration; peak mem = most memory (RSS) in use at once;") + '\n';
+  out += style(kDim, "read/written = bytes from/to storage devices.") + '\n';
+  if (any_open) out += style(kYellow, "* still running when grademl stopped: times are lower bounds.") + '\n';
+}
+
+// --- hosts -------------------------------------------------------------------------------
+
+std::string CoreList(const analysis::CpuSummary& cpu) {
+  std::string out;
+  for (const analysis::CoreSummary& core : cpu.per_core) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} {}", Sanitize(core.name), FormatPercent(core.avg_busy));
+  }
+  return out;
+}
+
+void RenderHost(const analysis::HostSummary& host, const Styler& style, std::string& out) {
+  LabeledLines lines;
+  std::string title = "Host " + Sanitize(host.name);
+  std::vector<std::string> facts;
+  if (host.cpu) facts.push_back(fmt::format("{} core{}", host.cpu->cores, host.cpu->cores == 1 ? "" : "s"));
+  if (host.memory && !std::isnan(host.memory->capacity_bytes)) {
+    facts.push_back(FormatBytes(host.memory->capacity_bytes) + " memory");
+  }
+  if (!facts.empty()) title += " (" + Join(facts, ", ") + ")";
+
+  if (const auto& cpu = host.cpu) {
+    std::string text = fmt::format("{} busy on average, {} at the peak; {} waiting for I/O", FormatPercent(cpu->avg_busy),
+                                   FormatPercent(cpu->peak_busy), FormatPercent(cpu->avg_iowait));
+    if (cpu->avg_steal > 0) text += fmt::format(", {} stolen by the hypervisor", FormatPercent(cpu->avg_steal));
+    lines.Add("CPU", text);
+    if (cpu->per_core.size() > 1 && cpu->per_core.size() <= 16) {
+      lines.Add("per core", CoreList(*cpu));
+    } else if (cpu->per_core.size() > 16) {
+      // One block per core, 64 to a line, then the extremes in words.
+      static constexpr std::array<std::string_view, 8> kBlocks{"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+      std::string blocks;
+      for (size_t i = 0; i < cpu->per_core.size(); ++i) {
+        double busy = std::clamp(cpu->per_core[i].avg_busy, 0.0, 1.0);
+        blocks += kBlocks[std::min<size_t>(7, static_cast<size_t>(busy * 8))];
+        if ((i + 1) % 64 == 0 || i + 1 == cpu->per_core.size()) {
+          lines.Add(i < 64 ? "per core" : "", blocks);
+          blocks.clear();
+        }
+      }
+      auto [least, most] = std::minmax_element(cpu->per_core.begin(), cpu->per_core.end(),
+                                               [](const auto& a, const auto& b) { return a.avg_busy < b.avg_busy; });
+      lines.Add("", fmt::format("busiest {} {}, least busy {} {}", Sanitize(most->name), FormatPercent(most->avg_busy),
+                                Sanitize(least->name), FormatPercent(least->avg_busy)));
+    }
+  }
+  if (const auto& mem = host.memory) {
+    std::string text = FormatBytes(mem->peak_used_bytes) + " used at the peak";
+    if (!std::isnan(mem->capacity_bytes) && mem->capacity_bytes > 0) {
+      text += fmt::format(" ({} of {})", FormatPercent(mem->peak_used_bytes / mem->capacity_bytes),
+                          FormatBytes(mem->capacity_bytes));
+    }
+    text += ", " + FormatBytes(mem->avg_used_bytes) + " on average";
+    lines.Add("memory", text);
+  }
+  for (const auto& disk : host.disks) {
+    lines.Add("disk " + Sanitize(disk.name),
+              fmt::format("read {}, wrote {}; busy {} of the time", FormatBytes(disk.read_bytes),
+                          FormatBytes(disk.write_bytes), FormatPercent(disk.avg_busy)));
+  }
+  for (const auto& net : host.nets) {
+    lines.Add("net " + Sanitize(net.name),
+              fmt::format("received {}, sent {}", FormatBytes(net.rx_bytes), FormatBytes(net.tx_bytes)));
+  }
+  for (const auto& gpu : host.gpus) {
+    std::vector<std::string> parts;
+    if (gpu.has_utilization) {
+      parts.push_back(fmt::format("{} busy on average, {} at the peak", FormatPercent(gpu.avg_utilization),
+                                  FormatPercent(gpu.peak_utilization)));
+    }
+    if (gpu.has_memory) {
+      std::string text = "memory " + FormatBytes(gpu.peak_memory_used_bytes) + " at the peak";
+      if (!std::isnan(gpu.memory_capacity_bytes) && gpu.memory_capacity_bytes > 0) {
+        text += fmt::format(" ({} of {})", FormatPercent(gpu.peak_memory_used_bytes / gpu.memory_capacity_bytes),
+                            FormatBytes(gpu.memory_capacity_bytes));
+      }
+      parts.push_back(text);
+    }
+    if (gpu.has_power) {
+      std::string text = fmt::format("{:.0f} W on average", gpu.avg_power_w);
+      if (!std::isnan(gpu.power_limit_w)) text += fmt::format(" (limit {:.0f} W)", gpu.power_limit_w);
+      parts.push_back(text);
+    }
+    lines.Add("GPU " + Sanitize(gpu.name), Join(parts, "; "));
+  }
+  if (lines.empty()) return;
+  out += '\n' + style(kBold, title) + '\n';
+  lines.Render(out, style);
+}
+
+}  // namespace
+
+std::string RenderTerminalReport(const model::Run& run, const RunSummary& summary,
+                                 const TerminalReportOptions& options) {
+  Styler style(options.color);
+  std::string out;
+  RenderHeader(run, summary, style, out);
+  out += '\n';
+  RenderPhases(run, summary, options, style, out);
+  for (const analysis::HostSummary& host : summary.hosts) RenderHost(host, style, out);
+  return out;
+}
+
+}  // namespace grademl::report

@@ -1,0 +1,26 @@
+// The human-readable report of one run (`grademl report`): a header (what ran, where, how it
+// ended, what recording cost), the phase tree with what each phase used, and how busy the
+// hosts were. Rendering only: all numbers come from analysis::RunSummary.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "analysis/run_summary.h"
+#include "model/run.h"
+
+namespace grademl::report {
+
+// How the terminal report is laid out.
+struct TerminalReportOptions {
+  bool color = false;          // ANSI colours; the caller turns them off when not on a TTY
+  size_t max_phases = 50;      // phase rows at most; the smallest subtrees fold into
+                               // "… N more phases" lines (0: no limit)
+  size_t max_name_width = 56;  // columns for the tree and the phase names
+};
+
+// The report as text, lines ending in '\n'. Times are shown in local time.
+std::string RenderTerminalReport(const model::Run& run, const analysis::RunSummary& summary,
+                                 const TerminalReportOptions& options = {});
+
+}  // namespace grademl::report

@@ -1,0 +1,164 @@
+#include "report/text_format.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+
+namespace grademl::report {
+
+std::string FormatBytes(double bytes) {
+  if (!std::isfinite(bytes)) return "?";
+  if (bytes < 0) return "-" + FormatBytes(-bytes);
+  if (bytes < 1024) return fmt::format("{:.0f} B", bytes);
+  static constexpr std::array<const char*, 6> kUnits{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = bytes / 1024;
+  size_t unit = 0;
+  while (v >= 1024 && unit + 1 < kUnits.size()) {
+    v /= 1024;
+    ++unit;
+  }
+  // Round first, so that 9.999 KiB prints as "10.0 KiB", not "10.00 KiB".
+  if (std::round(v * 100) / 100 < 10) return fmt::format("{:.2f} {}", v, kUnits[unit]);
+  if (std::round(v * 10) / 10 < 100) return fmt::format("{:.1f} {}", v, kUnits[unit]);
+  return fmt::format("{:.0f} {}", v, kUnits[unit]);
+}
+
+std::string FormatPercent(double fraction) {
+  if (!std::isfinite(fraction)) return "?";
+  double percent = fraction * 100;
+  if (percent == 0) return "0%";
+  if (std::round(percent * 10) / 10 < 10) return fmt::format("{:.1f}%", percent);
+  return fmt::format("{:.0f}%", percent);
+}
+
+std::string SignalName(int signal) {
+  // Linux numbering on x86 and ARM, fixed here so that reports do not depend on libc.
+  static constexpr std::array<const char*, 32> kNames{
+      nullptr,   "SIGHUP",  "SIGINT",    "SIGQUIT", "SIGILL",  "SIGTRAP", "SIGABRT", "SIGBUS",
+      "SIGFPE",  "SIGKILL", "SIGUSR1",   "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM",
+      "SIGSTKFLT", "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGURG",
+      "SIGXCPU", "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO",  "SIGPWR",  "SIGSYS"};
+  if (signal > 0 && signal < static_cast<int>(kNames.size())) return kNames[signal];
+  return fmt::format("signal {}", signal);
+}
+
+std::string RunStatusWord(const model::RunInfo& info) {
+  if (!info.error.empty() && !info.exit_code && !info.exit_signal) return "failed to start";
+  if (!info.complete) return "incomplete";
+  if (info.exit_signal) return "signal " + SignalName(*info.exit_signal);
+  if (info.exit_code) return *info.exit_code == 0 ? "ok" : fmt::format("exit {}", *info.exit_code);
+  return "unknown";
+}
+
+std::string JoinCommand(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& arg : argv) {
+    if (!out.empty()) out += ' ';
+    bool plain = !arg.empty();
+    for (char c : arg) {
+      bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  std::string_view("@%+=:,./-_").find(c) != std::string_view::npos ||
+                  static_cast<unsigned char>(c) >= 0x80;
+      if (!safe) plain = false;
+    }
+    if (plain) {
+      out += arg;
+      continue;
+    }
+    out += '\'';
+    for (char c : arg) {
+      if (c == '\'') out += "'\\''";
+      else out += c;
+    }
+    out += '\'';
+  }
+  return out;
+}
+
+std::string Sanitize(std::string_view text) {
+  std::string valid = ValidUtf8(text);
+  std::string out;
+  out.reserve(valid.size());
+  for (size_t i = 0; i < valid.size(); ++i) {
+    auto u = static_cast<unsigned char>(valid[i]);
+    if (u < 0x20 || u == 0x7f) {
+      out += '?';
+    } else if (u == 0xC2 && i + 1 < valid.size() && static_cast<unsigned char>(valid[i + 1]) < 0xA0) {
+      out += '?';  // a C1 control character (U+0080..U+009F), e.g. the one-byte CSI
+      ++i;
+    } else {
+      out += valid[i];
+    }
+  }
+  return out;
+}
+
+std::string ValidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    auto b = static_cast<unsigned char>(text[i]);
+    size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    bool ok = len > 0 && i + len <= text.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    if (ok && len > 1) {
+      // Reject overlong forms, surrogates and code points past U+10FFFF.
+      uint32_t cp = b & (0xFF >> (len + 1));
+      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+      static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+      ok = cp >= kMin[len] && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+    }
+    if (ok) {
+      out.append(text.substr(i, len));
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+namespace {
+bool IsContinuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+}  // namespace
+
+size_t DisplayWidth(std::string_view utf8) {
+  size_t width = 0;
+  for (char c : utf8) {
+    if (!IsContinuation(c)) ++width;
+  }
+  return width;
+}
+
+std::string TruncateToWidth(std::string_view utf8, size_t width) {
+  if (DisplayWidth(utf8) <= width) return std::string(utf8);
+  if (width == 0) return "";
+  // Keep width - 1 code points and add the ellipsis.
+  size_t kept = 0, pos = 0;
+  while (pos < utf8.size()) {
+    if (!IsContinuation(utf8[pos])) {
+      if (kept == width - 1) break;
+      ++kept;
+    }
+    ++pos;
+  }
+  std::string out(utf8.substr(0, pos));
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out + "…";
+}
+
+std::string PadRight(std::string_view utf8, size_t width) {
+  size_t w = DisplayWidth(utf8);
+  return std::string(utf8) + std::string(w < width ? width - w : 0, ' ');
+}
+
+std::string PadLeft(std::string_view utf8, size_t width) {
+  size_t w = DisplayWidth(utf8);
+  return std::string(w < width ? width - w : 0, ' ') + std::string(utf8);
+}
+
+}  // namespace grademl::report

@@ -1,0 +1,44 @@
+// Text building blocks shared by the reports: human units, run status words, command lines,
+// terminal-safe strings and column alignment by display width (UTF-8 aware).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/time.h"
+#include "model/run.h"
+
+namespace grademl::report {
+
+// "0 B", "512 B", "1.00 KiB", "12.3 MiB", "512 GiB": three significant digits, binary units.
+std::string FormatBytes(double bytes);
+// A fraction as a percentage: "45%", "2.1%", "0%".
+std::string FormatPercent(double fraction);
+// "SIGKILL", or "signal 77" for an unknown number.
+std::string SignalName(int signal);
+
+// One word (or two) for how a run ended: "ok", "exit N", "signal NAME", "incomplete",
+// "failed to start". The same words in `grademl ls` and its JSON.
+std::string RunStatusWord(const model::RunInfo& info);
+
+// argv joined by spaces, quoting (POSIX shell style) the arguments that need it.
+std::string JoinCommand(const std::vector<std::string>& argv);
+
+// The string as valid UTF-8 with control characters (newlines, escape sequences, C1
+// controls) replaced by '?', so that it cannot break the layout or drive the terminal.
+std::string Sanitize(std::string_view text);
+
+// The string as valid UTF-8: each byte of an invalid sequence becomes U+FFFD. JSON output
+// needs this (a command line may hold any bytes).
+std::string ValidUtf8(std::string_view text);
+
+// Terminal columns of a UTF-8 string (one per code point; no wide-character tables).
+size_t DisplayWidth(std::string_view utf8);
+// The string cut to at most `width` columns, ending in "…" when cut.
+std::string TruncateToWidth(std::string_view utf8, size_t width);
+// Padded with spaces to `width` columns, on the right (left-aligned) or on the left.
+std::string PadRight(std::string_view utf8, size_t width);
+std::string PadLeft(std::string_view utf8, size_t width);
+
+}  // namespace grademl::report

@@ -1,0 +1,535 @@
+#include "store/database.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "store/json_columns.h"
+#include "store/schema.h"
+#include "store/sqlite.h"
+
+namespace grademl::store {
+namespace {
+
+constexpr int kBusyTimeoutMs = 5000;
+
+constexpr const char* kRunColumns =
+    "id, uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, complete, error, grademl_version, "
+    "interval_ns, monitor_cpu_seconds";
+
+// Indexed by Database::Query.
+const std::string kSql[] = {
+    "SELECT 1 FROM runs WHERE id = ?1",
+    "INSERT INTO runs (uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, complete, error, "
+    "grademl_version, interval_ns, monitor_cpu_seconds) VALUES (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+    "?14)",
+    "UPDATE runs SET uuid = ?2, command = ?3, cwd = ?4, host = ?5, start_ns = ?6, end_ns = ?7, exit_code = ?8, "
+    "exit_signal = ?9, complete = ?10, error = ?11, grademl_version = ?12, interval_ns = ?13, "
+    "monitor_cpu_seconds = ?14 WHERE id = ?1",
+    "INSERT INTO phases (run_id, id, parent_id, name, type, tags, start_ns, end_ns, host, pid) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET parent_id = excluded.parent_id, "
+    "name = excluded.name, type = excluded.type, tags = excluded.tags, start_ns = excluded.start_ns, "
+    "end_ns = excluded.end_ns, host = excluded.host, pid = excluded.pid",
+    "INSERT INTO edges (run_id, from_id, to_id, kind) VALUES (?, ?, ?, ?)",
+    "INSERT OR REPLACE INTO resources (run_id, id, parent_id, kind, name, host, pid, phase_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT OR REPLACE INTO series (run_id, id, resource_id, name, unit, kind, capacity) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "INSERT OR REPLACE INTO samples (run_id, series_id, t_ns, value) VALUES (?, ?, ?, ?)",
+    std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY id",
+    std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?",
+    "SELECT id, parent_id, name, type, tags, start_ns, end_ns, host, pid FROM phases WHERE run_id = ? ORDER BY id",
+    "SELECT from_id, to_id, kind FROM edges WHERE run_id = ? ORDER BY rowid",
+    "SELECT id, parent_id, kind, name, host, pid, phase_id FROM resources WHERE run_id = ? ORDER BY id",
+    "SELECT id, resource_id, name, unit, kind, capacity FROM series WHERE run_id = ? ORDER BY id",
+    "SELECT series_id, t_ns, value FROM samples WHERE run_id = ? ORDER BY series_id, t_ns",
+    "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?",
+    "SELECT count(*) FROM runs",
+};
+
+Status NotSqlite(const std::string& path) {
+  return Corrupt("{}: not a SQLite database (file is corrupt or of another kind)", path);
+}
+
+uint32_t BigEndian(const unsigned char* p, int n) {
+  uint32_t v = 0;
+  for (int i = 0; i < n; ++i) v = v << 8 | p[i];
+  return v;
+}
+
+bool NonEmptyFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && st.st_size > 0;
+}
+
+// Checks what is at `path` before SQLite sees it, so that each way of being wrong gets its
+// own message: nothing there, a directory, not an SQLite file, a truncated one. Creates the
+// parent directory of a missing file in kReadWrite mode.
+Status CheckFile(const std::string& path, Database::Mode mode) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return ErrnoError(path);
+    if (mode == Database::Mode::kReadOnly) {
+      return NotFound("{}: no GradeML database here; record a run with `grademl run -- CMD`", path);
+    }
+    std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+    if (ec) return IoError("{}: cannot create directory {}: {}", path, dir.string(), ec.message());
+    return Status::Ok();
+  }
+  if (S_ISDIR(st.st_mode)) return InvalidArgument("{}: is a directory, not a GradeML database", path);
+  if (!S_ISREG(st.st_mode)) return InvalidArgument("{}: not a regular file, not a GradeML database", path);
+  if (st.st_size == 0) return Status::Ok();  // an empty SQLite database, or a new one being created
+
+  unsigned char header[100];
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(path);
+  ssize_t n = ::pread(fd, header, sizeof header, 0);
+  int err = errno;
+  ::close(fd);
+  if (n < 0) {
+    errno = err;
+    return ErrnoError(path);
+  }
+  if (n < 16 || std::memcmp(header, "SQLite format 3", 16) != 0) return NotSqlite(path);
+  if (n < static_cast<ssize_t>(sizeof header)) {
+    return Corrupt("{}: database file is truncated ({} bytes, less than its header)", path, n);
+  }
+  uint32_t page_size = BigEndian(header + 16, 2);
+  if (page_size == 1) page_size = 65536;
+  if (page_size < 512 || page_size > 65536 || (page_size & (page_size - 1)) != 0) return NotSqlite(path);
+  // The in-header page count is valid when the change counter matches "version valid for".
+  // A hot WAL or journal may legitimately hold pages the main file lacks after a crash.
+  uint64_t pages = BigEndian(header + 28, 4);
+  bool count_valid = pages != 0 && std::memcmp(header + 24, header + 92, 4) == 0;
+  if (count_valid && !NonEmptyFile(path + "-wal") && !NonEmptyFile(path + "-journal")) {
+    uint64_t expected = pages * page_size;
+    if (static_cast<uint64_t>(st.st_size) < expected) {
+      return Corrupt("{}: database file is truncated ({} bytes, its header says {})", path, st.st_size, expected);
+    }
+  }
+  return Status::Ok();
+}
+
+// Checks the file's identity and version and brings it up to date; `db` is open.
+Status CheckSchema(sqlite3* db, const std::string& path, Database::Mode mode) {
+  GRADEML_ASSIGN_OR_RETURN(int64_t app_id, sqlite::QueryInt(db, path, "PRAGMA application_id"));
+  GRADEML_ASSIGN_OR_RETURN(int64_t version, sqlite::QueryInt(db, path, "PRAGMA user_version"));
+  GRADEML_ASSIGN_OR_RETURN(int64_t tables, sqlite::QueryInt(db, path, "SELECT count(*) FROM sqlite_schema"));
+  const bool empty = app_id == 0 && version == 0 && tables == 0;
+  const int current = CurrentSchemaVersion();
+  if (empty && mode == Database::Mode::kReadOnly) return Corrupt("{}: not a GradeML database (empty file)", path);
+  if (!empty && app_id != kApplicationId) return Corrupt("{}: not a GradeML database", path);
+  if (version > current) {
+    return FailedPrecondition("{}: written by a newer grademl (schema {}, this one reads up to {})", path, version,
+                              current);
+  }
+  if (mode == Database::Mode::kReadOnly) {
+    if (version < current) {
+      return FailedPrecondition("{}: schema {} is older than this grademl's {}; open it for writing once to upgrade it",
+                                path, version, current);
+    }
+    return Status::Ok();
+  }
+  // WAL: readers never block the writer, and a commit costs one append (and no fsync with
+  // synchronous=NORMAL, yet survives the process being killed). Persistent in the file.
+  GRADEML_RETURN_IF_ERROR(sqlite::Exec(db, path, "PRAGMA journal_mode = WAL"));
+  if (version < current) return MigrateSchema(db, path, SchemaSteps());
+  return Status::Ok();
+}
+
+// Parses a decimal integer that is the whole of `text`.
+std::optional<int64_t> ParseInt(std::string_view text) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return v;
+}
+
+// Binds run `id` and the RunInfo fields as ?1..?14, the layout of kInsertRun and kUpdateRun.
+void BindRunInfo(sqlite3_stmt* s, model::RunId id, const model::RunInfo& info, const std::string& command) {
+  using namespace sqlite;
+  BindInt(s, 1, id);
+  BindText(s, 2, info.uuid);
+  BindText(s, 3, command);
+  BindText(s, 4, info.cwd);
+  BindText(s, 5, info.host);
+  BindInt(s, 6, info.start_ns);
+  BindNonZero(s, 7, info.end_ns);
+  BindOptional(s, 8, info.exit_code);
+  BindOptional(s, 9, info.exit_signal);
+  BindInt(s, 10, info.complete ? 1 : 0);
+  BindText(s, 11, info.error);
+  BindText(s, 12, info.grademl_version);
+  BindInt(s, 13, info.interval_ns);
+  BindDouble(s, 14, info.monitor_cpu_seconds);
+}
+
+}  // namespace
+
+std::string DefaultDatabasePath() {
+  const char* env = std::getenv("GRADEML_DB");
+  return env != nullptr && env[0] != '\0' ? std::string(env) : std::string("./.grademl/grademl.db");
+}
+
+StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path, Mode mode) {
+  if (path.empty()) return InvalidArgument("the database path is empty");
+  GRADEML_RETURN_IF_ERROR(CheckFile(path, mode));
+  int flags = SQLITE_OPEN_NOMUTEX |
+              (mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  // From here on the Database owns the handle (even a failed open returns one to close).
+  std::unique_ptr<Database> db(new Database(path, mode, raw));
+  if (rc != SQLITE_OK) return sqlite::Error(raw, rc, path);
+  sqlite3_busy_timeout(raw, kBusyTimeoutMs);
+  sqlite3_db_config(raw, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  sqlite3_extended_result_codes(raw, 0);
+  if (mode == Mode::kReadWrite && sqlite3_db_readonly(raw, "main") == 1) {
+    return IoError("{}: cannot open for writing (permission denied)", path);
+  }
+  GRADEML_RETURN_IF_ERROR(CheckSchema(raw, path, mode));
+  GRADEML_RETURN_IF_ERROR(sqlite::Exec(raw, path, "PRAGMA synchronous = NORMAL"));
+  return db;
+}
+
+Database::Database(std::string path, Mode mode, sqlite3* db) : path_(std::move(path)), mode_(mode), db_(db) {}
+
+Database::~Database() {
+  for (sqlite3_stmt* stmt : stmts_) sqlite3_finalize(stmt);
+  sqlite3_close_v2(db_);
+}
+
+StatusOr<sqlite3_stmt*> Database::Prepared(Query query) {
+  static_assert(std::size(kSql) == kNumQueries);
+  sqlite3_stmt*& stmt = stmts_[query];
+  if (stmt == nullptr) {
+    int rc = sqlite3_prepare_v3(db_, kSql[query].c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    if (rc != SQLITE_OK) return SqlError(rc);
+  }
+  return stmt;
+}
+
+Status Database::SqlError(int rc) const { return sqlite::Error(db_, rc, path_); }
+
+Status Database::CheckWritable() const {
+  return mode_ == Mode::kReadWrite ? Status::Ok() : FailedPrecondition("{}: opened read-only", path_);
+}
+
+Status Database::StepDone(sqlite3_stmt* stmt) const {
+  int rc = sqlite3_step(stmt);
+  sqlite3_reset(stmt);
+  return rc == SQLITE_DONE ? Status::Ok() : SqlError(rc);
+}
+
+StatusOr<model::RunId> Database::CreateRun(const model::RunInfo& info) {
+  std::lock_guard lock(mu_);
+  GRADEML_RETURN_IF_ERROR(CheckWritable());
+  GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepared(kInsertRun));
+  std::string command = EncodeStringArray(info.command);
+  BindRunInfo(stmt, 0, info, command);
+  GRADEML_RETURN_IF_ERROR(StepDone(stmt));
+  return sqlite3_last_insert_rowid(db_);
+}
+
+Status Database::WriteDelta(model::RunId run, const model::RunDelta& delta) {
+  std::lock_guard lock(mu_);
+  GRADEML_RETURN_IF_ERROR(CheckWritable());
+  if (delta.empty()) return Status::Ok();
+  int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqlError(rc);
+  Status st = WriteDeltaLocked(run, delta);
+  if (st.ok()) {
+    rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return Status::Ok();
+    st = SqlError(rc);
+  }
+  // Some errors (a full disk) have already rolled the transaction back.
+  if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  return st;
+}
+
+Status Database::WriteDeltaLocked(model::RunId run, const model::RunDelta& delta) {
+  using namespace sqlite;
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kRunExists));
+    ResetGuard reset(s);
+    BindInt(s, 1, run);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) return NotFound("{}: no run {}", path_, run);
+    if (rc != SQLITE_ROW) return SqlError(rc);
+  }
+  if (delta.info) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kUpdateRun));
+    std::string command = EncodeStringArray(delta.info->command);
+    BindRunInfo(s, run, *delta.info, command);
+    GRADEML_RETURN_IF_ERROR(StepDone(s));
+  }
+  if (!delta.phases.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kUpsertPhase));
+    std::string tags;
+    for (const model::Phase& p : delta.phases) {
+      tags = EncodeTags(p.tags);
+      BindInt(s, 1, run);
+      BindInt(s, 2, p.id);
+      BindNonZero(s, 3, p.parent);
+      BindText(s, 4, p.name);
+      BindText(s, 5, p.type);
+      BindText(s, 6, tags);
+      BindInt(s, 7, p.start_ns);
+      BindNonZero(s, 8, p.end_ns);
+      BindText(s, 9, p.host);
+      BindNonZero(s, 10, p.pid);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.edges.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertEdge));
+    for (const model::Edge& e : delta.edges) {
+      BindInt(s, 1, run);
+      BindInt(s, 2, e.from);
+      BindInt(s, 3, e.to);
+      BindText(s, 4, e.kind);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.resources.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertResource));
+    for (const model::Resource& r : delta.resources) {
+      BindInt(s, 1, run);
+      BindInt(s, 2, r.id);
+      BindNonZero(s, 3, r.parent);
+      BindText(s, 4, model::ResourceKindName(r.kind));
+      BindText(s, 5, r.name);
+      BindText(s, 6, r.host);
+      BindNonZero(s, 7, r.pid);
+      BindNonZero(s, 8, r.phase);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.series.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertSeries));
+    for (const model::SeriesInfo& info : delta.series) {
+      BindInt(s, 1, run);
+      BindInt(s, 2, info.id);
+      BindInt(s, 3, info.resource);
+      BindText(s, 4, info.name);
+      BindText(s, 5, info.unit);
+      BindText(s, 6, info.kind == model::SeriesKind::kCounter ? "counter" : "gauge");
+      BindDouble(s, 7, info.capacity);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.samples.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertSample));
+    BindInt(s, 1, run);  // bindings survive sqlite3_reset
+    for (const model::SampleRecord& r : delta.samples) {
+      BindInt(s, 2, r.series);
+      BindInt(s, 3, r.sample.t);
+      BindDouble(s, 4, r.sample.v);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<model::RunInfo> Database::ReadRunRow(sqlite3_stmt* s) const {
+  using namespace sqlite;
+  model::RunInfo info;
+  info.id = ColumnInt(s, 0);
+  info.uuid = ColumnString(s, 1);
+  auto command = DecodeStringArray(ColumnText(s, 2));
+  if (!command.ok()) return command.status().WithPrefix(fmt::format("{}: run {}: command", path_, info.id));
+  info.command = std::move(command).value();
+  info.cwd = ColumnString(s, 3);
+  info.host = ColumnString(s, 4);
+  info.start_ns = ColumnInt(s, 5);
+  info.end_ns = ColumnInt(s, 6);
+  info.exit_code = ColumnOptional(s, 7);
+  info.exit_signal = ColumnOptional(s, 8);
+  info.complete = ColumnInt(s, 9) != 0;
+  info.error = ColumnString(s, 10);
+  info.grademl_version = ColumnString(s, 11);
+  info.interval_ns = ColumnInt(s, 12);
+  info.monitor_cpu_seconds = ColumnDouble(s, 13);
+  return info;
+}
+
+StatusOr<std::vector<model::RunInfo>> Database::ListRuns() {
+  std::lock_guard lock(mu_);
+  GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectRuns));
+  sqlite::ResetGuard reset(s);
+  std::vector<model::RunInfo> runs;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    GRADEML_ASSIGN_OR_RETURN(model::RunInfo info, ReadRunRow(s));
+    runs.push_back(std::move(info));
+  }
+  if (rc != SQLITE_DONE) return SqlError(rc);
+  return runs;
+}
+
+StatusOr<model::RunId> Database::ResolveRun(const std::string& spec) {
+  std::lock_guard lock(mu_);
+  GRADEML_ASSIGN_OR_RETURN(int64_t count, sqlite::QueryInt(db_, path_, kSql[kCountRuns]));
+  if (count == 0) return NotFound("{}: no runs recorded yet; record one with `grademl run -- CMD`", path_);
+  // The n-th latest run (1 = latest), which exists when n <= count.
+  auto nth_latest = [&](int64_t n) -> StatusOr<model::RunId> {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kNthLatestRun));
+    sqlite::ResetGuard reset(s);
+    sqlite::BindInt(s, 1, n - 1);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) return sqlite::ColumnInt(s, 0);
+    if (rc == SQLITE_DONE) return NotFound("{}: run vanished while resolving it", path_);
+    return SqlError(rc);
+  };
+  if (spec.empty() || spec == "latest") return nth_latest(1);
+  std::optional<int64_t> n = ParseInt(spec);
+  if (!n || *n == 0) {
+    return InvalidArgument("{}: bad run '{}': expected a run id (1, 2, ...), 'latest', or -N for the N-th latest run",
+                           path_, spec);
+  }
+  if (*n < 0) {
+    if (*n < -count) {
+      return NotFound("{}: no run {}: -N counts back from the latest run, and there {} only {} run{}", path_, spec,
+                      count == 1 ? "is" : "are", count, count == 1 ? "" : "s");
+    }
+    return nth_latest(-*n);
+  }
+  GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kRunExists));
+  {
+    sqlite::ResetGuard reset(s);
+    sqlite::BindInt(s, 1, *n);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) return *n;
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  GRADEML_ASSIGN_OR_RETURN(model::RunId latest, nth_latest(1));
+  return NotFound("{}: no run {} (the latest run is {})", path_, *n, latest);
+}
+
+StatusOr<model::Run> Database::LoadRun(model::RunId id) {
+  std::lock_guard lock(mu_);
+  // One read transaction: a snapshot consistent across the tables while a writer appends.
+  int rc = sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqlError(rc);
+  model::Run run;
+  Status st = LoadRunLocked(id, run);
+  sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);  // read-only: nothing to lose
+  if (!st.ok()) return st;
+  run.Index();
+  return run;
+}
+
+Status Database::LoadRunLocked(model::RunId id, model::Run& run) {
+  using namespace sqlite;
+  int rc;
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectRun));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) return NotFound("{}: no run {}", path_, id);
+    if (rc != SQLITE_ROW) return SqlError(rc);
+    GRADEML_ASSIGN_OR_RETURN(run.info, ReadRunRow(s));
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectPhases));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      model::Phase& p = run.phases.emplace_back();
+      p.id = ColumnInt(s, 0);
+      p.parent = ColumnInt(s, 1);
+      p.name = ColumnString(s, 2);
+      p.type = ColumnString(s, 3);
+      auto tags = DecodeTags(ColumnText(s, 4));
+      if (!tags.ok()) return tags.status().WithPrefix(fmt::format("{}: run {}: phase {}: tags", path_, id, p.id));
+      p.tags = std::move(tags).value();
+      p.start_ns = ColumnInt(s, 5);
+      p.end_ns = ColumnInt(s, 6);
+      p.host = ColumnString(s, 7);
+      p.pid = static_cast<int32_t>(ColumnInt(s, 8));
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectEdges));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      run.edges.push_back({.from = ColumnInt(s, 0), .to = ColumnInt(s, 1), .kind = ColumnString(s, 2)});
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectResources));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      model::Resource& r = run.resources.emplace_back();
+      r.id = ColumnInt(s, 0);
+      r.parent = ColumnInt(s, 1);
+      std::optional<model::ResourceKind> kind = model::ParseResourceKind(ColumnText(s, 2));
+      if (!kind) return Corrupt("{}: run {}: resource {} has unknown kind '{}'", path_, id, r.id, ColumnText(s, 2));
+      r.kind = *kind;
+      r.name = ColumnString(s, 3);
+      r.host = ColumnString(s, 4);
+      r.pid = static_cast<int32_t>(ColumnInt(s, 5));
+      r.phase = ColumnInt(s, 6);
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectSeries));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      model::SeriesInfo& info = run.series.emplace_back().info;
+      info.id = ColumnInt(s, 0);
+      info.resource = ColumnInt(s, 1);
+      info.name = ColumnString(s, 2);
+      info.unit = ColumnString(s, 3);
+      std::string_view kind = ColumnText(s, 4);
+      if (kind == "counter") {
+        info.kind = model::SeriesKind::kCounter;
+      } else if (kind == "gauge") {
+        info.kind = model::SeriesKind::kGauge;
+      } else {
+        return Corrupt("{}: run {}: series {} has unknown kind '{}'", path_, id, info.id, kind);
+      }
+      info.capacity = ColumnDouble(s, 5);
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    // The bulk of a run. Rows come in primary-key order, so series are filled one after
+    // the other by walking run.series (also ordered by id) alongside.
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectSamples));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    size_t next = 0;
+    model::SeriesId current = 0;
+    std::vector<model::Sample>* out = nullptr;  // null while rows belong to a series with no definition
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      model::SeriesId series = sqlite3_column_int64(s, 0);
+      if (series != current) {
+        current = series;
+        out = nullptr;
+        while (next < run.series.size() && run.series[next].info.id < series) ++next;
+        if (next < run.series.size() && run.series[next].info.id == series) out = &run.series[next].samples;
+      }
+      if (out == nullptr) continue;
+      out->push_back({.t = sqlite3_column_int64(s, 1), .v = ColumnDouble(s, 2)});
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  return Status::Ok();
+}
+
+}  // namespace grademl::store

@@ -1,0 +1,27 @@
+// The encoding of the store's two JSON-text columns: runs.command, a JSON array of strings,
+// and phases.tags, a JSON object of string values in the model's order.
+//
+// Strings are arbitrary bytes (argv need not be UTF-8), so they round-trip exactly: the
+// encoder escapes only '"', '\\' and control characters and copies every other byte, and
+// the decoder accepts any standard JSON for these shapes (whitespace, \uXXXX escapes with
+// surrogate pairs, "\/") plus raw non-UTF-8 bytes. Decoding never throws; bad text is a
+// kCorrupt Status ("bad JSON at byte N: ...").
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "model/run.h"
+
+namespace grademl::store {
+
+std::string EncodeStringArray(const std::vector<std::string>& items);
+StatusOr<std::vector<std::string>> DecodeStringArray(std::string_view json);
+
+// Duplicate keys are kept as they are, in order, both ways.
+std::string EncodeTags(const model::Tags& tags);
+StatusOr<model::Tags> DecodeTags(std::string_view json);
+
+}  // namespace grademl::store

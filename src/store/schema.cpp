@@ -1,0 +1,118 @@
+#include "store/schema.h"
+
+#include <fmt/format.h>
+
+#include "store/sqlite.h"
+
+namespace grademl::store {
+namespace {
+
+// Conventions (docs/store.md): times are int64 ns since the epoch; a model value 0 that
+// means "none" (parent id, end time, pid, phase) is NULL here, as is NaN for REAL columns.
+constexpr std::string_view kSteps[] = {
+    // Version 1: runs, their phase tree and edges, resource tree, series and samples.
+    R"sql(
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  uuid TEXT NOT NULL,
+  command TEXT NOT NULL,
+  cwd TEXT NOT NULL,
+  host TEXT NOT NULL,
+  start_ns INTEGER NOT NULL,
+  end_ns INTEGER,
+  exit_code INTEGER,
+  exit_signal INTEGER,
+  complete INTEGER NOT NULL,
+  error TEXT NOT NULL,
+  grademl_version TEXT NOT NULL,
+  interval_ns INTEGER NOT NULL,
+  monitor_cpu_seconds REAL
+);
+CREATE TABLE phases (
+  run_id INTEGER NOT NULL,
+  id INTEGER NOT NULL,
+  parent_id INTEGER,
+  name TEXT NOT NULL,
+  type TEXT NOT NULL,
+  tags TEXT NOT NULL,
+  start_ns INTEGER NOT NULL,
+  end_ns INTEGER,
+  host TEXT NOT NULL,
+  pid INTEGER,
+  PRIMARY KEY (run_id, id)
+) WITHOUT ROWID;
+CREATE INDEX phases_by_start ON phases (run_id, start_ns);
+CREATE TABLE edges (
+  run_id INTEGER NOT NULL,
+  from_id INTEGER NOT NULL,
+  to_id INTEGER NOT NULL,
+  kind TEXT NOT NULL
+);
+CREATE INDEX edges_by_run ON edges (run_id);
+CREATE TABLE resources (
+  run_id INTEGER NOT NULL,
+  id INTEGER NOT NULL,
+  parent_id INTEGER,
+  kind TEXT NOT NULL,
+  name TEXT NOT NULL,
+  host TEXT NOT NULL,
+  pid INTEGER,
+  phase_id INTEGER,
+  PRIMARY KEY (run_id, id)
+) WITHOUT ROWID;
+CREATE TABLE series (
+  run_id INTEGER NOT NULL,
+  id INTEGER NOT NULL,
+  resource_id INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  unit TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('gauge', 'counter')),
+  capacity REAL,
+  PRIMARY KEY (run_id, id)
+) WITHOUT ROWID;
+CREATE TABLE samples (
+  run_id INTEGER NOT NULL,
+  series_id INTEGER NOT NULL,
+  t_ns INTEGER NOT NULL,
+  value REAL,
+  PRIMARY KEY (run_id, series_id, t_ns)
+) WITHOUT ROWID;
+)sql",
+};
+
+}  // namespace
+
+std::span<const std::string_view> SchemaSteps() { return kSteps; }
+
+int CurrentSchemaVersion() { return static_cast<int>(std::size(kSteps)); }
+
+Status MigrateSchema(sqlite3* db, const std::string& path, std::span<const std::string_view> steps) {
+  const int target = static_cast<int>(steps.size());
+  GRADEML_RETURN_IF_ERROR(sqlite::Exec(db, path, "BEGIN IMMEDIATE"));
+  auto migrate = [&]() -> Status {
+    // Read inside the transaction: another process may have migrated since we looked.
+    GRADEML_ASSIGN_OR_RETURN(int64_t version, sqlite::QueryInt(db, path, "PRAGMA user_version"));
+    if (version > target) {
+      return FailedPrecondition("{}: written by a newer grademl (schema {}, this one reads up to {})", path,
+                                version, target);
+    }
+    if (version < 0) return Corrupt("{}: not a GradeML database (schema version {})", path, version);
+    for (int64_t v = version; v < target; ++v) {
+      Status st = sqlite::Exec(db, path, std::string(steps[v]));
+      if (!st.ok()) {
+        return Status(st.code(), fmt::format("{} (while upgrading the schema from version {} to {})",
+                                             st.message(), v, v + 1));
+      }
+    }
+    GRADEML_RETURN_IF_ERROR(sqlite::Exec(db, path, fmt::format("PRAGMA application_id = {}", kApplicationId)));
+    return sqlite::Exec(db, path, fmt::format("PRAGMA user_version = {}", target));
+  };
+  Status st = migrate();
+  if (!st.ok()) {
+    if (!sqlite3_get_autocommit(db)) (void)sqlite::Exec(db, path, "ROLLBACK");
+    return st;
+  }
+  return sqlite::Exec(db, path, "COMMIT");
+}
+
+}  // namespace grademl::store

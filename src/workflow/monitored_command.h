@@ -1,0 +1,36 @@
+// Records one command as a run: opens the store, starts the monitors, launches the command
+// with stdin/stdout/stderr passed through, follows its process tree until it exits, and
+// leaves a complete run in the store. Signals to grademl reach the command; data collected
+// is written while the run goes on, so even a grademl killed with SIGKILL leaves a
+// readable, incomplete run behind.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/time.h"
+#include "model/run.h"
+
+namespace grademl::workflow {
+
+struct MonitoredCommandOptions {
+  std::string db_path;
+  DurationNs interval = 100 * kNsPerMs;      // sampling interval
+  DurationNs flush_interval = 500 * kNsPerMs;  // how often samples reach the store
+  std::string nvml_library;                   // empty: $GRADEML_NVML_LIBRARY or the driver's
+  bool verbose = false;                       // say which monitors are active on stderr
+};
+
+struct MonitoredCommandResult {
+  model::RunId run_id = 0;
+  int exit_code = 0;        // the command's exit code, 128+N when killed by signal N, 127 when it could not start
+  std::string error;        // why the command could not start, or why recording failed
+};
+
+// Errors that stop anything from running (an unusable database) come back as a Status; a
+// command that cannot be started is a result with exit code 127 and a failed run stored.
+StatusOr<MonitoredCommandResult> RecordCommand(const MonitoredCommandOptions& options,
+                                               const std::vector<std::string>& argv);
+
+}  // namespace grademl::workflow

@@ -1,0 +1,33 @@
+// Test support: runs a program with arguments, feeding stdin and capturing stdout, stderr
+// and the exit code, or starts it in the background.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace grademl::testing {
+
+struct CommandResult {
+  int exit_code = -1;  // 128+N when killed by signal N
+  std::string out, err;
+};
+
+// Runs argv to completion (argv[0] is a path).
+CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& stdin_text = "");
+// Starts argv with stdout/stderr sent to /dev/null; returns its pid.
+pid_t StartCommand(const std::vector<std::string>& argv);
+// Waits for a started command; returns its exit code (128+N for a signal).
+int WaitCommand(pid_t pid);
+
+// Paths of the build.
+std::string GrademlBinary();
+std::string HelperBinary(const std::string& name);
+// A fresh empty directory under the build tree, removed by nobody (inspect after failures).
+std::string FreshDir(const std::string& name);
+// Reads key=value lines from a file into a value for `key`; NaN when missing.
+double ReadTruth(const std::string& path, const std::string& key);
+
+}  // namespace grademl::testing
