@@ -190,6 +190,7 @@ void ComputeSubtreePeaks(const PhaseForest& forest, const std::vector<RssTrack>&
     for (size_t pos = forest.first[phase]; pos < forest.last[phase]; ++pos) apply(forest.preorder[pos], sign);
   };
 
+  // One pending visit of the small-to-large walk.
   struct Frame {
     size_t v;
     bool keep;
@@ -235,6 +236,7 @@ const model::Series* SeriesOf(const Run& run, const model::Resource& r, std::str
 // a 3 ms stub look 100% busy.
 std::optional<CpuSummary> SummarizeCpu(const Run& run, const std::vector<const model::Resource*>& cores,
                                        DurationNs min_interval_ns) {
+  // The five time counters of one core.
   struct CoreSeries {
     const model::Resource* core;
     SampleSpan busy[2];
@@ -242,10 +244,10 @@ std::optional<CpuSummary> SummarizeCpu(const Run& run, const std::vector<const m
   };
   std::vector<CoreSeries> all;
   for (const model::Resource* core : cores) {
+    auto of = [&](std::string_view name) { return SamplesOf(SeriesOf(run, *core, name)); };
     CoreSeries cs{core,
-                  {SamplesOf(SeriesOf(run, *core, metric::kCoreUser)), SamplesOf(SeriesOf(run, *core, metric::kCoreSystem))},
-                  {SamplesOf(SeriesOf(run, *core, metric::kCoreIowait)), SamplesOf(SeriesOf(run, *core, metric::kCoreSteal)),
-                   SamplesOf(SeriesOf(run, *core, metric::kCoreIdle))}};
+                  {of(metric::kCoreUser), of(metric::kCoreSystem)},
+                  {of(metric::kCoreIowait), of(metric::kCoreSteal), of(metric::kCoreIdle)}};
     bool any = false;
     for (auto s : cs.busy) any = any || !s.empty();
     for (auto s : cs.other) any = any || !s.empty();
@@ -272,6 +274,7 @@ std::optional<CpuSummary> SummarizeCpu(const Run& run, const std::vector<const m
     for (auto s : cs.other)
       for (const Sample& x : s) grid.push_back(x.t);
   }
+  cpu.sampled_s = total / static_cast<double>(all.size());
   if (total > 0) {
     cpu.avg_busy = busy / total;
     cpu.avg_iowait = iowait / total;
@@ -325,8 +328,10 @@ HostSummary SummarizeHost(const Run& run, const model::Resource& host,
     auto it = children.find(r.id);
     if (it != children.end()) {
       for (size_t i : it->second) {
-        if (run.resources[i].kind != model::ResourceKind::kProcess && run.resources[i].kind != model::ResourceKind::kHost)
+        model::ResourceKind kind = run.resources[i].kind;
+        if (kind != model::ResourceKind::kProcess && kind != model::ResourceKind::kHost) {
           queue.push_back(&run.resources[i]);
+        }
       }
     }
     switch (r.kind) {
@@ -358,7 +363,9 @@ HostSummary SummarizeHost(const Run& run, const model::Resource& host,
         const model::Series* rx = SeriesOf(run, r, metric::kNetRxBytes);
         const model::Series* tx = SeriesOf(run, r, metric::kNetTxBytes);
         if (SamplesOf(rx).empty() && SamplesOf(tx).empty()) break;
-        NetSummary net{.name = r.name, .rx_bytes = CounterIncrease(SamplesOf(rx)), .tx_bytes = CounterIncrease(SamplesOf(tx))};
+        NetSummary net{.name = r.name,
+                       .rx_bytes = CounterIncrease(SamplesOf(rx)),
+                       .tx_bytes = CounterIncrease(SamplesOf(tx))};
         if (rx != nullptr && rx->info.has_capacity()) net.capacity_bytes_per_s = rx->info.capacity;
         else if (tx != nullptr && tx->info.has_capacity()) net.capacity_bytes_per_s = tx->info.capacity;
         out.nets.push_back(net);
@@ -416,7 +423,9 @@ RunSummary SummarizeRun(const Run& run) {
   RunSummary summary;
   summary.start_ns = run.info.start_ns;
   summary.end_ns = run.EffectiveEnd();
-  if (const model::Phase* root = run.Root(); root != nullptr && summary.start_ns == 0) summary.start_ns = root->start_ns;
+  if (const model::Phase* root = run.Root(); root != nullptr && summary.start_ns == 0) {
+    summary.start_ns = root->start_ns;
+  }
   summary.duration_s = std::max(0.0, NsToSeconds(summary.end_ns - summary.start_ns));
 
   size_t n = run.phases.size();
@@ -439,7 +448,8 @@ RunSummary SummarizeRun(const Run& run) {
                           LastValue(SamplesOf(run.FindSeries(proc->id, metric::kProcCpuUnseenChildren)));
     ps.self_read_bytes = LastValue(SamplesOf(run.FindSeries(proc->id, metric::kProcReadBytes)));
     ps.self_write_bytes = LastValue(SamplesOf(run.FindSeries(proc->id, metric::kProcWriteBytes)));
-    if (const model::Series* rss = run.FindSeries(proc->id, metric::kProcRss); rss != nullptr && !rss->samples.empty()) {
+    const model::Series* rss = run.FindSeries(proc->id, metric::kProcRss);
+    if (rss != nullptr && !rss->samples.empty()) {
       ps.self_peak_rss_bytes = GaugeMax(rss->samples);
       tracks[i] = RssTrack{.samples = rss->samples, .end_ns = ps.end_ns};
     }

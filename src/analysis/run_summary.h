@@ -49,6 +49,7 @@ struct CpuSummary {
   double peak_busy = 0;   // the highest busy fraction over one sampling interval
   double avg_iowait = 0;
   double avg_steal = 0;
+  double sampled_s = 0;   // the time the counters covered, per core (0: too short to tell)
   std::vector<CoreSummary> per_core;
 };
 
@@ -114,12 +115,16 @@ struct RunSummary {
 // Summarises a run. The run must be indexed (Run::Index()).
 RunSummary SummarizeRun(const model::Run& run);
 
-// The peak of the sum of step functions, each alive over [its first point, its end).
-// Exposed for tests and benchmarks; SummarizeRun uses the same machinery per subtree.
+// One process's RSS as a step function: each sample's value holds until the next; the last
+// holds until end_ns (and at least at its own instant, even when end_ns is not later).
 struct RssTrack {
-  std::span<const model::Sample> samples;  // sorted by t
-  TimeNs end_ns = 0;                   // the process's end; the last value holds until then
+  std::span<const model::Sample> samples;  // sorted by t; not owned
+  TimeNs end_ns = 0;
 };
+
+// The peak over time of the sum of the tracks, by a plain sweep: O(n log n) for one set of
+// processes. SummarizeRun gets every subtree's peak at once without it; this is the
+// reference its tests compare against.
 double PeakOfSum(const std::vector<RssTrack>& tracks);
 
 }  // namespace grademl::analysis

@@ -31,8 +31,11 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
   sub->add_option("command", opts->command, "The command and its arguments (after --)")->required();
   sub->prefix_command();
   return [opts, &common, sub]() -> int {
+    // prefix_command() leaves everything after the command's first word in remaining(),
+    // with a "--" CLI11 appends after the positional.
     std::vector<std::string> command = opts->command;
     for (const auto& rest : sub->remaining()) command.push_back(rest);
+    if (!command.empty() && command.back() == "--") command.pop_back();
     auto interval = ParseDuration(opts->interval);
     if (!interval.ok()) {
       PrintError("--interval: " + interval.status().message());

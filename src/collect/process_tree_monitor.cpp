@@ -56,7 +56,8 @@ struct ProcessTreeMonitor::Proc {
   std::string comm;
 
   bool seen = false;        // read at least once
-  bool final_exact = false; // the last read was of the zombie: counters are final
+  bool cpu_final = false;   // stat was read after the exit: CPU counters are final
+  bool io_final = false;    // io was read after the exit: I/O counters are final
   TimeNs last_t = 0;        // time of the last successful read
   TimeNs exit_t = 0;        // when the exit was noticed (exact with pidfds)
   double own_user = 0, own_system = 0;
@@ -71,8 +72,11 @@ struct ProcessTreeMonitor::Proc {
   Totals children_explained{};
   double unseen_user = 0, unseen_system = 0;
   double unclaimed_user = 0, unclaimed_system = 0;  // left over last pass, unseen if it stays
-  // The largest values emitted, so counters never go backwards.
+  // The largest values emitted, so counters never go backwards, and the rate of the own
+  // I/O emitted over the previous interval (reported I/O includes reaped children's).
   std::array<double, 4> emitted_io{};
+  std::array<double, 4> own_io_rate{};
+  TimeNs emitted_t = 0;
 
   double inclusive(Metric m) const {
     switch (m) {
@@ -82,6 +86,18 @@ struct ProcessTreeMonitor::Proc {
     }
   }
 };
+
+namespace {
+// Unread I/O is shared by I/O rate, with CPU activity counted as I/O at this many bytes per
+// CPU-second: a process that was busy in the tail is far likelier to have done the I/O than
+// one that sat waiting (a shell in `wait`), even when neither showed an I/O rate before.
+constexpr double kBytesPerCpuSecond = 1e8;
+
+// CPU cores a process used over its unread tail, given the CPU granted to it.
+double TailCores(double cpu_tail_seconds, double tail_seconds) {
+  return std::max(cpu_tail_seconds, 0.0) / std::max(tail_seconds, 0.01);
+}
+}  // namespace
 
 double ShareOut(double total, std::vector<Claim>& claims) {
   double needs = 0;
@@ -241,10 +257,30 @@ void ProcessTreeMonitor::AddRoot(pid_t pid, const std::vector<std::string>& argv
   root_ = Follow(pid, nullptr, start_ns, FormatCmdline(name), start_ns);
 }
 
-bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow) {
+bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
   if (!p->stat_file.is_open()) return false;
+  // io first: once a process has exited (its pidfd fired), its parent may reap it at any
+  // moment, and the I/O split is the harder one to recover from the parent's counters.
+  std::array<double, 4> io = p->reported_io;
+  bool io_read = false;
+  if (p->io_file.is_open()) {
+    if (auto io_text = p->io_file.Read(); io_text.ok()) {
+      ProcessIo pio;
+      if (ParseProcessIo(*io_text, &pio)) {
+        io = {static_cast<double>(pio.read_bytes), static_cast<double>(pio.write_bytes),
+              static_cast<double>(pio.rchar), static_cast<double>(pio.wchar)};
+        io_read = true;
+      }
+    }
+  }
+  if (exited && io_read) p->io_final = true;
   auto text = p->stat_file.Read();
-  if (!text.ok()) return false;
+  if (!text.ok() || (p->seen && text->empty())) {
+    // Reaped after the io read: keep what io told if it is final.
+    if (p->io_final) p->reported_io = {std::max(p->reported_io[0], io[0]), std::max(p->reported_io[1], io[1]),
+                                       std::max(p->reported_io[2], io[2]), std::max(p->reported_io[3], io[3])};
+    return false;
+  }
   ProcessStat st;
   if (!ParseProcessStat(*text, &st)) return false;
   if (p->seen && st.starttime != p->starttime) return false;  // the pid was reused
@@ -262,16 +298,6 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow) {
   double dt = p->seen && now > p->last_t ? NsToSeconds(now - p->last_t) : 0;
   double user = static_cast<double>(st.utime) * seconds_per_tick_;
   double system = static_cast<double>(st.stime) * seconds_per_tick_;
-  std::array<double, 4> io = p->reported_io;
-  if (p->io_file.is_open()) {
-    if (auto io_text = p->io_file.Read(); io_text.ok()) {
-      ProcessIo pio;
-      if (ParseProcessIo(*io_text, &pio)) {
-        io = {static_cast<double>(pio.read_bytes), static_cast<double>(pio.write_bytes),
-              static_cast<double>(pio.rchar), static_cast<double>(pio.wchar)};
-      }
-    }
-  }
   if (dt > 0) {
     p->rate[kUser] = std::max(0.0, user - p->own_user) / dt;
     p->rate[kSystem] = std::max(0.0, system - p->own_system) / dt;
@@ -287,7 +313,7 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow) {
     p->rss = static_cast<double>(st.rss_pages) * page_size_;
   } else {
     p->rss = 0;
-    p->final_exact = st.num_threads <= 1;
+    p->cpu_final = st.num_threads <= 1;
   }
   if ((slow || zombie) && p->status_file.is_open()) {
     if (auto status = p->status_file.Read(); status.ok()) {
@@ -311,11 +337,14 @@ void ProcessTreeMonitor::EmitSamples(Proc* p, TimeNs t) {
   builder_->AddSample(p->s_rss, t, p->rss);
   // Own I/O: what the kernel reports minus what was handed to reaped children.
   const model::SeriesId io_series[4] = {p->s_rb, p->s_wb, p->s_rc, p->s_wc};
+  double dt = p->emitted_t != 0 && t > p->emitted_t ? NsToSeconds(t - p->emitted_t) : 0;
   for (int i = 0; i < 4; ++i) {
     double own = std::max(0.0, p->reported_io[i] - p->children_explained[kReadBytes + i]);
+    if (dt > 0) p->own_io_rate[i] = std::max(0.0, own - p->emitted_io[i]) / dt;
     p->emitted_io[i] = std::max(p->emitted_io[i], own);
     builder_->AddSample(io_series[i], t, p->emitted_io[i]);
   }
+  p->emitted_t = t;
   builder_->AddSample(p->s_threads, t, p->state == State::kAlive ? static_cast<double>(p->threads) : 0);
   builder_->AddSample(p->s_vcsw, t, static_cast<double>(p->vcsw));
   builder_->AddSample(p->s_ivcsw, t, static_cast<double>(p->ivcsw));
@@ -398,7 +427,7 @@ void ProcessTreeMonitor::Sample(TimeNs now) {
     Proc* p = order[i];
     for (Proc* c : p->children) order.push_back(c);
     if (p->state != State::kAlive) continue;
-    if (!ReadProc(p, now, slow) || p->final_exact) {
+    if (!ReadProc(p, now, slow, false) || p->cpu_final) {
       MarkGone(p, now);
       if (p->parent && p->parent->state == State::kAlive) parents_with_exits.push_back(p->parent);
     }
@@ -407,7 +436,7 @@ void ProcessTreeMonitor::Sample(TimeNs now) {
   parents_with_exits.erase(std::unique(parents_with_exits.begin(), parents_with_exits.end()), parents_with_exits.end());
   for (Proc* parent : parents_with_exits) {
     // Read the parent again: it has now reaped the children found gone above.
-    if (!ReadProc(parent, now, false)) MarkGone(parent, now);
+    if (!ReadProc(parent, now, false, false)) MarkGone(parent, now);
   }
   for (Proc* p : order) {
     if (p->state == State::kAlive) ResolveLiveParent(p, now);
@@ -429,7 +458,7 @@ void ProcessTreeMonitor::HandleExitNotifications(TimeNs now) {
     p->exit_t = now;
     // Usually still a zombie: its counters are final. If already reaped, the parent's
     // counters tell the rest at the next pass.
-    ReadProc(p, now, true);
+    ReadProc(p, now, true, true);
     MarkGone(p, now);
   }
 }
@@ -440,9 +469,8 @@ void ProcessTreeMonitor::HandleExitNotifications(TimeNs now) {
 Claim ProcessTreeMonitor::TailClaim(const Proc* c, Metric m) {
   double dt = NsToSeconds(std::max<TimeNs>(c->exit_t - c->last_t, 0));
   double cap = m <= kSystem ? static_cast<double>(c->threads) * dt : std::numeric_limits<double>::infinity();
-  return {.need = c->inclusive(m),
-          .weight = c->final_exact ? 0 : std::max(c->rate[m], 1e-9),
-          .cap = c->final_exact ? 0 : cap};
+  bool final = m <= kSystem ? c->cpu_final : c->io_final;
+  return {.need = c->inclusive(m), .weight = final ? 0 : std::max(c->rate[m], 1e-9), .cap = final ? 0 : cap};
 }
 
 void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs) {
@@ -466,14 +494,24 @@ void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs) {
       } else if (m == kSystem) {
         total = credit_system;
       } else {
-        // The parent's own new I/O competes with the children's tails.
+        // The parent's own new I/O competes with the children's tails. Where no I/O rate
+        // tells them apart, whoever was busy on the CPU in the tail most likely did it.
+        for (size_t i = 0; i < gone.size(); ++i) {
+          double cpu_tail = child_finals[i][kUser] + child_finals[i][kSystem] -
+                            gone[i]->inclusive(kUser) - gone[i]->inclusive(kSystem);
+          double tail_s = NsToSeconds(std::max<TimeNs>(gone[i]->exit_t - gone[i]->last_t, 0));
+          if (!gone[i]->io_final) claims[i].weight += kBytesPerCpuSecond * TailCores(cpu_tail, tail_s);
+        }
         double own_before = parent->emitted_io[m - kReadBytes];
         total = parent->reported_io[m - kReadBytes] - parent->children_explained[m] - own_before;
-        claims.push_back({.need = 0, .weight = std::max(parent->rate[m], 1e-9),
+        double parent_cores = parent->rate[kUser] + parent->rate[kSystem];
+        claims.push_back({.need = 0,
+                          .weight = std::max(parent->own_io_rate[m - kReadBytes], 1e-9) +
+                                    kBytesPerCpuSecond * parent_cores,
                           .cap = std::numeric_limits<double>::infinity()});
       }
       ShareOut(total, claims);
-      for (size_t i = 0; i < gone.size(); ++i) {
+        for (size_t i = 0; i < gone.size(); ++i) {
         // Whatever was seen of a child happened: never grant less than that.
         double granted = std::max(claims[i].granted, gone[i]->inclusive(static_cast<Metric>(m)));
         parent->children_explained[m] += granted;
@@ -497,12 +535,18 @@ void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs) {
 
 void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
   if (p->state == State::kResolved) return;
+  // A child still thought alive may have died just before p (p's exit can be reported
+  // before a pass noticed it): look again. Survivors are orphans re-parented away.
+  for (Proc* c : p->children) {
+    if (c->state == State::kAlive && (!ReadProc(c, p->exit_t, true, false) || c->cpu_final)) MarkGone(c, p->exit_t);
+  }
   // Children of p that exited with it (not re-parented away while p lived).
   std::vector<Proc*> gone;
   for (Proc* c : p->children)
     if (c->state == State::kGone && c->ppid == p->pid) gone.push_back(c);
   double dt = NsToSeconds(std::max<TimeNs>(p->exit_t - p->last_t, 0));
   std::vector<Totals> child_finals(gone.size());
+  double own_cpu_tail = 0;
   for (int m = 0; m < kNumMetrics; ++m) {
     Metric metric_id = static_cast<Metric>(m);
     double seen = p->inclusive(metric_id);
@@ -513,17 +557,35 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
     double pool = unread;
     if (m == kUser) pool += std::max(p->cut_user - explained, 0.0);
     if (m == kSystem) pool += std::max(p->cut_system - explained, 0.0);
+    // I/O: everything p's counters hold that is neither handed to children yet nor already
+    // emitted as p's own, including growth read after the last emission.
+    if (m >= kReadBytes) pool = std::max(inclusive_final[m] - explained - p->emitted_io[m - kReadBytes], 0.0);
     std::vector<Claim> claims;
     for (Proc* c : gone) claims.push_back(TailClaim(c, metric_id));
     // p's own unread tail.
-    claims.push_back({.need = 0, .weight = p->final_exact ? 0 : std::max(p->rate[m], 1e-9),
-                      .cap = p->final_exact ? 0 : (m <= kSystem ? static_cast<double>(p->threads) * dt : unread)});
+    double own_rate = m <= kSystem ? p->rate[m] : p->own_io_rate[m - kReadBytes];
+    bool own_final = m <= kSystem ? p->cpu_final : p->io_final;
+    claims.push_back({.need = 0, .weight = own_final ? 0 : std::max(own_rate, 1e-9),
+                      .cap = m >= kReadBytes ? std::numeric_limits<double>::infinity()
+                             : own_final     ? 0
+                                             : static_cast<double>(p->threads) * dt});
+    if (m >= kReadBytes) {
+      // As for live parents: CPU activity in the tail breaks ties between I/O claimants.
+      for (size_t i = 0; i < gone.size(); ++i) {
+        double cpu_tail = child_finals[i][kUser] + child_finals[i][kSystem] - gone[i]->inclusive(kUser) -
+                          gone[i]->inclusive(kSystem);
+        double tail_s = NsToSeconds(std::max<TimeNs>(gone[i]->exit_t - gone[i]->last_t, 0));
+        if (!gone[i]->io_final) claims[i].weight += kBytesPerCpuSecond * TailCores(cpu_tail, tail_s);
+      }
+      if (!p->io_final) claims.back().weight += kBytesPerCpuSecond * TailCores(own_cpu_tail, dt);
+    }
     double left = ShareOut(pool, claims);
     for (size_t i = 0; i < gone.size(); ++i) {
       child_finals[i][m] = std::max(claims[i].granted, gone[i]->inclusive(metric_id));
       p->children_explained[m] += child_finals[i][m];
     }
     double own_tail = claims.back().granted;
+    if (m <= kSystem) own_cpu_tail += own_tail;
     switch (metric_id) {
       case kUser:
         p->own_user += own_tail;

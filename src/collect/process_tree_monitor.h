@@ -102,8 +102,9 @@ class ProcessTreeMonitor {
 
   Proc* Follow(pid_t pid, Proc* parent, TimeNs now, const std::string& fallback_name, TimeNs start_hint);
   void Discover(TimeNs now);
-  // Reads a process's counters; false when it is gone. `final_read` marks a zombie's read.
-  bool ReadProc(Proc* p, TimeNs now, bool slow);
+  // Reads a process's counters; false when it is gone. `exited`: its pidfd said it exited,
+  // so whatever can still be read is final.
+  bool ReadProc(Proc* p, TimeNs now, bool slow, bool exited);
   void EmitSamples(Proc* p, TimeNs t);
   void MarkGone(Proc* p, TimeNs t);
   void ResolveLiveParent(Proc* parent, TimeNs now);

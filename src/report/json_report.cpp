@@ -48,12 +48,15 @@ json HostJson(const analysis::HostSummary& host) {
   json out = {{"name", Text(host.name)}, {"cpu", nullptr}, {"memory", nullptr}};
   if (host.cpu) {
     json cores = json::array();
-    for (const auto& core : host.cpu->per_core) cores.push_back({{"name", Text(core.name)}, {"avg_busy", core.avg_busy}});
+    for (const auto& core : host.cpu->per_core) {
+      cores.push_back({{"name", Text(core.name)}, {"avg_busy", core.avg_busy}});
+    }
     out["cpu"] = {{"cores", host.cpu->cores},
                   {"avg_busy", host.cpu->avg_busy},
                   {"peak_busy", host.cpu->peak_busy},
                   {"avg_iowait", host.cpu->avg_iowait},
                   {"avg_steal", host.cpu->avg_steal},
+                  {"sampled_s", host.cpu->sampled_s},
                   {"per_core", cores}};
   }
   if (host.memory) {

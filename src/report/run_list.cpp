@@ -17,7 +17,8 @@ std::string RenderRunList(const std::vector<model::RunInfo>& runs, const RunList
   for (const model::RunInfo& info : runs) {
     std::string command = Sanitize(JoinCommand(info.command));
     if (options.max_command_width > 0) command = TruncateToWidth(command, options.max_command_width);
-    std::string duration = info.end_ns != 0 && info.end_ns >= info.start_ns ? FormatDuration(info.end_ns - info.start_ns) : "-";
+    bool ended = info.end_ns != 0 && info.end_ns >= info.start_ns;
+    std::string duration = ended ? FormatDuration(info.end_ns - info.start_ns) : "-";
     rows.push_back({std::to_string(info.id), info.start_ns != 0 ? FormatTimestamp(info.start_ns) : "-", duration,
                     RunStatusWord(info), command});
   }

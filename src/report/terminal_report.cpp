@@ -127,15 +127,31 @@ struct Row {
 constexpr std::array<const char*, 7> kColumnTitles{"start", "duration", "CPU time", "cores", "peak mem", "read",
                                                    "written"};
 
-// Shortens a command-line-like name to `width` columns: first the program's directory goes
-// ("/usr/bin/python3 x.py" -> "python3 x.py"), then the tail is cut with "…".
+// Shortens a command-line-like name to `width` columns: first the directories of paths go,
+// word by word ("bash /usr/libexec/pyenv-exec python3" -> "bash pyenv-exec python3"),
+// then the tail is cut with "…".
 std::string ShortenName(const std::string& name, size_t width) {
   if (DisplayWidth(name) <= width) return name;
-  std::string shorter = name;
-  size_t space = shorter.find(' ');
-  size_t slash = shorter.rfind('/', space == std::string::npos ? std::string::npos : space);
-  if (slash != std::string::npos && slash + 1 < shorter.size()) shorter = shorter.substr(slash + 1);
-  return TruncateToWidth(shorter, width);
+  std::vector<std::string> words;
+  for (size_t pos = 0;;) {
+    size_t space = name.find(' ', pos);
+    words.push_back(name.substr(pos, space == std::string::npos ? std::string::npos : space - pos));
+    if (space == std::string::npos) break;
+    pos = space + 1;
+  }
+  auto joined = [&] {
+    std::string out;
+    for (size_t i = 0; i < words.size(); ++i) out += (i == 0 ? "" : " ") + words[i];
+    return out;
+  };
+  for (std::string& word : words) {
+    size_t slash = word.rfind('/');
+    if (slash == std::string::npos || slash + 1 == word.size() || word.find('=') != std::string::npos) continue;
+    word = word.substr(slash + 1);
+    std::string shorter = joined();
+    if (DisplayWidth(shorter) <= width) return shorter;
+  }
+  return TruncateToWidth(joined(), width);
 }
 
 std::string BytesOrDash(double bytes) { return bytes > 0 ? FormatBytes(bytes) : "-"; }
@@ -200,6 +216,7 @@ void RenderPhases(const model::Run& run, const RunSummary& summary, const Termin
   rows.push_back(header);
 
   // Depth-first, iteratively: an item is a phase, or the fold line of a parent's hidden children.
+  // A pending row of the walk.
   struct Item {
     size_t phase = 0;
     std::string lead;        // drawing before this row's name
@@ -337,8 +354,10 @@ void RenderHost(const analysis::HostSummary& host, const Styler& style, std::str
   }
   if (!facts.empty()) title += " (" + Join(facts, ", ") + ")";
 
-  if (const auto& cpu = host.cpu) {
-    std::string text = fmt::format("{} busy on average, {} at the peak; {} waiting for I/O", FormatPercent(cpu->avg_busy),
+  if (host.cpu && host.cpu->sampled_s <= 0) {
+    lines.Add("CPU", "not measured (the run was shorter than the CPU counters' resolution)");
+  } else if (const auto& cpu = host.cpu) {
+    std::string text = fmt::format("{} busy (peak {}), {} waiting for I/O", FormatPercent(cpu->avg_busy),
                                    FormatPercent(cpu->peak_busy), FormatPercent(cpu->avg_iowait));
     if (cpu->avg_steal > 0) text += fmt::format(", {} stolen by the hypervisor", FormatPercent(cpu->avg_steal));
     lines.Add("CPU", text);
@@ -363,43 +382,51 @@ void RenderHost(const analysis::HostSummary& host, const Styler& style, std::str
     }
   }
   if (const auto& mem = host.memory) {
-    std::string text = FormatBytes(mem->peak_used_bytes) + " used at the peak";
+    std::string text = "peak " + FormatBytes(mem->peak_used_bytes);
     if (!std::isnan(mem->capacity_bytes) && mem->capacity_bytes > 0) {
-      text += fmt::format(" ({} of {})", FormatPercent(mem->peak_used_bytes / mem->capacity_bytes),
-                          FormatBytes(mem->capacity_bytes));
+      text += fmt::format(" of {} ({})", FormatBytes(mem->capacity_bytes),
+                          FormatPercent(mem->peak_used_bytes / mem->capacity_bytes));
     }
-    text += ", " + FormatBytes(mem->avg_used_bytes) + " on average";
+    text += ", average " + FormatBytes(mem->avg_used_bytes);
     lines.Add("memory", text);
   }
+  // Idle devices are left out (the JSON report has them all).
+  bool any_disk_io = false;
   for (const auto& disk : host.disks) {
+    if (disk.read_bytes <= 0 && disk.write_bytes <= 0 && disk.avg_busy <= 0) continue;
+    any_disk_io = true;
     lines.Add("disk " + Sanitize(disk.name),
-              fmt::format("read {}, wrote {}; busy {} of the time", FormatBytes(disk.read_bytes),
+              fmt::format("read {}, wrote {}, busy {} of the time", FormatBytes(disk.read_bytes),
                           FormatBytes(disk.write_bytes), FormatPercent(disk.avg_busy)));
   }
+  if (!host.disks.empty() && !any_disk_io) lines.Add("disks", "no I/O");
+  bool any_traffic = false;
   for (const auto& net : host.nets) {
+    if (net.rx_bytes <= 0 && net.tx_bytes <= 0) continue;
+    any_traffic = true;
     lines.Add("net " + Sanitize(net.name),
               fmt::format("received {}, sent {}", FormatBytes(net.rx_bytes), FormatBytes(net.tx_bytes)));
   }
+  if (!host.nets.empty() && !any_traffic) lines.Add("network", "no traffic");
   for (const auto& gpu : host.gpus) {
     std::vector<std::string> parts;
     if (gpu.has_utilization) {
-      parts.push_back(fmt::format("{} busy on average, {} at the peak", FormatPercent(gpu.avg_utilization),
+      parts.push_back(fmt::format("{} busy (peak {})", FormatPercent(gpu.avg_utilization),
                                   FormatPercent(gpu.peak_utilization)));
     }
     if (gpu.has_memory) {
-      std::string text = "memory " + FormatBytes(gpu.peak_memory_used_bytes) + " at the peak";
+      std::string text = "memory peak " + FormatBytes(gpu.peak_memory_used_bytes);
       if (!std::isnan(gpu.memory_capacity_bytes) && gpu.memory_capacity_bytes > 0) {
-        text += fmt::format(" ({} of {})", FormatPercent(gpu.peak_memory_used_bytes / gpu.memory_capacity_bytes),
-                            FormatBytes(gpu.memory_capacity_bytes));
+        text += " of " + FormatBytes(gpu.memory_capacity_bytes);
       }
       parts.push_back(text);
     }
     if (gpu.has_power) {
-      std::string text = fmt::format("{:.0f} W on average", gpu.avg_power_w);
+      std::string text = fmt::format("{:.0f} W average", gpu.avg_power_w);
       if (!std::isnan(gpu.power_limit_w)) text += fmt::format(" (limit {:.0f} W)", gpu.power_limit_w);
       parts.push_back(text);
     }
-    lines.Add("GPU " + Sanitize(gpu.name), Join(parts, "; "));
+    lines.Add("GPU " + Sanitize(gpu.name), Join(parts, ", "));
   }
   if (lines.empty()) return;
   out += '\n' + style(kBold, title) + '\n';

@@ -16,7 +16,7 @@ struct TerminalReportOptions {
   bool color = false;          // ANSI colours; the caller turns them off when not on a TTY
   size_t max_phases = 50;      // phase rows at most; the smallest subtrees fold into
                                // "… N more phases" lines (0: no limit)
-  size_t max_name_width = 56;  // columns for the tree and the phase names
+  size_t max_name_width = 40;  // columns for the tree and the phase names
 };
 
 // The report as text, lines ending in '\n'. Times are shown in local time.

@@ -83,7 +83,9 @@ std::string Sanitize(std::string_view text) {
   out.reserve(valid.size());
   for (size_t i = 0; i < valid.size(); ++i) {
     auto u = static_cast<unsigned char>(valid[i]);
-    if (u < 0x20 || u == 0x7f) {
+    if (u == '\t' || u == '\n' || u == '\r' || u == '\v' || u == '\f') {
+      out += ' ';  // line breaks in command lines read best as spaces
+    } else if (u < 0x20 || u == 0x7f) {
       out += '?';
     } else if (u == 0xC2 && i + 1 < valid.size() && static_cast<unsigned char>(valid[i + 1]) < 0xA0) {
       out += '?';  // a C1 control character (U+0080..U+009F), e.g. the one-byte CSI

@@ -25,8 +25,9 @@ std::string RunStatusWord(const model::RunInfo& info);
 // argv joined by spaces, quoting (POSIX shell style) the arguments that need it.
 std::string JoinCommand(const std::vector<std::string>& argv);
 
-// The string as valid UTF-8 with control characters (newlines, escape sequences, C1
-// controls) replaced by '?', so that it cannot break the layout or drive the terminal.
+// The string as valid UTF-8 on one line: tabs and line breaks become spaces, other control
+// characters (escape sequences, C1 controls) '?', so that it cannot break the layout or
+// drive the terminal.
 std::string Sanitize(std::string_view text);
 
 // The string as valid UTF-8: each byte of an invalid sequence becomes U+FFFD. JSON output

@@ -136,8 +136,9 @@ Status CheckSchema(sqlite3* db, const std::string& path, Database::Mode mode) {
     }
     return Status::Ok();
   }
-  // WAL: readers never block the writer, and a commit costs one append (and no fsync with
-  // synchronous=NORMAL, yet survives the process being killed). Persistent in the file.
+  // WAL while writing: readers never block the writer, and a commit costs one append (and no
+  // fsync with synchronous=NORMAL, yet survives the process being killed). ~Database turns
+  // it off again.
   GRADEML_RETURN_IF_ERROR(sqlite::Exec(db, path, "PRAGMA journal_mode = WAL"));
   if (version < current) return MigrateSchema(db, path, SchemaSteps());
   return Status::Ok();
@@ -182,26 +183,32 @@ StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path, Mode
   GRADEML_RETURN_IF_ERROR(CheckFile(path, mode));
   int flags = SQLITE_OPEN_NOMUTEX |
               (mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
-  // From here on the Database owns the handle (even a failed open returns one to close).
-  std::unique_ptr<Database> db(new Database(path, mode, raw));
-  if (rc != SQLITE_OK) return sqlite::Error(raw, rc, path);
-  sqlite3_busy_timeout(raw, kBusyTimeoutMs);
-  sqlite3_db_config(raw, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-  sqlite3_extended_result_codes(raw, 0);
-  if (mode == Mode::kReadWrite && sqlite3_db_readonly(raw, "main") == 1) {
+  sqlite3* handle = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &handle, flags, nullptr);
+  // Closes the handle unless the file passes every check (even a failed open returns one).
+  std::unique_ptr<sqlite3, int (*)(sqlite3*)> raw(handle, sqlite3_close_v2);
+  if (rc != SQLITE_OK) return sqlite::Error(handle, rc, path);
+  sqlite3_busy_timeout(handle, kBusyTimeoutMs);
+  sqlite3_db_config(handle, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  if (mode == Mode::kReadWrite && sqlite3_db_readonly(handle, "main") == 1) {
     return IoError("{}: cannot open for writing (permission denied)", path);
   }
-  GRADEML_RETURN_IF_ERROR(CheckSchema(raw, path, mode));
-  GRADEML_RETURN_IF_ERROR(sqlite::Exec(raw, path, "PRAGMA synchronous = NORMAL"));
-  return db;
+  GRADEML_RETURN_IF_ERROR(CheckSchema(handle, path, mode));
+  GRADEML_RETURN_IF_ERROR(sqlite::Exec(handle, path, "PRAGMA synchronous = NORMAL"));
+  return std::unique_ptr<Database>(new Database(path, mode, raw.release()));
 }
 
 Database::Database(std::string path, Mode mode, sqlite3* db) : path_(std::move(path)), mode_(mode), db_(db) {}
 
 Database::~Database() {
   for (sqlite3_stmt* stmt : stmts_) sqlite3_finalize(stmt);
+  if (mode_ == Mode::kReadWrite) {
+    // The last writer out turns WAL off again (checkpointing and deleting -wal and -shm), so
+    // that readers of a file nobody records into need to create nothing, even in a read-only
+    // directory. Fails, harmlessly and at once, while another connection has the file open.
+    sqlite3_busy_timeout(db_, 0);
+    sqlite3_exec(db_, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
+  }
   sqlite3_close_v2(db_);
 }
 
@@ -223,8 +230,9 @@ Status Database::CheckWritable() const {
 
 Status Database::StepDone(sqlite3_stmt* stmt) const {
   int rc = sqlite3_step(stmt);
+  Status st = rc == SQLITE_DONE ? Status::Ok() : SqlError(rc);  // before the reset clears the message
   sqlite3_reset(stmt);
-  return rc == SQLITE_DONE ? Status::Ok() : SqlError(rc);
+  return st;
 }
 
 StatusOr<model::RunId> Database::CreateRun(const model::RunInfo& info) {

@@ -227,6 +227,7 @@ TEST(RunSummaryTest, HostCpu) {
   EXPECT_EQ(h.cpu->peak_busy, 0.625);     // interval 2: (.75 + .5) / 2
   EXPECT_EQ(h.cpu->avg_iowait, 0.125 / 4);
   EXPECT_EQ(h.cpu->avg_steal, 0.125 / 4);
+  EXPECT_EQ(h.cpu->sampled_s, 2.0);
   ASSERT_EQ(h.cpu->per_core.size(), 2u);
   EXPECT_EQ(h.cpu->per_core[0].name, "cpu0");
   EXPECT_EQ(h.cpu->per_core[0].avg_busy, 0.75);

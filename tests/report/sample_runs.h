@@ -44,7 +44,7 @@ inline model::Run BasicRun() {
           {{At(0.5), 512 << 20}, {At(1), 1536LL << 20}, {At(3), 1536LL << 20}, {At(3.5), 1024 << 20}});
   f.Counter(f.last_process_resource, metric::kProcReadBytes, {{At(0.5), 100 << 20}, {At(3.5), 300 << 20}});
   f.Counter(f.last_process_resource, metric::kProcWriteBytes, {{At(0.5), 0}, {At(3.5), 4096}});
-  auto e1 = f.AddPhase(py, "epoch 1", "run/process/process/epoch", At(1), At(2));
+  f.AddPhase(py, "epoch 1", "run/process/process/epoch", At(1), At(2));
   f.run.phases.back().tags = {{"epoch", "1"}};
   f.AddPhase(py, "epoch 2", "run/process/process/epoch", At(2), At(3));
   f.run.phases.back().tags = {{"epoch", "2"}, {"lr", "0.01"}};
@@ -61,7 +61,6 @@ inline model::Run BasicRun() {
   f.Gauge(f.last_process_resource, metric::kProcRss, {{At(3.75), 3 << 20}});
   f.Counter(f.last_process_resource, metric::kProcWriteBytes, {{At(3.75), 200 << 20}});
   f.run.edges.push_back({.from = worker, .to = gz, .kind = "file:checkpoint.pt"});
-  (void)e1;
 
   auto cpu = f.AddResource(host, ResourceKind::kCpu, "cpu");
   auto c0 = f.AddResource(cpu, ResourceKind::kCore, "cpu0");
@@ -80,7 +79,8 @@ inline model::Run BasicRun() {
   f.Gauge(mem, metric::kMemUsed, {{At(0), 4LL << 30}, {At(1), 6LL << 30}, {At(3), 5LL << 30}, {At(4), 5LL << 30}},
           16LL << 30);
   auto disk = f.AddResource(host, ResourceKind::kDisk, "nvme0n1");
-  f.Counter(disk, metric::kDiskReadBytes, {{At(0), 1LL << 30}, {At(2), (1LL << 30) + (300 << 20)}, {At(4), (1LL << 30) + (350 << 20)}});
+  f.Counter(disk, metric::kDiskReadBytes,
+            {{At(0), 1LL << 30}, {At(2), (1LL << 30) + (300 << 20)}, {At(4), (1LL << 30) + (350 << 20)}});
   f.Counter(disk, metric::kDiskWriteBytes, {{At(0), 0}, {At(4), 200 << 20}});
   f.Counter(disk, metric::kDiskBusy, {{At(0), 10}, {At(4), 11}}, 1);
   auto net = f.AddResource(host, ResourceKind::kNet, "eth0");
@@ -118,7 +118,8 @@ inline model::Run IncompleteRun() {
     f.AddProcess(make, name, At(start), open ? 0 : At(start + 1 + i), 300 + i);
     f.Counter(f.last_process_resource, metric::kProcCpuUser, {{At(start + 0.5), 0.25 * (i + 1)}});
     f.Gauge(f.last_process_resource, metric::kProcRss, {{At(start + 0.5), static_cast<double>((40 + i) << 20)}});
-    f.Counter(f.last_process_resource, metric::kProcWriteBytes, {{At(start + 0.5), static_cast<double>((i + 1) << 16)}});
+    f.Counter(f.last_process_resource, metric::kProcWriteBytes,
+              {{At(start + 0.5), static_cast<double>((i + 1) << 16)}});
   }
   return f.Build();
 }

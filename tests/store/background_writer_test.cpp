@@ -18,6 +18,7 @@ using testing::SampleInfo;
 using testing::TempDir;
 using namespace std::chrono_literals;
 
+// A database with one run and a builder to record into it.
 struct Fixture {
   TempDir dir;
   std::string path = dir.File("g.db");

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -59,7 +60,6 @@ TEST(OpenTest, ReadWriteCreatesFileAndParentDirectories) {
   ASSERT_TRUE(db.ok()) << db.status().message();
   EXPECT_EQ((*db)->path(), path);
   EXPECT_TRUE(std::filesystem::is_regular_file(path));
-  db->reset();
   RawDb raw(path);
   EXPECT_EQ(raw.Int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), CurrentSchemaVersion());
@@ -81,6 +81,37 @@ TEST(OpenTest, ReopeningKeepsRuns) {
     ASSERT_TRUE(db.ok()) << db.status().message();
     EXPECT_EQ((*db)->ListRuns()->size(), 1u);
   }
+}
+
+std::vector<std::string> FilesIn(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The last writer out leaves a plain file (no -wal, -shm), and readers create nothing.
+TEST(OpenTest, ReadersCreateNothing) {
+  TempDir dir;
+  const std::string path = dir.File("g.db");
+  auto writer = Database::Open(path, Mode::kReadWrite);
+  ASSERT_TRUE(writer.ok());
+  {
+    auto reader = Database::Open(path, Mode::kReadOnly);  // alongside a writer
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    ASSERT_TRUE((*writer)->CreateRun(SampleInfo()).ok());
+    EXPECT_EQ((*reader)->ListRuns()->size(), 1u);
+  }
+  writer->reset();
+  EXPECT_EQ(FilesIn(dir.path()), std::vector<std::string>{"g.db"});
+  EXPECT_EQ(RawDb(path, SQLITE_OPEN_READONLY).Text("PRAGMA journal_mode"), "delete");
+  for (int i = 0; i < 2; ++i) {
+    auto reader = Database::Open(path, Mode::kReadOnly);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    EXPECT_EQ((*reader)->ListRuns()->size(), 1u);
+    EXPECT_TRUE((*reader)->LoadRun(1).ok());
+  }
+  EXPECT_EQ(FilesIn(dir.path()), std::vector<std::string>{"g.db"});
 }
 
 TEST(OpenTest, MissingFile) {

@@ -1,0 +1,197 @@
+#include "report/terminal_report.h"
+
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "golden.h"
+#include "report/text_format.h"
+#include "sample_runs.h"
+
+namespace grademl::report {
+namespace {
+
+using testing::BasicRun;
+using testing::ExpectMatchesGolden;
+using testing::IncompleteRun;
+
+std::string Render(const model::Run& run, TerminalReportOptions options = {}) {
+  testing::UseUtc();
+  return RenderTerminalReport(run, analysis::SummarizeRun(run), options);
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(TerminalReportTest, BasicRunGolden) { ExpectMatchesGolden(Render(BasicRun()), "basic_run.txt"); }
+
+TEST(TerminalReportTest, IncompleteRunFoldedGolden) {
+  ExpectMatchesGolden(Render(IncompleteRun(), {.max_phases = 6}), "incomplete_run.txt");
+}
+
+TEST(TerminalReportTest, IncompleteRunInFullGolden) {
+  ExpectMatchesGolden(Render(IncompleteRun(), {.max_phases = 0}), "incomplete_run_full.txt");
+}
+
+TEST(TerminalReportTest, TheGoldenComparisonCanFail) {
+  if (testing::UpdatingGoldens()) GTEST_SKIP() << "updating goldens";
+  EXPECT_NONFATAL_FAILURE(ExpectMatchesGolden(Render(BasicRun()) + "x", "basic_run.txt"), "differs");
+  EXPECT_NONFATAL_FAILURE(ExpectMatchesGolden("", "no_such_golden.txt"), "missing golden file");
+}
+
+TEST(TerminalReportTest, NoColourMeansNoEscapes) {
+  std::string text = Render(BasicRun());
+  EXPECT_EQ(text.find('\033'), std::string::npos);
+  std::string colored = Render(BasicRun(), {.color = true});
+  EXPECT_NE(colored.find("\033[1m"), std::string::npos);
+  EXPECT_NE(colored.find("\033[32mfinished, exit code 0"), std::string::npos);
+}
+
+TEST(TerminalReportTest, ColourDoesNotChangeTheText) {
+  std::string colored = Render(IncompleteRun(), {.color = true, .max_phases = 6});
+  std::string stripped;
+  for (size_t i = 0; i < colored.size(); ++i) {
+    if (colored[i] == '\033') {
+      i = colored.find('m', i);
+      continue;
+    }
+    stripped += colored[i];
+  }
+  EXPECT_EQ(stripped, Render(IncompleteRun(), {.max_phases = 6}));
+}
+
+TEST(TerminalReportTest, FoldingKeepsAtMostMaxPhasesRows) {
+  for (size_t max : {1, 2, 3, 6, 13, 14, 15}) {
+    std::string text = Render(IncompleteRun(), {.max_phases = max});
+    auto lines = Lines(text);
+    // Phase rows: between the table header (starts with "phase") and the legend.
+    size_t first = 0;
+    while (first < lines.size() && lines[first].rfind("phase", 0) != 0) ++first;
+    ASSERT_LT(first, lines.size());
+    size_t rows = 0, folded = 0;
+    int64_t hidden = 0;
+    for (size_t i = first + 1; i < lines.size() && lines[i].rfind("CPU time,", 0) != 0; ++i) {
+      auto pos = lines[i].find("… ");
+      if (pos != std::string::npos && lines[i].find(" more phase") != std::string::npos) {
+        ++folded;
+        hidden += std::stoll(lines[i].substr(pos + std::string("… ").size()));
+      } else {
+        ++rows;
+      }
+    }
+    EXPECT_EQ(rows, std::min<size_t>(max, 14)) << text;
+    EXPECT_EQ(rows + hidden, 14u) << text;  // every phase is shown or counted
+    EXPECT_EQ(folded > 0, max < 14) << text;
+  }
+}
+
+TEST(TerminalReportTest, FoldingHidesTheSmallestSubtrees) {
+  std::string text = Render(IncompleteRun(), {.max_phases = 6});
+  // The compilers with the most CPU (the last ones) stay; the first ones fold.
+  EXPECT_NE(text.find("src/file9.c"), std::string::npos);
+  EXPECT_EQ(text.find("src/file0.c"), std::string::npos);
+  EXPECT_NE(text.find("… 8 more phases"), std::string::npos);
+}
+
+TEST(TerminalReportTest, NamesAreSanitizedAndShortened) {
+  std::string text = Render(IncompleteRun(), {.max_phases = 0});
+  EXPECT_NE(text.find("cc -c src/bad name.c"), std::string::npos);
+  std::string basic = Render(BasicRun(), {.max_name_width = 40});
+  EXPECT_EQ(basic.find("/usr/local/bin"), std::string::npos);
+  EXPECT_NE(basic.find("python3 -m torch"), std::string::npos);
+  for (const std::string& line : Lines(basic)) {
+    if (line.find("torch") != std::string::npos) {
+      EXPECT_NE(line.find("…"), std::string::npos) << line;
+    }
+  }
+}
+
+TEST(TerminalReportTest, ColumnsAreAligned) {
+  auto lines = Lines(Render(BasicRun()));
+  // Every phase row ends its "written" column at the same display column.
+  size_t header = 0;
+  while (lines[header].rfind("phase", 0) != 0) ++header;
+  size_t width = DisplayWidth(lines[header]);
+  for (size_t i = header + 1; i < header + 8; ++i) EXPECT_EQ(DisplayWidth(lines[i]), width) << lines[i];
+}
+
+TEST(TerminalReportTest, StatusLines) {
+  model::Run run = BasicRun();
+  run.info.exit_code.reset();
+  run.info.exit_signal = 9;
+  EXPECT_NE(Render(run).find("killed by SIGKILL (signal 9)"), std::string::npos);
+  run.info.exit_signal.reset();
+  run.info.exit_code = 3;
+  EXPECT_NE(Render(run).find("failed, exit code 3"), std::string::npos);
+  run.info.exit_code.reset();
+  run.info.complete = false;
+  run.info.error = "execvp: No such file or directory";
+  EXPECT_NE(Render(run).find("failed to start: execvp: No such file or directory"), std::string::npos);
+}
+
+TEST(TerminalReportTest, ManyCoresBecomeOneBlockEach) {
+  testing::RunFixture f;
+  auto host = f.AddResource(0, model::ResourceKind::kHost, "big");
+  for (int i = 0; i < 70; ++i) {
+    auto core = f.AddResource(host, model::ResourceKind::kCore, "cpu" + std::to_string(i));
+    double busy = i == 5 ? 1.0 : i % 8 / 8.0;
+    f.Counter(core, model::metric::kCoreUser, {{0, 0}, {testing::Sec(1), busy}});
+    f.Counter(core, model::metric::kCoreIdle, {{0, 0}, {testing::Sec(1), 1 - busy}});
+  }
+  std::string text = Render(f.Build());
+  EXPECT_NE(text.find("Host big (70 cores)"), std::string::npos) << text;
+  EXPECT_NE(text.find("per core  ▁▂▃▄▅█▇█▁▂▃▄▅▆▇█"), std::string::npos) << text;
+  EXPECT_NE(text.find("busiest cpu5 100%, least busy cpu0 0%"), std::string::npos) << text;
+  EXPECT_EQ(text.find("cpu1 "), std::string::npos);  // no list of 70 names
+}
+
+TEST(TerminalReportTest, PathsInNamesLoseTheirDirectoriesFirst) {
+  testing::RunFixture f;
+  auto root = f.AddPhase(0, "run", "run", 0, testing::Sec(1));
+  f.AddProcess(root, "bash /root/.pyenv/libexec/pyenv-exec python3 --flag=/a/b -c x", 0, testing::Sec(1), 7);
+  std::string text = Render(f.Build(), {.max_name_width = 46});
+  EXPECT_NE(text.find("└─ bash pyenv-exec python3 --flag=/a/b -c x"), std::string::npos) << text;
+}
+
+TEST(TerminalReportTest, IdleDevicesAreLeftOut) {
+  testing::RunFixture f;
+  auto host = f.AddResource(0, model::ResourceKind::kHost, "h");
+  auto lo = f.AddResource(host, model::ResourceKind::kNet, "lo");
+  f.Counter(lo, model::metric::kNetRxBytes, {{0, 5}, {testing::Sec(1), 5}});
+  auto disk = f.AddResource(host, model::ResourceKind::kDisk, "sda");
+  f.Counter(disk, model::metric::kDiskReadBytes, {{0, 5}, {testing::Sec(1), 5}});
+  auto eth = f.AddResource(host, model::ResourceKind::kNet, "eth0");
+  f.Counter(eth, model::metric::kNetTxBytes, {{0, 5}, {testing::Sec(1), 2053}});
+  std::string text = Render(f.Build());
+  EXPECT_EQ(text.find("net lo"), std::string::npos) << text;
+  EXPECT_NE(text.find("net eth0  received 0 B, sent 2.00 KiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("disks     no I/O"), std::string::npos) << text;
+  f.run.resources.pop_back();  // without eth0: no traffic at all
+  EXPECT_NE(Render(f.Build()).find("network  no traffic"), std::string::npos);
+}
+
+TEST(TerminalReportTest, ACpuSampledOnceIsNotMeasured) {
+  testing::RunFixture f;
+  auto host = f.AddResource(0, model::ResourceKind::kHost, "h");
+  auto core = f.AddResource(host, model::ResourceKind::kCore, "cpu0");
+  f.Counter(core, model::metric::kCoreIdle, {{0, 100}});
+  std::string text = Render(f.Build());
+  EXPECT_NE(text.find("CPU  not measured"), std::string::npos) << text;
+}
+
+TEST(TerminalReportTest, ARunWithoutPhases) {
+  model::Run run;
+  run.info.id = 3;
+  run.info.command = {"true"};
+  run.Index();
+  std::string text = Render(run);
+  EXPECT_NE(text.find("No phases were recorded."), std::string::npos);
+}
+
+}  // namespace
+}  // namespace grademl::report

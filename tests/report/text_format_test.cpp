@@ -1,0 +1,78 @@
+#include "report/text_format.h"
+
+#include <gtest/gtest.h>
+
+namespace grademl::report {
+namespace {
+
+TEST(TextFormatTest, Bytes) {
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(1023), "1023 B");
+  EXPECT_EQ(FormatBytes(1024), "1.00 KiB");
+  EXPECT_EQ(FormatBytes(1536), "1.50 KiB");
+  EXPECT_EQ(FormatBytes(10239), "10.0 KiB");  // 9.999 KiB rounds up a digit
+  EXPECT_EQ(FormatBytes(130 << 20), "130 MiB");
+  EXPECT_EQ(FormatBytes(12.34 * (1 << 20)), "12.3 MiB");
+  EXPECT_EQ(FormatBytes(1.5 * (1LL << 30)), "1.50 GiB");
+  EXPECT_EQ(FormatBytes(3.0 * (1LL << 40)), "3.00 TiB");
+}
+
+TEST(TextFormatTest, Percent) {
+  EXPECT_EQ(FormatPercent(0), "0%");
+  EXPECT_EQ(FormatPercent(0.0312), "3.1%");
+  EXPECT_EQ(FormatPercent(0.0999), "10%");
+  EXPECT_EQ(FormatPercent(0.5625), "56%");
+  EXPECT_EQ(FormatPercent(1), "100%");
+}
+
+TEST(TextFormatTest, SignalNames) {
+  EXPECT_EQ(SignalName(9), "SIGKILL");
+  EXPECT_EQ(SignalName(15), "SIGTERM");
+  EXPECT_EQ(SignalName(11), "SIGSEGV");
+  EXPECT_EQ(SignalName(31), "SIGSYS");
+  EXPECT_EQ(SignalName(40), "signal 40");
+}
+
+TEST(TextFormatTest, StatusWords) {
+  model::RunInfo info;
+  EXPECT_EQ(RunStatusWord(info), "incomplete");
+  info.complete = true;
+  info.exit_code = 0;
+  EXPECT_EQ(RunStatusWord(info), "ok");
+  info.exit_code = 2;
+  EXPECT_EQ(RunStatusWord(info), "exit 2");
+  info.exit_code.reset();
+  info.exit_signal = 6;
+  EXPECT_EQ(RunStatusWord(info), "signal SIGABRT");
+  info.exit_signal.reset();
+  info.error = "fork: out of memory";
+  EXPECT_EQ(RunStatusWord(info), "failed to start");
+}
+
+TEST(TextFormatTest, Commands) {
+  EXPECT_EQ(JoinCommand({"python3", "-c", "print('hi')", "a b", "", "x=1,y=2"}),
+            "python3 -c 'print('\\''hi'\\'')' 'a b' '' x=1,y=2");
+}
+
+TEST(TextFormatTest, SanitizeAndUtf8) {
+  EXPECT_EQ(Sanitize("a\nb\tc\033[31m\x01"), "a b c?[31m?");
+  EXPECT_EQ(Sanitize("\xc2\x9b" "2J"), "?2J");  // C1 CSI
+  EXPECT_EQ(Sanitize("héllo"), "héllo");
+  EXPECT_EQ(ValidUtf8("ok \xe2\x82\xac"), "ok \xe2\x82\xac");
+  EXPECT_EQ(ValidUtf8("\xff"), "\xEF\xBF\xBD");
+  EXPECT_EQ(ValidUtf8("\xc0\xaf"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
+  EXPECT_EQ(ValidUtf8("\xed\xa0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
+}
+
+TEST(TextFormatTest, Widths) {
+  EXPECT_EQ(DisplayWidth("├─ héllo…"), 9u);
+  EXPECT_EQ(TruncateToWidth("abcdef", 6), "abcdef");
+  EXPECT_EQ(TruncateToWidth("abcdef", 4), "abc…");
+  EXPECT_EQ(TruncateToWidth("ab  cdef", 4), "ab…");
+  EXPECT_EQ(TruncateToWidth("éééé", 3), "éé…");
+  EXPECT_EQ(PadLeft("é", 3), "  é");
+  EXPECT_EQ(PadRight("é", 3), "é  ");
+}
+
+}  // namespace
+}  // namespace grademl::report
