@@ -56,6 +56,9 @@ struct ProcessTreeMonitor::Proc {
   std::string comm;
 
   bool seen = false;        // read at least once
+  uint64_t raw_utime = 0, raw_stime = 0, raw_cutime = 0, raw_cstime = 0;  // ticks at the last read
+  int idle_passes = 0;      // reads in a row that found no CPU used
+  int read_pass = 0;        // the pass of the last read
   bool cpu_final = false;   // stat was read after the exit: CPU counters are final
   bool io_final = false;    // io was read after the exit: I/O counters are final
   TimeNs last_t = 0;        // time of the last successful read
@@ -92,6 +95,11 @@ namespace {
 // CPU-second: a process that was busy in the tail is far likelier to have done the I/O than
 // one that sat waiting (a shell in `wait`), even when neither showed an I/O rate before.
 constexpr double kBytesPerCpuSecond = 1e8;
+
+// A process whose CPU stood still for this many reads in a row is idle, and is then read
+// only every kIdleEvery passes until it runs again.
+constexpr int kIdleAfterPasses = 3;
+constexpr int kIdleEvery = 10;
 
 // CPU cores a process used over its unread tail, given the CPU granted to it.
 double TailCores(double cpu_tail_seconds, double tail_seconds) {
@@ -262,18 +270,16 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
   // io first: once a process has exited (its pidfd fired), its parent may reap it at any
   // moment, and the I/O split is the harder one to recover from the parent's counters.
   std::array<double, 4> io = p->reported_io;
-  bool io_read = false;
-  if (p->io_file.is_open()) {
-    if (auto io_text = p->io_file.Read(); io_text.ok()) {
-      ProcessIo pio;
-      if (ParseProcessIo(*io_text, &pio)) {
-        io = {static_cast<double>(pio.read_bytes), static_cast<double>(pio.write_bytes),
-              static_cast<double>(pio.rchar), static_cast<double>(pio.wchar)};
-        io_read = true;
-      }
-    }
-  }
-  if (exited && io_read) p->io_final = true;
+  auto read_io = [&] {
+    if (!p->io_file.is_open()) return false;
+    auto io_text = p->io_file.Read();
+    ProcessIo pio;
+    if (!io_text.ok() || !ParseProcessIo(*io_text, &pio)) return false;
+    io = {static_cast<double>(pio.read_bytes), static_cast<double>(pio.write_bytes), static_cast<double>(pio.rchar),
+          static_cast<double>(pio.wchar)};
+    return true;
+  };
+  if (exited && read_io()) p->io_final = true;
   auto text = p->stat_file.Read();
   if (!text.ok() || (p->seen && text->empty())) {
     // Reaped after the io read: keep what io told if it is final.
@@ -295,6 +301,16 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
       builder_->RenamePhase(p->phase, name.empty() ? "[" + p->comm + "]" : name);
     }
   }
+  // A process that did not run did no I/O: its io file is read only when its CPU moved
+  // (or on slow passes, for I/O done by threads too brief to show in ticks).
+  bool ran = !p->seen || zombie || st.utime != p->raw_utime || st.stime != p->raw_stime ||
+             st.cutime != p->raw_cutime || st.cstime != p->raw_cstime;
+  if (!exited && (ran || slow)) read_io();
+  p->idle_passes = ran ? 0 : p->idle_passes + 1;
+  p->raw_utime = st.utime;
+  p->raw_stime = st.stime;
+  p->raw_cutime = st.cutime;
+  p->raw_cstime = st.cstime;
   double dt = p->seen && now > p->last_t ? NsToSeconds(now - p->last_t) : 0;
   double user = static_cast<double>(st.utime) * seconds_per_tick_;
   double system = static_cast<double>(st.stime) * seconds_per_tick_;
@@ -315,7 +331,7 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
     p->rss = 0;
     p->cpu_final = st.num_threads <= 1;
   }
-  if ((slow || zombie) && p->status_file.is_open()) {
+  if (((slow && ran) || zombie) && p->status_file.is_open()) {
     if (auto status = p->status_file.Read(); status.ok()) {
       ProcessContextSwitches cs;
       if (ParseProcessContextSwitches(*status, &cs)) {
@@ -326,6 +342,7 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
   }
   p->seen = true;
   p->last_t = now;
+  p->read_pass = pass_;
   p->ppid = st.ppid;
   return true;
 }
@@ -364,9 +381,16 @@ void ProcessTreeMonitor::MarkGone(Proc* p, TimeNs t) {
   if (p->exit_t == 0) p->exit_t = t;
   alive_.erase(p->pid);
   Unwatch(p);
-  p->stat_file = ProcFile();
+  // stat stays open: it reads until the parent reaps the process (see ResolveLiveParent).
   p->io_file = ProcFile();
   p->status_file = ProcFile();
+}
+
+bool ProcessTreeMonitor::Reaped(Proc* p) {
+  if (!p->stat_file.is_open()) return true;
+  if (p->stat_file.Read().ok()) return false;  // still a zombie: its parent has not waited yet
+  p->stat_file = ProcFile();
+  return true;
 }
 
 void ProcessTreeMonitor::EndPhase(Proc* p) {
@@ -375,7 +399,26 @@ void ProcessTreeMonitor::EndPhase(Proc* p) {
   builder_->EndPhase(p->phase, p->exit_t);
 }
 
+bool ProcessTreeMonitor::PidsAllocatedSinceLastScan() {
+  // The last field of /proc/loadavg is the most recently allocated pid (threads included).
+  // Unchanged means no process was created anywhere, so there is nothing new to follow.
+  if (!loadavg_.is_open()) {
+    if (auto f = ProcFile::Open(options_.proc_root + "/loadavg"); f.ok()) loadavg_ = std::move(*f);
+  }
+  if (!loadavg_.is_open()) return true;
+  auto text = loadavg_.Read();
+  if (!text.ok()) return true;
+  std::string_view t = *text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.remove_suffix(1);
+  uint64_t last_pid = 0;
+  if (!ParseU64(t.substr(t.rfind(' ') + 1), &last_pid)) return true;
+  bool changed = last_pid != last_pid_seen_;
+  last_pid_seen_ = last_pid;
+  return changed;
+}
+
 void ProcessTreeMonitor::Discover(TimeNs now) {
+  if (!PidsAllocatedSinceLastScan()) return;
   struct Candidate {
     pid_t pid, ppid;
     uint64_t starttime;
@@ -422,28 +465,21 @@ void ProcessTreeMonitor::Sample(TimeNs now) {
   // Top-down, so that a parent is always read before its children: a child reaped after
   // its parent was read shows up in the parent's counters only at the next pass.
   std::vector<Proc*> order{root_};
-  std::vector<Proc*> parents_with_exits;
   for (size_t i = 0; i < order.size(); ++i) {
     Proc* p = order[i];
     for (Proc* c : p->children) order.push_back(c);
     if (p->state != State::kAlive) continue;
-    if (!ReadProc(p, now, slow, false) || p->cpu_final) {
-      MarkGone(p, now);
-      if (p->parent && p->parent->state == State::kAlive) parents_with_exits.push_back(p->parent);
-    }
-  }
-  std::sort(parents_with_exits.begin(), parents_with_exits.end());
-  parents_with_exits.erase(std::unique(parents_with_exits.begin(), parents_with_exits.end()), parents_with_exits.end());
-  for (Proc* parent : parents_with_exits) {
-    // Read the parent again: it has now reaped the children found gone above.
-    if (!ReadProc(parent, now, false, false)) MarkGone(parent, now);
+    // Idle processes are read every kIdleEvery passes (spread by pid); exits still wake us
+    // at once through the pidfds, and counters are cumulative, so nothing is lost.
+    if (p->idle_passes >= kIdleAfterPasses && (pass_ + p->pid) % kIdleEvery != 0) continue;
+    if (!ReadProc(p, now, slow, false) || p->cpu_final) MarkGone(p, now);
   }
   for (Proc* p : order) {
     if (p->state == State::kAlive) ResolveLiveParent(p, now);
   }
   // Emit only now: a parent's own I/O is known once its exited children took their share.
   for (Proc* p : order) {
-    if (p->state == State::kAlive) EmitSamples(p, now);
+    if (p->state == State::kAlive && p->read_pass == pass_) EmitSamples(p, now);
   }
 }
 
@@ -473,10 +509,16 @@ Claim ProcessTreeMonitor::TailClaim(const Proc* c, Metric m) {
   return {.need = c->inclusive(m), .weight = final ? 0 : std::max(c->rate[m], 1e-9), .cap = final ? 0 : cap};
 }
 
-void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs) {
+void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs now) {
+  // Exited children count once the parent has reaped them: only then do the parent's
+  // counters hold theirs. The parent is read again right after, whatever its idle state.
   std::vector<Proc*> gone;
   for (Proc* c : parent->children)
-    if (c->state == State::kGone && c->ppid == parent->pid) gone.push_back(c);
+    if (c->state == State::kGone && c->ppid == parent->pid && Reaped(c)) gone.push_back(c);
+  if (!gone.empty() && !ReadProc(parent, now, false, false)) {
+    MarkGone(parent, now);
+    return;  // the parent died too: its own exit resolves them
+  }
 
   // CPU: the reaped-children counters not yet handed out.
   double credit_user = parent->cut_user - parent->children_explained[kUser] - parent->unseen_user;
@@ -602,6 +644,7 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
     }
   }
   p->state = State::kResolved;
+  p->stat_file = ProcFile();
   for (size_t i = 0; i < gone.size(); ++i) ResolveDead(gone[i], child_finals[i]);
   EndPhase(p);
   PruneResolved(p);

@@ -99,14 +99,19 @@ class ProcessTreeMonitor {
   int epoll_fd_ = -1;
   int pass_ = 0;
   std::unique_ptr<class ProcDirectory> proc_dir_;
+  ProcFile loadavg_;
+  uint64_t last_pid_seen_ = 0;
 
   Proc* Follow(pid_t pid, Proc* parent, TimeNs now, const std::string& fallback_name, TimeNs start_hint);
   void Discover(TimeNs now);
+  bool PidsAllocatedSinceLastScan();
   // Reads a process's counters; false when it is gone. `exited`: its pidfd said it exited,
   // so whatever can still be read is final.
   bool ReadProc(Proc* p, TimeNs now, bool slow, bool exited);
   void EmitSamples(Proc* p, TimeNs t);
   void MarkGone(Proc* p, TimeNs t);
+  // True once an exited process has been reaped by its parent.
+  bool Reaped(Proc* p);
   void ResolveLiveParent(Proc* parent, TimeNs now);
   static Claim TailClaim(const Proc* c, Metric m);
   void ResolveDead(Proc* p, const Totals& inclusive_final);

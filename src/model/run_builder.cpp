@@ -115,7 +115,7 @@ void RunBuilder::AddSample(SeriesId series, TimeNs t, double value) {
   state.last_written = sample;
 }
 
-RunDelta RunBuilder::TakeDelta() {
+RunDelta RunBuilder::TakeDelta(bool final) {
   std::lock_guard lock(mu_);
   RunDelta delta;
   if (info_dirty_) {
@@ -134,7 +134,7 @@ RunDelta RunBuilder::TakeDelta() {
   new_series_.clear();
   for (size_t i = 0; i < series_state_.size(); ++i) {
     SeriesState& state = series_state_[i];
-    if (state.held) {
+    if (state.held && (final || state.held->t - state.last_written.t >= kHeldReleaseNs)) {
       new_samples_.push_back({static_cast<SeriesId>(i + 1), *state.held});
       state.last_written = *state.held;
       state.held.reset();

@@ -78,9 +78,13 @@ class RunBuilder {
   SeriesId AddSeries(SeriesInfo info);
   void AddSample(SeriesId series, TimeNs t, double value);
 
-  // Hands out what changed since the last call. Held samples (see above) are released too,
-  // so that a delta always brings every series up to the latest time sampled.
-  RunDelta TakeDelta();
+  // Hands out what changed since the last call. A held sample (see above) is released once
+  // its flat stretch is kHeldReleaseNs long, so that a run cut short (grademl killed) has
+  // every series up to at most that long before the cut, at a cost of one row per series
+  // per kHeldReleaseNs however often deltas are taken. `final` releases all of them.
+  RunDelta TakeDelta(bool final = false);
+
+  static constexpr DurationNs kHeldReleaseNs = 5 * kNsPerSec;
 
  private:
   struct SeriesState {

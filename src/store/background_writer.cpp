@@ -53,9 +53,9 @@ void BackgroundWriter::Loop() {
   }
 }
 
-Status BackgroundWriter::Flush() {
+Status BackgroundWriter::Flush(bool final) {
   std::lock_guard lock(flush_mu_);
-  Merge(pending_, builder_->TakeDelta());
+  Merge(pending_, builder_->TakeDelta(final));
   if (pending_.empty()) return Status::Ok();
   Status st = db_->WriteDelta(run_, pending_);
   if (st.ok()) {
@@ -77,7 +77,7 @@ Status BackgroundWriter::Stop() {
     }
     cv_.notify_all();
     thread_.join();
-    (void)Flush();
+    (void)Flush(/*final=*/true);
     stopped_ = true;
   }
   std::lock_guard lock(flush_mu_);

@@ -37,7 +37,7 @@ class BackgroundWriter {
 
  private:
   void Loop();
-  Status Flush();
+  Status Flush(bool final = false);
 
   Database* const db_;
   model::RunBuilder* const builder_;

@@ -71,7 +71,7 @@ TEST_F(GpuMonitorTest, DeclaresOneResourcePerDeviceWithCapacities) {
   EXPECT_EQ(monitor->device_names(), (std::vector<std::string>{"gpu0: Fake GPU 0", "gpu1: Fake GPU 1"}));
   EXPECT_EQ(init_count_(), 1);
 
-  RunDelta d = builder_.TakeDelta();
+  RunDelta d = builder_.TakeDelta(/*final=*/true);
   std::vector<const Resource*> gpus;
   for (const auto& r : d.resources)
     if (r.kind == ResourceKind::kGpu) gpus.push_back(&r);
@@ -117,9 +117,9 @@ TEST_F(GpuMonitorTest, SamplesExactValues) {
   std::string why;
   auto monitor = GpuMonitor::Open(&builder_, host_, "node1", kFakeNvml, &why);
   ASSERT_NE(monitor, nullptr) << why;
-  RunDelta declared = builder_.TakeDelta();
+  RunDelta declared = builder_.TakeDelta(/*final=*/true);
   monitor->Sample(42);
-  RunDelta d = builder_.TakeDelta();
+  RunDelta d = builder_.TakeDelta(/*final=*/true);
 
   std::map<std::string, double> got;  // "gpuN/series" -> value
   for (const auto& rec : d.samples) {
@@ -143,10 +143,10 @@ TEST_F(GpuMonitorTest, AFailingCallSkipsOnlyThatSample) {
   std::string why;
   auto monitor = GpuMonitor::Open(&builder_, host_, "node1", kFakeNvml, &why);
   ASSERT_NE(monitor, nullptr) << why;
-  builder_.TakeDelta();
+  builder_.TakeDelta(/*final=*/true);
   ScopedEnv fail("FAKE_NVML_FAIL_SAMPLE", "1");  // gpu1 utilisation and power fail
   monitor->Sample(7);
-  RunDelta d = builder_.TakeDelta();
+  RunDelta d = builder_.TakeDelta(/*final=*/true);
   EXPECT_EQ(d.samples.size(), 4u);  // gpu0: 3, gpu1: memory only
 }
 
@@ -164,7 +164,7 @@ TEST_F(GpuMonitorTest, MissingLibraryGivesNullAndAReason) {
   EXPECT_EQ(monitor, nullptr);
   EXPECT_NE(why.find("cannot load NVML"), std::string::npos) << why;
   EXPECT_NE(why.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos) << why;
-  EXPECT_EQ(builder_.TakeDelta().resources.size(), 1u);  // the host only
+  EXPECT_EQ(builder_.TakeDelta(/*final=*/true).resources.size(), 1u);  // the host only
 }
 
 TEST_F(GpuMonitorTest, LibraryWithoutNvmlSymbolsGivesNull) {
@@ -183,7 +183,7 @@ TEST_F(GpuMonitorTest, InitFailureGivesNullAndAReason) {
   EXPECT_NE(why.find("nvmlInit_v2 failed"), std::string::npos) << why;
   EXPECT_NE(why.find("Driver Not Loaded"), std::string::npos) << why;
   EXPECT_EQ(init_count_(), 0);
-  EXPECT_EQ(builder_.TakeDelta().resources.size(), 1u);
+  EXPECT_EQ(builder_.TakeDelta(/*final=*/true).resources.size(), 1u);
 }
 
 TEST_F(GpuMonitorTest, ZeroDevicesGivesNullAndShutsDown) {
@@ -193,7 +193,7 @@ TEST_F(GpuMonitorTest, ZeroDevicesGivesNullAndShutsDown) {
   EXPECT_EQ(monitor, nullptr);
   EXPECT_EQ(why, "NVML reports no GPU");
   EXPECT_EQ(init_count_(), 0) << "nvmlShutdown not called on the failure path";
-  EXPECT_EQ(builder_.TakeDelta().resources.size(), 1u);
+  EXPECT_EQ(builder_.TakeDelta(/*final=*/true).resources.size(), 1u);
 }
 
 TEST_F(GpuMonitorTest, NullWhyIsAllowed) {

@@ -130,7 +130,7 @@ class HostMonitorFixtureTest : public ::testing::Test {
   HostMonitorFixtureTest() : builder_(model::RunInfo{}) {
     host_ = builder_.AddResource({.kind = ResourceKind::kHost, .name = "node1", .host = "node1"});
   }
-  void Take() { got_.Add(builder_.TakeDelta()); }
+  void Take() { got_.Add(builder_.TakeDelta(/*final=*/true)); }
 
   RunBuilder builder_;
   model::ResourceId host_ = 0;
@@ -342,7 +342,7 @@ TEST_F(HostMonitorFixtureTest, OddContentsSkipLinesWithoutCrashing) {
   for (const char* name : {"stat", "meminfo", "diskstats", "net/dev"})
     std::ofstream(proc.root() + "/" + name, std::ios::trunc);
   monitor.Sample(3);
-  RunDelta empty = builder_.TakeDelta();
+  RunDelta empty = builder_.TakeDelta(/*final=*/true);
   for (const auto& s : empty.samples) EXPECT_NE(s.sample.t, 3);
 }
 
@@ -363,7 +363,7 @@ TEST_F(HostMonitorFixtureTest, InitFailsWithoutProcAndDeclaresNothing) {
   Status status = monitor.Init();
   EXPECT_EQ(status.code(), StatusCode::kNotFound) << status.ToString();
   monitor.Sample(1);  // harmless
-  RunDelta delta = builder_.TakeDelta();
+  RunDelta delta = builder_.TakeDelta(/*final=*/true);
   EXPECT_EQ(delta.resources.size(), 1u);  // the host only
   EXPECT_TRUE(delta.series.empty());
   EXPECT_TRUE(delta.samples.empty());
@@ -392,7 +392,7 @@ TEST(HostMonitorRealProcTest, SanityOnThisMachine) {
 
   Collected got;
   monitor.Sample(1);
-  got.Add(builder.TakeDelta());
+  got.Add(builder.TakeDelta(/*final=*/true));
   const SeriesInfo* mem = got.Ser("memory", m::kMemUsed);
   ASSERT_NE(mem, nullptr);
   EXPECT_GT(mem->capacity, 0);
@@ -413,7 +413,7 @@ TEST(HostMonitorRealProcTest, SanityOnThisMachine) {
   volatile double sink = 0;  // burn a little CPU so the counters move
   for (int i = 0; i < 20'000'000; ++i) sink = sink + i * 0.5;
   monitor.Sample(2);
-  RunDelta d2 = builder.TakeDelta();
+  RunDelta d2 = builder.TakeDelta(/*final=*/true);
   size_t checked = 0;
   for (const auto& rec : d2.samples) {
     auto it = first.find(rec.series);

@@ -225,3 +225,29 @@ TEST(RunCommandE2E, LsListsRuns) {
 
 }  // namespace
 }  // namespace grademl::testing
+
+namespace grademl::testing {
+namespace {
+
+// A real PyTorch training step under grademl: the python process is a phase with its CPU
+// time and memory, and the run's CPU matches what the kernel says the tree used.
+TEST(RunCommandE2E, RealPythonTrainingStep) {
+  if (RunCommand({"/usr/bin/python3", "-c", "import torch, sklearn"}).exit_code != 0) {
+    GTEST_SKIP() << "Debian's python3-torch/python3-sklearn are not installed (scripts/bootstrap installs them)";
+  }
+  std::string dir = FreshDir("python_training");
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3",
+                                std::string(GRADEML_SOURCE_DIR) + "/examples/train_digits.py", "--epochs", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Epoch 1/1"), std::string::npos) << r.out;
+  json report = ReportJson(db);
+  const json& python = report["phases"][1];
+  EXPECT_NE(python["name"].get<std::string>().find("train_digits.py"), std::string::npos);
+  EXPECT_GT(python["cpu_seconds"].get<double>(), 0.5);
+  EXPECT_GT(python["peak_rss_bytes"].get<double>(), 50e6);  // torch alone needs more than this
+  EXPECT_NEAR(report["phases"][0]["cpu_seconds"].get<double>(), python["cpu_seconds"].get<double>(), 0.05);
+}
+
+}  // namespace
+}  // namespace grademl::testing

@@ -51,13 +51,26 @@ TEST(RunBuilderTest, FlatStretchesKeepTheirEndpointsOnly) {
   for (TimeNs t : {0, 1, 2, 3}) b.AddSample(s, t, 5);
   b.AddSample(s, 4, 7);
   b.AddSample(s, 5, 7);
-  RunDelta d = b.TakeDelta();
-  // 5@0 first, 5@3 closes the flat stretch, 7@4 changes, 7@5 is released by TakeDelta.
-  EXPECT_EQ(SamplesOf(d, s), (std::vector<Sample>{{0, 5}, {3, 5}, {4, 7}, {5, 7}}));
+  // 5@0 first, 5@3 closes the flat stretch, 7@4 changes; 7@5 stays held (a short stretch).
+  EXPECT_EQ(SamplesOf(b.TakeDelta(), s), (std::vector<Sample>{{0, 5}, {3, 5}, {4, 7}}));
   b.AddSample(s, 6, 7);
-  b.AddSample(s, 7, 7);
-  EXPECT_EQ(SamplesOf(b.TakeDelta(), s), (std::vector<Sample>{{7, 7}}));
   EXPECT_TRUE(SamplesOf(b.TakeDelta(), s).empty());
+  // The final delta releases it: the series reaches the last time sampled.
+  EXPECT_EQ(SamplesOf(b.TakeDelta(/*final=*/true), s), (std::vector<Sample>{{6, 7}}));
+  EXPECT_TRUE(SamplesOf(b.TakeDelta(true), s).empty());
+}
+
+TEST(RunBuilderTest, LongFlatStretchesAreReleasedPeriodically) {
+  RunBuilder b(RunInfo{});
+  SeriesId s = b.AddSeries({.name = "threads"});
+  b.AddSample(s, 0, 1);
+  b.AddSample(s, RunBuilder::kHeldReleaseNs - 1, 1);
+  EXPECT_EQ(SamplesOf(b.TakeDelta(), s), (std::vector<Sample>{{0, 1}}));
+  b.AddSample(s, RunBuilder::kHeldReleaseNs, 1);
+  EXPECT_EQ(SamplesOf(b.TakeDelta(), s), (std::vector<Sample>{{RunBuilder::kHeldReleaseNs, 1}}));
+  // A change after a release writes the new value only: the stretch was closed already.
+  b.AddSample(s, RunBuilder::kHeldReleaseNs + 1, 2);
+  EXPECT_EQ(SamplesOf(b.TakeDelta(), s), (std::vector<Sample>{{RunBuilder::kHeldReleaseNs + 1, 2}}));
 }
 
 TEST(RunBuilderTest, SeriesAndResourceIdsAreDense) {
