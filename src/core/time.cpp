@@ -42,9 +42,10 @@ TimeNs WallClock::FromBoottime(int64_t boottime_ns) { return boottime_ns + Offse
 std::string FormatDuration(DurationNs ns) {
   double s = NsToSeconds(ns);
   if (ns < 0) return "-" + FormatDuration(-ns);
-  if (s < 1e-3) return fmt::format("{:.0f} us", s * 1e6);
-  if (s < 1.0) return fmt::format("{:.0f} ms", s * 1e3);
-  if (s < 60.0) return fmt::format("{:.2f} s", s);
+  // Each unit is chosen after rounding to its precision, so 59.999 s reads "1 min 00 s".
+  if (std::round(s * 1e6) < 1e3) return fmt::format("{:.0f} us", s * 1e6);
+  if (std::round(s * 1e3) < 1e3) return fmt::format("{:.0f} ms", s * 1e3);
+  if (std::round(s * 100) < 6000) return fmt::format("{:.2f} s", s);
   if (s < 3600.0) {
     int64_t total = static_cast<int64_t>(std::llround(s));
     return fmt::format("{} min {:02d} s", total / 60, total % 60);
