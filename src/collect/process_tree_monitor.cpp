@@ -179,7 +179,8 @@ model::PhaseId ProcessTreeMonitor::PhaseOf(pid_t pid) const {
 }
 
 ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, TimeNs now,
-                                                     const std::string& fallback_name, TimeNs start_hint) {
+                                                     const std::string& fallback_name, TimeNs start_hint,
+                                                     model::PhaseId root_phase) {
   auto owned = std::make_unique<Proc>();
   Proc* p = owned.get();
   p->pid = pid;
@@ -213,7 +214,7 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
     if (parent_phase && start < parent_phase->start_ns) start = parent_phase->start_ns;
   }
 
-  p->phase = builder_->BeginPhase({.parent = parent ? parent->phase : run_phase_,
+  p->phase = builder_->BeginPhase({.parent = parent ? parent->phase : (root_phase ? root_phase : run_phase_),
                                    .name = name,
                                    .type = std::string(model::kPhaseTypeProcess),
                                    .start_ns = start,
@@ -258,11 +259,27 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   return p;
 }
 
-void ProcessTreeMonitor::AddRoot(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns) {
+void ProcessTreeMonitor::AddRoot(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns,
+                                 model::PhaseId parent_phase) {
   std::lock_guard lock(mu_);
+  AddRootLocked(pid, argv, start_ns, parent_phase);
+}
+
+void ProcessTreeMonitor::AddRootLocked(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns,
+                                       model::PhaseId parent_phase) {
   std::string name;
   for (const auto& a : argv) name += (name.empty() ? "" : " ") + a;
-  root_ = Follow(pid, nullptr, start_ns, FormatCmdline(name), start_ns);
+  roots_.push_back(Follow(pid, nullptr, start_ns, FormatCmdline(name), start_ns, parent_phase));
+}
+
+pid_t ProcessTreeMonitor::LaunchRoot(const std::function<pid_t()>& launch, const std::vector<std::string>& argv,
+                                     TimeNs start_ns, model::PhaseId parent_phase) {
+  // Under the lock, so that no pass sees the new child before it is known as a root (it
+  // would be taken for an orphan re-parented to grademl).
+  std::lock_guard lock(mu_);
+  pid_t pid = launch();
+  if (pid > 0) AddRootLocked(pid, argv, start_ns, parent_phase);
+  return pid;
 }
 
 bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
@@ -441,9 +458,13 @@ void ProcessTreeMonitor::Discover(TimeNs now) {
     for (auto it = candidates.begin(); it != candidates.end();) {
       Proc* parent = nullptr;
       if (auto a = alive_.find(it->ppid); a != alive_.end()) parent = a->second;
-      if (!parent && it->ppid == self_pid_ && root_ && it->pid != root_->pid) parent = root_;  // an orphan we adopted
-      if (parent) {
-        Follow(it->pid, parent, now, "", 0);
+      if (!parent && it->ppid == self_pid_ && !roots_.empty()) {
+        // An orphan of the tree, re-parented to grademl: its own root, under the run.
+        roots_.push_back(Follow(it->pid, nullptr, now, "", 0, run_phase_));
+        it = candidates.erase(it);
+        progress = true;
+      } else if (parent) {
+        Follow(it->pid, parent, now, "", 0, 0);
         it = candidates.erase(it);
         progress = true;
       } else {
@@ -458,13 +479,13 @@ void ProcessTreeMonitor::Discover(TimeNs now) {
 
 void ProcessTreeMonitor::Sample(TimeNs now) {
   std::lock_guard lock(mu_);
-  if (!root_) return;
+  if (roots_.empty()) return;
   ++pass_;
   bool slow = options_.slow_every <= 1 || pass_ % options_.slow_every == 1;
   Discover(now);
   // Top-down, so that a parent is always read before its children: a child reaped after
   // its parent was read shows up in the parent's counters only at the next pass.
-  std::vector<Proc*> order{root_};
+  std::vector<Proc*> order(roots_.begin(), roots_.end());
   for (size_t i = 0; i < order.size(); ++i) {
     Proc* p = order[i];
     for (Proc* c : p->children) order.push_back(c);
@@ -710,7 +731,7 @@ void ProcessTreeMonitor::ResolveOrphansAtEnd(TimeNs end) {
 void ProcessTreeMonitor::Finish(TimeNs end) {
   {
     std::lock_guard lock(mu_);
-    if (!root_) return;
+    if (roots_.empty()) return;
   }
   HandleExitNotifications(end);
   Sample(end);

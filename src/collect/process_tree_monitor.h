@@ -21,6 +21,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,8 +58,13 @@ class ProcessTreeMonitor {
   ProcessTreeMonitor(const ProcessTreeMonitor&) = delete;
   ProcessTreeMonitor& operator=(const ProcessTreeMonitor&) = delete;
 
-  // Starts following `pid`, the command grademl just forked, as a phase under the run phase.
-  void AddRoot(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns);
+  // Starts following `pid`, a command grademl just forked, as a phase under `parent_phase`
+  // (0: the run phase).
+  void AddRoot(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns, model::PhaseId parent_phase = 0);
+  // Calls `launch` (which forks and returns the child's pid, or -1) and follows the child as
+  // AddRoot does, with no pass in between. `launch` must not call into this monitor.
+  pid_t LaunchRoot(const std::function<pid_t()>& launch, const std::vector<std::string>& argv, TimeNs start_ns,
+                   model::PhaseId parent_phase);
   // One sampling pass over the tree.
   void Sample(TimeNs now);
   // An fd that becomes readable when a followed process exits (-1 if pidfds are unsupported).
@@ -95,14 +101,16 @@ class ProcessTreeMonitor {
   std::vector<std::unique_ptr<Proc>> procs_;           // every process ever followed
   std::unordered_map<pid_t, Proc*> alive_;             // followed and not known to be gone
   std::unordered_map<pid_t, uint64_t> foreign_;        // pid -> start time, not in the tree
-  Proc* root_ = nullptr;
+  std::vector<Proc*> roots_;  // launched commands and adopted orphans
   int epoll_fd_ = -1;
   int pass_ = 0;
   std::unique_ptr<class ProcDirectory> proc_dir_;
   ProcFile loadavg_;
   uint64_t last_pid_seen_ = 0;
 
-  Proc* Follow(pid_t pid, Proc* parent, TimeNs now, const std::string& fallback_name, TimeNs start_hint);
+  Proc* Follow(pid_t pid, Proc* parent, TimeNs now, const std::string& fallback_name, TimeNs start_hint,
+               model::PhaseId root_phase);
+  void AddRootLocked(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns, model::PhaseId parent_phase);
   void Discover(TimeNs now);
   bool PidsAllocatedSinceLastScan();
   // Reads a process's counters; false when it is gone. `exited`: its pidfd said it exited,

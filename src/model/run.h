@@ -76,6 +76,16 @@ struct Edge {
   std::string kind;  // "data", "file:PATH", ...
 };
 
+// One line a phase's process printed (a workflow step's stdout or stderr), kept in the
+// store, bounded per step.
+struct LogLine {
+  PhaseId phase = 0;
+  TimeNs t = 0;
+  int stream = 1;      // 1 stdout, 2 stderr
+  std::string text;    // without the newline
+  bool operator==(const LogLine&) const = default;
+};
+
 enum class ResourceKind { kHost, kCpu, kCore, kMemory, kDisk, kNet, kGpu, kProcess };
 std::string_view ResourceKindName(ResourceKind kind);
 std::optional<ResourceKind> ParseResourceKind(std::string_view name);
@@ -126,6 +136,7 @@ class Run {
   std::vector<Edge> edges;
   std::vector<Resource> resources;
   std::vector<Series> series;
+  std::vector<LogLine> logs;  // in the order they were written
 
   // Rebuilds the indexes after phases/resources/series were filled or changed.
   void Index();

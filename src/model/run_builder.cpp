@@ -115,6 +115,11 @@ void RunBuilder::AddSample(SeriesId series, TimeNs t, double value) {
   state.last_written = sample;
 }
 
+void RunBuilder::AddLogLine(LogLine line) {
+  std::lock_guard lock(mu_);
+  new_logs_.push_back(std::move(line));
+}
+
 RunDelta RunBuilder::TakeDelta(bool final) {
   std::lock_guard lock(mu_);
   RunDelta delta;
@@ -142,6 +147,8 @@ RunDelta RunBuilder::TakeDelta(bool final) {
   }
   delta.samples = std::move(new_samples_);
   new_samples_.clear();
+  delta.logs = std::move(new_logs_);
+  new_logs_.clear();
   return delta;
 }
 

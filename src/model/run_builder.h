@@ -34,9 +34,11 @@ struct RunDelta {
   std::vector<Resource> resources;       // new resources
   std::vector<SeriesInfo> series;        // new series
   std::vector<SampleRecord> samples;     // new samples, per series in time order
+  std::vector<LogLine> logs;             // new log lines
 
   bool empty() const {
-    return !info && phases.empty() && edges.empty() && resources.empty() && series.empty() && samples.empty();
+    return !info && phases.empty() && edges.empty() && resources.empty() && series.empty() && samples.empty() &&
+           logs.empty();
   }
 };
 
@@ -77,6 +79,7 @@ class RunBuilder {
   // Declares a series; its id field is ignored and the new id returned.
   SeriesId AddSeries(SeriesInfo info);
   void AddSample(SeriesId series, TimeNs t, double value);
+  void AddLogLine(LogLine line);
 
   // Hands out what changed since the last call. A held sample (see above) is released once
   // its flat stretch is kHeldReleaseNs long, so that a run cut short (grademl killed) has
@@ -104,6 +107,7 @@ class RunBuilder {
   std::vector<SeriesInfo> new_series_;
   std::vector<SeriesState> series_state_;  // indexed by SeriesId - 1
   std::vector<SampleRecord> new_samples_;
+  std::vector<LogLine> new_logs_;
   PhaseId next_phase_id_ = 1;
   ResourceId next_resource_id_ = 1;
 

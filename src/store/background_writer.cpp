@@ -25,6 +25,7 @@ void Merge(model::RunDelta& into, model::RunDelta&& later) {
   Append(into.resources, std::move(later.resources));
   Append(into.series, std::move(later.series));
   Append(into.samples, std::move(later.samples));
+  Append(into.logs, std::move(later.logs));
 }
 
 }  // namespace

@@ -49,6 +49,8 @@ const std::string kSql[] = {
     "SELECT series_id, t_ns, value FROM samples WHERE run_id = ? ORDER BY series_id, t_ns",
     "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?",
     "SELECT count(*) FROM runs",
+    "INSERT INTO logs (run_id, phase_id, t_ns, stream, text) VALUES (?, ?, ?, ?, ?)",
+    "SELECT phase_id, t_ns, stream, text FROM logs WHERE run_id = ? ORDER BY rowid",
 };
 
 Status NotSqlite(const std::string& path) {
@@ -306,6 +308,17 @@ Status Database::WriteDeltaLocked(model::RunId run, const model::RunDelta& delta
       GRADEML_RETURN_IF_ERROR(StepDone(s));
     }
   }
+  if (!delta.logs.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertLog));
+    for (const model::LogLine& l : delta.logs) {
+      BindInt(s, 1, run);
+      BindInt(s, 2, l.phase);
+      BindInt(s, 3, l.t);
+      BindInt(s, 4, l.stream);
+      BindText(s, 5, l.text);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
   if (!delta.resources.empty()) {
     GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertResource));
     for (const model::Resource& r : delta.resources) {
@@ -472,6 +485,18 @@ Status Database::LoadRunLocked(model::RunId id, model::Run& run) {
     BindInt(s, 1, id);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
       run.edges.push_back({.from = ColumnInt(s, 0), .to = ColumnInt(s, 1), .kind = ColumnString(s, 2)});
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectLogs));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      run.logs.push_back({.phase = ColumnInt(s, 0),
+                          .t = ColumnInt(s, 1),
+                          .stream = static_cast<int>(ColumnInt(s, 2)),
+                          .text = ColumnString(s, 3)});
     }
     if (rc != SQLITE_DONE) return SqlError(rc);
   }

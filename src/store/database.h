@@ -73,6 +73,8 @@ class Database {
     kSelectSamples,
     kNthLatestRun,
     kCountRuns,
+    kInsertLog,
+    kSelectLogs,
     kNumQueries,
   };
 

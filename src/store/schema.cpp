@@ -78,6 +78,17 @@ CREATE TABLE samples (
   PRIMARY KEY (run_id, series_id, t_ns)
 ) WITHOUT ROWID;
 )sql",
+    // Version 2: what workflow steps printed, bounded per step.
+    R"sql(
+CREATE TABLE logs (
+  run_id INTEGER NOT NULL,
+  phase_id INTEGER NOT NULL,
+  t_ns INTEGER NOT NULL,
+  stream INTEGER NOT NULL CHECK (stream IN (1, 2)),
+  text TEXT NOT NULL
+);
+CREATE INDEX logs_by_phase ON logs (run_id, phase_id, t_ns);
+)sql",
 };
 
 }  // namespace

@@ -1,0 +1,725 @@
+// DVC's pipeline format (dvc.yaml): `stages:` with cmd/deps/outs/params/metrics/plots/wdir,
+// `foreach`/`do` and `matrix` stages, and `${...}` interpolation from params.yaml, `vars:`
+// and the foreach/matrix item. What DVC only uses for caching (cache, persist, frozen, ...)
+// is accepted and ignored: GradeML runs the commands, it does not version data.
+#include <cctype>
+#include <filesystem>
+#include <string_view>
+#include <unordered_set>
+
+#include "workflow/spec_yaml_support.h"
+
+namespace grademl::workflow::spec_internal {
+namespace {
+
+// A YAML value detached from yaml-cpp (whose nodes share state on assignment): the
+// interpolation context (params.yaml, vars) and the foreach/matrix items.
+struct Value {
+  enum class Kind { kNull, kScalar, kList, kMap };
+  Kind kind = Kind::kNull;
+  std::string text;                                   // kScalar, as written
+  bool plain = true;                                  // kScalar: unquoted (so `true` is a boolean)
+  std::vector<Value> items;                           // kList
+  std::vector<std::pair<std::string, Value>> fields;  // kMap, in file order
+
+  bool composite() const { return kind == Kind::kList || kind == Kind::kMap; }
+
+  const Value* Find(const std::string& key) const {
+    for (const auto& [k, v] : fields) {
+      if (k == key) return &v;
+    }
+    return nullptr;
+  }
+  Value* Find(const std::string& key) {
+    for (auto& [k, v] : fields) {
+      if (k == key) return &v;
+    }
+    return nullptr;
+  }
+  // Sets a field of a mapping, replacing one of the same name.
+  void Set(const std::string& key, Value v) {
+    if (Value* existing = Find(key)) {
+      *existing = std::move(v);
+    } else {
+      fields.emplace_back(key, std::move(v));
+    }
+  }
+  // Merges a mapping into this one: nested mappings merge, anything else is replaced.
+  void Merge(const Value& other) {
+    for (const auto& [k, v] : other.fields) {
+      Value* mine = Find(k);
+      if (mine && mine->kind == Kind::kMap && v.kind == Kind::kMap) {
+        mine->Merge(v);
+      } else {
+        Set(k, v);
+      }
+    }
+  }
+
+  static Value Map() {
+    Value v;
+    v.kind = Kind::kMap;
+    return v;
+  }
+  static Value Scalar(std::string text, bool plain = false) {
+    Value v;
+    v.kind = Kind::kScalar;
+    v.text = std::move(text);
+    v.plain = plain;
+    return v;
+  }
+  static Value FromYaml(const YAML::Node& node) {
+    Value v;
+    switch (node.Type()) {
+      case YAML::NodeType::Scalar:
+        return Scalar(node.Scalar(), node.Tag() == "?");
+      case YAML::NodeType::Sequence:
+        v.kind = Kind::kList;
+        for (const YAML::Node& item : node) v.items.push_back(FromYaml(item));
+        return v;
+      case YAML::NodeType::Map:
+        v.kind = Kind::kMap;
+        for (auto it = node.begin(); it != node.end(); ++it) v.Set(it->first.Scalar(), FromYaml(it->second));
+        return v;
+      default:
+        return v;
+    }
+  }
+};
+
+bool IsTrue(const Value& v) {
+  return v.kind == Value::Kind::kScalar && v.plain && (v.text == "true" || v.text == "True" || v.text == "TRUE");
+}
+bool IsFalse(const Value& v) {
+  return v.kind == Value::Kind::kScalar && v.plain && (v.text == "false" || v.text == "False" || v.text == "FALSE");
+}
+
+// A scalar as DVC prints it in an interpolation: booleans in lower case, null as None.
+std::string ToText(const Value& v) {
+  if (IsTrue(v)) return "true";
+  if (IsFalse(v)) return "false";
+  if (v.kind == Value::Kind::kNull) return "None";
+  return v.text;
+}
+
+// Python's shlex.quote, which DVC applies to strings unpacked from a mapping into `cmd`.
+std::string ShellQuote(const std::string& s) {
+  if (s.empty()) return "''";
+  bool safe = true;
+  for (unsigned char c : s) {
+    if (!(std::isalnum(c) || std::string_view("@%+=:,./-_").find(static_cast<char>(c)) != std::string_view::npos)) {
+      safe = false;
+      break;
+    }
+  }
+  if (safe) return s;
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\"'\"'";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+// A name for the context: "" for the workflow-wide variables, else a stage's.
+struct Where {
+  std::string stage;  // "stage 'x': " or ""
+  int line = 0;
+};
+
+// Reads one dvc.yaml. Every string of a stage is interpolated before it is used.
+class DvcReader {
+ public:
+  explicit DvcReader(const std::string& path) : file_(path), dir_(DirectoryOf(path)) {}
+
+  StatusOr<ParsedSpec> Read(const YAML::Node& root) {
+    ParsedSpec parsed;
+    parsed.spec.path = file_;
+    parsed.spec.format = "dvc";
+    parsed.spec.name = std::filesystem::path(dir_).filename().string();
+    if (!root.IsMap()) {
+      return Error(root.IsNull() ? 0 : LineOf(root),
+                   fmt::format("a dvc.yaml must be a mapping with 'stages:', not {}", KindName(root)));
+    }
+    Value context = Value::Map();
+    GRADEML_RETURN_IF_ERROR(LoadDefaultParams(&context));
+    YAML::Node stages_key, stages;
+    std::unordered_set<std::string> seen;
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      const std::string key = it->first.Scalar();
+      if (!seen.insert(key).second) return Error(LineOf(it->first), fmt::format("duplicate key '{}'", key));
+      if (key == "stages") {
+        stages_key = it->first;
+        stages = it->second;
+      } else if (key == "vars") {
+        GRADEML_RETURN_IF_ERROR(LoadVars(it->first, it->second, dir_, &context));
+      } else if (key != "plots" && key != "metrics" && key != "params" && key != "artifacts" && key != "datasets") {
+        return Error(LineOf(it->first),
+                     fmt::format("unknown top-level key '{}' (expected stages, vars, params, metrics, plots, "
+                                 "artifacts, datasets)",
+                                 key));
+      }
+    }
+    if (stages.IsNull() || (stages.IsMap() && stages.size() == 0)) return Error(LineOf(stages_key), "no stages");
+    if (!stages.IsMap()) {
+      return Error(LineOf(stages), fmt::format("'stages' must be a mapping of stage name to stage, not {}",
+                                               KindName(stages)));
+    }
+    for (auto it = stages.begin(); it != stages.end(); ++it) {
+      if (!it->first.IsScalar() || it->first.Scalar().empty()) {
+        return Error(LineOf(it->first), "a stage name must be a non-empty string");
+      }
+      GRADEML_RETURN_IF_ERROR(ReadEntry(it->first.Scalar(), LineOf(it->first), it->second, context, &parsed));
+    }
+    if (parsed.spec.steps.empty()) return Error(LineOf(stages_key), "no stages (every foreach and matrix is empty)");
+    return parsed;
+  }
+
+ private:
+  Status Error(int line, const std::string& reason) const { return SpecError(file_, line, reason); }
+
+  // --- variables ---
+
+  // params.yaml next to dvc.yaml, when there is one, is always in the context.
+  Status LoadDefaultParams(Value* context) const {
+    const std::string params = (std::filesystem::path(file_).parent_path() / "params.yaml").string();
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(params, ec)) return Status::Ok();
+    GRADEML_ASSIGN_OR_RETURN(YAML::Node node, ReadYamlFile(params));
+    if (node.IsNull()) return Status::Ok();
+    if (!node.IsMap()) {
+      return SpecError(params, LineOf(node), fmt::format("parameters must be a mapping, not {}", KindName(node)));
+    }
+    context->Merge(Value::FromYaml(node));
+    return Status::Ok();
+  }
+
+  // `vars:` is a list of inline mappings and of parameter files ("file.yaml" or
+  // "file.yaml:key1,key2"), relative to `base_dir`; later entries win.
+  Status LoadVars(const YAML::Node& key, const YAML::Node& vars, const std::string& base_dir, Value* context) const {
+    if (vars.IsNull()) return Status::Ok();
+    if (!vars.IsSequence()) {
+      return Error(ValueLine(key, vars),
+                   fmt::format("'vars' must be a list of mappings and file names, not {}", KindName(vars)));
+    }
+    for (const YAML::Node& entry : vars) {
+      if (entry.IsMap()) {
+        context->Merge(Value::FromYaml(entry));
+      } else if (entry.IsScalar() && !entry.Scalar().empty()) {
+        GRADEML_RETURN_IF_ERROR(LoadVarsFile(entry.Scalar(), LineOf(entry), base_dir, context));
+      } else {
+        return Error(LineOf(entry), fmt::format("'vars' entries must be mappings or file names, not {}",
+                                                entry.IsScalar() ? "an empty string" : KindName(entry)));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status LoadVarsFile(const std::string& entry, int line, const std::string& base_dir, Value* context) const {
+    const size_t colon = entry.find(':');
+    const std::string name = entry.substr(0, colon);
+    std::string ext = std::filesystem::path(name).extension().string();
+    if (ext != ".yaml" && ext != ".yml" && ext != ".json") {
+      return Error(line, fmt::format("vars: cannot read '{}': GradeML reads YAML and JSON parameter files only", name));
+    }
+    const std::string path = ResolvePath(base_dir, name);
+    StatusOr<YAML::Node> node = ReadYamlFile(path);
+    if (!node.ok()) {
+      if (node.status().code() == StatusCode::kInvalidArgument) return node.status();  // a syntax error in it
+      return Error(line, "vars: " + node.status().message());
+    }
+    if (!node->IsNull() && !node->IsMap()) {
+      return SpecError(path, LineOf(*node), fmt::format("parameters must be a mapping, not {}", KindName(*node)));
+    }
+    Value all = Value::FromYaml(*node);
+    if (all.kind != Value::Kind::kMap) all = Value::Map();
+    if (colon == std::string::npos) {
+      context->Merge(all);
+      return Status::Ok();
+    }
+    // Only the keys named: "file.yaml:a,b.c".
+    Value chosen = Value::Map();
+    size_t start = colon + 1;
+    for (;;) {
+      const size_t comma = entry.find(',', start);
+      const std::string wanted = Trim(entry.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      if (!wanted.empty()) {
+        const std::vector<std::string> parts = SplitKey(wanted);
+        const Value* v = Select(all, parts);
+        if (!v) return Error(line, fmt::format("vars: '{}' is not in '{}'", wanted, name));
+        Value* at = &chosen;
+        for (size_t i = 0; i + 1 < parts.size(); ++i) {
+          if (!at->Find(parts[i]) || at->Find(parts[i])->kind != Value::Kind::kMap) at->Set(parts[i], Value::Map());
+          at = at->Find(parts[i]);
+        }
+        at->Set(parts.back(), *v);
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    context->Merge(chosen);
+    return Status::Ok();
+  }
+
+  static std::string Trim(const std::string& s) {
+    const size_t b = s.find_first_not_of(" \t");
+    if (b == std::string::npos) return "";
+    return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+  }
+
+  // "a.b[0].c" -> {a, b, 0, c}; empty when the expression is malformed.
+  static std::vector<std::string> SplitKey(const std::string& expr) {
+    std::string s;
+    for (char c : expr) {
+      if (c == '[') {
+        s += '.';
+      } else if (c != ']') {
+        s += c;
+      }
+    }
+    std::vector<std::string> parts;
+    size_t start = 0;
+    for (;;) {
+      const size_t dot = s.find('.', start);
+      const std::string part = Trim(s.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+      if (part.empty()) return {};
+      parts.push_back(part);
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    return parts;
+  }
+
+  static const Value* Select(const Value& root, const std::vector<std::string>& parts) {
+    const Value* v = &root;
+    for (const std::string& part : parts) {
+      if (v->kind == Value::Kind::kMap) {
+        v = v->Find(part);
+      } else if (v->kind == Value::Kind::kList && !part.empty() &&
+                 part.find_first_not_of("0123456789") == std::string::npos && part.size() < 9) {
+        const size_t i = std::stoul(part);
+        v = i < v->items.size() ? &v->items[i] : nullptr;
+      } else {
+        v = nullptr;
+      }
+      if (!v) return nullptr;
+    }
+    return v;
+  }
+
+  // --- interpolation ---
+
+  // One `${...}` in a string: [begin, end) and the expression inside.
+  struct Match {
+    size_t begin = 0, end = 0;
+    std::string expr;
+  };
+  static std::vector<Match> FindMatches(const std::string& s) {
+    std::vector<Match> matches;
+    size_t pos = 0;
+    while ((pos = s.find("${", pos)) != std::string::npos) {
+      if (pos > 0 && s[pos - 1] == '\\') {  // "\${" is a literal "${"
+        pos += 2;
+        continue;
+      }
+      const size_t close = s.find('}', pos + 2);
+      if (close == std::string::npos) break;
+      matches.push_back({pos, close + 1, s.substr(pos + 2, close - pos - 2)});
+      pos = close + 1;
+    }
+    return matches;
+  }
+
+  StatusOr<const Value*> Lookup(const Value& context, const std::string& expr, const Where& where) const {
+    const std::vector<std::string> parts = SplitKey(expr);
+    if (parts.empty()) return Error(where.line, fmt::format("{}invalid expression '${{{}}}'", where.stage, expr));
+    const Value* v = Select(context, parts);
+    if (!v) return Error(where.line, fmt::format("{}'${{{}}}' is not defined", where.stage, expr));
+    return v;
+  }
+
+  // Appends "--key value" arguments for a mapping, as DVC does for `${dict}` in `cmd`.
+  Status Unpack(const Value& map, const std::string& prefix, const Where& where, std::string* out) const {
+    for (const auto& [k, v] : map.fields) {
+      const std::string key = prefix.empty() ? k : prefix + "." + k;
+      if (v.kind == Value::Kind::kMap) {
+        GRADEML_RETURN_IF_ERROR(Unpack(v, key, where, out));
+        continue;
+      }
+      std::string arg;
+      if (IsTrue(v)) {
+        arg = "--" + key;
+      } else if (IsFalse(v)) {
+        continue;
+      } else if (v.kind == Value::Kind::kList) {
+        arg = "--" + key;
+        for (const Value& item : v.items) {
+          if (item.composite()) {
+            return Error(where.line, fmt::format("{}cannot unpack the nested list or mapping in '{}'", where.stage, key));
+          }
+          arg += " " + (item.kind == Value::Kind::kScalar ? ShellQuote(item.text) : ToText(item));
+        }
+      } else {
+        arg = "--" + key + " " + (v.kind == Value::Kind::kScalar ? ShellQuote(v.text) : ToText(v));
+      }
+      *out += (out->empty() ? "" : " ") + arg;
+    }
+    return Status::Ok();
+  }
+
+  // Replaces every `${...}` of a string by its value. In `cmd`, a mapping becomes
+  // "--key value" arguments; elsewhere only scalars can be interpolated.
+  StatusOr<std::string> Interpolate(const std::string& s, const Value& context, const Where& where,
+                                    bool in_cmd = false) const {
+    const std::vector<Match> matches = FindMatches(s);
+    std::string out;
+    size_t pos = 0;
+    for (const Match& m : matches) {
+      GRADEML_ASSIGN_OR_RETURN(const Value* v, Lookup(context, m.expr, where));
+      out += s.substr(pos, m.begin - pos);
+      if (v->kind == Value::Kind::kMap && in_cmd) {
+        std::string args;
+        GRADEML_RETURN_IF_ERROR(Unpack(*v, "", where, &args));
+        out += args;
+      } else if (v->composite()) {
+        return Error(where.line, fmt::format("{}cannot interpolate {} '${{{}}}' here", where.stage,
+                                             v->kind == Value::Kind::kMap ? "a mapping" : "a list", m.expr));
+      } else {
+        out += ToText(*v);
+      }
+      pos = m.end;
+    }
+    out += s.substr(pos);
+    for (size_t at = 0; (at = out.find("\\${", at)) != std::string::npos;) out.erase(at, 1);
+    return out;
+  }
+
+  // The data of a foreach or matrix: a string that is exactly "${x}" is the value of x
+  // (which may be a list or mapping); other strings are interpolated.
+  StatusOr<Value> ResolveData(const YAML::Node& node, const Value& context, const Where& where) const {
+    Where here{where.stage, LineOf(node) ? LineOf(node) : where.line};
+    if (node.IsScalar()) {
+      const std::vector<Match> matches = FindMatches(node.Scalar());
+      if (matches.size() == 1 && matches[0].begin == 0 && matches[0].end == node.Scalar().size()) {
+        GRADEML_ASSIGN_OR_RETURN(const Value* v, Lookup(context, matches[0].expr, here));
+        return *v;
+      }
+      GRADEML_ASSIGN_OR_RETURN(std::string text, Interpolate(node.Scalar(), context, here));
+      return Value::Scalar(std::move(text), node.Tag() == "?");
+    }
+    Value v;
+    if (node.IsSequence()) {
+      v.kind = Value::Kind::kList;
+      for (const YAML::Node& item : node) {
+        GRADEML_ASSIGN_OR_RETURN(Value resolved, ResolveData(item, context, here));
+        v.items.push_back(std::move(resolved));
+      }
+    } else if (node.IsMap()) {
+      v.kind = Value::Kind::kMap;
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        GRADEML_ASSIGN_OR_RETURN(std::string key, Interpolate(it->first.Scalar(), context, here));
+        GRADEML_ASSIGN_OR_RETURN(Value resolved, ResolveData(it->second, context, here));
+        v.Set(key, std::move(resolved));
+      }
+    }
+    return v;
+  }
+
+  // --- stages ---
+
+  // A stage entry: plain, foreach/do, or matrix.
+  Status ReadEntry(const std::string& name, int line, const YAML::Node& def, const Value& context,
+                   ParsedSpec* parsed) const {
+    const Where where{fmt::format("stage '{}': ", name), line};
+    if (def.IsMap()) {
+      YAML::Node foreach_key, foreach_node, do_node, matrix_key, matrix_node;
+      bool has_foreach = false, has_do = false, has_matrix = false;
+      for (auto it = def.begin(); it != def.end(); ++it) {
+        const std::string& k = it->first.Scalar();
+        if (k == "foreach") {
+          foreach_key = it->first;
+          foreach_node = it->second;
+          has_foreach = true;
+        } else if (k == "do") {
+          do_node = it->second;
+          has_do = true;
+        } else if (k == "matrix") {
+          matrix_key = it->first;
+          matrix_node = it->second;
+          has_matrix = true;
+        }
+      }
+      if (has_foreach || has_do) {
+        for (auto it = def.begin(); it != def.end(); ++it) {
+          const std::string& k = it->first.Scalar();
+          if (k != "foreach" && k != "do") {
+            return Error(LineOf(it->first), fmt::format("{}unknown key '{}' next to 'foreach' (expected foreach, do)",
+                                                        where.stage, k));
+          }
+        }
+        if (!has_foreach) return Error(line, where.stage + "'do' without 'foreach'");
+        if (!has_do) return Error(line, where.stage + "'foreach' without 'do'");
+        return ReadForeach(name, line, foreach_key, foreach_node, do_node, context, parsed);
+      }
+      if (has_matrix) return ReadMatrix(name, line, matrix_key, matrix_node, def, context, parsed);
+    }
+    return ReadStage(name, line, def, context, parsed);
+  }
+
+  // The name suffix of an item of a foreach over a list: its value, or its index when any
+  // item of the list is a list or mapping (DVC's rule).
+  Status ReadForeach(const std::string& name, int line, const YAML::Node& key, const YAML::Node& data,
+                     const YAML::Node& body, const Value& context, ParsedSpec* parsed) const {
+    const Where where{fmt::format("stage '{}': ", name), ValueLine(key, data)};
+    GRADEML_ASSIGN_OR_RETURN(Value items, ResolveData(data, context, where));
+    if (!items.composite()) {
+      return Error(where.line, fmt::format("{}'foreach' must be a list or a mapping, not {}", where.stage,
+                                           items.kind == Value::Kind::kNull ? "empty" : "a string"));
+    }
+    if (!body.IsMap()) {
+      return Error(LineOf(body), fmt::format("{}'do' must be a mapping (cmd, deps, outs, ...), not {}", where.stage,
+                                             KindName(body)));
+    }
+    Value scope = context;
+    if (items.kind == Value::Kind::kMap) {
+      for (const auto& [k, v] : items.fields) {
+        scope.Set("item", v);
+        scope.Set("key", Value::Scalar(k));
+        GRADEML_RETURN_IF_ERROR(ReadStage(name + "@" + k, line, body, scope, parsed));
+      }
+      return Status::Ok();
+    }
+    bool by_index = false;
+    for (const Value& v : items.items) by_index = by_index || v.composite();
+    for (size_t i = 0; i < items.items.size(); ++i) {
+      const Value& v = items.items[i];
+      scope.Set("item", v);
+      GRADEML_RETURN_IF_ERROR(ReadStage(name + "@" + (by_index ? std::to_string(i) : ToText(v)), line, body, scope,
+                                        parsed));
+    }
+    return Status::Ok();
+  }
+
+  // One instance per combination of the matrix's lists (the last list varies fastest),
+  // named "stage@v1-v2" (a list or mapping value as "<key><index>", as DVC does).
+  Status ReadMatrix(const std::string& name, int line, const YAML::Node& key, const YAML::Node& matrix,
+                    const YAML::Node& def, const Value& context, ParsedSpec* parsed) const {
+    const Where where{fmt::format("stage '{}': ", name), ValueLine(key, matrix)};
+    if (!matrix.IsMap() || matrix.size() == 0) {
+      return Error(where.line, fmt::format("{}'matrix' must be a mapping of name to list of values", where.stage));
+    }
+    std::vector<std::string> names;
+    std::vector<Value> lists;
+    for (auto it = matrix.begin(); it != matrix.end(); ++it) {
+      const Where at{where.stage, ValueLine(it->first, it->second)};
+      GRADEML_ASSIGN_OR_RETURN(Value list, ResolveData(it->second, context, at));
+      if (list.kind != Value::Kind::kList) {
+        return Error(at.line, fmt::format("{}matrix '{}' must be a list of values", where.stage, it->first.Scalar()));
+      }
+      names.push_back(it->first.Scalar());
+      lists.push_back(std::move(list));
+    }
+    for (const Value& list : lists) {
+      if (list.items.empty()) return Status::Ok();
+    }
+    std::vector<size_t> index(lists.size(), 0);
+    Value scope = context;
+    for (;;) {
+      Value item = Value::Map();
+      std::string suffix;
+      for (size_t i = 0; i < lists.size(); ++i) {
+        const Value& v = lists[i].items[index[i]];
+        item.Set(names[i], v);
+        suffix += (i ? "-" : "") + (v.composite() ? names[i] + std::to_string(index[i]) : ToText(v));
+      }
+      scope.Set("item", std::move(item));
+      scope.Set("key", Value::Scalar(suffix));
+      GRADEML_RETURN_IF_ERROR(ReadStage(name + "@" + suffix, line, def, scope, parsed, "matrix"));
+      size_t i = lists.size();
+      while (i > 0 && ++index[i - 1] == lists[i - 1].items.size()) index[--i] = 0;
+      if (i == 0) break;
+    }
+    return Status::Ok();
+  }
+
+  // A list of paths, each a string or a single-key mapping {path: options}.
+  Status ReadPaths(const YAML::Node& key, const YAML::Node& value, const Value& context, const Where& where,
+                   std::vector<std::string>* out, std::vector<int>* lines) const {
+    const std::string what = key.Scalar();
+    if (value.IsNull()) return Status::Ok();
+    if (!value.IsSequence()) {
+      return Error(ValueLine(key, value),
+                   fmt::format("{}'{}' must be a list, not {}", where.stage, what, KindName(value)));
+    }
+    for (const YAML::Node& entry : value) {
+      const Where at{where.stage, LineOf(entry)};
+      std::string written;
+      if (entry.IsScalar()) {
+        written = entry.Scalar();
+      } else if (entry.IsMap() && entry.size() == 1 && entry.begin()->first.IsScalar() &&
+                 (entry.begin()->second.IsMap() || entry.begin()->second.IsNull())) {
+        written = entry.begin()->first.Scalar();
+      } else {
+        return Error(at.line, fmt::format("{}'{}' entries must be paths or single 'path: {{options}}' mappings, not {}",
+                                          where.stage, what, KindName(entry)));
+      }
+      GRADEML_ASSIGN_OR_RETURN(std::string path, Interpolate(written, context, at));
+      if (path.empty()) return Error(at.line, fmt::format("{}empty path in '{}'", where.stage, what));
+      out->push_back(std::move(path));
+      lines->push_back(at.line);
+    }
+    return Status::Ok();
+  }
+
+  // `params`: "key" (in params.yaml) or {file: [keys]} ({file: null}: the whole file).
+  Status ReadParams(const YAML::Node& key, const YAML::Node& value, const Value& context, const Where& where,
+                    std::vector<std::string>* out) const {
+    if (value.IsNull()) return Status::Ok();
+    if (!value.IsSequence()) {
+      return Error(ValueLine(key, value), fmt::format("{}'params' must be a list, not {}", where.stage, KindName(value)));
+    }
+    for (const YAML::Node& entry : value) {
+      const Where at{where.stage, LineOf(entry)};
+      if (entry.IsScalar()) {
+        GRADEML_ASSIGN_OR_RETURN(std::string name, Interpolate(entry.Scalar(), context, at));
+        out->push_back("params.yaml:" + name);
+        continue;
+      }
+      if (!entry.IsMap()) {
+        return Error(at.line, fmt::format("{}'params' entries must be names or 'file: [names]' mappings, not {}",
+                                          where.stage, KindName(entry)));
+      }
+      for (auto it = entry.begin(); it != entry.end(); ++it) {
+        GRADEML_ASSIGN_OR_RETURN(std::string file, Interpolate(it->first.Scalar(), context, at));
+        const YAML::Node& names = it->second;
+        if (names.IsNull() || (names.IsSequence() && names.size() == 0)) {
+          out->push_back(file);
+          continue;
+        }
+        if (!names.IsSequence()) {
+          return Error(ValueLine(it->first, names),
+                       fmt::format("{}params of '{}' must be a list of names, not {}", where.stage, file,
+                                   KindName(names)));
+        }
+        for (const YAML::Node& n : names) {
+          if (!n.IsScalar()) {
+            return Error(LineOf(n), fmt::format("{}params of '{}' must be names, not {}", where.stage, file,
+                                                KindName(n)));
+          }
+          GRADEML_ASSIGN_OR_RETURN(std::string name, Interpolate(n.Scalar(), context, Where{at.stage, LineOf(n)}));
+          out->push_back(file + ":" + name);
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  StatusOr<std::string> ReadCmd(const YAML::Node& key, const YAML::Node& value, const Value& context,
+                                const Where& where) const {
+    std::string cmd;
+    if (value.IsScalar()) {
+      GRADEML_ASSIGN_OR_RETURN(cmd, Interpolate(value.Scalar(), context, Where{where.stage, LineOf(value)}, true));
+    } else if (value.IsSequence()) {
+      for (const YAML::Node& part : value) {
+        if (!part.IsScalar()) {
+          return Error(LineOf(part), fmt::format("{}'cmd' list entries must be strings, not {}", where.stage,
+                                                 KindName(part)));
+        }
+        GRADEML_ASSIGN_OR_RETURN(std::string one,
+                                 Interpolate(part.Scalar(), context, Where{where.stage, LineOf(part)}, true));
+        if (one.find_first_not_of(" \t\r\n") == std::string::npos) continue;
+        cmd += (cmd.empty() ? "" : " && ") + one;
+      }
+    } else if (!value.IsNull()) {
+      return Error(LineOf(value), fmt::format("{}'cmd' must be a string or a list of strings, not {}", where.stage,
+                                              KindName(value)));
+    }
+    if (cmd.find_first_not_of(" \t\r\n") == std::string::npos) {
+      return Error(ValueLine(key, value), where.stage + "'cmd' is empty");
+    }
+    return cmd;
+  }
+
+  // A plain stage, or one instance of a foreach/matrix (then `skip` names the key that
+  // generated it, and `context` holds `item` and `key`).
+  Status ReadStage(const std::string& name, int line, const YAML::Node& def, const Value& context,
+                   ParsedSpec* parsed, const char* skip = nullptr) const {
+    const Where where{fmt::format("stage '{}': ", name), line};
+    if (!def.IsNull() && !def.IsMap()) {
+      return Error(LineOf(def), fmt::format("{}a stage must be a mapping (cmd, deps, outs, ...), not {}", where.stage,
+                                            KindName(def)));
+    }
+    StepSpec step;
+    StepSource source;
+    step.name = name;
+    step.line = line;
+    step.cwd = dir_;
+    if (def.IsNull()) return Error(line, where.stage + "missing 'cmd'");
+
+    // wdir and the stage's own vars come first: the other fields are read with them.
+    const Value* scope = &context;
+    Value with_vars;
+    std::unordered_set<std::string> seen;
+    for (auto it = def.begin(); it != def.end(); ++it) {
+      const std::string& k = it->first.Scalar();
+      if (!seen.insert(k).second) {
+        return Error(LineOf(it->first), fmt::format("{}duplicate key '{}'", where.stage, k));
+      }
+      if (k == "wdir") {
+        if (!it->second.IsScalar() || it->second.Scalar().empty()) {
+          return Error(ValueLine(it->first, it->second), where.stage + "'wdir' must be a non-empty string");
+        }
+        GRADEML_ASSIGN_OR_RETURN(std::string wdir,
+                                 Interpolate(it->second.Scalar(), context, Where{where.stage, LineOf(it->second)}));
+        step.cwd = ResolvePath(dir_, wdir);
+      }
+    }
+    for (auto it = def.begin(); it != def.end(); ++it) {
+      if (it->first.Scalar() == "vars") {
+        with_vars = context;
+        GRADEML_RETURN_IF_ERROR(LoadVars(it->first, it->second, step.cwd, &with_vars));
+        scope = &with_vars;
+      }
+    }
+
+    bool has_cmd = false;
+    for (auto it = def.begin(); it != def.end(); ++it) {
+      const YAML::Node& key = it->first;
+      const YAML::Node& value = it->second;
+      const std::string& k = key.Scalar();
+      if (skip && k == skip) continue;
+      if (k == "cmd") {
+        GRADEML_ASSIGN_OR_RETURN(step.cmd, ReadCmd(key, value, *scope, where));
+        has_cmd = true;
+      } else if (k == "deps") {
+        GRADEML_RETURN_IF_ERROR(ReadPaths(key, value, *scope, where, &step.deps, &source.dep_lines));
+      } else if (k == "outs" || k == "metrics" || k == "plots") {
+        GRADEML_RETURN_IF_ERROR(ReadPaths(key, value, *scope, where, &step.outs, &source.out_lines));
+      } else if (k == "params") {
+        GRADEML_RETURN_IF_ERROR(ReadParams(key, value, *scope, where, &step.params));
+      } else if (k != "wdir" && k != "vars" && k != "desc" && k != "meta" && k != "frozen" && k != "always_changed") {
+        return Error(LineOf(key), fmt::format("{}unknown key '{}' (expected cmd, deps, outs, params, metrics, plots, "
+                                              "wdir, vars, desc, meta, frozen, always_changed)",
+                                              where.stage, k));
+      }
+    }
+    if (!has_cmd) return Error(line, where.stage + "missing 'cmd'");
+    parsed->spec.steps.push_back(std::move(step));
+    parsed->sources.push_back(std::move(source));
+    return Status::Ok();
+  }
+
+  std::string file_;
+  std::string dir_;
+};
+
+}  // namespace
+
+StatusOr<ParsedSpec> ParseDvcSpec(const std::string& path, const YAML::Node& root) {
+  return DvcReader(path).Read(root);
+}
+
+}  // namespace grademl::workflow::spec_internal

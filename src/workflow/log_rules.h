@@ -1,0 +1,152 @@
+// Log rules: regular expressions that turn a step's output lines into phases (epochs,
+// training steps, progress bars, errors) under the step's phase.
+//
+// A LogRuleSet is an ordered list of LogRules: the built-in ones (Keras and generic epochs,
+// generic steps, tqdm bars, Python tracebacks) and those of a user rules file (YAML). A
+// LogPhaseTracker follows one step's output and opens and closes phases through the
+// RunBuilder as the rules match. docs/log-rules.md describes the rules and the file format.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "core/time.h"
+#include "model/run.h"
+#include "model/run_builder.h"
+
+namespace grademl::workflow {
+
+// A literal that every match of a regular expression contains, found by reading the
+// expression's source conservatively (an empty text when none is certain). Lets a tracker
+// skip std::regex for the many lines that cannot match.
+struct RequiredLiteral {
+  std::string text;        // lower-cased when the expression ignores case
+  bool at_start = false;   // the match begins at the start of the line with `text`
+};
+RequiredLiteral FindRequiredLiteral(std::string_view regex_source, bool ignore_case);
+
+// One rule, with its compiled expressions and what a match means.
+//
+// A line matching `begin` opens a phase of `type` under the step's phase, named by
+// `name_template` and tagged with the captures named in `tags`; the rule's previous phase,
+// still open, ends there (sequential repetition: epochs). A line matching `end` closes the
+// open phase. Variants: `instant` records a zero-length phase; `marks_end` records a phase
+// that ends at the line and began at the rule's previous match (or when the step began);
+// `progress` follows progress bars, one open phase per bar, closed when current == total.
+struct LogRule {
+  std::string name;            // unique in a set; a user rule replaces a built-in of its name
+  std::string type;            // the phase type (the leaf of its type path)
+  std::string name_template;   // "epoch {1}", "fold {fold}"; empty rendered name: `type`
+  std::regex begin;
+  std::optional<std::regex> end;
+  bool instant = false;
+  bool marks_end = false;
+  bool ignore_case = false;
+  bool disabled = false;       // matches nothing; only hides a built-in of the same name
+  // Capture group names, 1-based: tags[0] names group 1. An empty name records no tag.
+  std::vector<std::string> tags;
+  // When non-zero, the capture group that identifies a phase: a begin line whose key equals
+  // that of the rule's open (or, with marks_end, last) phase is part of it, not a new one.
+  int key_group = 0;
+  // Progress rules: the capture groups holding the current count and the total.
+  std::optional<std::pair<int, int>> progress;
+
+  // For documentation and error messages.
+  std::string begin_source;
+  std::string end_source;
+  std::string origin;          // "built-in" or "FILE:LINE"
+
+  // Pre-filters for begin and end (see FindRequiredLiteral).
+  RequiredLiteral begin_literal;
+  RequiredLiteral end_literal;
+};
+
+// An ordered list of rules. For each line the first rule that matches it takes it.
+class LogRuleSet {
+ public:
+  // The built-in rules, in their order: keras-epoch, epoch, step, tqdm, traceback.
+  static LogRuleSet BuiltIn();
+  // A user rules file. Errors read "FILE:LINE: reason" (bad regex, unknown key, missing
+  // begin, YAML syntax, ...), or "FILE: reason" when the file cannot be read.
+  static StatusOr<LogRuleSet> LoadFile(const std::string& path);
+  // As LoadFile, from text; `origin` stands for the file name in positions and errors.
+  static StatusOr<LogRuleSet> Parse(std::string_view yaml_text, const std::string& origin);
+
+  // Appends the rules of `other` after these (so these are tried first), except those whose
+  // name is already here: `user.Append(LogRuleSet::BuiltIn())` lets user rules override
+  // and replace built-ins.
+  void Append(const LogRuleSet& other);
+
+  const std::vector<LogRule>& rules() const { return rules_; }
+  const LogRule* Find(std::string_view name) const;
+  bool empty() const { return rules_.empty(); }
+
+ private:
+  std::vector<LogRule> rules_;
+};
+
+// Follows one step's output, line by line, and opens and closes phases under the step's
+// phase through the RunBuilder. One thread at a time; `rules` and `builder` must outlive it.
+class LogPhaseTracker {
+ public:
+  // Segments longer than this are matched on their first kMaxMatchedBytes only (std::regex
+  // recurses per character and a megabyte line could overflow the stack).
+  static constexpr size_t kMaxMatchedBytes = 4096;
+
+  LogPhaseTracker(const LogRuleSet* rules, model::RunBuilder* builder, model::PhaseId parent,
+                  std::string host, int32_t pid);
+
+  // One line without its newline, seen at t. Carriage returns separate progress-bar
+  // updates: each \r-separated segment counts as a line. ANSI escape sequences are ignored.
+  // Lines after Finish() are ignored.
+  void OnLine(TimeNs t, std::string_view line);
+  // Ends every phase still open at t (the step ended).
+  void Finish(TimeNs t);
+
+  size_t phases_opened() const { return phases_opened_; }
+  // Lines (segments) that some rule took, and those that were run through std::regex.
+  size_t lines_matched() const { return lines_matched_; }
+  size_t regex_runs() const { return regex_runs_; }
+
+ private:
+  struct OpenPhase {
+    model::PhaseId id = 0;
+    std::string key;
+    int64_t current = 0;   // progress rules: the last count seen
+  };
+  struct RuleState {
+    std::vector<OpenPhase> open;   // at most one, but one per bar for progress rules
+    bool has_last = false;         // marks_end rules: the previous match
+    TimeNs last_t = 0;
+    std::string last_key;
+  };
+
+  void OnSegment(TimeNs t, std::string_view segment);
+  // Whether a line (lower-cased for an ignore-case literal) may match.
+  static bool Passes(const RequiredLiteral& literal, std::string_view hay);
+  void OnBegin(TimeNs t, size_t index, const std::cmatch& m);
+  model::PhaseId Open(TimeNs start, const LogRule& rule, const std::cmatch& m);
+  TimeNs ParentStart() const;
+
+  const LogRuleSet* rules_;
+  model::RunBuilder* builder_;
+  model::PhaseId parent_;
+  std::string host_;
+  int32_t pid_;
+  bool finished_ = false;
+  std::vector<RuleState> state_;
+  std::string clean_;     // a segment without ANSI escapes
+  std::string lowered_;   // a segment lower-cased, for ignore-case pre-filters
+  size_t phases_opened_ = 0;
+  size_t lines_matched_ = 0;
+  size_t regex_runs_ = 0;
+};
+
+}  // namespace grademl::workflow

@@ -1,0 +1,313 @@
+#include "workflow/recording.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <random>
+
+#include "collect/gpu_monitor.h"
+#include "collect/host_monitor.h"
+#include "collect/process_tree_monitor.h"
+#include "collect/sampling_loop.h"
+#include "store/background_writer.h"
+#include "store/database.h"
+
+extern char** environ;
+
+namespace grademl::workflow {
+namespace {
+
+std::string NewUuid() {
+  std::random_device rd;
+  std::uniform_int_distribution<uint32_t> dist;
+  uint32_t a = dist(rd), b = dist(rd), c = dist(rd), d = dist(rd);
+  b = (b & 0xffff0fffu) | 0x00004000u;  // RFC 4122 version 4
+  c = (c & 0x3fffffffu) | 0x80000000u;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%04x%08x", a, b >> 16, b & 0xffff, c >> 16, c & 0xffff, d);
+  return buf;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+std::string CurrentDir() {
+  char buf[4096];
+  return getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
+}
+
+double SelfCpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto s = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6; };
+  return s(ru.ru_utime) + s(ru.ru_stime);
+}
+
+// Lets grademl hold a few /proc fds per followed process in large trees.
+void RaiseOpenFileLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+sigset_t HandledSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, sig);
+  return set;
+}
+
+}  // namespace
+
+int ShellExitCode(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+struct Recording::Impl {
+  RecordingOptions options;
+  std::unique_ptr<store::Database> db;
+  std::unique_ptr<model::RunBuilder> builder;
+  model::RunId run_id = 0;
+  model::PhaseId run_phase = 0;
+  std::string host;
+  std::unique_ptr<collect::HostMonitor> host_monitor;
+  bool host_ok = false;
+  std::unique_ptr<collect::GpuMonitor> gpu_monitor;
+  std::unique_ptr<collect::ProcessTreeMonitor> processes;
+  std::unique_ptr<collect::SamplingLoop> loop;
+  std::unique_ptr<store::BackgroundWriter> writer;
+  sigset_t original_mask{};
+  int signal_fd = -1;
+  bool finished = false;
+};
+
+Recording::Recording(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Recording::~Recording() {
+  if (!impl_->finished) (void)Finish(std::nullopt, std::nullopt, "grademl stopped before the run ended");
+}
+
+model::RunBuilder& Recording::builder() { return *impl_->builder; }
+model::PhaseId Recording::run_phase() const { return impl_->run_phase; }
+model::RunId Recording::run_id() const { return impl_->run_id; }
+const std::string& Recording::host() const { return impl_->host; }
+int Recording::signal_fd() const { return impl_->signal_fd; }
+
+StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& options,
+                                                      const std::vector<std::string>& command,
+                                                      const std::string& root_name) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  GRADEML_ASSIGN_OR_RETURN(impl->db, store::Database::Open(options.db_path, store::Database::Mode::kReadWrite));
+  RaiseOpenFileLimit();
+
+  model::RunInfo info;
+  info.uuid = NewUuid();
+  info.command = command;
+  info.cwd = CurrentDir();
+  info.host = HostName();
+  info.start_ns = WallClock::Now();
+  info.grademl_version = GRADEML_VERSION;
+  info.interval_ns = options.interval;
+  GRADEML_ASSIGN_OR_RETURN(impl->run_id, impl->db->CreateRun(info));
+  info.id = impl->run_id;
+  impl->host = info.host;
+  impl->builder = std::make_unique<model::RunBuilder>(info);
+  model::RunBuilder& builder = *impl->builder;
+  impl->run_phase = builder.BeginPhase({.parent = 0,
+                                        .name = root_name,
+                                        .type = std::string(model::kPhaseTypeRun),
+                                        .start_ns = info.start_ns,
+                                        .host = info.host});
+  model::ResourceId host_resource =
+      builder.AddResource({.parent = 0, .kind = model::ResourceKind::kHost, .name = info.host, .host = info.host});
+
+  impl->host_monitor = std::make_unique<collect::HostMonitor>(&builder, host_resource, info.host);
+  if (Status st = impl->host_monitor->Init(); st.ok()) {
+    impl->host_ok = true;
+  } else {
+    std::fprintf(stderr, "grademl: host metrics off: %s\n", st.message().c_str());
+  }
+  std::string gpu_why;
+  impl->gpu_monitor = collect::GpuMonitor::Open(&builder, host_resource, info.host, options.nvml_library, &gpu_why);
+  if (options.verbose) {
+    std::fprintf(stderr, "grademl: run %lld, %s, GPU: %s\n", static_cast<long long>(impl->run_id),
+                 impl->host_ok ? "host metrics on" : "host metrics off",
+                 impl->gpu_monitor ? "on" : gpu_why.c_str());
+  }
+  impl->processes =
+      std::make_unique<collect::ProcessTreeMonitor>(&builder, impl->run_phase, host_resource, info.host,
+                                                    collect::ProcessTreeMonitor::Options{});
+
+  // Block the handled signals before any thread starts, so that all inherit the mask and
+  // only the signalfd sees them.
+  sigset_t handled = HandledSignals();
+  pthread_sigmask(SIG_BLOCK, &handled, &impl->original_mask);
+  impl->signal_fd = signalfd(-1, &handled, SFD_CLOEXEC);
+  // Orphaned descendants are re-parented to grademl, which reaps them with exact rusage.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+  impl->writer = std::make_unique<store::BackgroundWriter>(impl->db.get(), &builder, impl->run_id,
+                                                           options.flush_interval);
+  Impl* raw = impl.get();
+  std::vector<collect::SamplingLoop::Sampler> samplers;
+  samplers.push_back([raw](TimeNs now) { raw->processes->Sample(now); });
+  if (raw->host_ok) samplers.push_back([raw](TimeNs now) { raw->host_monitor->Sample(now); });
+  if (raw->gpu_monitor) samplers.push_back([raw](TimeNs now) { raw->gpu_monitor->Sample(now); });
+  impl->loop = std::make_unique<collect::SamplingLoop>(
+      options.interval, std::move(samplers), impl->processes->exit_notification_fd(),
+      [raw](TimeNs now) { raw->processes->HandleExitNotifications(now); });
+  impl->loop->Start();
+  return std::unique_ptr<Recording>(new Recording(std::move(impl)));
+}
+
+Recording::Launched Recording::Launch(const LaunchSpec& spec, model::PhaseId parent_phase) {
+  Launched result;
+  if (spec.argv.empty()) {
+    result.error = "empty command";
+    return result;
+  }
+  int status_pipe[2];
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+  if (pipe2(status_pipe, O_CLOEXEC) != 0 ||
+      (spec.capture_output && (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0))) {
+    result.error = std::string("cannot create a pipe: ") + strerror(errno);
+    return result;
+  }
+  // Everything the child needs is prepared before fork: it only calls async-signal-safe functions.
+  std::vector<char*> args;
+  for (const auto& a : spec.argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e; ++e) {
+    std::string_view entry(*e);
+    bool overridden = false;
+    for (const auto& [k, v] : spec.env) {
+      if (entry.size() > k.size() && entry.substr(0, k.size()) == k && entry[k.size()] == '=') overridden = true;
+    }
+    if (!overridden) env_storage.emplace_back(entry);
+  }
+  for (const auto& [k, v] : spec.env) env_storage.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const sigset_t original_mask = impl_->original_mask;
+
+  TimeNs start = WallClock::Now();
+  auto fork_and_exec = [&]() -> pid_t {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+    if (spec.capture_output) {
+      dup2(out_pipe[1], STDOUT_FILENO);
+      dup2(err_pipe[1], STDERR_FILENO);
+    }
+    int err = 0;
+    if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
+      err = errno;
+    } else {
+      execvpe(args[0], args.data(), envp.data());
+      err = errno;
+    }
+    ssize_t n = write(status_pipe[1], &err, sizeof err);
+    (void)n;
+    _exit(127);
+  };
+  pid_t pid = impl_->processes->LaunchRoot(fork_and_exec, spec.argv, start, parent_phase);
+  close(status_pipe[1]);
+  if (spec.capture_output) {
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+  }
+  if (pid < 0) {
+    result.error = std::string("cannot fork: ") + strerror(errno);
+    close(status_pipe[0]);
+    if (spec.capture_output) {
+      close(out_pipe[0]);
+      close(err_pipe[0]);
+    }
+    return result;
+  }
+  int err = 0;
+  ssize_t n;
+  do {
+    n = read(status_pipe[0], &err, sizeof err);
+  } while (n < 0 && errno == EINTR);
+  close(status_pipe[0]);
+  result.pid = pid;
+  if (n == static_cast<ssize_t>(sizeof err)) {
+    result.error = spec.cwd.empty() || err != ENOENT || access(spec.cwd.c_str(), X_OK) == 0
+                       ? fmt::format("cannot run '{}': {}", spec.argv[0], strerror(err))
+                       : fmt::format("cannot enter '{}': {}", spec.cwd, strerror(err));
+  }
+  if (spec.capture_output) {
+    fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+    fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+    result.stdout_fd = out_pipe[0];
+    result.stderr_fd = err_pipe[0];
+  }
+  return result;
+}
+
+std::optional<Recording::SignalEvent> Recording::NextSignal() {
+  signalfd_siginfo si{};
+  ssize_t n;
+  do {
+    n = read(impl_->signal_fd, &si, sizeof si);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof si)) return std::nullopt;
+  return SignalEvent{.signo = static_cast<int>(si.ssi_signo), .from_terminal = si.ssi_code == SI_KERNEL};
+}
+
+std::vector<Recording::Exit> Recording::ReapChildren() {
+  std::vector<Exit> exits;
+  while (true) {
+    int status = 0;
+    rusage ru{};
+    pid_t pid = wait4(-1, &status, WNOHANG, &ru);
+    if (pid <= 0) break;
+    impl_->processes->OnReaped(pid, WallClock::Now(), ru);
+    exits.push_back({pid, status});
+  }
+  return exits;
+}
+
+Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_signal, const std::string& error) {
+  if (impl_->finished) return Status::Ok();
+  impl_->finished = true;
+  TimeNs end = WallClock::Now();
+  impl_->loop->Stop();
+  impl_->processes->Finish(end);
+  model::RunBuilder& builder = *impl_->builder;
+  builder.EndPhase(impl_->run_phase, end);
+  builder.UpdateRunInfo([&](model::RunInfo& i) {
+    i.end_ns = end;
+    i.exit_code = exit_code;
+    i.exit_signal = exit_signal;
+    i.error = error;
+    i.complete = true;
+    i.monitor_cpu_seconds = SelfCpuSeconds();
+  });
+  Status st = impl_->writer->Stop();
+  if (impl_->signal_fd >= 0) close(impl_->signal_fd);
+  impl_->signal_fd = -1;
+  pthread_sigmask(SIG_SETMASK, &impl_->original_mask, nullptr);
+  return st;
+}
+
+}  // namespace grademl::workflow

@@ -1,0 +1,57 @@
+// Private to the workflow spec readers (workflow_spec.cpp, grademl_yaml.cpp, dvc_yaml.cpp):
+// the hand-off from a format reader to the common checks, YAML node helpers, and error
+// messages in the "FILE:LINE: reason" form.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "workflow/workflow_spec.h"
+
+namespace grademl::workflow::spec_internal {
+
+// Where the parts of one step were written, so that the common checks can point at the
+// offending entry. Each vector is parallel to the StepSpec field of the same name.
+struct StepSource {
+  std::vector<int> dep_lines;
+  std::vector<int> out_lines;
+  std::vector<int> after_lines;
+};
+
+// What a format reader hands to the common checks: the steps, paths resolved, and where
+// each part of them was written. `spec.dependencies` is left empty.
+struct ParsedSpec {
+  WorkflowSpec spec;
+  std::vector<StepSource> sources;  // parallel to spec.steps
+};
+
+// The 1-based line of a node, or 0 when yaml-cpp does not know it.
+int LineOf(const YAML::Node& node);
+// The line of a mapping value, or of its key when the value is null (yaml-cpp marks an
+// empty value at the start of the following line).
+int ValueLine(const YAML::Node& key, const YAML::Node& value);
+
+// An InvalidArgument "FILE:LINE: reason" ("FILE: reason" when line is 0).
+Status SpecError(const std::string& file, int line, const std::string& reason);
+
+// "a mapping", "a list", "a string" or "empty", for messages about wrong types.
+const char* KindName(const YAML::Node& node);
+
+// The absolute, lexically normalised directory holding `file`.
+std::string DirectoryOf(const std::string& file);
+// `path` made absolute against `base_dir` (unless it is already) and lexically normalised,
+// without a trailing separator.
+std::string ResolvePath(const std::string& base_dir, const std::string& path);
+
+// Reads and parses a YAML file: "FILE: cannot read: REASON" or "FILE:LINE: YAML error".
+// An empty file is a null node.
+StatusOr<YAML::Node> ReadYamlFile(const std::string& path);
+
+// The format readers. `root` is the file's top-level mapping; `path` the file as given.
+StatusOr<ParsedSpec> ParseGrademlSpec(const std::string& path, const YAML::Node& root);
+StatusOr<ParsedSpec> ParseDvcSpec(const std::string& path, const YAML::Node& root);
+
+}  // namespace grademl::workflow::spec_internal

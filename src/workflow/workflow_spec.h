@@ -1,0 +1,67 @@
+// Workflow specs: the steps of a multi-step pipeline read from a YAML file, whatever format
+// it was written in (GradeML's own `steps:` format or DVC's dvc.yaml), with their paths
+// resolved and the dependencies between steps inferred and checked.
+//
+// Every error is a Status whose message is one line "FILE:LINE: reason" (LINE of the
+// offending YAML node, 1-based), or "FILE: reason" where no line applies. See
+// docs/workflows.md for both formats.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace grademl::workflow {
+
+// One step of a workflow, whatever file it came from.
+struct StepSpec {
+  std::string name;                 // unique in the workflow ("train@cnn" for DVC foreach instances)
+  std::string cmd;                  // a shell command line, run with /bin/sh -c in `cwd` (a list of commands is joined with " && ")
+  std::vector<std::string> deps;    // input files/dirs, as written (relative to `cwd` unless absolute)
+  std::vector<std::string> outs;    // output files/dirs, as written (DVC metrics and plots included)
+  std::vector<std::string> after;   // steps this one must follow explicitly (our format: deps that name a step, `after:`)
+  std::vector<std::pair<std::string, std::string>> env;  // extra environment (workflow-level env first, step env overrides)
+  std::vector<std::string> params;  // DVC params ("params.yaml:lr" style), informational
+  std::string cwd;                  // absolute, lexically normalised directory the step runs in
+  int line = 0;                     // 1-based line of the step's definition in the file
+};
+
+// An edge of the step graph: `to` needs `from`. `via` says why: "file:PATH" (an out of
+// `from` is, contains or lies inside a dep of `to`; PATH as written in the dep) or "after"
+// (explicit).
+struct StepDependency {
+  size_t from = 0;
+  size_t to = 0;
+  std::string via;
+
+  bool operator==(const StepDependency&) const = default;
+};
+
+// A whole workflow: its steps in file order and the edges between them.
+struct WorkflowSpec {
+  std::string path;                          // the spec file as given
+  std::string format;                        // "grademl" or "dvc"
+  std::string name;                          // our `name:` field (default: the file's stem); for DVC the directory's name
+  std::vector<StepSpec> steps;               // file order (foreach/matrix instances in item order)
+  std::vector<StepDependency> dependencies;  // de-duplicated per (from, to, via); grouped by `to` in step order
+
+  // Indexes of steps in a valid execution order (dependencies first, ties in file order).
+  // Steps caught in a cycle (which LoadWorkflowSpec rejects) come last, in file order.
+  std::vector<size_t> TopologicalOrder() const;
+  // Index of the step called `name`, or steps.size() when there is none.
+  size_t FindStep(const std::string& name) const;
+};
+
+// True when `arg` names an existing regular file ending in .yaml or .yml (so that
+// `grademl run X` treats it as a workflow rather than a command).
+bool LooksLikeWorkflowFile(const std::string& arg);
+
+// Reads the file, detects the format (file name dvc.yaml/dvc.yml or a top-level `stages:`
+// -> DVC; a top-level `steps:` -> ours; else an error), parses it, resolves paths, infers
+// the dependencies and checks them (unknown step names, outputs declared twice, cycles).
+StatusOr<WorkflowSpec> LoadWorkflowSpec(const std::string& path);
+
+}  // namespace grademl::workflow
