@@ -8,6 +8,8 @@
 #include "report/terminal_report.h"
 #include "store/database.h"
 #include "workflow/monitored_command.h"
+#include "workflow/workflow_runner.h"
+#include "workflow/workflow_spec.h"
 
 namespace grademl::cli {
 
@@ -16,18 +18,28 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     std::string interval = "100ms";
     bool no_report = false;
     bool verbose = false;
+    int jobs = 0;
+    std::string rules;
     std::vector<std::string> command;
   };
   auto opts = std::make_shared<Options>();
-  CLI::App* sub = app.add_subcommand("run", "Run a command under GradeML and record it as a run");
+  CLI::App* sub = app.add_subcommand("run", "Run a command or a workflow under GradeML and record it as a run");
   sub->footer(
-      "The command runs with stdin, stdout and stderr passed through; grademl exits with its exit code\n"
+      "A command runs with stdin, stdout and stderr passed through; grademl exits with its exit code\n"
       "(128+N when a signal N killed it, 127 when it could not start). Every process it starts is\n"
       "followed. SIGINT/SIGTERM/SIGHUP sent to grademl reach the command. The report goes to stderr.\n"
-      "Example: grademl run -- python3 train.py --epochs 3");
+      "A workflow file (GradeML's pipeline YAML or DVC's dvc.yaml, see docs/workflows.md) runs its\n"
+      "steps in dependency order, -j at a time, each step a phase; epochs and other phases are\n"
+      "recognised in their output (docs/log-rules.md). grademl exits non-zero if a step failed.\n"
+      "Examples: grademl run -- python3 train.py --epochs 3\n"
+      "          grademl run -j 2 examples/digits/pipeline.yaml");
   sub->add_option("--interval", opts->interval, "Sampling interval, e.g. 100ms, 0.5s")->capture_default_str();
   sub->add_flag("--no-report", opts->no_report, "Do not print the report when the command ends");
   sub->add_flag("-v,--verbose", opts->verbose, "Say which monitors are on");
+  sub->add_option("-j,--jobs", opts->jobs, "Workflow steps run at once (default: the number of cores)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--rules", opts->rules, "A log rules file for workflow steps (docs/log-rules.md)")
+      ->check(CLI::ExistingFile);
   sub->add_option("command", opts->command, "The command and its arguments (after --)")->required();
   sub->prefix_command();
   return [opts, &common, sub]() -> int {
@@ -45,7 +57,31 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     options.db_path = common.ResolvedDbPath();
     options.interval = *interval;
     options.verbose = opts->verbose;
-    auto result = workflow::RecordCommand(options, command);
+    StatusOr<workflow::MonitoredCommandResult> result = Status(StatusCode::kInternal, "not run");
+    if (command.size() == 1 && workflow::LooksLikeWorkflowFile(command[0])) {
+      auto spec = workflow::LoadWorkflowSpec(command[0]);
+      if (!spec.ok()) {
+        PrintError(spec.status().message());
+        return kExitUsage;
+      }
+      workflow::WorkflowRunOptions wopts;
+      wopts.recording = {.db_path = options.db_path, .interval = options.interval, .verbose = options.verbose};
+      wopts.jobs = opts->jobs;
+      wopts.rules_file = opts->rules;
+      auto run = workflow::RunWorkflow(*spec, wopts);
+      if (!run.ok()) {
+        PrintError(run.status().message());
+        return kExitFailure;
+      }
+      result = workflow::MonitoredCommandResult{.run_id = run->run_id, .exit_code = run->exit_code};
+      if (!run->failed.empty()) {
+        std::string list;
+        for (const auto& f : run->failed) list += (list.empty() ? "" : ", ") + f;
+        result->error = "step(s) failed: " + list;
+      }
+    } else {
+      result = workflow::RecordCommand(options, command);
+    }
     if (!result.ok()) {
       PrintError(result.status().message());
       return kExitFailure;

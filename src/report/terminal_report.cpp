@@ -433,6 +433,35 @@ void RenderHost(const analysis::HostSummary& host, const Styler& style, std::str
   lines.Render(out, style);
 }
 
+// Steps that failed, each with the last lines it printed (stderr first): the reason is
+// usually there.
+void RenderFailedSteps(const model::Run& run, const Styler& style, std::string& out) {
+  constexpr size_t kTailLines = 10;
+  for (const model::Phase& phase : run.phases) {
+    if (phase.leaf_type() != "step") continue;
+    std::string_view code;
+    for (const auto& [k, v] : phase.tags)
+      if (k == "exit_code") code = v;
+    if (code.empty() || code == "0") continue;
+    std::vector<const model::LogLine*> err, all;
+    for (const model::LogLine& line : run.logs) {
+      if (line.phase != phase.id) continue;
+      all.push_back(&line);
+      if (line.stream == 2) err.push_back(&line);
+    }
+    const auto& shown = err.empty() ? all : err;
+    out += '\n' + style(kRed, fmt::format("Step {} failed (exit {})", Sanitize(phase.name), code));
+    if (shown.empty()) {
+      out += ", and printed nothing.\n";
+      continue;
+    }
+    out += fmt::format(". Last lines of its {}:\n", err.empty() ? "output" : "stderr");
+    for (size_t i = shown.size() > kTailLines ? shown.size() - kTailLines : 0; i < shown.size(); ++i) {
+      out += "  " + Sanitize(shown[i]->text) + '\n';
+    }
+  }
+}
+
 }  // namespace
 
 std::string RenderTerminalReport(const model::Run& run, const RunSummary& summary,
@@ -443,6 +472,7 @@ std::string RenderTerminalReport(const model::Run& run, const RunSummary& summar
   out += '\n';
   RenderPhases(run, summary, options, style, out);
   for (const analysis::HostSummary& host : summary.hosts) RenderHost(host, style, out);
+  RenderFailedSteps(run, style, out);
   return out;
 }
 

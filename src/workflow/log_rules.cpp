@@ -241,15 +241,15 @@ class RulesParser {
   Status ParseRoot(const YAML::Node& root, std::vector<LogRule>* out) {
     if (root.IsNull()) return InvalidArgument("{}:1: empty rules file; expected a `rules:` list", origin_);
     if (!root.IsMap()) return Error(root, "expected a map with a `rules:` list");
-    YAML::Node rules;
+    std::optional<YAML::Node> rules;
     for (auto it = root.begin(); it != root.end(); ++it) {
       std::string key = it->first.Scalar();
       if (key != "rules") return Error(it->first, fmt::format("unknown key '{}' (expected `rules:`)", key));
-      rules = it->second;
+      rules.emplace(it->second);
     }
-    if (!rules || rules.IsNull()) return Status::Ok();  // "rules:" with no entries
-    if (!rules.IsSequence()) return Error(rules, "`rules:` must be a list of rules");
-    for (const YAML::Node& item : rules) {
+    if (!rules || rules->IsNull()) return Status::Ok();  // "rules:" with no entries
+    if (!rules->IsSequence()) return Error(*rules, "`rules:` must be a list of rules");
+    for (const YAML::Node& item : *rules) {
       LogRule rule;
       GRADEML_RETURN_IF_ERROR(ParseRule(item, &rule));
       for (const LogRule& earlier : *out) {
@@ -286,9 +286,9 @@ class RulesParser {
   Status ParseRule(const YAML::Node& node, LogRule* rule) {
     if (!node.IsMap()) return Error(node, fmt::format("a rule must be a map of keys ({})", kKnownKeys));
     rule->origin = fmt::format("{}:{}", origin_, Line(node));
-    YAML::Node begin, end, key, progress, tags, phase_name, type;
+    // The value of each key present (yaml-cpp nodes are references: copies, never assigned).
+    std::optional<YAML::Node> begin, end, key, progress, tags, phase_name, type, marks_node;
     std::string marks = "start";
-    YAML::Node marks_node;
     for (auto it = node.begin(); it != node.end(); ++it) {
       const std::string k = it->first.Scalar();
       const YAML::Node& v = it->second;
@@ -296,25 +296,27 @@ class RulesParser {
         GRADEML_RETURN_IF_ERROR(Scalar(v, k, &rule->name));
       } else if (k == "type") {
         GRADEML_RETURN_IF_ERROR(Scalar(v, k, &rule->type));
-        type = v;
+        type.emplace(v);
       } else if (k == "begin") {
-        begin = v;
+        GRADEML_RETURN_IF_ERROR(Scalar(v, k, &rule->begin_source));
+        begin.emplace(v);
       } else if (k == "end") {
-        end = v;
+        GRADEML_RETURN_IF_ERROR(Scalar(v, k, &rule->end_source));
+        end.emplace(v);
       } else if (k == "phase_name") {
         GRADEML_RETURN_IF_ERROR(Scalar(v, k, &rule->name_template));
-        phase_name = v;
+        phase_name.emplace(v);
       } else if (k == "tags") {
-        tags = v;
+        tags.emplace(v);
       } else if (k == "key") {
-        key = v;
+        key.emplace(v);
       } else if (k == "progress") {
-        progress = v;
+        progress.emplace(v);
       } else if (k == "instant") {
         GRADEML_RETURN_IF_ERROR(Bool(v, k, &rule->instant));
       } else if (k == "marks") {
         GRADEML_RETURN_IF_ERROR(Scalar(v, k, &marks));
-        marks_node = v;
+        marks_node.emplace(v);
       } else if (k == "ignore_case") {
         GRADEML_RETURN_IF_ERROR(Bool(v, k, &rule->ignore_case));
       } else if (k == "disabled") {
@@ -327,29 +329,27 @@ class RulesParser {
     const std::string who = fmt::format("rule '{}'", rule->name);
     if (rule->disabled && !begin) return Status::Ok();  // only hides a rule of its name
     if (!begin) return Error(node, who + " has no `begin` expression");
-    if (rule->type.empty()) return Error(type ? type : node, who + " needs a non-empty `type`");
-    if (rule->type.find('/') != std::string::npos) return Error(type, who + ": `type` cannot contain '/'");
+    if (rule->type.empty()) return Error(type ? *type : node, who + " needs a non-empty `type`");
+    if (rule->type.find('/') != std::string::npos) return Error(*type, who + ": `type` cannot contain '/'");
     if (marks == "end") {
       rule->marks_end = true;
     } else if (marks != "start") {
-      return Error(marks_node, who + ": `marks` must be start or end");
+      return Error(*marks_node, who + ": `marks` must be start or end");
     }
 
-    GRADEML_RETURN_IF_ERROR(Scalar(begin, "begin", &rule->begin_source));
     auto re = CompileRegex(rule->begin_source, rule->ignore_case);
-    if (!re.ok()) return Error(begin, who + ": begin: " + re.status().message());
+    if (!re.ok()) return Error(*begin, who + ": begin: " + re.status().message());
     rule->begin = std::move(*re);
     rule->begin_literal = FindRequiredLiteral(rule->begin_source, rule->ignore_case);
     if (end) {
-      GRADEML_RETURN_IF_ERROR(Scalar(end, "end", &rule->end_source));
       auto end_re = CompileRegex(rule->end_source, rule->ignore_case);
-      if (!end_re.ok()) return Error(end, who + ": end: " + end_re.status().message());
+      if (!end_re.ok()) return Error(*end, who + ": end: " + end_re.status().message());
       rule->end = std::move(*end_re);
       rule->end_literal = FindRequiredLiteral(rule->end_source, rule->ignore_case);
     }
     if (tags) {
-      if (!tags.IsSequence()) return Error(tags, who + ": `tags` must be a list of names, one per capture group");
-      for (const YAML::Node& t : tags) {
+      if (!tags->IsSequence()) return Error(*tags, who + ": `tags` must be a list of names, one per capture group");
+      for (const YAML::Node& t : *tags) {
         if (t.IsNull()) {
           rule->tags.emplace_back();
         } else if (t.IsScalar()) {
@@ -360,13 +360,13 @@ class RulesParser {
       }
     }
     if (!phase_name) rule->name_template = rule->name;
-    if (key) GRADEML_RETURN_IF_ERROR(Group(*rule, key, "key", &rule->key_group));
+    if (key) GRADEML_RETURN_IF_ERROR(Group(*rule, *key, "key", &rule->key_group));
     if (progress) {
-      if (!progress.IsSequence() || progress.size() != 2)
-        return Error(progress, who + ": `progress` must be [current, total]: two capture groups");
+      if (!progress->IsSequence() || progress->size() != 2)
+        return Error(*progress, who + ": `progress` must be [current, total]: two capture groups");
       int current = 0, total = 0;
-      GRADEML_RETURN_IF_ERROR(Group(*rule, progress[0], "progress", &current));
-      GRADEML_RETURN_IF_ERROR(Group(*rule, progress[1], "progress", &total));
+      GRADEML_RETURN_IF_ERROR(Group(*rule, (*progress)[0], "progress", &current));
+      GRADEML_RETURN_IF_ERROR(Group(*rule, (*progress)[1], "progress", &total));
       rule->progress = std::make_pair(current, total);
     }
 
@@ -374,10 +374,10 @@ class RulesParser {
     Status st = CheckRule(*rule, &field);
     if (!st.ok()) {
       const YAML::Node* at = &node;
-      if (field == "tags" && tags) at = &tags;
-      if (field == "phase_name" && phase_name) at = &phase_name;
-      if (field == "end" && end) at = &end;
-      if (field == "key" && key) at = &key;
+      if (field == "tags" && tags) at = &*tags;
+      if (field == "phase_name" && phase_name) at = &*phase_name;
+      if (field == "end" && end) at = &*end;
+      if (field == "key" && key) at = &*key;
       return Error(*at, who + ": " + st.message());
     }
     return Status::Ok();

@@ -298,7 +298,8 @@ TEST(LogRuleSetTest, BuiltInsAreDocumented) {
     out << in.rdbuf();
     return out.str();
   }();
-  for (const LogRule& rule : LogRuleSet::BuiltIn().rules()) {
+  const LogRuleSet built_in = LogRuleSet::BuiltIn();
+  for (const LogRule& rule : built_in.rules()) {
     EXPECT_NE(doc.find("`" + rule.name + "`"), std::string::npos) << rule.name;
     EXPECT_NE(doc.find(rule.begin_source), std::string::npos) << rule.name;
   }
@@ -497,7 +498,8 @@ TEST(LogRuleLiteralTest, BuiltInPreFiltersPassEveryMatchingLine) {
       "Epoch 0:  45%|####5     | 45/100", "  3%|3 | 3/100", "loss step 3", "x epoch 3", "epochs 3",
   };
   size_t matched = 0;
-  for (const LogRule& rule : LogRuleSet::BuiltIn().rules()) {
+  const LogRuleSet built_in = LogRuleSet::BuiltIn();
+  for (const LogRule& rule : built_in.rules()) {
     for (const char* line : lines) {
       if (!std::regex_search(line, rule.begin)) continue;
       ++matched;

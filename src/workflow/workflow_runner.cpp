@@ -1,0 +1,379 @@
+#include "workflow/workflow_runner.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <thread>
+
+#include "workflow/log_rules.h"
+
+namespace grademl::workflow {
+namespace {
+
+enum class StepState { kPending, kRunning, kDone, kFailed, kSkipped };
+
+// One step while the workflow runs.
+struct StepRun {
+  const StepSpec* spec = nullptr;
+  StepState state = StepState::kPending;
+  std::vector<size_t> needs;  // indexes of the steps it depends on
+  model::PhaseId phase = 0;
+  pid_t pid = -1;
+  int fds[2] = {-1, -1};       // stdout, stderr read ends
+  std::string partial[2];      // an unfinished line per stream
+  std::unique_ptr<LogPhaseTracker> tracker;
+  TimeNs start = 0, end = 0;
+  int exit_code = 0;
+  size_t stored_lines = 0;
+  size_t dropped_lines = 0;
+  std::deque<model::LogLine> tail;  // lines past the stored limit, the latest kept
+  std::string skip_reason;
+};
+
+// Writes step output and status lines to the terminal, keeping the progress line last.
+class Console {
+ public:
+  Console(bool progress, size_t name_width) : tty_(progress && isatty(STDERR_FILENO)), width_(name_width) {}
+
+  void Output(const std::string& step, int stream, std::string_view text) {
+    ClearProgress();
+    FILE* f = stream == 2 ? stderr : stdout;
+    std::fprintf(f, "%-*s | %.*s\n", static_cast<int>(width_), step.c_str(), static_cast<int>(text.size()), text.data());
+    std::fflush(f);
+  }
+  void Status(const std::string& line) {
+    ClearProgress();
+    std::fprintf(stderr, "[grademl] %s\n", line.c_str());
+    std::fflush(stderr);
+  }
+  void Progress(const std::string& line) {
+    if (!tty_) return;
+    std::fprintf(stderr, "\r\033[K[grademl] %s", line.c_str());
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void ClearProgress() {
+    if (!shown_) return;
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+    shown_ = false;
+  }
+
+ private:
+  bool tty_;
+  size_t width_;
+  bool shown_ = false;
+};
+
+std::string Elapsed(DurationNs ns) {
+  int64_t s = ns / kNsPerSec;
+  return fmt::format("{}:{:02d}", s / 60, s % 60);
+}
+
+// Runs the loop; one instance per RunWorkflow call.
+class Runner {
+ public:
+  Runner(const WorkflowSpec& spec, const WorkflowRunOptions& options, Recording* recording, LogRuleSet rules)
+      : spec_(spec), options_(options), recording_(recording), rules_(std::move(rules)),
+        console_(options.progress, LongestName(spec)) {
+    steps_.resize(spec.steps.size());
+    for (size_t i = 0; i < spec.steps.size(); ++i) steps_[i].spec = &spec.steps[i];
+    for (const StepDependency& d : spec.dependencies) {
+      auto& needs = steps_[d.to].needs;
+      if (std::find(needs.begin(), needs.end(), d.from) == needs.end()) needs.push_back(d.from);
+    }
+    order_ = spec.TopologicalOrder();
+    jobs_ = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    start_ = WallClock::Now();
+  }
+
+  WorkflowRunResult Run() {
+    while (true) {
+      SkipUnreachable();
+      if (!cancelled_) LaunchReady();
+      if (Running() == 0) break;
+      WaitForEvents();
+      DrawProgress();
+    }
+    console_.ClearProgress();
+    WorkflowRunResult result;
+    result.run_id = recording_->run_id();
+    for (const StepRun& s : steps_) {
+      if (s.state == StepState::kFailed) result.failed.push_back(s.spec->name);
+      if (s.state == StepState::kSkipped || s.state == StepState::kPending) result.skipped.push_back(s.spec->name);
+    }
+    result.exit_code = result.failed.empty() && result.skipped.empty() ? 0 : (cancelled_ ? 130 : 1);
+    return result;
+  }
+
+ private:
+  static size_t LongestName(const WorkflowSpec& spec) {
+    size_t w = 4;
+    for (const auto& s : spec.steps) w = std::max(w, s.name.size());
+    return std::min<size_t>(w, 24);
+  }
+
+  int Running() const {
+    return static_cast<int>(std::count_if(steps_.begin(), steps_.end(),
+                                          [](const StepRun& s) { return s.state == StepState::kRunning; }));
+  }
+
+  // Steps that need a failed or skipped step are skipped, transitively.
+  void SkipUnreachable() {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (size_t i : order_) {
+        StepRun& s = steps_[i];
+        if (s.state != StepState::kPending) continue;
+        for (size_t n : s.needs) {
+          StepState ns = steps_[n].state;
+          if (ns == StepState::kFailed || ns == StepState::kSkipped) {
+            s.state = StepState::kSkipped;
+            s.skip_reason = steps_[n].spec->name;
+            console_.Status(fmt::format("skip  {} (needs {}, which {})", s.spec->name, s.skip_reason,
+                                        ns == StepState::kFailed ? "failed" : "did not run"));
+            changed = true;
+            break;
+          }
+        }
+      }
+    }
+  }
+
+  void LaunchReady() {
+    for (size_t i : order_) {
+      if (Running() >= jobs_) return;
+      StepRun& s = steps_[i];
+      if (s.state != StepState::kPending) continue;
+      bool ready = std::all_of(s.needs.begin(), s.needs.end(),
+                               [&](size_t n) { return steps_[n].state == StepState::kDone; });
+      if (ready) Launch(i);
+    }
+  }
+
+  void Launch(size_t index) {
+    StepRun& s = steps_[index];
+    const StepSpec& spec = *s.spec;
+    model::RunBuilder& builder = recording_->builder();
+    s.start = WallClock::Now();
+    s.phase = builder.BeginPhase({.parent = recording_->run_phase(),
+                                  .name = spec.name,
+                                  .type = "step",
+                                  .start_ns = s.start,
+                                  .host = recording_->host(),
+                                  .tags = {{"cmd", spec.cmd}, {"cwd", spec.cwd}}});
+    for (const StepDependency& d : spec_.dependencies) {
+      if (d.to == index) builder.AddEdge({.from = steps_[d.from].phase, .to = s.phase, .kind = d.via});
+    }
+    auto env = spec.env;
+    env.emplace_back("GRADEML_STEP", spec.name);
+    Recording::Launched launched = recording_->Launch(
+        {.argv = {"/bin/sh", "-c", spec.cmd}, .cwd = spec.cwd, .env = env, .capture_output = true}, s.phase);
+    s.state = StepState::kRunning;
+    s.pid = launched.pid;
+    s.fds[0] = launched.stdout_fd;
+    s.fds[1] = launched.stderr_fd;
+    s.tracker = std::make_unique<LogPhaseTracker>(&rules_, &builder, s.phase, recording_->host(), launched.pid);
+    console_.Status(fmt::format("start {}", spec.name));
+    if (!launched.error.empty()) {
+      HandleLine(s, 2, launched.error, WallClock::Now());
+      if (launched.pid > 0) {
+        // The child exits with 127 right away; its SIGCHLD ends the step.
+        s.exit_code = 127;
+      } else {
+        EndStep(s, 127);
+      }
+    }
+  }
+
+  void WaitForEvents() {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<StepRun*, int>> owners;
+    fds.push_back({recording_->signal_fd(), POLLIN, 0});
+    owners.push_back({nullptr, 0});
+    for (StepRun& s : steps_) {
+      if (s.state != StepState::kRunning) continue;
+      for (int k = 0; k < 2; ++k) {
+        if (s.fds[k] < 0) continue;
+        fds.push_back({s.fds[k], POLLIN, 0});
+        owners.push_back({&s, k});
+      }
+    }
+    int ready = poll(fds.data(), fds.size(), 250);
+    if (ready <= 0) return;
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) ReadOutput(*owners[i].first, owners[i].second);
+    }
+    if (fds[0].revents & POLLIN) HandleSignal();
+  }
+
+  // Reads what a stream has now; closes it at EOF.
+  void ReadOutput(StepRun& s, int k) {
+    char buf[65536];
+    while (s.fds[k] >= 0) {
+      ssize_t n = read(s.fds[k], buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return;  // EAGAIN: nothing more for now
+      TimeNs now = WallClock::Now();
+      if (n == 0) {
+        close(s.fds[k]);
+        s.fds[k] = -1;
+        if (!s.partial[k].empty()) HandleLine(s, k + 1, s.partial[k], now);
+        s.partial[k].clear();
+        return;
+      }
+      std::string& part = s.partial[k];
+      part.append(buf, static_cast<size_t>(n));
+      size_t start = 0, nl;
+      while ((nl = part.find('\n', start)) != std::string::npos) {
+        HandleLine(s, k + 1, std::string_view(part).substr(start, nl - start), now);
+        start = nl + 1;
+      }
+      part.erase(0, start);
+      if (part.size() > 4 * kMaxLineBytes) {  // a runaway line (progress bars with \r): cut it
+        HandleLine(s, k + 1, part, now);
+        part.clear();
+      }
+    }
+  }
+
+  void HandleLine(StepRun& s, int stream, std::string_view text, TimeNs t) {
+    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+    console_.Output(s.spec->name, stream, text);
+    if (s.tracker) s.tracker->OnLine(t, text);
+    // A progress bar's \r updates: keep the last one.
+    std::string_view kept = text;
+    if (size_t cr = kept.rfind('\r'); cr != std::string_view::npos) kept = kept.substr(cr + 1);
+    std::string line(kept.substr(0, kMaxLineBytes));
+    if (kept.size() > kMaxLineBytes) line += "...";
+    model::LogLine log{.phase = s.phase, .t = t, .stream = stream, .text = std::move(line)};
+    if (s.stored_lines < kMaxStoredLines) {
+      recording_->builder().AddLogLine(std::move(log));
+      ++s.stored_lines;
+    } else {
+      s.tail.push_back(std::move(log));
+      if (s.tail.size() > kKeptTailLines) {
+        s.tail.pop_front();
+        ++s.dropped_lines;
+      }
+    }
+  }
+
+  void HandleSignal() {
+    std::optional<Recording::SignalEvent> sig = recording_->NextSignal();
+    if (!sig) return;
+    if (sig->signo == SIGCHLD) {
+      for (const Recording::Exit& exit : recording_->ReapChildren()) {
+        for (StepRun& s : steps_) {
+          if (s.state == StepState::kRunning && s.pid == exit.pid) {
+            for (int k = 0; k < 2; ++k) ReadOutput(s, k);
+            EndStep(s, s.exit_code == 127 ? 127 : ShellExitCode(exit.status));
+          }
+        }
+      }
+      return;
+    }
+    // Stop: no new steps. A terminal's Ctrl-C reached the steps already; other signals are
+    // passed on, and the third one kills.
+    if (!cancelled_) console_.Status("stopping: no new steps will start");
+    cancelled_ = true;
+    if (sig->from_terminal) return;
+    ++forwarded_;
+    for (StepRun& s : steps_) {
+      if (s.state == StepState::kRunning && s.pid > 0) kill(s.pid, forwarded_ >= 3 ? SIGKILL : sig->signo);
+    }
+  }
+
+  void EndStep(StepRun& s, int exit_code) {
+    TimeNs now = WallClock::Now();
+    for (int k = 0; k < 2; ++k) {
+      if (s.fds[k] >= 0) {
+        if (!s.partial[k].empty()) HandleLine(s, k + 1, s.partial[k], now);
+        close(s.fds[k]);
+        s.fds[k] = -1;
+      }
+    }
+    model::RunBuilder& builder = recording_->builder();
+    if (s.dropped_lines > 0) {
+      builder.AddLogLine({.phase = s.phase, .t = now, .stream = 1,
+                          .text = fmt::format("[grademl: {} lines not kept]", s.dropped_lines)});
+    }
+    for (auto& line : s.tail) builder.AddLogLine(std::move(line));
+    s.tail.clear();
+    s.end = now;
+    s.exit_code = exit_code;
+    if (s.tracker) s.tracker->Finish(now);
+    builder.SetPhaseTag(s.phase, "exit_code", std::to_string(exit_code));
+    builder.EndPhase(s.phase, now);
+    s.state = exit_code == 0 ? StepState::kDone : StepState::kFailed;
+    console_.Status(exit_code == 0 ? fmt::format("done  {} ({})", s.spec->name, FormatDuration(s.end - s.start))
+                                   : fmt::format("FAILED {} (exit {}, after {})", s.spec->name, exit_code,
+                                                 FormatDuration(s.end - s.start)));
+  }
+
+  void DrawProgress() {
+    int done = 0, running = 0, pending = 0, failed = 0;
+    std::string names;
+    for (const StepRun& s : steps_) {
+      switch (s.state) {
+        case StepState::kDone: ++done; break;
+        case StepState::kRunning:
+          ++running;
+          names += (names.empty() ? "" : ", ") + s.spec->name;
+          break;
+        case StepState::kPending: ++pending; break;
+        default: ++failed; break;
+      }
+    }
+    console_.Progress(fmt::format("{}/{} done, {} running ({}), {} pending{} | {}", done, steps_.size(), running,
+                                  names, pending, failed ? fmt::format(", {} failed/skipped", failed) : "",
+                                  Elapsed(WallClock::Now() - start_)));
+  }
+
+  const WorkflowSpec& spec_;
+  const WorkflowRunOptions& options_;
+  Recording* recording_;
+  LogRuleSet rules_;
+  Console console_;
+  std::vector<StepRun> steps_;
+  std::vector<size_t> order_;
+  int jobs_ = 1;
+  TimeNs start_ = 0;
+  bool cancelled_ = false;
+  int forwarded_ = 0;
+};
+
+}  // namespace
+
+StatusOr<WorkflowRunResult> RunWorkflow(const WorkflowSpec& spec, const WorkflowRunOptions& options) {
+  LogRuleSet rules;
+  if (!options.rules_file.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(rules, LogRuleSet::LoadFile(options.rules_file));
+  }
+  rules.Append(LogRuleSet::BuiltIn());
+  std::string title = spec.name.empty() ? spec.path : spec.name;
+  GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<Recording> recording,
+                           Recording::Start(options.recording, {spec.path}, title));
+  recording->builder().SetPhaseTag(recording->run_phase(), "workflow", spec.path);
+  recording->builder().SetPhaseTag(recording->run_phase(), "format", spec.format);
+  Runner runner(spec, options, recording.get(), std::move(rules));
+  WorkflowRunResult result = runner.Run();
+  std::string error;
+  if (!result.failed.empty()) {
+    error = "failed: ";
+    for (const auto& f : result.failed) error += (error.size() > 8 ? ", " : "") + f;
+  }
+  Status st = recording->Finish(result.exit_code, std::nullopt, error);
+  if (!st.ok()) return st.WithPrefix("recording failed");
+  return result;
+}
+
+}  // namespace grademl::workflow

@@ -1,0 +1,42 @@
+// WorkflowRunner: runs a workflow's steps as one recorded run. Steps start in dependency
+// order, up to `jobs` at a time; each step is a phase under the run (its process tree under
+// it, phases recognised in its output under that), and the spec's dependencies become
+// dataflow edges. A failing step stops the steps that need it; the others finish.
+// Each step's output is streamed to the terminal with a "step |" prefix, kept in the store
+// (bounded per step) and fed to the log rules; a live progress line shows done / running /
+// pending steps when stderr is a terminal.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/run.h"
+#include "workflow/recording.h"
+#include "workflow/workflow_spec.h"
+
+namespace grademl::workflow {
+
+struct WorkflowRunOptions {
+  RecordingOptions recording;
+  int jobs = 0;             // steps at once; 0: the number of cores
+  std::string rules_file;   // extra log rules (docs/log-rules.md), tried before the built-ins
+  bool progress = true;     // a live progress line when stderr is a terminal
+};
+
+struct WorkflowRunResult {
+  model::RunId run_id = 0;
+  int exit_code = 0;                 // 0 when every step succeeded
+  std::vector<std::string> failed;   // steps that failed (or could not start)
+  std::vector<std::string> skipped;  // steps not run because a step they need failed, or grademl was stopped
+};
+
+// Lines of one step's output kept in the store: the first kMaxStoredLines, then only a
+// tail of the last kKeptTailLines, written when the step ends.
+inline constexpr size_t kMaxStoredLines = 5000;
+inline constexpr size_t kKeptTailLines = 200;
+inline constexpr size_t kMaxLineBytes = 4096;
+
+StatusOr<WorkflowRunResult> RunWorkflow(const WorkflowSpec& spec, const WorkflowRunOptions& options);
+
+}  // namespace grademl::workflow
