@@ -1,0 +1,162 @@
+// End-to-end tests of `grademl run WORKFLOW`: real steps, real processes, read back through
+// `grademl report --json`.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "e2e/command.h"
+#include "workflow/workflow_spec.h"
+
+namespace grademl::testing {
+namespace {
+
+using nlohmann::json;
+
+json Report(const std::string& db) {
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "report", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return json::parse(r.out);
+}
+
+// Step phases by name.
+std::map<std::string, json> Steps(const json& report) {
+  std::map<std::string, json> steps;
+  for (const json& p : report["phases"])
+    if (p["type"] == "run/step") steps[p["name"].get<std::string>()] = p;
+  return steps;
+}
+
+TEST(WorkflowE2E, AFailingStepStopsItsDependentsOnly) {
+  std::string dir = FreshDir("workflow_failure");
+  std::ofstream(dir + "/pipeline.yaml") << R"(name: failing
+steps:
+  prepare:
+    cmd: echo ready > prepared.txt
+    outs: [prepared.txt]
+  broken:
+    cmd: 'echo first; echo "boom: the model exploded" >&2; exit 4'
+    deps: [prepared.txt]
+    outs: [model.bin]
+  uses_model:
+    cmd: cat model.bin > used.txt
+    deps: [model.bin]
+  independent:
+    cmd: sleep 0.5; echo fine > independent.txt
+    deps: [prepared.txt]
+)";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", dir + "/pipeline.yaml"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/independent.txt"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/used.txt"));
+  EXPECT_NE(r.err.find("skip  uses_model (needs broken, which failed)"), std::string::npos) << r.err;
+  // The report printed at the end shows the failing step's stderr tail.
+  EXPECT_NE(r.err.find("Step broken failed (exit 4). Last lines of its stderr:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  boom: the model exploded"), std::string::npos) << r.err;
+
+  json report = Report(db);
+  auto steps = Steps(report);
+  EXPECT_EQ(steps.size(), 3u);  // uses_model never ran
+  EXPECT_EQ(steps.count("uses_model"), 0u);
+  EXPECT_EQ(steps["broken"]["tags"]["exit_code"], "4");
+  EXPECT_EQ(steps["independent"]["tags"]["exit_code"], "0");
+  EXPECT_EQ(report["run"]["exit_code"].get<int>(), 1);
+  CommandResult text = RunCommand({GrademlBinary(), "--db", db, "report", "--no-color"});
+  EXPECT_NE(text.out.find("boom: the model exploded"), std::string::npos) << text.out;
+}
+
+TEST(WorkflowE2E, SpecErrorsStopBeforeAnythingRuns) {
+  std::string dir = FreshDir("workflow_spec_error");
+  std::ofstream(dir + "/pipeline.yaml") << "steps:\n  a:\n    cmd: touch ran.txt\n    deps: [nope]\n    bogus: 1\n";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", dir + "/g.db", "run", dir + "/pipeline.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(dir + "/pipeline.yaml:5"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ran.txt"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/g.db"));
+}
+
+TEST(WorkflowE2E, JobsLimitSerialisesIndependentSteps) {
+  std::string dir = FreshDir("workflow_jobs");
+  std::ofstream(dir + "/pipeline.yaml") << "steps:\n  x:\n    cmd: sleep 0.4\n  y:\n    cmd: sleep 0.4\n";
+  for (int jobs : {1, 2}) {
+    std::string db = dir + "/j" + std::to_string(jobs) + ".db";
+    CommandResult r = RunCommand(
+        {GrademlBinary(), "--db", db, "run", "--no-report", "-j", std::to_string(jobs), dir + "/pipeline.yaml"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto steps = Steps(Report(db));
+    int64_t x_end = steps["x"]["end_ns"], y_start = steps["y"]["start_ns"];
+    if (jobs == 1) {
+      EXPECT_GE(y_start, x_end) << "with -j 1 the steps must not overlap";
+    } else {
+      EXPECT_LT(y_start, x_end) << "with -j 2 the steps run together";
+    }
+  }
+}
+
+// The example ML workflow at a reduced size: every step is a phase under the run, the
+// edges are the spec's, the two trainings overlap, the CNN's epochs are phases from its
+// log, and the steps' CPU adds up to the run's.
+TEST(WorkflowE2E, DigitsExampleWorkflow) {
+  if (RunCommand({"/usr/bin/python3", "-c", "import torch, sklearn, pandas"}).exit_code != 0) {
+    GTEST_SKIP() << "Debian's python3-torch/-sklearn/-pandas are not installed (scripts/bootstrap installs them)";
+  }
+  std::string example = std::string(GRADEML_SOURCE_DIR) + "/examples/digits";
+  std::string dir = FreshDir("digits_workflow");
+  // Run a copy, so that the source tree's outputs are left alone.
+  std::filesystem::copy(example, dir + "/digits",
+                        std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  for (const char* out : {"data", "models"}) std::filesystem::remove_all(dir + "/digits/" + out);
+  std::string spec_path = dir + "/digits/pipeline.yaml";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({"/usr/bin/env", "DIGITS_SCALE=0.1", GrademlBinary(), "--db", db, "run", "--no-report",
+                                "-j", "2", spec_path});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+
+  auto spec = workflow::LoadWorkflowSpec(spec_path);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  json report = Report(db);
+  auto steps = Steps(report);
+  const json& run = report["phases"][0];
+  ASSERT_EQ(steps.size(), spec->steps.size());
+  for (const auto& s : spec->steps) {
+    ASSERT_EQ(steps.count(s.name), 1u) << s.name;
+    EXPECT_EQ(steps[s.name]["parent"], run["id"]) << s.name;
+  }
+  // Edges: the spec's dependencies, by step name.
+  std::map<int64_t, std::string> name_of;
+  for (auto& [name, p] : steps) name_of[p["id"].get<int64_t>()] = name;
+  std::set<std::pair<std::string, std::string>> want, got;
+  for (const auto& d : spec->dependencies) want.insert({spec->steps[d.from].name, spec->steps[d.to].name});
+  for (const json& e : report["edges"]) got.insert({name_of[e["from"]], name_of[e["to"]]});
+  EXPECT_EQ(got, want);
+  // The two trainings overlap in time.
+  const json& cnn = steps["train_cnn"];
+  const json& baseline = steps["train_baseline"];
+  EXPECT_LT(cnn["start_ns"].get<int64_t>(), baseline["end_ns"].get<int64_t>());
+  EXPECT_LT(baseline["start_ns"].get<int64_t>(), cnn["end_ns"].get<int64_t>());
+  // Epochs: as many phases under train_cnn as "Epoch k/N" lines it printed.
+  size_t printed = 0;
+  for (size_t pos = 0; (pos = r.out.find("train_cnn", pos)) != std::string::npos; ++pos) {
+    size_t bar = r.out.find("| Epoch ", pos);
+    size_t eol = r.out.find('\n', pos);
+    if (bar != std::string::npos && bar < eol) ++printed;
+  }
+  size_t epochs = 0;
+  for (const json& p : report["phases"]) {
+    if (p["type"] == "run/step/epoch" && p["parent"] == cnn["id"]) ++epochs;
+  }
+  EXPECT_GT(printed, 0u) << r.out;
+  EXPECT_EQ(epochs, printed);
+  // The steps' CPU seconds add up to the run's.
+  double sum = 0;
+  for (auto& [name, p] : steps) sum += p["cpu_seconds"].get<double>();
+  EXPECT_NEAR(sum, run["cpu_seconds"].get<double>(), 0.05 * run["cpu_seconds"].get<double>());
+}
+
+}  // namespace
+}  // namespace grademl::testing
