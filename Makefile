@@ -21,11 +21,12 @@ build: bootstrap $(BUILD)/CMakeCache.txt
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS)
 
-# Records the example workflow under GradeML and prints its report.
+# Runs the example ML workflow (examples/digits) under GradeML and prints its report.
+# DIGITS_SCALE=0.1 make demo runs a smaller version.
 demo: build
-	$(GRADEML) run -- $(PYTHON) examples/train_digits.py
+	$(GRADEML) run examples/digits/pipeline.yaml
 	@echo
-	@echo "Recorded in .grademl/grademl.db. Try: $(GRADEML) ls; $(GRADEML) report --json"
+	@echo "Recorded in .grademl/grademl.db. Try: $(GRADEML) ls; $(GRADEML) report; $(GRADEML) report --json"
 
 bench: build
 	bench/run_all.sh $(BUILD)
