@@ -71,18 +71,16 @@ struct Value {
   static Value FromYaml(const YAML::Node& node) {
     Value v;
     switch (node.Type()) {
-      case YAML::NodeType::Scalar:
-        return Scalar(node.Scalar(), node.Tag() == "?");
+      case YAML::NodeType::Scalar: return Scalar(node.Scalar(), node.Tag() == "?");
       case YAML::NodeType::Sequence:
         v.kind = Kind::kList;
         for (const YAML::Node& item : node) v.items.push_back(FromYaml(item));
         return v;
       case YAML::NodeType::Map:
         v.kind = Kind::kMap;
-        for (auto it = node.begin(); it != node.end(); ++it) v.Set(it->first.Scalar(), FromYaml(it->second));
+        for (const MapEntry& e : MapEntries(node)) v.Set(e.key.Scalar(), FromYaml(e.value));
         return v;
-      default:
-        return v;
+      default: return v;
     }
   }
 };
@@ -124,7 +122,8 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
-// A name for the context: "" for the workflow-wide variables, else a stage's.
+// Where a value is read, for error messages: the stage ("stage 'x': ", or "" outside
+// stages) and the line.
 struct Where {
   std::string stage;  // "stage 'x': " or ""
   int line = 0;
@@ -148,16 +147,16 @@ class DvcReader {
     GRADEML_RETURN_IF_ERROR(LoadDefaultParams(&context));
     YAML::Node stages_key, stages;
     std::unordered_set<std::string> seen;
-    for (auto it = root.begin(); it != root.end(); ++it) {
-      const std::string key = it->first.Scalar();
-      if (!seen.insert(key).second) return Error(LineOf(it->first), fmt::format("duplicate key '{}'", key));
+    for (const MapEntry& e : MapEntries(root)) {
+      const std::string key = e.key.Scalar();
+      if (!seen.insert(key).second) return Error(LineOf(e.key), fmt::format("duplicate key '{}'", key));
       if (key == "stages") {
-        stages_key = it->first;
-        stages = it->second;
+        stages_key.reset(e.key);
+        stages.reset(e.value);
       } else if (key == "vars") {
-        GRADEML_RETURN_IF_ERROR(LoadVars(it->first, it->second, dir_, &context));
+        GRADEML_RETURN_IF_ERROR(LoadVars(e.key, e.value, dir_, &context));
       } else if (key != "plots" && key != "metrics" && key != "params" && key != "artifacts" && key != "datasets") {
-        return Error(LineOf(it->first),
+        return Error(LineOf(e.key),
                      fmt::format("unknown top-level key '{}' (expected stages, vars, params, metrics, plots, "
                                  "artifacts, datasets)",
                                  key));
@@ -165,14 +164,14 @@ class DvcReader {
     }
     if (stages.IsNull() || (stages.IsMap() && stages.size() == 0)) return Error(LineOf(stages_key), "no stages");
     if (!stages.IsMap()) {
-      return Error(LineOf(stages), fmt::format("'stages' must be a mapping of stage name to stage, not {}",
-                                               KindName(stages)));
+      return Error(LineOf(stages),
+                   fmt::format("'stages' must be a mapping of stage name to stage, not {}", KindName(stages)));
     }
-    for (auto it = stages.begin(); it != stages.end(); ++it) {
-      if (!it->first.IsScalar() || it->first.Scalar().empty()) {
-        return Error(LineOf(it->first), "a stage name must be a non-empty string");
+    for (const MapEntry& e : MapEntries(stages)) {
+      if (!e.key.IsScalar() || e.key.Scalar().empty()) {
+        return Error(LineOf(e.key), "a stage name must be a non-empty string");
       }
-      GRADEML_RETURN_IF_ERROR(ReadEntry(it->first.Scalar(), LineOf(it->first), it->second, context, &parsed));
+      GRADEML_RETURN_IF_ERROR(ReadEntry(e.key.Scalar(), LineOf(e.key), e.value, context, &parsed));
     }
     if (parsed.spec.steps.empty()) return Error(LineOf(stages_key), "no stages (every foreach and matrix is empty)");
     return parsed;
@@ -245,7 +244,8 @@ class DvcReader {
     size_t start = colon + 1;
     for (;;) {
       const size_t comma = entry.find(',', start);
-      const std::string wanted = Trim(entry.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      const std::string wanted =
+          Trim(entry.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
       if (!wanted.empty()) {
         const std::vector<std::string> parts = SplitKey(wanted);
         const Value* v = Select(all, parts);
@@ -358,7 +358,8 @@ class DvcReader {
         arg = "--" + key;
         for (const Value& item : v.items) {
           if (item.composite()) {
-            return Error(where.line, fmt::format("{}cannot unpack the nested list or mapping in '{}'", where.stage, key));
+            return Error(where.line,
+                         fmt::format("{}cannot unpack the nested list or mapping in '{}'", where.stage, key));
           }
           arg += " " + (item.kind == Value::Kind::kScalar ? ShellQuote(item.text) : ToText(item));
         }
@@ -419,9 +420,9 @@ class DvcReader {
       }
     } else if (node.IsMap()) {
       v.kind = Value::Kind::kMap;
-      for (auto it = node.begin(); it != node.end(); ++it) {
-        GRADEML_ASSIGN_OR_RETURN(std::string key, Interpolate(it->first.Scalar(), context, here));
-        GRADEML_ASSIGN_OR_RETURN(Value resolved, ResolveData(it->second, context, here));
+      for (const MapEntry& e : MapEntries(node)) {
+        GRADEML_ASSIGN_OR_RETURN(std::string key, Interpolate(e.key.Scalar(), context, here));
+        GRADEML_ASSIGN_OR_RETURN(Value resolved, ResolveData(e.value, context, here));
         v.Set(key, std::move(resolved));
       }
     }
@@ -437,27 +438,31 @@ class DvcReader {
     if (def.IsMap()) {
       YAML::Node foreach_key, foreach_node, do_node, matrix_key, matrix_node;
       bool has_foreach = false, has_do = false, has_matrix = false;
-      for (auto it = def.begin(); it != def.end(); ++it) {
-        const std::string& k = it->first.Scalar();
+      std::unordered_set<std::string> seen;
+      for (const MapEntry& e : MapEntries(def)) {
+        const std::string& k = e.key.Scalar();
+        if (!seen.insert(k).second) {
+          return Error(LineOf(e.key), fmt::format("{}duplicate key '{}'", where.stage, k));
+        }
         if (k == "foreach") {
-          foreach_key = it->first;
-          foreach_node = it->second;
+          foreach_key.reset(e.key);
+          foreach_node.reset(e.value);
           has_foreach = true;
         } else if (k == "do") {
-          do_node = it->second;
+          do_node.reset(e.value);
           has_do = true;
         } else if (k == "matrix") {
-          matrix_key = it->first;
-          matrix_node = it->second;
+          matrix_key.reset(e.key);
+          matrix_node.reset(e.value);
           has_matrix = true;
         }
       }
       if (has_foreach || has_do) {
-        for (auto it = def.begin(); it != def.end(); ++it) {
-          const std::string& k = it->first.Scalar();
+        for (const MapEntry& e : MapEntries(def)) {
+          const std::string& k = e.key.Scalar();
           if (k != "foreach" && k != "do") {
-            return Error(LineOf(it->first), fmt::format("{}unknown key '{}' next to 'foreach' (expected foreach, do)",
-                                                        where.stage, k));
+            return Error(LineOf(e.key),
+                         fmt::format("{}unknown key '{}' next to 'foreach' (expected foreach, do)", where.stage, k));
           }
         }
         if (!has_foreach) return Error(line, where.stage + "'do' without 'foreach'");
@@ -480,15 +485,15 @@ class DvcReader {
                                            items.kind == Value::Kind::kNull ? "empty" : "a string"));
     }
     if (!body.IsMap()) {
-      return Error(LineOf(body), fmt::format("{}'do' must be a mapping (cmd, deps, outs, ...), not {}", where.stage,
-                                             KindName(body)));
+      return Error(LineOf(body),
+                   fmt::format("{}'do' must be a mapping (cmd, deps, outs, ...), not {}", where.stage, KindName(body)));
     }
     Value scope = context;
     if (items.kind == Value::Kind::kMap) {
       for (const auto& [k, v] : items.fields) {
         scope.Set("item", v);
         scope.Set("key", Value::Scalar(k));
-        GRADEML_RETURN_IF_ERROR(ReadStage(name + "@" + k, line, body, scope, parsed));
+        GRADEML_RETURN_IF_ERROR(ReadStage(name + "@" + k, line, body, scope, parsed, Origin::kForeach));
       }
       return Status::Ok();
     }
@@ -498,7 +503,7 @@ class DvcReader {
       const Value& v = items.items[i];
       scope.Set("item", v);
       GRADEML_RETURN_IF_ERROR(ReadStage(name + "@" + (by_index ? std::to_string(i) : ToText(v)), line, body, scope,
-                                        parsed));
+                                        parsed, Origin::kForeach));
     }
     return Status::Ok();
   }
@@ -513,13 +518,13 @@ class DvcReader {
     }
     std::vector<std::string> names;
     std::vector<Value> lists;
-    for (auto it = matrix.begin(); it != matrix.end(); ++it) {
-      const Where at{where.stage, ValueLine(it->first, it->second)};
-      GRADEML_ASSIGN_OR_RETURN(Value list, ResolveData(it->second, context, at));
+    for (const MapEntry& e : MapEntries(matrix)) {
+      const Where at{where.stage, ValueLine(e.key, e.value)};
+      GRADEML_ASSIGN_OR_RETURN(Value list, ResolveData(e.value, context, at));
       if (list.kind != Value::Kind::kList) {
-        return Error(at.line, fmt::format("{}matrix '{}' must be a list of values", where.stage, it->first.Scalar()));
+        return Error(at.line, fmt::format("{}matrix '{}' must be a list of values", where.stage, e.key.Scalar()));
       }
-      names.push_back(it->first.Scalar());
+      names.push_back(e.key.Scalar());
       lists.push_back(std::move(list));
     }
     for (const Value& list : lists) {
@@ -537,7 +542,7 @@ class DvcReader {
       }
       scope.Set("item", std::move(item));
       scope.Set("key", Value::Scalar(suffix));
-      GRADEML_RETURN_IF_ERROR(ReadStage(name + "@" + suffix, line, def, scope, parsed, "matrix"));
+      GRADEML_RETURN_IF_ERROR(ReadStage(name + "@" + suffix, line, def, scope, parsed, Origin::kMatrix));
       size_t i = lists.size();
       while (i > 0 && ++index[i - 1] == lists[i - 1].items.size()) index[--i] = 0;
       if (i == 0) break;
@@ -579,7 +584,8 @@ class DvcReader {
                     std::vector<std::string>* out) const {
     if (value.IsNull()) return Status::Ok();
     if (!value.IsSequence()) {
-      return Error(ValueLine(key, value), fmt::format("{}'params' must be a list, not {}", where.stage, KindName(value)));
+      return Error(ValueLine(key, value),
+                   fmt::format("{}'params' must be a list, not {}", where.stage, KindName(value)));
     }
     for (const YAML::Node& entry : value) {
       const Where at{where.stage, LineOf(entry)};
@@ -592,22 +598,21 @@ class DvcReader {
         return Error(at.line, fmt::format("{}'params' entries must be names or 'file: [names]' mappings, not {}",
                                           where.stage, KindName(entry)));
       }
-      for (auto it = entry.begin(); it != entry.end(); ++it) {
-        GRADEML_ASSIGN_OR_RETURN(std::string file, Interpolate(it->first.Scalar(), context, at));
-        const YAML::Node& names = it->second;
+      for (const MapEntry& e : MapEntries(entry)) {
+        GRADEML_ASSIGN_OR_RETURN(std::string file, Interpolate(e.key.Scalar(), context, at));
+        const YAML::Node& names = e.value;
         if (names.IsNull() || (names.IsSequence() && names.size() == 0)) {
           out->push_back(file);
           continue;
         }
         if (!names.IsSequence()) {
-          return Error(ValueLine(it->first, names),
-                       fmt::format("{}params of '{}' must be a list of names, not {}", where.stage, file,
-                                   KindName(names)));
+          return Error(ValueLine(e.key, names), fmt::format("{}params of '{}' must be a list of names, not {}",
+                                                            where.stage, file, KindName(names)));
         }
         for (const YAML::Node& n : names) {
           if (!n.IsScalar()) {
-            return Error(LineOf(n), fmt::format("{}params of '{}' must be names, not {}", where.stage, file,
-                                                KindName(n)));
+            return Error(LineOf(n),
+                         fmt::format("{}params of '{}' must be names, not {}", where.stage, file, KindName(n)));
           }
           GRADEML_ASSIGN_OR_RETURN(std::string name, Interpolate(n.Scalar(), context, Where{at.stage, LineOf(n)}));
           out->push_back(file + ":" + name);
@@ -625,8 +630,8 @@ class DvcReader {
     } else if (value.IsSequence()) {
       for (const YAML::Node& part : value) {
         if (!part.IsScalar()) {
-          return Error(LineOf(part), fmt::format("{}'cmd' list entries must be strings, not {}", where.stage,
-                                                 KindName(part)));
+          return Error(LineOf(part),
+                       fmt::format("{}'cmd' list entries must be strings, not {}", where.stage, KindName(part)));
         }
         GRADEML_ASSIGN_OR_RETURN(std::string one,
                                  Interpolate(part.Scalar(), context, Where{where.stage, LineOf(part)}, true));
@@ -634,8 +639,8 @@ class DvcReader {
         cmd += (cmd.empty() ? "" : " && ") + one;
       }
     } else if (!value.IsNull()) {
-      return Error(LineOf(value), fmt::format("{}'cmd' must be a string or a list of strings, not {}", where.stage,
-                                              KindName(value)));
+      return Error(LineOf(value),
+                   fmt::format("{}'cmd' must be a string or a list of strings, not {}", where.stage, KindName(value)));
     }
     if (cmd.find_first_not_of(" \t\r\n") == std::string::npos) {
       return Error(ValueLine(key, value), where.stage + "'cmd' is empty");
@@ -643,10 +648,11 @@ class DvcReader {
     return cmd;
   }
 
-  // A plain stage, or one instance of a foreach/matrix (then `skip` names the key that
-  // generated it, and `context` holds `item` and `key`).
-  Status ReadStage(const std::string& name, int line, const YAML::Node& def, const Value& context,
-                   ParsedSpec* parsed, const char* skip = nullptr) const {
+  // A plain stage, or one instance of a foreach/matrix (then `context` holds `item`, and
+  // `key` for a mapping or matrix; a matrix instance's `def` is the stage with its `matrix`).
+  enum class Origin { kPlain, kForeach, kMatrix };
+  Status ReadStage(const std::string& name, int line, const YAML::Node& def, const Value& context, ParsedSpec* parsed,
+                   Origin origin = Origin::kPlain) const {
     const Where where{fmt::format("stage '{}': ", name), line};
     if (!def.IsNull() && !def.IsMap()) {
       return Error(LineOf(def), fmt::format("{}a stage must be a mapping (cmd, deps, outs, ...), not {}", where.stage,
@@ -663,34 +669,38 @@ class DvcReader {
     const Value* scope = &context;
     Value with_vars;
     std::unordered_set<std::string> seen;
-    for (auto it = def.begin(); it != def.end(); ++it) {
-      const std::string& k = it->first.Scalar();
+    for (const MapEntry& e : MapEntries(def)) {
+      const std::string& k = e.key.Scalar();
       if (!seen.insert(k).second) {
-        return Error(LineOf(it->first), fmt::format("{}duplicate key '{}'", where.stage, k));
+        return Error(LineOf(e.key), fmt::format("{}duplicate key '{}'", where.stage, k));
       }
       if (k == "wdir") {
-        if (!it->second.IsScalar() || it->second.Scalar().empty()) {
-          return Error(ValueLine(it->first, it->second), where.stage + "'wdir' must be a non-empty string");
+        if (!e.value.IsScalar() || e.value.Scalar().empty()) {
+          return Error(ValueLine(e.key, e.value), where.stage + "'wdir' must be a non-empty string");
         }
         GRADEML_ASSIGN_OR_RETURN(std::string wdir,
-                                 Interpolate(it->second.Scalar(), context, Where{where.stage, LineOf(it->second)}));
+                                 Interpolate(e.value.Scalar(), context, Where{where.stage, LineOf(e.value)}));
         step.cwd = ResolvePath(dir_, wdir);
       }
     }
-    for (auto it = def.begin(); it != def.end(); ++it) {
-      if (it->first.Scalar() == "vars") {
+    for (const MapEntry& e : MapEntries(def)) {
+      if (e.key.Scalar() == "vars") {
         with_vars = context;
-        GRADEML_RETURN_IF_ERROR(LoadVars(it->first, it->second, step.cwd, &with_vars));
+        GRADEML_RETURN_IF_ERROR(LoadVars(e.key, e.value, step.cwd, &with_vars));
+        for (const char* generated : {"item", "key"}) {  // a foreach/matrix item wins over vars
+          const Value* v = context.Find(generated);
+          if (v && origin != Origin::kPlain) with_vars.Set(generated, *v);
+        }
         scope = &with_vars;
       }
     }
 
     bool has_cmd = false;
-    for (auto it = def.begin(); it != def.end(); ++it) {
-      const YAML::Node& key = it->first;
-      const YAML::Node& value = it->second;
+    for (const MapEntry& e : MapEntries(def)) {
+      const YAML::Node& key = e.key;
+      const YAML::Node& value = e.value;
       const std::string& k = key.Scalar();
-      if (skip && k == skip) continue;
+      if (origin == Origin::kMatrix && k == "matrix") continue;
       if (k == "cmd") {
         GRADEML_ASSIGN_OR_RETURN(step.cmd, ReadCmd(key, value, *scope, where));
         has_cmd = true;

@@ -23,29 +23,30 @@ class GrademlReader {
     Env env;
     YAML::Node steps_key, steps;
     std::unordered_set<std::string> seen;
-    for (auto it = root.begin(); it != root.end(); ++it) {
-      const std::string key = it->first.Scalar();
-      if (!seen.insert(key).second) return Error(LineOf(it->first), fmt::format("duplicate key '{}'", key));
+    for (const MapEntry& e : MapEntries(root)) {
+      const std::string key = e.key.Scalar();
+      if (!seen.insert(key).second) return Error(LineOf(e.key), fmt::format("duplicate key '{}'", key));
       if (key == "name") {
-        if (!it->second.IsScalar() || it->second.Scalar().empty()) {
-          return Error(ValueLine(it->first, it->second), "'name' must be a non-empty string");
+        if (!e.value.IsScalar() || e.value.Scalar().empty()) {
+          return Error(ValueLine(e.key, e.value), "'name' must be a non-empty string");
         }
-        parsed.spec.name = it->second.Scalar();
+        parsed.spec.name = e.value.Scalar();
       } else if (key == "env") {
-        GRADEML_RETURN_IF_ERROR(ReadEnv("", it->first, it->second, &env));
+        GRADEML_RETURN_IF_ERROR(ReadEnv("", e.key, e.value, &env));
       } else if (key == "steps") {
-        steps_key = it->first;
-        steps = it->second;
+        steps_key.reset(e.key);
+        steps.reset(e.value);
       } else {
-        return Error(LineOf(it->first), fmt::format("unknown top-level key '{}' (expected name, env, steps)", key));
+        return Error(LineOf(e.key), fmt::format("unknown top-level key '{}' (expected name, env, steps)", key));
       }
     }
     if (steps.IsNull() || (steps.IsMap() && steps.size() == 0)) return Error(LineOf(steps_key), "no steps");
     if (!steps.IsMap()) {
-      return Error(LineOf(steps), fmt::format("'steps' must be a mapping of step name to step, not {}", KindName(steps)));
+      return Error(LineOf(steps),
+                   fmt::format("'steps' must be a mapping of step name to step, not {}", KindName(steps)));
     }
-    for (auto it = steps.begin(); it != steps.end(); ++it) {
-      GRADEML_RETURN_IF_ERROR(ReadStep(it->first, it->second, env, &parsed));
+    for (const MapEntry& e : MapEntries(steps)) {
+      GRADEML_RETURN_IF_ERROR(ReadStep(e.key, e.value, env, &parsed));
     }
     MoveStepNameDeps(&parsed);
     return parsed;
@@ -61,17 +62,16 @@ class GrademlReader {
       return Error(ValueLine(key, value),
                    fmt::format("{}'env' must be a mapping of variable to value, not {}", where, KindName(value)));
     }
-    for (auto it = value.begin(); it != value.end(); ++it) {
-      if (!it->first.IsScalar() || it->first.Scalar().empty() ||
-          it->first.Scalar().find('=') != std::string::npos) {
-        return Error(LineOf(it->first), fmt::format("{}env: not a variable name", where));
+    for (const MapEntry& e : MapEntries(value)) {
+      if (!e.key.IsScalar() || e.key.Scalar().empty() || e.key.Scalar().find('=') != std::string::npos) {
+        return Error(LineOf(e.key), fmt::format("{}env: not a variable name", where));
       }
-      const std::string& var = it->first.Scalar();
-      if (!it->second.IsScalar()) {
-        return Error(ValueLine(it->first, it->second),
-                     fmt::format("{}env '{}' must be a string, not {}", where, var, KindName(it->second)));
+      const std::string& var = e.key.Scalar();
+      if (!e.value.IsScalar()) {
+        return Error(ValueLine(e.key, e.value),
+                     fmt::format("{}env '{}' must be a string, not {}", where, var, KindName(e.value)));
       }
-      SetEnv(env, var, it->second.Scalar());
+      SetEnv(env, var, e.value.Scalar());
     }
     return Status::Ok();
   }
@@ -117,15 +117,15 @@ class GrademlReader {
     step.env = workflow_env;
     const std::string& name = step.name;
     if (!body.IsNull() && !body.IsMap()) {
-      return Error(LineOf(body), fmt::format("step '{}' must be a mapping (cmd, deps, outs, ...), not {}", name,
-                                             KindName(body)));
+      return Error(LineOf(body),
+                   fmt::format("step '{}' must be a mapping (cmd, deps, outs, ...), not {}", name, KindName(body)));
     }
     bool has_cmd = false;
     std::unordered_set<std::string> seen;
     if (body.IsMap()) {
-      for (auto it = body.begin(); it != body.end(); ++it) {
-        const YAML::Node& key = it->first;
-        const YAML::Node& value = it->second;
+      for (const MapEntry& e : MapEntries(body)) {
+        const YAML::Node& key = e.key;
+        const YAML::Node& value = e.value;
         const std::string k = key.IsScalar() ? key.Scalar() : std::string();
         if (!seen.insert(k).second) return Error(LineOf(key), fmt::format("step '{}': duplicate key '{}'", name, k));
         if (k == "cmd") {
@@ -145,8 +145,8 @@ class GrademlReader {
           }
           step.cwd = ResolvePath(dir_, value.Scalar());
         } else {
-          return Error(LineOf(key), fmt::format("step '{}': unknown key '{}' (expected cmd, deps, outs, after, env, cwd)",
-                                                name, k));
+          return Error(LineOf(key),
+                       fmt::format("step '{}': unknown key '{}' (expected cmd, deps, outs, after, env, cwd)", name, k));
         }
       }
     }
@@ -168,8 +168,8 @@ class GrademlReader {
         cmd += (cmd.empty() ? "" : " && ") + part.Scalar();
       }
     } else if (!value.IsNull()) {
-      return Error(LineOf(value),
-                   fmt::format("step '{}': 'cmd' must be a string or a list of strings, not {}", step, KindName(value)));
+      return Error(LineOf(value), fmt::format("step '{}': 'cmd' must be a string or a list of strings, not {}", step,
+                                              KindName(value)));
     }
     if (cmd.find_first_not_of(" \t\r\n") == std::string::npos) {
       return Error(ValueLine(key, value), fmt::format("step '{}': 'cmd' is empty", step));

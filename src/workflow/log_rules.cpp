@@ -529,7 +529,7 @@ LogRuleSet LogRuleSet::BuiltIn() {
   step.key_group = 1;
   r.push_back(std::move(step));
 
-  LogRule tqdm = MakeBuiltIn("tqdm", "progress", "{description}", R"(^\s*(?:([^:|]+): )?\s*(\d+)%\|.*\| *(\d+)/(\d+))",
+  LogRule tqdm = MakeBuiltIn("tqdm", "progress", "{description}", R"(^\s*(?:([^:|\s][^:|]*): +)?(\d+)%\|.*\| *(\d+)/(\d+))",
                              {"description", "", "", "total"});
   tqdm.key_group = 1;
   tqdm.progress = std::make_pair(3, 4);

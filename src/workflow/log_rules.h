@@ -96,9 +96,10 @@ class LogRuleSet {
 // phase through the RunBuilder. One thread at a time; `rules` and `builder` must outlive it.
 class LogPhaseTracker {
  public:
-  // Segments longer than this are matched on their first kMaxMatchedBytes only (std::regex
-  // recurses per character and a megabyte line could overflow the stack).
-  static constexpr size_t kMaxMatchedBytes = 4096;
+  // Segments longer than this are matched on their first kMaxMatchedBytes only: libstdc++'s
+  // std::regex recurses once per character a quantifier consumes (about 300 bytes of stack
+  // each), so a long line could overflow a thread's stack. 2 KiB needs about 600 KiB.
+  static constexpr size_t kMaxMatchedBytes = 2048;
 
   LogPhaseTracker(const LogRuleSet* rules, model::RunBuilder* builder, model::PhaseId parent,
                   std::string host, int32_t pid);

@@ -34,6 +34,18 @@ int LineOf(const YAML::Node& node);
 // empty value at the start of the following line).
 int ValueLine(const YAML::Node& key, const YAML::Node& value);
 
+// One key/value pair of a mapping as MapEntries lists it.
+struct MapEntry {
+  YAML::Node key;
+  YAML::Node value;
+  bool merged = false;  // it came from a `<<` merge key
+};
+// The entries of a mapping in file order, with YAML merge keys (`<<: *anchor` or
+// `<<: [*a, *b]`) expanded, as DVC's YAML reader does and yaml-cpp 0.7 does not: merged
+// entries follow the explicit ones and never replace them; the first merged source wins.
+// Duplicate explicit keys are all listed (yaml-cpp keeps them), for the callers to report.
+std::vector<MapEntry> MapEntries(const YAML::Node& map);
+
 // An InvalidArgument "FILE:LINE: reason" ("FILE: reason" when line is 0).
 Status SpecError(const std::string& file, int line, const std::string& reason);
 

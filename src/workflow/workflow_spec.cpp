@@ -1,3 +1,5 @@
+// The common part of the workflow spec readers: file reading, format detection, the checks
+// and dependency inference shared by both formats, and TopologicalOrder.
 #include "workflow/workflow_spec.h"
 
 #include <fcntl.h>
@@ -41,6 +43,44 @@ const char* KindName(const YAML::Node& node) {
     case YAML::NodeType::Scalar: return "a string";
     default: return "empty";
   }
+}
+
+std::vector<MapEntry> MapEntries(const YAML::Node& map) {
+  std::vector<MapEntry> entries;
+  if (!map.IsMap()) return entries;
+  std::vector<YAML::Node> sources;
+  auto is_mergeable = [](const YAML::Node& n) {
+    if (n.IsMap()) return true;
+    if (!n.IsSequence() || n.size() == 0) return false;
+    for (const YAML::Node& item : n) {
+      if (!item.IsMap()) return false;
+    }
+    return true;
+  };
+  for (const auto& pair : map) {
+    const YAML::Node& key = pair.first;
+    const YAML::Node& value = pair.second;
+    if (key.IsScalar() && key.Scalar() == "<<" && key.Tag() == "?" && is_mergeable(value)) {
+      if (value.IsMap()) {
+        sources.push_back(value);
+      } else {
+        for (const YAML::Node& item : value) sources.push_back(item);
+      }
+      continue;
+    }
+    entries.push_back({key, value, false});
+  }
+  if (sources.empty()) return entries;
+  std::set<std::string> present;
+  for (const MapEntry& e : entries) present.insert(e.key.Scalar());
+  for (const YAML::Node& source : sources) {
+    for (MapEntry& e : MapEntries(source)) {
+      if (!present.insert(e.key.Scalar()).second) continue;
+      e.merged = true;
+      entries.push_back(std::move(e));
+    }
+  }
+  return entries;
 }
 
 namespace {
@@ -97,8 +137,8 @@ namespace {
 
 bool HasKey(const YAML::Node& map, const std::string& key) {
   if (!map.IsMap()) return false;
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    if (it->first.IsScalar() && it->first.Scalar() == key) return true;
+  for (const MapEntry& e : MapEntries(map)) {
+    if (e.key.IsScalar() && e.key.Scalar() == key) return true;
   }
   return false;
 }
@@ -178,9 +218,9 @@ Status LinkSteps(ParsedSpec& parsed) {
   for (size_t i = 0; i < steps.size(); ++i) {
     auto [it, inserted] = by_name.emplace(steps[i].name, i);
     if (!inserted) {
-      return SpecError(file, steps[i].line,
-                       fmt::format("duplicate step name '{}' (first defined on line {})", steps[i].name,
-                                   steps[it->second].line));
+      return SpecError(
+          file, steps[i].line,
+          fmt::format("duplicate step name '{}' (first defined on line {})", steps[i].name, steps[it->second].line));
     }
   }
   for (size_t i = 0; i < steps.size(); ++i) {

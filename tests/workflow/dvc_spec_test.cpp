@@ -55,11 +55,10 @@ TEST(DvcSpecTest, MatchesDirectoriesBothWaysAfterNormalising) {
     deps: [database.csv, data2]
 )");
   WorkflowSpec spec = LoadOk(path);
-  EXPECT_EQ(Edges(spec), (V{"download -> split (file:data/raw.csv)",
-                            "download -> count (file:./data/prepared/../prepared)",
-                            "split -> count (file:./data/prepared/../prepared)",
-                            "download -> stats (file:data/prepared/train.csv)",
-                            "split -> stats (file:data/prepared/train.csv)"}));
+  EXPECT_EQ(Edges(spec),
+            (V{"download -> split (file:data/raw.csv)", "download -> count (file:./data/prepared/../prepared)",
+               "split -> count (file:./data/prepared/../prepared)", "download -> stats (file:data/prepared/train.csv)",
+               "split -> stats (file:data/prepared/train.csv)"}));
 }
 
 TEST(DvcSpecTest, WdirSetsTheStepDirectoryAndResolvesItsPaths) {
@@ -130,8 +129,10 @@ TEST(DvcSpecTest, ForeachOverScalarsNamesInstancesByValue) {
     foreach: [cnn, mlp, 3]
     do:
       cmd: python train.py --model ${item}
-      deps: [data/${item}.csv]
-      outs: [models/${item}.pkl]
+      deps:
+        - data/${item}.csv
+      outs:
+        - models/${item}.pkl
   compare:
     cmd: ./compare
     deps: [models/cnn.pkl, models/mlp.pkl]
@@ -155,7 +156,8 @@ TEST(DvcSpecTest, ForeachOverMappingsNamesInstancesByIndex) {
       - {os: macos, pyv: "3.10"}
     do:
       cmd: ./build --os ${item.os} --python ${item.pyv}
-      outs: [dist/${item.os}-${item.pyv}]
+      outs:
+        - dist/${item.os}-${item.pyv}
 )");
   WorkflowSpec spec = LoadOk(path);
   ASSERT_EQ(StepNames(spec), (V{"build@0", "build@1"}));
@@ -205,9 +207,11 @@ stages:
   train:
     foreach: ${models}
     do:
-      cmd: python train.py --lr ${train.lr} --epochs ${train['epochs']} --v ${train.verbose} --b ${batch} ${deep.k}
-      deps: [${data_dir}/train.csv]
-      outs: [${out}/${item}.pkl]
+      cmd: python train.py --lr ${train.lr} --epochs ${train[epochs]} --v ${train.verbose} --b ${batch} ${deep.k}
+      deps:
+        - ${data_dir}/train.csv
+      outs:
+        - ${out}/${item}.pkl
       wdir: .
   literal:
     cmd: echo \${not_a_var} ${models[1]}
@@ -236,8 +240,9 @@ TEST(DvcSpecTest, UnpacksAMappingIntoCmdArguments) {
     cmd: python train.py ${train}
 )");
   WorkflowSpec spec = LoadOk(path);
-  EXPECT_EQ(spec.steps[0].cmd,
-            "python train.py --epochs 10 --optimizer adam --name 'my model' --shuffle --layers 64 32 --sched.gamma 0.5");
+  EXPECT_EQ(
+      spec.steps[0].cmd,
+      "python train.py --epochs 10 --optimizer adam --name 'my model' --shuffle --layers 64 32 --sched.gamma 0.5");
 }
 
 TEST(DvcSpecTest, StageVarsAndMatrix) {
@@ -251,12 +256,51 @@ TEST(DvcSpecTest, StageVarsAndMatrix) {
     vars:
       - suffix: .bin
     cmd: ./fit ${item.model} ${item.size} ${item.cfg.a} ${key}
-    outs: [out/${item.model}-${item.size}${suffix}]
+    outs:
+      - out/${item.model}-${item.size}${suffix}
 )");
   WorkflowSpec spec = LoadOk(path);
   ASSERT_EQ(StepNames(spec), (V{"fit@cnn-1-cfg0", "fit@cnn-2-cfg0", "fit@xgb-1-cfg0", "fit@xgb-2-cfg0"}));
   EXPECT_EQ(spec.steps[1].cmd, "./fit cnn 2 1 cnn-2-cfg0");
   EXPECT_EQ(spec.steps[2].outs, (V{"out/xgb-1.bin"}));
+}
+
+TEST(DvcSpecTest, TheForeachItemWinsOverStageVars) {
+  SpecDir dir;
+  const std::string path = dir.Write("dvc.yaml", R"(stages:
+  t:
+    foreach: [a]
+    do:
+      vars:
+        - {item: from-vars, tag: v1}
+      cmd: echo ${item} ${tag}
+)");
+  WorkflowSpec spec = LoadOk(path);
+  ASSERT_EQ(spec.steps.size(), 1u);
+  EXPECT_EQ(spec.steps[0].cmd, "echo a v1");
+}
+
+TEST(DvcSpecTest, ExpandsYamlMergeKeys) {
+  SpecDir dir;
+  const std::string path = dir.Write("dvc.yaml", R"(stages:
+  base:
+    cmd: ./base
+    outs: [a.txt]
+  small:
+    <<: &common
+      cmd: python train.py
+      deps: [a.txt]
+    outs: [small.pkl]
+  large:
+    <<: *common
+    cmd: python train.py --large
+    outs: [large.pkl]
+)");
+  WorkflowSpec spec = LoadOk(path);
+  ASSERT_EQ(StepNames(spec), (V{"base", "small", "large"}));
+  EXPECT_EQ(spec.steps[1].cmd, "python train.py");
+  EXPECT_EQ(spec.steps[2].cmd, "python train.py --large");  // an explicit key wins over a merged one
+  EXPECT_EQ(Edges(spec), (V{"base -> small (file:a.txt)", "base -> large (file:a.txt)"}));
 }
 
 TEST(DvcSpecTest, AStagesKeyMakesAnyYamlFileDvc) {
@@ -267,6 +311,7 @@ TEST(DvcSpecTest, AStagesKeyMakesAnyYamlFileDvc) {
   EXPECT_EQ(spec.name, "pipelines");
 }
 
+// One spec that must fail to load, and the message after "FILE:".
 struct ErrorCase {
   const char* name;
   const char* yaml;
@@ -298,8 +343,9 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"MissingVariableInForeachInstance",
                   "stages:\n  a:\n    foreach: [x]\n    do:\n      cmd: echo ${item} ${key}\n",
                   "5: stage 'a@x': '${key}' is not defined"},
-        ErrorCase{"ListInterpolatedIntoAPath", "vars:\n  - l: [1, 2]\nstages:\n  a:\n    cmd: echo\n    deps: [${l}]\n",
-                  "6: stage 'a': cannot interpolate a list '${l}' here"},
+        ErrorCase{"ListInterpolatedIntoAPath",
+                  "vars:\n  - l: [1, 2]\nstages:\n  a:\n    cmd: echo\n    deps:\n      - ${l}\n",
+                  "7: stage 'a': cannot interpolate a list '${l}' here"},
         ErrorCase{"ForeachWithoutDo", "stages:\n  a:\n    foreach: [x, y]\n", "2: stage 'a': 'foreach' without 'do'"},
         ErrorCase{"ForeachScalar", "stages:\n  a:\n    foreach: ${lr}\n    do: {cmd: echo}\n",
                   "3: stage 'a': 'foreach' must be a list or a mapping, not a string"},
@@ -321,6 +367,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "3: steps form a cycle: a -> b -> a"},
         ErrorCase{"ForeachNameCollision", "stages:\n  t@x: {cmd: echo}\n  t:\n    foreach: [x]\n    do: {cmd: echo}\n",
                   "3: duplicate step name 't@x' (first defined on line 2)"},
+        ErrorCase{"DuplicateForeachKey", "stages:\n  a:\n    foreach: [x]\n    foreach: [y]\n    do: {cmd: echo}\n",
+                  "4: stage 'a': duplicate key 'foreach'"},
         ErrorCase{"DuplicateStage", "stages:\n  a: {cmd: echo}\n  a: {cmd: echo}\n",
                   "3: duplicate step name 'a' (first defined on line 2)"},
         ErrorCase{"VarsTomlFile", "vars:\n  - params.toml\nstages:\n  a: {cmd: echo}\n",
@@ -331,7 +379,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(DvcSpecFileErrorTest, VarsFileMissingNamesTheFile) {
   SpecDir dir;
   const std::string path = dir.Write("dvc.yaml", "vars:\n  - missing.yaml\nstages:\n  a: {cmd: echo}\n");
-  EXPECT_EQ(LoadError(path), path + ":2: vars: " + dir.Path("missing.yaml") + ": cannot read: No such file or directory");
+  EXPECT_EQ(LoadError(path),
+            path + ":2: vars: " + dir.Path("missing.yaml") + ": cannot read: No such file or directory");
 }
 
 TEST(DvcSpecFileErrorTest, BadParamsYamlIsReportedInIt) {
@@ -344,8 +393,9 @@ TEST(DvcSpecFileErrorTest, BadParamsYamlIsReportedInIt) {
 TEST(DvcSpecFileErrorTest, DvcYamlFileNameWithoutStages) {
   SpecDir dir;
   const std::string path = dir.Write("dvc.yaml", "steps:\n  a: {cmd: echo}\n");
-  EXPECT_EQ(LoadError(path), path + ":1: unknown top-level key 'steps' (expected stages, vars, params, metrics, "
-                                    "plots, artifacts, datasets)");
+  EXPECT_EQ(LoadError(path), path +
+                                 ":1: unknown top-level key 'steps' (expected stages, vars, params, metrics, "
+                                 "plots, artifacts, datasets)");
 }
 
 }  // namespace

@@ -66,7 +66,7 @@ steps:
   EXPECT_EQ(report.line, 14);
 
   EXPECT_EQ(Edges(spec), (V{"acquire -> clean (after)", "acquire -> clean (file:data/raw.csv)",
-                                       "acquire -> report (after)", "clean -> report (file:../../data/clean.csv)"}));
+                            "acquire -> report (after)", "clean -> report (file:../../data/clean.csv)"}));
   EXPECT_EQ(OrderNames(spec), (V{"acquire", "clean", "report"}));
 }
 
@@ -99,14 +99,15 @@ TEST(GrademlSpecTest, OrderFollowsDependenciesNotFileOrder) {
 
 TEST(GrademlSpecTest, AbsoluteCwdAndAbsolutePathsMatch) {
   SpecDir dir;
-  const std::string path = dir.Write("w.yaml", "steps:\n"
-                                               "  make:\n"
-                                               "    cmd: ./make\n"
-                                               "    outs: [out/model.bin]\n"
-                                               "  use:\n"
-                                               "    cmd: ./use\n"
-                                               "    cwd: " + dir.Path("elsewhere/..") + "\n"
-                                               "    deps: [" + dir.Path("out") + "]\n");
+  const std::string yaml = "steps:\n"
+                           "  make:\n"
+                           "    cmd: ./make\n"
+                           "    outs: [out/model.bin]\n"
+                           "  use:\n"
+                           "    cmd: ./use\n"
+                           "    cwd: " + dir.Path("elsewhere/..") + "\n" +
+                           "    deps: [" + dir.Path("out") + "]\n";
+  const std::string path = dir.Write("w.yaml", yaml);
   WorkflowSpec spec = LoadOk(path);
   EXPECT_EQ(spec.steps[1].cwd, dir.Path());
   EXPECT_EQ(Edges(spec), (V{"make -> use (file:" + dir.Path("out") + ")"}));
@@ -124,6 +125,23 @@ TEST(GrademlSpecTest, AStepNamedLikeItsOwnDepReadsThatDepAsAFile) {
   EXPECT_EQ(Edges(spec), (V{"fetch -> data (file:data)"}));
 }
 
+TEST(GrademlSpecTest, ExpandsYamlMergeKeys) {
+  SpecDir dir;
+  const std::string path = dir.Write("w.yaml", R"(steps:
+  a: &defaults
+    cmd: ./a
+    env: {X: "1"}
+  b:
+    <<: *defaults
+    deps: [a]
+)");
+  WorkflowSpec spec = LoadOk(path);
+  EXPECT_EQ(spec.steps[1].cmd, "./a");
+  EXPECT_EQ(spec.steps[1].env, (Env{{"X", "1"}}));
+  EXPECT_EQ(Edges(spec), (V{"a -> b (after)"}));
+}
+
+// One spec that must fail to load, and the message after "FILE:".
 struct ErrorCase {
   const char* name;
   const char* yaml;
@@ -149,10 +167,12 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"NullCmd", "steps:\n  x:\n    cmd:\n    deps: []\n", "3: step 'x': 'cmd' is empty"},
         ErrorCase{"EmptySteps", "name: n\nsteps: {}\n", "2: no steps"},
         ErrorCase{"NullSteps", "name: n\nsteps:\n", "2: no steps"},
-        ErrorCase{"StepsNotAMapping", "steps:\n  - a\n", "2: 'steps' must be a mapping of step name to step, not a list"},
+        ErrorCase{"StepsNotAMapping", "steps:\n  - a\n",
+                  "2: 'steps' must be a mapping of step name to step, not a list"},
         ErrorCase{"DuplicateStep", "steps:\n  a: {cmd: echo}\n  b: {cmd: echo}\n  a: {cmd: echo 2}\n",
                   "4: duplicate step name 'a' (first defined on line 2)"},
-        ErrorCase{"DuplicateStepKey", "steps:\n  a:\n    cmd: echo\n    cmd: echo 2\n", "4: step 'a': duplicate key 'cmd'"},
+        ErrorCase{"DuplicateStepKey", "steps:\n  a:\n    cmd: echo\n    cmd: echo 2\n",
+                  "4: step 'a': duplicate key 'cmd'"},
         ErrorCase{"CmdMapping", "steps:\n  x:\n    cmd: {run: echo}\n",
                   "3: step 'x': 'cmd' must be a string or a list of strings, not a mapping"},
         ErrorCase{"CmdListOfLists", "steps:\n  x:\n    cmd:\n      - echo\n      - [a]\n",
@@ -163,24 +183,29 @@ INSTANTIATE_TEST_SUITE_P(
                   "6: step 'x': 'outs' entries must be non-empty strings, not a mapping"},
         ErrorCase{"EnvNotAMapping", "steps:\n  x:\n    cmd: echo\n    env: [A=1]\n",
                   "4: step 'x': 'env' must be a mapping of variable to value, not a list"},
-        ErrorCase{"EnvValueList", "env:\n  A: [1]\nsteps:\n  x: {cmd: echo}\n", "2: env 'A' must be a string, not a list"},
-        ErrorCase{"CwdEmpty", "steps:\n  x:\n    cmd: echo\n    cwd:\n", "4: step 'x': 'cwd' must be a non-empty string"},
+        ErrorCase{"EnvValueList", "env:\n  A: [1]\nsteps:\n  x: {cmd: echo}\n",
+                  "2: env 'A' must be a string, not a list"},
+        ErrorCase{"CwdEmpty", "steps:\n  x:\n    cmd: echo\n    cwd:\n",
+                  "4: step 'x': 'cwd' must be a non-empty string"},
         ErrorCase{"StepNotAMapping", "steps:\n  x: echo hi\n",
                   "2: step 'x' must be a mapping (cmd, deps, outs, ...), not a string"},
         ErrorCase{"UnknownTopLevelKey", "steps:\n  x: {cmd: echo}\nstepz: 1\n",
                   "3: unknown top-level key 'stepz' (expected name, env, steps)"},
-        ErrorCase{"AfterNamesNoStep", "steps:\n  a: {cmd: echo}\n  b:\n    cmd: echo\n    after:\n      - a\n      - zz\n",
+        ErrorCase{"AfterNamesNoStep",
+                  "steps:\n  a: {cmd: echo}\n  b:\n    cmd: echo\n    after:\n      - a\n      - zz\n",
                   "7: step 'b': no step named 'zz' to come after"},
         ErrorCase{"SameOutTwice",
-                  "steps:\n  a:\n    cmd: echo\n    outs: [data/x.csv]\n  b:\n    cmd: echo\n    outs:\n      - ./data//x.csv\n",
+                  "steps:\n  a:\n    cmd: echo\n    outs: [data/x.csv]\n  b:\n    cmd: echo\n    outs:\n      - "
+                  "./data//x.csv\n",
                   "8: steps 'a' and 'b' both declare output './data//x.csv'"},
-        ErrorCase{"Cycle",
-                  "steps:\n  a: {cmd: echo, deps: [c.txt], outs: [a.txt]}\n  b: {cmd: echo, deps: [a.txt], outs: [b.txt]}\n"
-                  "  c: {cmd: echo, deps: [b], outs: [c.txt]}\n",
-                  "2: steps form a cycle: a -> b -> c -> a"},
+        ErrorCase{
+            "Cycle",
+            "steps:\n  a: {cmd: echo, deps: [c.txt], outs: [a.txt]}\n  b: {cmd: echo, deps: [a.txt], outs: [b.txt]}\n"
+            "  c: {cmd: echo, deps: [b], outs: [c.txt]}\n",
+            "2: steps form a cycle: a -> b -> c -> a"},
         ErrorCase{"SelfAfter", "steps:\n  z: {cmd: echo}\n  a: {cmd: echo, after: [a]}\n",
                   "3: steps form a cycle: a -> a"},
-        ErrorCase{"YamlSyntax", "steps:\n  a: {cmd: echo}\n   b: x\n", "3: illegal map value"}),
+        ErrorCase{"YamlSyntax", "steps:\n  a: {cmd: echo}\n   b: x\n", "3: end of map not found"}),
     [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -228,6 +230,28 @@ TEST_F(LogPhaseTrackerTest, HugeLinesDoNotOverflowTheRegexEngine) {
   EXPECT_EQ(Phases(), (std::vector<std::string>{"data [run/step/progress] 1000..3000 {description=data,total=10}"}));
 }
 
+TEST_F(LogPhaseTrackerTest, LongLinesFitA1MiBThreadStack) {
+  // The longest match std::regex may attempt, on a thread with a small stack.
+  struct Job {
+    LogPhaseTracker* tracker;
+    std::string line;
+  } job{&tracker(), "a:  1%|" + std::string(8000, '#') + "| 1/100"};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 1 << 20);
+  pthread_t thread;
+  auto run = [](void* arg) -> void* {
+    auto* j = static_cast<Job*>(arg);
+    j->tracker->OnLine(1000, j->line);
+    j->tracker->OnLine(2000, std::string(2000, ' ') + "%| 1/2");
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attr, run, &job), 0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+  EXPECT_EQ(tracker().regex_runs(), 2u);
+}
+
 TEST_F(LogPhaseTrackerTest, NonMatchingLinesNeverReachTheRegexEngine) {
   const char* noise[] = {
       "2024-05-01 10:00:00.123456: I tensorflow/core/platform/cpu_feature_guard.cc:182] optimized",
@@ -244,6 +268,45 @@ TEST_F(LogPhaseTrackerTest, NonMatchingLinesNeverReachTheRegexEngine) {
   EXPECT_EQ(tracker().lines_matched(), 0u);
   tracker().Finish(5000);
   EXPECT_TRUE(Phases().empty());
+}
+
+// The rule that takes a line first, as docs/log-rules.md says ("" for none).
+TEST(LogRuleSetTest, DocumentedExamplesGoToTheirRule) {
+  const LogRuleSet built_in = LogRuleSet::BuiltIn();
+  auto taker = [&](const std::string& line) -> std::string {
+    for (const LogRule& rule : built_in.rules())
+      if (std::regex_search(line, rule.begin)) return rule.name;
+    return "";
+  };
+  const std::pair<const char*, const char*> examples[] = {
+      {"Epoch 1/8", "keras-epoch"},
+      {"Epoch 12/100", "keras-epoch"},
+      {"Epoch 3/8 loss=0.21", "keras-epoch"},
+      {"epoch 1/8", "epoch"},
+      {"  Epoch 1/8", "epoch"},
+      {"10/10 [======] - 1s - loss: 0.6931", ""},
+      {"epoch 1", "epoch"},
+      {"Epoch: 2 loss=0.8", "epoch"},
+      {"EPOCH=3", "epoch"},
+      {"[epoch 4] lr=0.001", "epoch"},
+      {"Epoch 0:  45%|####5     | 45/100", "epoch"},
+      {"epochs 10", ""},
+      {"x epoch 3", ""},
+      {"saving checkpoint for epoch 3", ""},
+      {"INFO:root:epoch 3", ""},
+      {"step 100: loss=0.5", "step"},
+      {"global_step=200", "step"},
+      {"Global step 300", "step"},
+      {"Step: 9", "step"},
+      {"11490434/11490434 [====] - 1s 0us/step", ""},
+      {"loss step 3", ""},
+      {"train:  10%|#         | 1/10 [00:00<00:01, 9.1it/s]", "tqdm"},
+      {" 50%|\xe2\x96\x88\xe2\x96\x88     | 5/10 [00:01<00:01, 4.9it/s]", "tqdm"},
+      {"Validation DataLoader 0: 100%|##########| 2/2 [00:00<00:00]", "tqdm"},
+      {"45it [00:01, 30.2it/s]", ""},
+      {"Traceback (most recent call last):", "traceback"},
+  };
+  for (const auto& [line, rule] : examples) EXPECT_EQ(taker(line), rule) << line;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -401,9 +464,7 @@ TEST(LogRuleSetTest, LoadFileErrorsNameFileAndLine) {
   EXPECT_EQ(LoadError("unknown_key.yaml"),
             dir + "unknown_key.yaml:5: unknown key 'phase-name' in a rule (known: name, type, begin, end, phase_name, tags, "
                   "key, progress, instant, marks, ignore_case, disabled)");
-  std::string syntax = LoadError("syntax.yaml");
-  EXPECT_EQ(syntax.rfind(dir + "syntax.yaml:", 0), 0u) << syntax;
-  EXPECT_NE(syntax.find("YAML syntax"), std::string::npos) << syntax;
+  EXPECT_EQ(LoadError("syntax.yaml"), dir + "syntax.yaml:4: YAML syntax: illegal map value");
 
   auto missing = LogRuleSet::LoadFile(DataPath("no_such_rules.yaml"));
   ASSERT_FALSE(missing.ok());
@@ -476,14 +537,14 @@ TEST(LogRuleLiteralTest, FindsARequiredLiteral) {
   EXPECT_EQ(lit(R"(^Epoch (\d+)/(\d+))"), "^Epoch ");
   EXPECT_EQ(lit(R"(^\W*epoch[ :=]+(\d+))", true), "epoch");
   EXPECT_EQ(lit(R"(^\W*(?:global[ _])?step[ :=]+(\d+))", true), "step");
-  EXPECT_EQ(lit(R"(^\s*(?:([^:|]+): )?\s*(\d+)%\|.*\| *(\d+)/(\d+))"), "%|");
+  EXPECT_EQ(lit(R"(^\s*(?:([^:|\s][^:|]*): +)?(\d+)%\|.*\| *(\d+)/(\d+))"), "%|");
   EXPECT_EQ(lit(R"(^Traceback \(most recent call last\):)"), "^Traceback (most recent call last):");
   EXPECT_EQ(lit("SAVED Checkpoint", true), "saved checkpoint");
   EXPECT_EQ(lit("abc?def"), "def");       // c is optional
   EXPECT_EQ(lit("abcd+ef"), "abcd");      // d is required once, then the run breaks
   EXPECT_EQ(lit("ab{0,2}cd"), "cd");
   EXPECT_EQ(lit("xab{2}cd"), "xab");
-  EXPECT_EQ(lit(R"(\x41bc\u0041de)"), "de");
+  EXPECT_EQ(lit(R"(\x41bc\u0041def)"), "def");
   EXPECT_EQ(lit("a|bcd"), "");            // alternation: nothing is certain
   EXPECT_EQ(lit("(a|b)cd"), "cd");
   EXPECT_EQ(lit("^(x)abc"), "abc");       // not at the start any more

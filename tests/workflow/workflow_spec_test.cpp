@@ -6,6 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "spec_test_support.h"
 
 namespace grademl::workflow {
@@ -68,8 +71,24 @@ TEST(LoadWorkflowSpecTest, ReadsTheDigitsFixture) {
   EXPECT_EQ(Edges(spec), (V{"acquire -> clean (file:data/raw.csv)", "clean -> train (file:data/clean.csv)",
                             "train -> evaluate (file:models/model.pkl)", "clean -> evaluate (file:data/clean.csv)"}));
   EXPECT_EQ(OrderNames(spec), (V{"acquire", "clean", "train", "evaluate"}));
-  EXPECT_EQ(spec.steps[2].env, (std::vector<std::pair<std::string, std::string>>{{"PYTHONHASHSEED", "0"},
-                                                                                  {"OMP_NUM_THREADS", "1"}}));
+  EXPECT_EQ(spec.steps[2].env,
+            (std::vector<std::pair<std::string, std::string>>{{"PYTHONHASHSEED", "0"}, {"OMP_NUM_THREADS", "1"}}));
+}
+
+// The full example of docs/workflows.md must load, with the dependencies it describes.
+TEST(LoadWorkflowSpecTest, ReadsTheExampleInTheDocs) {
+  std::ifstream in(std::string(GRADEML_SOURCE_DIR) + "/docs/workflows.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t begin = doc.find("```yaml\nname: digits");
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = doc.find("```", begin + 7);
+  SpecDir dir;
+  WorkflowSpec spec = LoadOk(dir.Write("digits.yaml", doc.substr(begin + 8, end - begin - 8)));
+  EXPECT_EQ(Edges(spec), (V{"acquire -> clean (file:data/raw.csv)", "clean -> train (file:data/clean.csv)",
+                            "train -> evaluate (file:models/model.pkl)", "clean -> evaluate (file:data/clean.csv)",
+                            "evaluate -> publish (after)", "publish -> notify (after)"}));
+  EXPECT_EQ(spec.steps[4].cwd, dir.Path("tools"));
+  EXPECT_EQ(spec.steps[2].cmd, "mkdir -p models && /usr/bin/python3 train.py data/clean.csv models/");
 }
 
 TEST(LoadWorkflowSpecTest, RelativePathsResolveAgainstTheCurrentDirectory) {
@@ -111,14 +130,15 @@ TEST(LoadWorkflowSpecTest, NotAWorkflow) {
 TEST(LoadWorkflowSpecTest, BothStepsAndStages) {
   SpecDir dir;
   const std::string path = dir.Write("w.yaml", "steps: {}\nstages: {}\n");
-  EXPECT_EQ(LoadError(path), path + ":1: both 'steps:' and 'stages:' at the top level; a workflow is either "
-                                    "GradeML's format (steps) or DVC's (stages)");
+  EXPECT_EQ(LoadError(path), path +
+                                 ":1: both 'steps:' and 'stages:' at the top level; a workflow is either "
+                                 "GradeML's format (steps) or DVC's (stages)");
 }
 
 TEST(LoadWorkflowSpecTest, YamlSyntaxErrorNamesTheLine) {
   SpecDir dir;
-  const std::string path = dir.Write("w.yaml", "steps:\n  a:\n    cmd: \"echo\n");
-  EXPECT_EQ(LoadError(path), path + ":3: end of string not found");
+  const std::string path = dir.Write("w.yaml", "steps:\n  a:\n    cmd: echo: x\n");
+  EXPECT_EQ(LoadError(path), path + ":3: illegal map value");
   const std::string anchor = dir.Write("a.yaml", "steps:\n  a:\n    cmd: *nope\n");
   EXPECT_EQ(LoadError(anchor), anchor + ":3: the referenced anchor is not defined");
 }
