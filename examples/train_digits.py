@@ -48,6 +48,7 @@ def main():
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     for epoch in range(1, args.epochs + 1):
+        print(f"Epoch {epoch}/{args.epochs}", flush=True)  # at the start, as Keras does
         start = time.time()
         model.train()
         total = 0.0
@@ -60,7 +61,7 @@ def main():
         model.eval()
         with torch.no_grad():
             accuracy = (model(torch.from_numpy(x_test)).argmax(1).numpy() == y_test).mean()
-        print(f"Epoch {epoch}/{args.epochs} loss={total / len(train):.4f} "
+        print(f"  loss={total / len(train):.4f} "
               f"test_accuracy={accuracy:.3f} time={time.time() - start:.2f}s", flush=True)
 
 

@@ -525,7 +525,7 @@ LogRuleSet LogRuleSet::BuiltIn() {
   epoch.key_group = 1;
   r.push_back(std::move(epoch));
 
-  LogRule step = MakeBuiltIn("step", "step", "step {1}", R"(^\W*(?:global[ _])?step[ :=]+(\d+))", {"step"}, true);
+  LogRule step = MakeBuiltIn("step", "iteration", "step {1}", R"(^\W*(?:global[ _])?step[ :=]+(\d+))", {"step"}, true);
   step.key_group = 1;
   r.push_back(std::move(step));
 

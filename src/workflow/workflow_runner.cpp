@@ -28,6 +28,7 @@ struct StepRun {
   pid_t pid = -1;
   int fds[2] = {-1, -1};       // stdout, stderr read ends
   std::string partial[2];      // an unfinished line per stream
+  size_t fed[2] = {0, 0};      // bytes of it already given to the log rules (\r-ended progress updates)
   std::unique_ptr<LogPhaseTracker> tracker;
   TimeNs start = 0, end = 0;
   int exit_code = 0;
@@ -226,29 +227,41 @@ class Runner {
       if (n == 0) {
         close(s.fds[k]);
         s.fds[k] = -1;
-        if (!s.partial[k].empty()) HandleLine(s, k + 1, s.partial[k], now);
+        if (!s.partial[k].empty()) HandleLine(s, k + 1, s.partial[k], now, s.fed[k]);
         s.partial[k].clear();
+        s.fed[k] = 0;
         return;
       }
       std::string& part = s.partial[k];
       part.append(buf, static_cast<size_t>(n));
       size_t start = 0, nl;
       while ((nl = part.find('\n', start)) != std::string::npos) {
-        HandleLine(s, k + 1, std::string_view(part).substr(start, nl - start), now);
+        // The first line's start may have gone to the log rules already (see below).
+        HandleLine(s, k + 1, std::string_view(part).substr(start, nl - start), now, start == 0 ? s.fed[k] : 0);
+        s.fed[k] = 0;
         start = nl + 1;
       }
       part.erase(0, start);
-      if (part.size() > 4 * kMaxLineBytes) {  // a runaway line (progress bars with \r): cut it
-        HandleLine(s, k + 1, part, now);
+      // Progress bars redraw with \r and no newline: give each redraw to the log rules as it
+      // comes, so that a bar's phase gets real times, not the time its line finally ends.
+      size_t cr = part.rfind('\r');
+      if (cr != std::string::npos && cr + 1 > s.fed[k] && s.tracker) {
+        s.tracker->OnLine(now, std::string_view(part).substr(s.fed[k], cr - s.fed[k]));
+        s.fed[k] = cr + 1;
+      }
+      if (part.size() > 4 * kMaxLineBytes) {  // a runaway line: cut it
+        HandleLine(s, k + 1, part, now, s.fed[k]);
         part.clear();
+        s.fed[k] = 0;
       }
     }
   }
 
-  void HandleLine(StepRun& s, int stream, std::string_view text, TimeNs t) {
+  // One line of a step's output. Its first `fed` bytes went to the log rules already.
+  void HandleLine(StepRun& s, int stream, std::string_view text, TimeNs t, size_t fed = 0) {
     if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
     console_.Output(s.spec->name, stream, text);
-    if (s.tracker) s.tracker->OnLine(t, text);
+    if (s.tracker && fed < text.size()) s.tracker->OnLine(t, text.substr(fed));
     // A progress bar's \r updates: keep the last one.
     std::string_view kept = text;
     if (size_t cr = kept.rfind('\r'); cr != std::string_view::npos) kept = kept.substr(cr + 1);
@@ -296,7 +309,7 @@ class Runner {
     TimeNs now = WallClock::Now();
     for (int k = 0; k < 2; ++k) {
       if (s.fds[k] >= 0) {
-        if (!s.partial[k].empty()) HandleLine(s, k + 1, s.partial[k], now);
+        if (!s.partial[k].empty()) HandleLine(s, k + 1, s.partial[k], now, s.fed[k]);
         close(s.fds[k]);
         s.fds[k] = -1;
       }

@@ -240,7 +240,7 @@ TEST(RunCommandE2E, RealPythonTrainingStep) {
   CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3",
                                 std::string(GRADEML_SOURCE_DIR) + "/examples/train_digits.py", "--epochs", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("Epoch 1/1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Epoch 1/1\n"), std::string::npos) << r.out;
   json report = ReportJson(db);
   const json& python = report["phases"][1];
   EXPECT_NE(python["name"].get<std::string>().find("train_digits.py"), std::string::npos);

@@ -98,6 +98,26 @@ TEST(WorkflowE2E, JobsLimitSerialisesIndependentSteps) {
   }
 }
 
+// A tqdm-style bar redraws with \r and no newline until it ends: its phase must span the
+// redraws, not collapse to the moment the line ends.
+TEST(WorkflowE2E, ProgressBarsBecomePhasesWithRealDurations) {
+  std::string dir = FreshDir("workflow_progress");
+  std::ofstream(dir + "/pipeline.yaml") << R"(steps:
+  bar:
+    cmd: 'for i in 0 25 50 75 100; do printf "train: %3d%%|####| %d/100 [00:01<00:00]\r" $i $i; sleep 0.2; done; echo'
+)";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", dir + "/pipeline.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = Report(db);
+  const json* bar = nullptr;
+  for (const json& p : report["phases"])
+    if (p["type"] == "run/step/progress") bar = &p;
+  ASSERT_NE(bar, nullptr) << report["phases"].dump();
+  EXPECT_EQ((*bar)["name"], "train");
+  EXPECT_GT((*bar)["duration_s"].get<double>(), 0.5);
+}
+
 // The example ML workflow at a reduced size: every step is a phase under the run, the
 // edges are the spec's, the two trainings overlap, the CNN's epochs are phases from its
 // log, and the steps' CPU adds up to the run's.

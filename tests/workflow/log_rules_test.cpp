@@ -126,9 +126,9 @@ TEST_F(LogPhaseTrackerTest, GenericStepLines) {
   tracker().OnLine(3000, "Step 300 loss 0.3");
   tracker().Finish(3500);
   EXPECT_EQ(Phases(), (std::vector<std::string>{
-                          "step 100 [run/step/step] 1000..2000 {step=100}",
-                          "step 200 [run/step/step] 2000..3000 {step=200}",
-                          "step 300 [run/step/step] 3000..3500 {step=300}",
+                          "step 100 [run/step/iteration] 1000..2000 {step=100}",
+                          "step 200 [run/step/iteration] 2000..3000 {step=200}",
+                          "step 300 [run/step/iteration] 3000..3500 {step=300}",
                       }));
 }
 
