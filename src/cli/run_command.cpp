@@ -18,6 +18,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     std::string interval = "100ms";
     bool no_report = false;
     bool verbose = false;
+    bool no_auto = false;
     int jobs = 0;
     std::string rules;
     std::vector<std::string> command;
@@ -36,6 +37,8 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
   sub->add_option("--interval", opts->interval, "Sampling interval, e.g. 100ms, 0.5s")->capture_default_str();
   sub->add_flag("--no-report", opts->no_report, "Do not print the report when the command ends");
   sub->add_flag("-v,--verbose", opts->verbose, "Say which monitors are on");
+  sub->add_flag("--no-auto", opts->no_auto,
+                "No zero-code instrumentation of Python programs (PyTorch, scikit-learn, pandas/numpy I/O)");
   sub->add_option("-j,--jobs", opts->jobs, "Workflow steps run at once (default: the number of cores)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--rules", opts->rules, "A log rules file for workflow steps (docs/log-rules.md)")
@@ -57,6 +60,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     options.db_path = common.ResolvedDbPath();
     options.interval = *interval;
     options.verbose = opts->verbose;
+    options.auto_instrument = !opts->no_auto;
     StatusOr<workflow::MonitoredCommandResult> result = Status(StatusCode::kInternal, "not run");
     if (command.size() == 1 && workflow::LooksLikeWorkflowFile(command[0])) {
       auto spec = workflow::LoadWorkflowSpec(command[0]);
@@ -65,7 +69,10 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
         return kExitUsage;
       }
       workflow::WorkflowRunOptions wopts;
-      wopts.recording = {.db_path = options.db_path, .interval = options.interval, .verbose = options.verbose};
+      wopts.recording = {.db_path = options.db_path,
+                         .interval = options.interval,
+                         .verbose = options.verbose,
+                         .auto_instrument = options.auto_instrument};
       wopts.jobs = opts->jobs;
       wopts.rules_file = opts->rules;
       auto run = workflow::RunWorkflow(*spec, wopts);

@@ -178,6 +178,15 @@ model::PhaseId ProcessTreeMonitor::PhaseOf(pid_t pid) const {
   return 0;
 }
 
+ProcessTreeMonitor::ProcessRef ProcessTreeMonitor::Lookup(pid_t pid) const {
+  std::lock_guard lock(mu_);
+  for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) {
+    const Proc& p = **it;
+    if (p.pid == pid) return {p.phase, p.resource, p.state == State::kAlive ? 0 : p.exit_t};
+  }
+  return {};
+}
+
 ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, TimeNs now,
                                                      const std::string& fallback_name, TimeNs start_hint,
                                                      model::PhaseId root_phase) {

@@ -79,6 +79,14 @@ class ProcessTreeMonitor {
   size_t alive() const;
   // The phase of a followed process (alive or not), 0 if unknown.
   model::PhaseId PhaseOf(pid_t pid) const;
+  // The phase and resource of the latest followed process with this pid, and when it ended
+  // (0 while alive); all 0 if no such process is followed.
+  struct ProcessRef {
+    model::PhaseId phase = 0;
+    model::ResourceId resource = 0;
+    TimeNs end_ns = 0;
+  };
+  ProcessRef Lookup(pid_t pid) const;
 
   // Counters shared out between a parent and its exited children, in this order.
   enum Metric { kUser, kSystem, kReadBytes, kWriteBytes, kReadChars, kWriteChars, kNumMetrics };

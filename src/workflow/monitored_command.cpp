@@ -16,7 +16,8 @@ StatusOr<MonitoredCommandResult> RecordCommand(const MonitoredCommandOptions& op
                          .interval = options.interval,
                          .flush_interval = options.flush_interval,
                          .nvml_library = options.nvml_library,
-                         .verbose = options.verbose};
+                         .verbose = options.verbose,
+                         .auto_instrument = options.auto_instrument};
   GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<Recording> recording, Recording::Start(ropts, argv, name));
 
   MonitoredCommandResult result;

@@ -20,6 +20,7 @@ struct MonitoredCommandOptions {
   DurationNs flush_interval = 500 * kNsPerMs;  // how often samples reach the store
   std::string nvml_library;                   // empty: $GRADEML_NVML_LIBRARY or the driver's
   bool verbose = false;                       // say which monitors are active on stderr
+  bool auto_instrument = true;                // Python auto-instrumentation in the command
 };
 
 struct MonitoredCommandResult {

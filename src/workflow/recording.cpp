@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 
 #include "collect/gpu_monitor.h"
@@ -70,7 +71,37 @@ sigset_t HandledSignals() {
   return set;
 }
 
+std::string ExecutableDir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+bool IsDir(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
+
 }  // namespace
+
+InstrumentationPaths InstrumentationPaths::Find() {
+  InstrumentationPaths paths;
+  std::string exe_dir = ExecutableDir();
+  for (const std::string& candidate : {exe_dir + "/libgrademl.so", exe_dir + "/../lib/libgrademl.so"}) {
+    if (access(candidate.c_str(), R_OK) == 0) {
+      paths.library = candidate;
+      break;
+    }
+  }
+  const char* env = getenv("GRADEML_PYTHON_DIR");
+  for (const std::string& candidate : {std::string(env ? env : ""), exe_dir + "/../python",
+                                       exe_dir + "/../share/grademl/python", std::string(GRADEML_SOURCE_DIR) + "/python"}) {
+    if (IsDir(candidate + "/grademl")) {
+      paths.python_dir = candidate;
+      break;
+    }
+  }
+  return paths;
+}
 
 int ShellExitCode(int wait_status) {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
@@ -94,6 +125,8 @@ struct Recording::Impl {
   sigset_t original_mask{};
   int signal_fd = -1;
   bool finished = false;
+  std::string events_dir;  // where instrumented processes write their event files
+  std::vector<std::pair<std::string, std::string>> instrument_env;  // set for every launched command
 };
 
 Recording::Recording(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -150,6 +183,26 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
                  impl->host_ok ? "host metrics on" : "host metrics off",
                  impl->gpu_monitor ? "on" : gpu_why.c_str());
   }
+  // Instrumented processes find grademl through the environment (docs/instrumentation.md).
+  std::filesystem::path db_dir = std::filesystem::path(options.db_path).parent_path();
+  impl->events_dir = ((db_dir.empty() ? std::filesystem::path(".") : db_dir) / "events" / info.uuid).string();
+  std::error_code ec;
+  std::filesystem::create_directories(impl->events_dir, ec);
+  if (!ec) impl->instrument_env.emplace_back("GRADEML_EVENTS_DIR", impl->events_dir);
+  impl->instrument_env.emplace_back("GRADEML_RUN", info.uuid);
+  InstrumentationPaths paths = InstrumentationPaths::Find();
+  if (!paths.library.empty()) impl->instrument_env.emplace_back("GRADEML_LIBRARY", paths.library);
+  impl->instrument_env.emplace_back("GRADEML_AUTO", options.auto_instrument ? "1" : "0");
+  if (!paths.python_dir.empty()) {
+    std::string pythonpath = paths.python_dir + ":" + paths.python_dir + "/grademl/_autoload";
+    if (const char* old = getenv("PYTHONPATH"); old && *old) pythonpath += std::string(":") + old;
+    impl->instrument_env.emplace_back("PYTHONPATH", pythonpath);
+  }
+  if (options.verbose) {
+    std::fprintf(stderr, "grademl: events in %s, library %s, python %s\n", impl->events_dir.c_str(),
+                 paths.library.empty() ? "(not found)" : paths.library.c_str(),
+                 paths.python_dir.empty() ? "(not found)" : paths.python_dir.c_str());
+  }
   impl->processes =
       std::make_unique<collect::ProcessTreeMonitor>(&builder, impl->run_phase, host_resource, info.host,
                                                     collect::ProcessTreeMonitor::Options{});
@@ -193,16 +246,23 @@ Recording::Launched Recording::Launch(const LaunchSpec& spec, model::PhaseId par
   std::vector<char*> args;
   for (const auto& a : spec.argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // grademl's environment, then the instrumentation variables, then the spec's.
+  std::vector<std::pair<std::string, std::string>> extra = impl_->instrument_env;
+  extra.insert(extra.end(), spec.env.begin(), spec.env.end());
   std::vector<std::string> env_storage;
   for (char** e = environ; *e; ++e) {
     std::string_view entry(*e);
     bool overridden = false;
-    for (const auto& [k, v] : spec.env) {
+    for (const auto& [k, v] : extra) {
       if (entry.size() > k.size() && entry.substr(0, k.size()) == k && entry[k.size()] == '=') overridden = true;
     }
     if (!overridden) env_storage.emplace_back(entry);
   }
-  for (const auto& [k, v] : spec.env) env_storage.push_back(k + "=" + v);
+  for (size_t i = 0; i < extra.size(); ++i) {
+    bool later = false;  // a later entry with the same key wins
+    for (size_t j = i + 1; j < extra.size(); ++j) later |= extra[j].first == extra[i].first;
+    if (!later) env_storage.push_back(extra[i].first + "=" + extra[i].second);
+  }
   std::vector<char*> envp;
   for (auto& e : env_storage) envp.push_back(e.data());
   envp.push_back(nullptr);

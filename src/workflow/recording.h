@@ -28,6 +28,16 @@ struct RecordingOptions {
   DurationNs flush_interval = 500 * kNsPerMs;  // how often data reaches the store
   std::string nvml_library;                    // empty: $GRADEML_NVML_LIBRARY or the driver's
   bool verbose = false;                        // say which monitors are on, on stderr
+  bool auto_instrument = true;                 // Python auto-instrumentation in launched processes
+};
+
+// Where the pieces that instrumented processes load live: libgrademl.so (next to the grademl
+// binary) and the Python package (GRADEML_PYTHON_DIR, else ../python from the binary, else
+// the source tree grademl was built from). Empty strings for what is not found.
+struct InstrumentationPaths {
+  std::string library;
+  std::string python_dir;
+  static InstrumentationPaths Find();
 };
 
 class Recording {
