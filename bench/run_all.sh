@@ -67,5 +67,36 @@ print(f"start-up + finish added by grademl: median {statistics.median(extra):.1f
 PY
 echo
 
-echo "## 4. Hot path: /proc reads and parsing (Google Benchmark)"
+echo "## 4. PyTorch small-op training loop (MLP on digits, batch 16, 3 epochs): plain vs grademl run (auto-instrumented) vs torch.profiler, alternating, ${ROUNDS:-3} rounds"
+: > "$TMP/torch"
+for i in $(seq "${ROUNDS:-3}"); do
+  for mode in plain grademl profiler; do
+    a=$(date +%s%N)
+    case $mode in
+      plain) out=$($PY bench/mlp_digits.py) ;;
+      grademl) out=$("$GRADEML" --db "$TMP/t.db" run --no-report -- $PY bench/mlp_digits.py) ;;
+      profiler) out=$($PY bench/mlp_digits.py --profiler) ;;
+    esac
+    b=$(date +%s%N)
+    echo "$mode $((b - a)) $out" >> "$TMP/torch"
+  done
+done
+$PY - "$TMP/torch" <<'PY'
+import json, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    mode, wall, js = line.split(" ", 2)
+    r = json.loads(js); r["wall_s"] = int(wall) / 1e9
+    rows.setdefault(mode, []).append(r)
+med = lambda mode, key: statistics.median(r[key] for r in rows[mode])
+for mode in ("plain", "grademl", "profiler"):
+    print(f"{mode:9s} wall {med(mode, 'wall_s'):.3f} s, in-process {med(mode, 'makespan_s'):.3f} s, peak RSS {med(mode, 'peak_rss_mb'):.0f} MB")
+for mode in ("grademl", "profiler"):
+    print(f"{mode}: makespan ratio {med(mode, 'wall_s') / med('plain', 'wall_s'):.3f} (wall), "
+          f"{med(mode, 'makespan_s') / med('plain', 'makespan_s'):.3f} (in-process); "
+          f"peak RSS {med(mode, 'peak_rss_mb') - med('plain', 'peak_rss_mb'):+.1f} MB  (goal for grademl: <= 1.02x, +25 MB)")
+PY
+echo
+
+echo "## 5. Hot path: /proc reads and parsing (Google Benchmark)"
 "$BUILD/bench/proc_parse_bench" --benchmark_min_time=0.2 2>/dev/null | grep -E "^BM_|Benchmark"

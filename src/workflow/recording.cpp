@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <random>
 
+#include "collect/event_collector.h"
 #include "collect/gpu_monitor.h"
 #include "collect/host_monitor.h"
 #include "collect/process_tree_monitor.h"
@@ -120,6 +121,7 @@ struct Recording::Impl {
   bool host_ok = false;
   std::unique_ptr<collect::GpuMonitor> gpu_monitor;
   std::unique_ptr<collect::ProcessTreeMonitor> processes;
+  std::unique_ptr<collect::EventCollector> events;  // phases from instrumented processes
   std::unique_ptr<collect::SamplingLoop> loop;
   std::unique_ptr<store::BackgroundWriter> writer;
   sigset_t original_mask{};
@@ -218,8 +220,16 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   impl->writer = std::make_unique<store::BackgroundWriter>(impl->db.get(), &builder, impl->run_id,
                                                            options.flush_interval);
   Impl* raw = impl.get();
+  if (!ec) {
+    impl->events = std::make_unique<collect::EventCollector>(
+        &builder, impl->events_dir, info.host, [raw](pid_t pid) -> collect::EventCollector::ProcessInfo {
+          collect::ProcessTreeMonitor::ProcessRef ref = raw->processes->Lookup(pid);
+          return {.phase = ref.phase, .resource = ref.resource, .end_ns = ref.end_ns};
+        });
+  }
   std::vector<collect::SamplingLoop::Sampler> samplers;
   samplers.push_back([raw](TimeNs now) { raw->processes->Sample(now); });
+  if (raw->events) samplers.push_back([raw](TimeNs now) { raw->events->Poll(now); });
   if (raw->host_ok) samplers.push_back([raw](TimeNs now) { raw->host_monitor->Sample(now); });
   if (raw->gpu_monitor) samplers.push_back([raw](TimeNs now) { raw->gpu_monitor->Sample(now); });
   impl->loop = std::make_unique<collect::SamplingLoop>(
@@ -353,6 +363,13 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   TimeNs end = WallClock::Now();
   impl_->loop->Stop();
   impl_->processes->Finish(end);
+  if (impl_->events) {
+    // After the processes: open phases end when their process ended.
+    impl_->events->Finish(end);
+    impl_->events.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(impl_->events_dir, ec);  // everything is in the store now
+  }
   model::RunBuilder& builder = *impl_->builder;
   builder.EndPhase(impl_->run_phase, end);
   builder.UpdateRunInfo([&](model::RunInfo& i) {

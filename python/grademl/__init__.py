@@ -1,0 +1,205 @@
+"""GradeML instrumentation for Python programs.
+
+    import grademl
+    with grademl.phase("train", epoch=3): ...
+    @grademl.phase("load")      # or bare @grademl.phase (name = the function's qualname)
+    def load(): ...
+    grademl.begin("step", i=1); grademl.end()
+    grademl.instant("checkpoint"); grademl.counter("loss", 0.25)
+    grademl.flow_out(42); grademl.flow_in(42)
+    grademl.enabled()
+
+Events are recorded only under `grademl run` (GRADEML_EVENTS_DIR and GRADEML_LIBRARY set
+and the library's event file open); otherwise every call is a near-free no-op and
+importing grademl never fails.
+"""
+import functools as _functools
+import os as _os
+
+__all__ = ["phase", "begin", "end", "instant", "counter", "flow_out", "flow_in", "enabled"]
+
+_b = None        # the backend (see _backend.py) or None
+_on = False      # events are being recorded
+_ids = {}        # name -> interned id (shared with the C extension when it is the backend)
+_native = False  # _b is the C extension (phase() is its Phase type)
+
+
+def _id(name):
+    i = _ids.get(name)
+    if i is None:
+        i = _ids[name] = _b.intern(name)
+    return i
+
+
+def enabled():
+    """True when events are being recorded."""
+    return _on
+
+
+# ---------------------------------------------------------------- disabled mode
+
+class _NullPhase:
+    __slots__ = ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def __call__(self, func):
+        return func
+
+
+_NULL = _NullPhase()
+
+
+def _null_phase(name=None, **tags):
+    if name is not None and not isinstance(name, str) and callable(name):
+        return name  # bare decorator
+    return _NULL
+
+
+# ---------------------------------------------------------------- generic (any backend)
+
+def _qualname(func):
+    return getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or str(func)
+
+
+def _decorate(ph, func):
+    """Wrap func in the phase ph (a native Phase or a _PyPhase; both are reusable)."""
+    enter, exit_ = ph.__enter__, ph.__exit__
+
+    @_functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        enter()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            exit_(None, None, None)
+
+    return wrapper
+
+
+class _PyPhase:
+    """Phase for non-native backends (ctypes, test recorders)."""
+
+    __slots__ = ("name", "ptype", "tags")
+
+    def __new__(cls, name, *, phase_type=None, **tags):
+        if not isinstance(name, str) and callable(name):
+            self = object.__new__(cls)
+            self.name, self.ptype, self.tags = _qualname(name), phase_type, tags
+            return _decorate(self, name)
+        self = object.__new__(cls)
+        self.name, self.ptype, self.tags = str(name), phase_type, tags
+        return self
+
+    def __enter__(self):
+        _begin(self.name, self.ptype, self.tags)
+        return self
+
+    def __exit__(self, *exc):
+        _b.end()
+        return None
+
+    def __call__(self, func):
+        return _decorate(self, func)
+
+
+def _begin(name, ptype, tags):
+    b = _b
+    if ptype is None:
+        b.begin(_id(name))
+    else:
+        b.begin_typed(_id(name), _id(str(ptype)))
+    if tags:
+        for k, v in tags.items():
+            b.tag(_id(k), _id(v if type(v) is str else str(v)))
+
+
+# ---------------------------------------------------------------- public API
+
+phase = _null_phase
+phase.__doc__ = """phase(name, *, phase_type=None, **tags): a context manager and decorator.
+
+    with grademl.phase("train", epoch=3): ...   # tag values are str()-ed
+    @grademl.phase("load") / @grademl.phase      # decorator forms
+"""
+
+
+def begin(name, *, phase_type=None, **tags):
+    """Open a phase on this thread (close it with end())."""
+    if _on:
+        _begin(name if type(name) is str else str(name), phase_type, tags)
+
+
+def end():
+    """Close the innermost open phase of this thread."""
+    if _on:
+        _b.end()
+
+
+def instant(name):
+    if _on:
+        _b.instant(_id(name if type(name) is str else str(name)))
+
+
+def counter(name, value):
+    if _on:
+        _b.counter(_id(name if type(name) is str else str(name)), float(value))
+
+
+def flow_out(flow_id):
+    if _on:
+        _b.flow_out(int(flow_id) & 0xFFFFFFFFFFFFFFFF)
+
+
+def flow_in(flow_id):
+    if _on:
+        _b.flow_in(int(flow_id) & 0xFFFFFFFFFFFFFFFF)
+
+
+def tag(key, value):
+    """Tag the innermost open phase."""
+    if _on:
+        _b.tag(_id(str(key)), _id(value if type(value) is str else str(value)))
+
+
+# Internal helpers for grademl.auto: typed begin with a tuple of (key, value) str pairs.
+def _begin_typed(name, ptype, tags=()):
+    b = _b
+    b.begin_typed(_id(name), _id(ptype))
+    for k, v in tags:
+        b.tag(_id(k), _id(v))
+
+
+def _end():
+    _b.end()
+
+
+# ---------------------------------------------------------------- backend selection
+
+def _set_backend(backend):
+    """Install a backend (None disables). Used at import and by tests (fake recorders)."""
+    global _b, _on, _ids, _native, phase
+    _b = backend
+    _on = backend is not None
+    _native = _on and hasattr(backend, "Phase") and hasattr(backend, "ids")
+    if _native:
+        _ids = backend.ids
+        _ids.clear()
+        backend.set_decorator(_decorate)
+        phase = backend.Phase
+    else:
+        _ids = {}
+        phase = _PyPhase if _on else _null_phase
+    return backend
+
+
+try:
+    from . import _backend as _backend_mod
+
+    _set_backend(_backend_mod.load())
+except Exception:  # importing grademl must never fail
+    _set_backend(None)

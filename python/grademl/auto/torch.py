@@ -1,0 +1,232 @@
+"""PyTorch (1.13+) auto-instrumentation.
+
+Phases (name / type):
+  epoch / epoch              each DataLoader.__iter__ (tag epoch=k, per DataLoader object),
+                             until the iterator is exhausted, dropped, or a new one made
+  dataloader.next / data_wait  each __next__ on that iterator (also the final one that
+                             raises StopIteration)
+  iteration / iteration      from a batch's arrival to the next __next__
+  forward / forward          outermost nn.Module.__call__ per thread (tag mode=eval when
+                             grad is disabled: torch.no_grad() / inference_mode)
+  backward / backward        outermost Tensor.backward / torch.autograd.backward
+  optimizer.step / optimizer_step  outermost step() of any torch.optim.Optimizer subclass
+"""
+import functools
+import threading
+import weakref
+
+import grademl as _g
+
+from . import _disabled, guard
+
+_tls = threading.local()  # forward / backward / step nesting depth per thread
+
+
+def register_hooks(register):
+    register("torch", _patch_torch)
+
+
+def _patch_torch(torch):
+    for fn in (_patch_module_call, _patch_backward, _patch_optimizers, _patch_dataloader):
+        try:
+            fn(torch)
+        except Exception as e:
+            guard(f"torch:{fn.__name__}", e)
+
+
+# ------------------------------------------------------------------ outermost-only wrappers
+
+def _outermost(func, name, ptype, attr, tags_fn=None, hook=None):
+    """Wrap func in phase name/ptype, only when no such wrapper is active on this thread."""
+    hook = hook or name
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        if not _g._on or hook in _disabled:
+            return func(*args, **kwargs)
+        tls = _tls
+        depth = getattr(tls, attr, 0)
+        if depth:
+            setattr(tls, attr, depth + 1)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                setattr(tls, attr, depth)
+        try:
+            _g._begin_typed(name, ptype, tags_fn() if tags_fn else ())
+        except Exception as e:
+            guard(hook, e)
+            return func(*args, **kwargs)
+        setattr(tls, attr, 1)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            setattr(tls, attr, 0)
+            _g._end()
+
+    wrapper._grademl_wrapped = True
+    return wrapper
+
+
+def _patch_module_call(torch):
+    Module = torch.nn.Module
+    orig = Module.__dict__.get("__call__")
+    if orig is None or getattr(orig, "_grademl_wrapped", False):
+        return
+    is_grad_enabled = torch.is_grad_enabled
+    EVAL = (("mode", "eval"),)
+
+    def tags():
+        return () if is_grad_enabled() else EVAL
+
+    Module.__call__ = _outermost(orig, "forward", "forward", "fwd", tags)
+
+
+def _patch_backward(torch):
+    ag = torch.autograd
+    if not getattr(ag.backward, "_grademl_wrapped", False):
+        w = _outermost(ag.backward, "backward", "backward", "bwd")
+        ag.backward = w
+    T = torch.Tensor
+    tb = T.__dict__.get("backward")
+    if tb is not None and not getattr(tb, "_grademl_wrapped", False):
+        T.backward = _outermost(tb, "backward", "backward", "bwd")
+
+
+def _patch_optimizers(torch):
+    Optimizer = torch.optim.Optimizer
+
+    def wrap_class(cls):
+        try:
+            step = cls.__dict__.get("step")
+            if step is None or getattr(step, "_grademl_wrapped", False) or isinstance(step, (staticmethod, classmethod)):
+                return
+            cls.step = _outermost(step, "optimizer.step", "optimizer_step", "opt")
+        except Exception as e:
+            guard("optimizer.step", e)
+
+    def walk(cls):
+        for sub in cls.__subclasses__():
+            wrap_class(sub)
+            walk(sub)
+
+    walk(Optimizer)
+    prev = Optimizer.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls, **kwargs):
+        if prev is not None:
+            prev.__get__(None, cls)(**kwargs)
+        else:
+            super(Optimizer, cls).__init_subclass__(**kwargs)
+        wrap_class(cls)
+
+    Optimizer.__init_subclass__ = classmethod(__init_subclass__)
+
+
+# ------------------------------------------------------------------ DataLoader
+
+class _LoaderState:
+    """Per DataLoader object: epoch count and what is open (on which thread)."""
+
+    __slots__ = ("epoch", "epoch_open", "iter_open", "thread", "it_ref", "__weakref__")
+
+    def __init__(self):
+        self.epoch = 0
+        self.epoch_open = False
+        self.iter_open = False
+        self.thread = None
+        self.it_ref = None
+
+    def close(self):
+        # Only on the thread that opened the phases (end() pops this thread's stack).
+        if self.thread != threading.get_ident():
+            self.epoch_open = self.iter_open = False
+            return
+        if self.iter_open:
+            self.iter_open = False
+            _g._end()
+        if self.epoch_open:
+            self.epoch_open = False
+            _g._end()
+
+
+def _patch_dataloader(torch):
+    from torch.utils.data import dataloader as dl
+
+    DataLoader = dl.DataLoader
+    BaseIter = dl._BaseDataLoaderIter
+    orig_iter = DataLoader.__dict__["__iter__"]
+    orig_next = BaseIter.__dict__["__next__"]
+    if getattr(orig_iter, "_grademl_wrapped", False):
+        return
+    states = weakref.WeakKeyDictionary()  # DataLoader -> _LoaderState (no attribute on the user's object)
+
+    def _on_iter_dead(ref, st_ref):
+        st = st_ref()
+        if st is not None and st.it_ref is ref:
+            try:
+                st.close()
+            except Exception as e:
+                guard("dataloader", e)
+
+    @functools.wraps(orig_iter)
+    def __iter__(self):
+        if not _g._on or "dataloader" in _disabled:
+            return orig_iter(self)
+        try:
+            st = states.get(self)
+            if st is None:
+                st = states[self] = _LoaderState()
+            st.close()  # a new iterator ends the previous epoch
+            st.epoch += 1
+            st.thread = threading.get_ident()
+            _g._begin_typed("epoch", "epoch", (("epoch", str(st.epoch)),))
+            st.epoch_open = True
+        except Exception as e:
+            guard("dataloader", e)
+            return orig_iter(self)
+        try:
+            it = orig_iter(self)
+        except BaseException:
+            st.close()
+            raise
+        try:
+            it._grademl_state = st
+            st_ref = weakref.ref(st)
+            st.it_ref = weakref.ref(it, lambda r, s=st_ref: _on_iter_dead(r, s))
+        except Exception as e:
+            guard("dataloader", e)
+        return it
+
+    @functools.wraps(orig_next)
+    def __next__(self):
+        st = self.__dict__.get("_grademl_state")
+        if st is None or not st.epoch_open or st.thread != threading.get_ident() or not _g._on or "dataloader" in _disabled:
+            return orig_next(self)
+        try:
+            if st.iter_open:
+                st.iter_open = False
+                _g._end()
+            _g._begin_typed("dataloader.next", "data_wait")
+        except Exception as e:
+            guard("dataloader", e)
+            return orig_next(self)
+        try:
+            batch = orig_next(self)
+        except StopIteration:
+            _g._end()
+            st.close()
+            raise
+        except BaseException:
+            _g._end()
+            raise
+        _g._end()
+        _g._begin_typed("iteration", "iteration")
+        st.iter_open = True
+        return batch
+
+    __iter__._grademl_wrapped = True
+    __next__._grademl_wrapped = True
+    DataLoader.__iter__ = __iter__
+    BaseIter.__next__ = __next__
+

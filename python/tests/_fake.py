@@ -1,0 +1,85 @@
+"""A fake native layer for tests: records calls instead of writing events."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import grademl  # noqa: E402
+
+
+class Recorder:
+    def __init__(self):
+        self.ids = {}
+        self.names = {}
+        self.events = []
+
+    def enabled(self):
+        return 1
+
+    def intern(self, s):
+        s = str(s)
+        i = self.ids.get(s)
+        if i is None:
+            i = self.ids[s] = len(self.ids) + 1
+            self.names[i] = s
+        return i
+
+    def begin(self, i):
+        self.events.append(("begin", self.names[i], None))
+
+    def begin_typed(self, i, t):
+        self.events.append(("begin", self.names[i], self.names[t]))
+
+    def end(self):
+        self.events.append(("end",))
+
+    def tag(self, k, v):
+        self.events.append(("tag", self.names[k], self.names[v]))
+
+    def tag_str(self, k, v):
+        self.events.append(("tag", k, v))
+
+    def instant(self, i):
+        self.events.append(("instant", self.names[i]))
+
+    def counter(self, i, v):
+        self.events.append(("counter", self.names[i], v))
+
+    def flow_out(self, f):
+        self.events.append(("flow_out", f))
+
+    def flow_in(self, f):
+        self.events.append(("flow_in", f))
+
+    # ---- views
+    def phases(self):
+        """[(name, type, {tags}, depth, parent name)] in begin order; checks balance."""
+        out, stack = [], []
+        for e in self.events:
+            if e[0] == "begin":
+                rec = [e[1], e[2], {}, len(stack), stack[-1][0] if stack else None]
+                out.append(rec)
+                stack.append(rec)
+            elif e[0] == "end":
+                assert stack, "end without begin"
+                stack.pop()
+            elif e[0] == "tag":
+                assert stack, "tag outside a phase"
+                stack[-1][2][e[1]] = e[2]
+        assert not stack, f"unclosed phases: {[r[0] for r in stack]}"
+        return [tuple(r) for r in out]
+
+    def count(self, key, value):
+        """Number of phases whose name (key='name') or type (key='type') is value."""
+        idx = 0 if key == "name" else 1
+        return sum(1 for p in self.phases() if p[idx] == value)
+
+
+def use_recorder():
+    r = Recorder()
+    grademl._set_backend(r)
+    return r
+
+
+def disable():
+    grademl._set_backend(None)

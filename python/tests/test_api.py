@@ -1,0 +1,158 @@
+import os
+import threading
+import unittest
+
+from _fake import Recorder, disable, use_recorder  # noqa: F401  (sets sys.path)
+
+import grademl
+
+
+class ApiTest(unittest.TestCase):
+    def setUp(self):
+        self.r = use_recorder()
+
+    def tearDown(self):
+        disable()
+
+    def test_nesting_and_tags(self):
+        with grademl.phase("train", epoch=3):
+            with grademl.phase("step", i=1, lr=0.5):
+                pass
+            with grademl.phase("step"):
+                pass
+        self.assertEqual(self.r.phases(), [
+            ("train", None, {"epoch": "3"}, 0, None),
+            ("step", None, {"i": "1", "lr": "0.5"}, 1, "train"),
+            ("step", None, {}, 1, "train"),
+        ])
+        self.assertEqual(len(self.r.ids), 8)  # train epoch 3 step i 1 lr 0.5: each once
+        self.assertTrue(grademl.enabled())
+
+    def test_interned_once(self):
+        calls = []
+        orig = self.r.intern
+        self.r.intern = lambda s: calls.append(s) or orig(s)
+        for _ in range(5):
+            with grademl.phase("x"):
+                pass
+        self.assertEqual(calls, ["x"])
+
+    def test_exception_closes_phase(self):
+        with self.assertRaises(ValueError):
+            with grademl.phase("boom"):
+                raise ValueError()
+        self.assertEqual(self.r.events, [("begin", "boom", None), ("end",)])
+
+    def test_phase_type(self):
+        with grademl.phase("load", phase_type="io", path="a"):
+            pass
+        self.assertEqual(self.r.phases(), [("load", "io", {"path": "a"}, 0, None)])
+
+    def test_decorators(self):
+        @grademl.phase("load", k=1)
+        def load(x):
+            return x + 1
+
+        @grademl.phase
+        def bare(x):
+            with grademl.phase("inner"):
+                return x * 2
+
+        self.assertEqual(load(1), 2)
+        self.assertEqual(bare(2), 4)
+        self.assertEqual(bare.__name__, "bare")
+        qual = "ApiTest.test_decorators.<locals>.bare"
+        self.assertEqual(self.r.phases(), [
+            ("load", None, {"k": "1"}, 0, None),
+            (qual, None, {}, 0, None),
+            ("inner", None, {}, 1, qual),
+        ])
+
+    def test_decorator_exception(self):
+        @grademl.phase
+        def f():
+            raise KeyError()
+
+        with self.assertRaises(KeyError):
+            f()
+        self.assertEqual(len(self.r.phases()), 1)
+
+    def test_begin_end_instant_counter_flow(self):
+        grademl.begin("a", x=1)
+        grademl.instant("mark")
+        grademl.counter("loss", 2)
+        grademl.flow_out(7)
+        grademl.flow_in(7)
+        grademl.end()
+        self.assertEqual(self.r.events, [
+            ("begin", "a", None), ("tag", "x", "1"), ("instant", "mark"),
+            ("counter", "loss", 2.0), ("flow_out", 7), ("flow_in", 7), ("end",),
+        ])
+
+    def test_threads(self):
+        def work():
+            with grademl.phase("t"):
+                pass
+
+        ts = [threading.Thread(target=work) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(self.r.count("name", "t"), 4)
+
+
+class DisabledTest(unittest.TestCase):
+    def setUp(self):
+        disable()
+
+    def test_noops(self):
+        self.assertFalse(grademl.enabled())
+        with grademl.phase("x", a=1) as p:
+            self.assertIsNotNone(p)
+        grademl.begin("x")
+        grademl.end()
+        grademl.instant("x")
+        grademl.counter("x", 1.0)
+        grademl.flow_out(1)
+        grademl.flow_in(1)
+
+        def f():
+            return 3
+
+        self.assertIs(grademl.phase(f), f)  # bare decorator returns the function itself
+        self.assertIs(grademl.phase("n")(f), f)
+
+    def test_import_without_env(self):
+        import subprocess
+        import sys
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GRADEML_")}
+        env["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+        out = subprocess.run([sys.executable, "-c",
+                              "import grademl\nwith grademl.phase('x'): pass\nprint(grademl.enabled())"],
+                             env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "False")
+
+    def test_missing_library(self):
+        import subprocess
+        import sys
+        import tempfile
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        with tempfile.TemporaryDirectory() as d:
+            env = dict(os.environ, GRADEML_EVENTS_DIR=d, GRADEML_LIBRARY="/nonexistent/libgrademl.so",
+                       GRADEML_AUTO="1",
+                       PYTHONPATH=os.pathsep.join([os.path.join(here, ".."),
+                                                   os.path.join(here, "..", "grademl", "_autoload")]))
+            out = subprocess.run([sys.executable, "-c",
+                                  "import grademl, sys\nwith grademl.phase('x'): pass\n"
+                                  "print(grademl.enabled(), 'sitecustomize' in sys.modules)"],
+                                 env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.split()[0], "False")
+
+
+if __name__ == "__main__":
+    unittest.main()

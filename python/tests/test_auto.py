@@ -1,0 +1,241 @@
+"""Auto-instrumentation against the fake native layer: exact phase sequences."""
+import os
+import tempfile
+import unittest
+
+from _fake import disable, use_recorder
+
+import grademl
+import grademl.auto
+
+# Install the hooks before torch / sklearn / pandas / numpy are imported (they may be
+# already, by another test module: register() then patches at once).
+grademl._set_backend(use_recorder())
+grademl.auto.install()
+disable()
+
+try:
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+except Exception:  # pragma: no cover
+    torch = None
+try:
+    import sklearn  # noqa: F401
+except Exception:  # pragma: no cover
+    sklearn = None
+try:
+    import numpy as np
+    import pandas as pd
+except Exception:  # pragma: no cover
+    np = pd = None
+
+
+def _dataset():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(12, 4, generator=g)
+    y = torch.randint(0, 2, (12,), generator=g)
+    return TensorDataset(x, y)
+
+
+class _Model(torch.nn.Module if torch else object):
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(4, 8)
+        self.act = torch.nn.ReLU()
+        self.l2 = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.l2(self.act(self.l1(x)))
+
+
+def _train(loader, epochs=2):
+    model = _Model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    lossf = torch.nn.CrossEntropyLoss()
+    for _ in range(epochs):
+        for x, y in loader:
+            opt.zero_grad()
+            loss = lossf(model(x), y)  # lossf is a Module too: a top-level forward
+            loss.backward()
+            opt.step()
+    return model
+
+
+@unittest.skipIf(torch is None, "torch not importable with this interpreter")
+class TorchTest(unittest.TestCase):
+    def setUp(self):
+        self.r = use_recorder()
+
+    def tearDown(self):
+        disable()
+
+    def _check_training(self, r):
+        ph = r.phases()
+        types = [p[1] for p in ph]
+        self.assertEqual(types.count("epoch"), 2)
+        self.assertEqual(types.count("iteration"), 6)
+        self.assertEqual(types.count("data_wait"), 8)  # 3 batches + the final StopIteration, per epoch
+        self.assertEqual(types.count("forward"), 12)   # model + loss module per batch
+        self.assertEqual(types.count("backward"), 6)   # Tensor.backward -> autograd.backward: once
+        self.assertEqual(types.count("optimizer_step"), 6)
+        epochs = [p for p in ph if p[1] == "epoch"]
+        self.assertEqual([e[2] for e in epochs], [{"epoch": "1"}, {"epoch": "2"}])
+        for p in ph:
+            if p[1] in ("data_wait", "iteration"):
+                self.assertEqual(p[4], "epoch")
+            if p[1] in ("forward", "backward", "optimizer_step"):
+                self.assertEqual(p[4], "iteration")
+                self.assertEqual(p[2], {})
+        # the sequence of one epoch
+        first = [p[0] for p in ph[: ph.index(epochs[1])]]
+        one = ["dataloader.next", "iteration", "forward", "forward", "backward", "optimizer.step"]
+        self.assertEqual(first, ["epoch"] + one * 3 + ["dataloader.next"])
+
+    def test_training_loop(self):
+        _train(DataLoader(_dataset(), batch_size=4))
+        self._check_training(self.r)
+
+    def test_eval_forward_tagged(self):
+        model = _Model()
+        with torch.no_grad():
+            model(torch.randn(2, 4))
+        with torch.inference_mode():
+            model(torch.randn(2, 4))
+        model(torch.randn(2, 4))
+        self.assertEqual(self.r.phases(), [
+            ("forward", "forward", {"mode": "eval"}, 0, None),
+            ("forward", "forward", {"mode": "eval"}, 0, None),
+            ("forward", "forward", {}, 0, None),
+        ])
+
+    def test_workers(self):
+        _train(DataLoader(_dataset(), batch_size=4, num_workers=2))
+        self._check_training(self.r)
+
+    def test_break_and_new_iterator(self):
+        loader = DataLoader(_dataset(), batch_size=4)
+        for i, _ in enumerate(loader):
+            if i == 1:
+                break
+        with grademl.phase("after"):
+            pass
+        it = iter(loader)
+        next(it)
+        iter(loader)  # a new iterator ends the previous epoch
+        del it
+        ph = self.r.phases()  # balanced
+        self.assertEqual([p[0] for p in ph if p[1] == "epoch"], ["epoch"] * 3)
+        self.assertEqual([p for p in ph if p[0] == "after"], [("after", None, {}, 0, None)])
+
+    def test_optimizer_subclass_later(self):
+        class MySGD(torch.optim.SGD):
+            def step(self, closure=None):
+                return super().step(closure)
+
+        w = torch.nn.Parameter(torch.ones(2))
+        opt = MySGD([w], lr=0.1)
+        w.sum().backward()
+        opt.step()
+        self.assertEqual([p[0] for p in self.r.phases()], ["backward", "optimizer.step"])
+
+    def test_disabled_no_events(self):
+        disable()
+        _train(DataLoader(_dataset(), batch_size=4), epochs=1)
+        self.assertEqual(self.r.events, [])
+
+
+@unittest.skipIf(sklearn is None, "sklearn not importable with this interpreter")
+class SklearnTest(unittest.TestCase):
+    def setUp(self):
+        import numpy
+
+        rng = numpy.random.RandomState(0)
+        self.X = rng.randn(40, 3)
+        self.y = (self.X[:, 0] > 0).astype(int)
+        self.r = use_recorder()
+
+    def tearDown(self):
+        disable()
+
+    def test_logreg(self):
+        from sklearn.linear_model import LogisticRegression
+
+        m = LogisticRegression().fit(self.X, self.y)
+        m.predict(self.X)
+        self.assertEqual(self.r.phases(), [
+            ("LogisticRegression.fit", "sklearn.fit", {"estimator": "LogisticRegression"}, 0, None),
+            ("LogisticRegression.predict", "sklearn.predict", {"estimator": "LogisticRegression"}, 0, None),
+        ])
+
+    def test_scaler_fit_transform_once(self):
+        from sklearn.preprocessing import StandardScaler
+
+        StandardScaler().fit_transform(self.X)
+        self.assertEqual(self.r.phases(), [
+            ("StandardScaler.fit_transform", "sklearn.fit_transform", {"estimator": "StandardScaler"}, 0, None),
+        ])
+
+    def test_pipeline(self):
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        p = make_pipeline(StandardScaler(), LogisticRegression()).fit(self.X, self.y)
+        p.predict(self.X)
+        names = [(n, d, parent) for n, _, _, d, parent in self.r.phases()]
+        self.assertEqual(names, [
+            ("Pipeline.fit", 0, None),
+            ("StandardScaler.fit_transform", 1, "Pipeline.fit"),
+            ("LogisticRegression.fit", 1, "Pipeline.fit"),
+            ("Pipeline.predict", 0, None),
+            ("StandardScaler.transform", 1, "Pipeline.predict"),
+            ("LogisticRegression.predict", 1, "Pipeline.predict"),
+        ])
+
+    def test_user_estimator(self):
+        from sklearn.base import BaseEstimator
+
+        class Mine(BaseEstimator):
+            def fit(self, X, y=None):
+                return self
+
+        Mine().fit(self.X)
+        self.assertEqual([p[0] for p in self.r.phases()], ["Mine.fit"])
+
+
+@unittest.skipIf(pd is None, "pandas/numpy not importable with this interpreter")
+class IoTest(unittest.TestCase):
+    def setUp(self):
+        self.r = use_recorder()
+        self.d = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        disable()
+        self.d.cleanup()
+
+    def test_pandas_numpy(self):
+        import pathlib
+
+        csv = os.path.join(self.d.name, "a.csv")
+        npy = pathlib.Path(self.d.name) / "a.npy"
+        npz = os.path.join(self.d.name, "a.npz")
+        pd.DataFrame({"a": [1, 2]}).to_csv(csv, index=False)
+        df = pd.read_csv(csv)
+        np.save(npy, df.values)
+        np.load(npy)
+        np.savez(npz, a=df.values)
+        np.savez_compressed(npz, a=df.values)
+        pd.read_csv(filepath_or_buffer=csv)
+        self.assertEqual([(n, t, tags) for n, t, tags, _, _ in self.r.phases()], [
+            ("to_csv", "io", {"path": csv}),
+            ("read_csv", "io", {"path": csv}),
+            ("save", "io", {"path": str(npy)}),
+            ("load", "io", {"path": str(npy)}),
+            ("savez", "io", {"path": npz}),
+            ("savez_compressed", "io", {"path": npz}),
+            ("read_csv", "io", {"path": csv}),
+        ])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,125 @@
+"""Against the real libgrademl.so (build*/libgrademl.so under the repository root, or
+$GRADEML_TEST_LIBRARY): skipped, with a message, when it is not built."""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYDIR = os.path.dirname(HERE)
+REPO = os.path.dirname(PYDIR)
+
+
+def _find_library():
+    p = os.environ.get("GRADEML_TEST_LIBRARY")
+    if p and os.path.isfile(p):
+        return p
+    libs = sorted(glob.glob(os.path.join(REPO, "build*", "libgrademl.so")), key=os.path.getmtime, reverse=True)
+    return libs[0] if libs else None
+
+
+LIB = _find_library()
+SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
+
+
+def _ext_dir(tmp):
+    """A directory holding libgrademl.so and the extension: the build's, or a copy with
+    the extension compiled here (gcc); None when neither is possible."""
+    if os.path.isfile(os.path.join(os.path.dirname(LIB), "_grademl_native" + SUFFIX)):
+        return os.path.dirname(LIB)
+    cc = shutil.which("gcc") or shutil.which("cc")
+    inc = sysconfig.get_paths().get("include")
+    if not cc or not inc or not os.path.isfile(os.path.join(inc, "Python.h")):
+        return None
+    shutil.copy(LIB, tmp)
+    r = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-I" + inc, os.path.join(PYDIR, "grademl", "_native.c"),
+                        "-o", os.path.join(tmp, "_grademl_native" + SUFFIX), "-ldl"], capture_output=True, text=True)
+    return tmp if r.returncode == 0 else None
+
+
+SCRIPT = r"""
+import os, sys, glob, grademl
+print("native", grademl._native, "enabled", grademl.enabled())
+d = os.environ["GRADEML_EVENTS_DIR"]
+def used():
+    os.sync()
+    return sum(os.stat(f).st_blocks for f in glob.glob(os.path.join(d, "*")))
+with grademl.phase("warm", k=1):
+    pass
+@grademl.phase
+def f(i):
+    grademl.counter("c", i)
+for i in range(200000):
+    with grademl.phase("p", i=i % 7):
+        f(i)
+a = used()
+for i in range(200000):
+    with grademl.phase("q"):
+        grademl.instant("x")
+b = used()
+print("files", len(glob.glob(os.path.join(d, "*"))), "grew", b > a > 0)
+"""
+
+TORCH_SCRIPT = r"""
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+import numpy as np, grademl
+ds = TensorDataset(torch.randn(16, 4), torch.randint(0, 2, (16,)))
+m = torch.nn.Linear(4, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for workers in (0, 2):
+    for _ in range(2):
+        for x, y in DataLoader(ds, batch_size=4, num_workers=workers):
+            opt.zero_grad(); torch.nn.functional.cross_entropy(m(x), y).backward(); opt.step()
+with torch.no_grad():
+    m(torch.randn(1, 4))
+print("ok", grademl.enabled(), getattr(torch.nn.Module.__call__, "_grademl_wrapped", False))
+"""
+
+
+@unittest.skipIf(LIB is None, "libgrademl.so not built (no build*/libgrademl.so): real-library tests skipped")
+class RealLibraryTest(unittest.TestCase):
+    def _run(self, script, libdir=None, **extra):
+        with tempfile.TemporaryDirectory() as ev:
+            env = dict(os.environ, GRADEML_EVENTS_DIR=ev,
+                       GRADEML_LIBRARY=os.path.join(libdir, "libgrademl.so") if libdir else LIB,
+                       PYTHONPATH=os.pathsep.join([PYDIR, os.path.join(PYDIR, "grademl", "_autoload")]))
+            env.pop("GRADEML_AUTO", None)
+            env.update(extra)
+            r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+            files = os.listdir(ev)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout, files
+
+    def test_native_extension(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            libdir = _ext_dir(tmp)
+            if libdir is None:
+                self.skipTest("cannot build the extension here (no compiler or Python.h)")
+            out, files = self._run(SCRIPT, libdir)
+        self.assertIn("native True enabled True", out)
+        self.assertIn("grew True", out)
+        self.assertTrue(files)
+
+    def test_ctypes_fallback(self):
+        out, files = self._run(SCRIPT, GRADEML_CTYPES="1")
+        self.assertIn("native False enabled True", out)
+        self.assertIn("grew True", out)
+
+    def test_auto_torch_with_workers(self):
+        try:
+            import torch  # noqa: F401
+        except Exception:
+            self.skipTest("torch not importable")
+        with tempfile.TemporaryDirectory() as tmp:
+            libdir = _ext_dir(tmp)
+            out, files = self._run(TORCH_SCRIPT, libdir, GRADEML_AUTO="1")
+        self.assertIn("ok True True", out)
+        self.assertGreaterEqual(len(files), 1)  # the parent's (workers' files when they record)
+
+
+if __name__ == "__main__":
+    unittest.main()

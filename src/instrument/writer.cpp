@@ -1,0 +1,472 @@
+// The event writer: lives in user processes (linked statically, or as libgrademl.so), so it
+// uses nothing beyond libc, pthreads and the C++ standard library. Format and transport:
+// instrument/event_format.h.
+//
+// Per thread: the chunk it owns, the write offset in it, and how many of its open phases
+// were written or dropped. Records never straddle chunks. Space for the End of every
+// written, still open Begin is kept in reserve (`limit`), so that once the file is full a
+// written Begin still gets its End, and a dropped Begin's End is dropped too: the file
+// always holds balanced phases (except where the process died with phases open).
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+#include <atomic>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "grademl/grademl_c.h"
+#include "instrument/event_format.h"
+#include "instrument/writer.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+namespace grademl::instrument {
+namespace {
+
+constexpr uint32_t kMaxNameBytes = 1024;
+constexpr uint32_t kEndBytes = 16;
+
+enum State : int { kUninit = 0, kEnabled = 1, kDisabled = 2 };
+
+std::atomic<int> g_state{kUninit};
+char* g_base = nullptr;  // the mapping of the event file, kFileCapacity bytes
+FileHeader* g_header = nullptr;
+uint64_t g_max_chunks = kMaxChunks;
+pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;  // init, the name table, g_path
+bool g_atfork_registered = false;
+
+// The name table: never destroyed (other threads may still call in during exit).
+struct NameTable {
+  std::deque<std::string> names;  // names[id - 1]; deque: elements never move
+  std::unordered_map<std::string_view, uint32_t> ids;
+  std::string path;               // the current file
+};
+NameTable* g_table = nullptr;
+
+struct ThreadState {
+  char* payload;        // the records area of the current chunk, or null
+  uint32_t* committed;  // its ChunkHeader::committed
+  uint32_t off;         // bytes written in payload
+  uint32_t limit;       // bytes usable by records other than End: kChunkPayload - 16 * depth_written
+  uint32_t depth_written;  // open phases whose Begin is in the file
+  uint32_t depth_dropped;  // open phases above those whose Begin was dropped
+  int32_t tid;
+  bool full;            // no chunk could be had: the file is full
+};
+constinit thread_local ThreadState t_state{};
+
+// Per-thread cache of grademl_intern: pointer -> id, checked against the table's copy of
+// the name (a pointer may be reused for other contents).
+struct CacheEntry {
+  const char* ptr;
+  const char* canon;
+  uint32_t id;
+};
+constexpr int kCacheBits = 6;
+constinit thread_local CacheEntry t_cache[1 << kCacheBits]{};
+
+inline uint64_t Now() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+#endif
+}
+
+inline void Put32(char* p, uint32_t v) { memcpy(p, &v, 4); }
+inline void Put64(char* p, uint64_t v) { memcpy(p, &v, 8); }
+inline void PutHead(char* p, RecordType type, uint32_t id, uint16_t length = 0) {
+  RecordHead h{uint8_t(type), 0, length, id};
+  memcpy(p, &h, sizeof(h));
+}
+inline void Commit(ThreadState& t) { __atomic_store_n(t.committed, t.off, __ATOMIC_RELEASE); }
+inline void CountDropped() {
+  if (g_header != nullptr) __atomic_fetch_add(&g_header->dropped_events, 1, __ATOMIC_RELAXED);
+}
+
+void ChildAfterFork();
+
+void Detach() {  // with g_mu held (or in a forked child)
+  if (g_base != nullptr) munmap(g_base, kFileCapacity);
+  g_base = nullptr;
+  g_header = nullptr;
+  if (g_table != nullptr) g_table->path.clear();
+  t_state = ThreadState{};
+  g_state.store(kUninit, std::memory_order_release);
+}
+
+void PrepareFork() { pthread_mutex_lock(&g_mu); }
+void ParentAfterFork() { pthread_mutex_unlock(&g_mu); }
+void ChildAfterFork() {
+  // Only this thread exists in the child. Leave the parent's file to the parent.
+  g_mu = PTHREAD_MUTEX_INITIALIZER;
+  Detach();
+}
+
+// Takes a new chunk for this thread. False when the file is full.
+bool AcquireChunk(ThreadState& t) {
+  uint64_t idx = __atomic_fetch_add(&g_header->next_chunk, 1, __ATOMIC_RELAXED);
+  if (idx >= g_max_chunks || idx >= kMaxChunks) return false;
+  char* chunk = g_base + kHeaderBytes + idx * kChunkBytes;
+  // Fault the chunk's pages in at once rather than one fault per 4 KiB on the hot path.
+  (void)madvise(chunk, kChunkBytes, MADV_POPULATE_WRITE);
+  if (t.tid == 0) t.tid = int32_t(syscall(SYS_gettid));
+  auto* ch = reinterpret_cast<ChunkHeader*>(chunk);
+  ch->tid = uint32_t(t.tid);
+  t.payload = chunk + sizeof(ChunkHeader);
+  t.committed = &ch->committed;
+  t.off = 0;
+  t.limit = uint32_t(kChunkPayload) - kEndBytes * t.depth_written;
+  return true;
+}
+
+// Room for `need` bytes of records other than End at the thread's cursor, keeping the
+// reserve for open phases' Ends. Null when there is none (file full, or nesting too deep).
+char* Reserve(ThreadState& t, uint32_t need) {
+  if (t.payload != nullptr && t.off + need <= t.limit) return t.payload + t.off;
+  if (t.full || uint64_t(need) + uint64_t(kEndBytes) * t.depth_written > kChunkPayload) return nullptr;
+  if (!AcquireChunk(t)) {
+    t.full = true;
+    return nullptr;
+  }
+  return t.payload + t.off;
+}
+
+// Writes a name record for `id` in this thread's chunk. With g_mu held.
+bool EmitName(ThreadState& t, uint32_t id, std::string_view name) {
+  uint32_t size = uint32_t(sizeof(RecordHead) + ((name.size() + 7) & ~size_t(7)));
+  char* p = Reserve(t, size);
+  if (p == nullptr) return false;
+  PutHead(p, kRecName, id, uint16_t(name.size()));
+  memcpy(p + sizeof(RecordHead), name.data(), name.size());
+  memset(p + sizeof(RecordHead) + name.size(), 0, size - sizeof(RecordHead) - name.size());
+  t.off += size;
+  Commit(t);
+  return true;
+}
+
+uint32_t RandomU32() {
+  uint32_t r = 0;
+  if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != ssize_t(sizeof(r))) {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r = uint32_t(ts.tv_nsec) ^ uint32_t(Now()) ^ (uint32_t(getpid()) << 16);
+  }
+  return r;
+}
+
+void InitLocked() {
+  if (!g_atfork_registered) {
+    pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
+    g_atfork_registered = true;
+  }
+  if (g_table == nullptr) g_table = new NameTable;
+  const char* dir = getenv("GRADEML_EVENTS_DIR");
+  if (dir == nullptr || *dir == '\0') {
+    g_state.store(kDisabled, std::memory_order_release);
+    return;
+  }
+  const pid_t pid = getpid();
+  char path[4096];
+  int fd = -1;
+  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+    snprintf(path, sizeof(path), "%s/%d-%08x%08x.gev", dir, int(pid), RandomU32(), RandomU32());
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  void* map = MAP_FAILED;
+  if (fd >= 0) {
+    if (ftruncate(fd, off_t(kFileCapacity)) == 0) {
+      map = mmap(nullptr, kFileCapacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    }
+    close(fd);
+    if (map == MAP_FAILED) unlink(path);
+  }
+  if (map == MAP_FAILED) {
+    fprintf(stderr, "grademl: cannot create an event file in %s (%s); events are not recorded\n", dir,
+            strerror(errno));
+    g_state.store(kDisabled, std::memory_order_release);
+    return;
+  }
+  g_base = static_cast<char*>(map);
+  g_header = reinterpret_cast<FileHeader*>(g_base);
+  g_header->version = kFormatVersion;
+#if defined(__x86_64__)
+  g_header->clock = kClockTsc;
+#else
+  g_header->clock = kClockMonotonic;
+#endif
+  g_header->pid = int32_t(pid);
+  timespec rt;
+  g_header->anchor_ticks = Now();
+  clock_gettime(CLOCK_REALTIME, &rt);
+  g_header->anchor_epoch_ns = int64_t(rt.tv_sec) * 1000000000 + rt.tv_nsec;
+  uint64_t magic;
+  memcpy(&magic, kFileMagic, sizeof(magic));
+  __atomic_store_n(reinterpret_cast<uint64_t*>(g_header->magic), magic, __ATOMIC_RELEASE);
+  g_table->path = path;
+
+  // Names interned before (in this process, or in the parent before a fork) keep their ids:
+  // define them all in the new file.
+  ThreadState& t = t_state;
+  t = ThreadState{};
+  for (size_t i = 0; i < g_table->names.size(); ++i) {
+    if (!EmitName(t, uint32_t(i + 1), g_table->names[i])) break;
+  }
+  g_state.store(kEnabled, std::memory_order_release);
+}
+
+[[gnu::noinline]] bool InitSlow() {
+  pthread_mutex_lock(&g_mu);
+  if (g_state.load(std::memory_order_relaxed) == kUninit) InitLocked();
+  bool enabled = g_state.load(std::memory_order_relaxed) == kEnabled;
+  pthread_mutex_unlock(&g_mu);
+  return enabled;
+}
+
+inline bool Ready() {
+  int s = g_state.load(std::memory_order_acquire);
+  if (s == kEnabled) [[likely]] return true;
+  if (s == kDisabled) return false;
+  return InitSlow();
+}
+
+[[gnu::noinline]] void BeginSlow(ThreadState& t, uint32_t id, uint32_t type_id, bool typed) {
+  if (t.depth_dropped == 0 && id != 0) {
+    const uint32_t size = typed ? 24 : 16;
+    if (char* p = Reserve(t, size + kEndBytes)) {
+      if (typed) {
+        PutHead(p, kRecTypedBegin, id);
+        Put32(p + 8, type_id);
+        Put32(p + 12, 0);
+        Put64(p + 16, Now());
+      } else {
+        PutHead(p, kRecBegin, id);
+        Put64(p + 8, Now());
+      }
+      t.off += size;
+      t.limit -= kEndBytes;
+      t.depth_written++;
+      Commit(t);
+      return;
+    }
+  }
+  t.depth_dropped++;
+  CountDropped();
+}
+
+// A record of `size` bytes that belongs to the innermost open phase (tag, flow): dropped
+// with that phase, ignored when no phase is open.
+char* ReservePhaseRecord(ThreadState& t, uint32_t size) {
+  if (t.depth_dropped != 0) {
+    CountDropped();
+    return nullptr;
+  }
+  if (t.depth_written == 0) return nullptr;
+  char* p = Reserve(t, size);
+  if (p == nullptr) CountDropped();
+  return p;
+}
+
+char* ReserveFree(ThreadState& t, uint32_t size, uint32_t id) {
+  if (id == 0) {
+    CountDropped();
+    return nullptr;
+  }
+  if (t.payload != nullptr && t.off + size <= t.limit) [[likely]] return t.payload + t.off;
+  char* p = Reserve(t, size);
+  if (p == nullptr) CountDropped();
+  return p;
+}
+
+void Flow(RecordType type, uint64_t flow_id) {
+  if (!Ready()) return;
+  ThreadState& t = t_state;
+  char* p = ReservePhaseRecord(t, 24);
+  if (p == nullptr) return;
+  PutHead(p, type, 0);
+  Put64(p + 8, Now());
+  Put64(p + 16, flow_id);
+  t.off += 24;
+  Commit(t);
+}
+
+uint32_t InternSlow(const char* name, CacheEntry& e) {
+  std::string_view sv(name);
+  if (sv.size() > kMaxNameBytes) {
+    size_t n = kMaxNameBytes;
+    while (n > 0 && (static_cast<unsigned char>(sv[n]) & 0xC0) == 0x80) --n;  // whole UTF-8 characters
+    sv = sv.substr(0, n);
+  }
+  pthread_mutex_lock(&g_mu);
+  uint32_t id = 0;
+  const char* canon = nullptr;
+  if (g_state.load(std::memory_order_relaxed) == kEnabled) {  // not detached meanwhile
+    auto it = g_table->ids.find(sv);
+    if (it != g_table->ids.end()) {
+      id = it->second;
+      canon = g_table->names[id - 1].c_str();
+    } else {
+      uint32_t next = uint32_t(g_table->names.size() + 1);
+      if (EmitName(t_state, next, sv)) {  // defined in the file before anyone can use the id
+        const std::string& stored = g_table->names.emplace_back(sv);
+        g_table->ids.emplace(std::string_view(stored), next);
+        id = next;
+        canon = stored.c_str();
+      } else {
+        CountDropped();
+      }
+    }
+  }
+  pthread_mutex_unlock(&g_mu);
+  if (id != 0) e = CacheEntry{name, canon, id};
+  return id;
+}
+
+}  // namespace
+
+void ResetForTesting(uint64_t max_chunks) {
+  pthread_mutex_lock(&g_mu);
+  Detach();
+  g_max_chunks = max_chunks;
+  pthread_mutex_unlock(&g_mu);
+}
+
+std::string CurrentFilePathForTesting() {
+  pthread_mutex_lock(&g_mu);
+  std::string path = g_table != nullptr ? g_table->path : std::string();
+  pthread_mutex_unlock(&g_mu);
+  return path;
+}
+
+}  // namespace grademl::instrument
+
+using namespace grademl::instrument;
+
+extern "C" {
+
+GRADEML_API int grademl_enabled(void) { return Ready() ? 1 : 0; }
+
+GRADEML_API uint32_t grademl_intern(const char* name) {
+  if (name == nullptr || !Ready()) return 0;
+  uintptr_t key = reinterpret_cast<uintptr_t>(name);
+  CacheEntry& e = t_cache[((key >> 3) * 0x9E3779B97F4A7C15ull) >> (64 - kCacheBits)];
+  if (e.ptr == name && strcmp(e.canon, name) == 0) return e.id;
+  return InternSlow(name, e);
+}
+
+GRADEML_API void grademl_begin(uint32_t name_id) {
+  if (!Ready()) return;
+  ThreadState& t = t_state;
+  if (t.off + 16 + kEndBytes <= t.limit && name_id != 0 && t.depth_dropped == 0) [[likely]] {
+    char* p = t.payload + t.off;
+    PutHead(p, kRecBegin, name_id);
+    Put64(p + 8, Now());
+    t.off += 16;
+    t.limit -= kEndBytes;
+    t.depth_written++;
+    Commit(t);
+    return;
+  }
+  BeginSlow(t, name_id, 0, false);
+}
+
+GRADEML_API void grademl_begin_typed(uint32_t name_id, uint32_t type_id) {
+  if (!Ready()) return;
+  if (type_id == 0 || type_id == name_id) return grademl_begin(name_id);
+  BeginSlow(t_state, name_id, type_id, true);
+}
+
+GRADEML_API void grademl_end(void) {
+  if (!Ready()) return;
+  ThreadState& t = t_state;
+  if (t.depth_dropped == 0 && t.depth_written != 0) [[likely]] {
+    // The reserve guarantees room: off + 16 <= limit + 16 <= kChunkPayload.
+    char* p = t.payload + t.off;
+    PutHead(p, kRecEnd, 0);
+    Put64(p + 8, Now());
+    t.off += 16;
+    t.limit += kEndBytes;
+    t.depth_written--;
+    Commit(t);
+    return;
+  }
+  if (t.depth_dropped != 0) {
+    t.depth_dropped--;
+    CountDropped();
+  }
+  // else: no open phase on this thread (unbalanced, or begun before a fork): ignored.
+}
+
+GRADEML_API void grademl_tag(uint32_t key_id, uint32_t value_id) {
+  if (!Ready()) return;
+  ThreadState& t = t_state;
+  if (key_id == 0 || value_id == 0) {
+    if (t.depth_written != 0 || t.depth_dropped != 0) CountDropped();
+    return;
+  }
+  char* p = ReservePhaseRecord(t, 16);
+  if (p == nullptr) return;
+  PutHead(p, kRecTag, key_id);
+  Put32(p + 8, value_id);
+  Put32(p + 12, 0);
+  t.off += 16;
+  Commit(t);
+}
+
+GRADEML_API void grademl_tag_str(const char* key, const char* value) {
+  if (!Ready()) return;
+  grademl_tag(grademl_intern(key), grademl_intern(value));
+}
+
+GRADEML_API void grademl_instant(uint32_t name_id) {
+  if (!Ready()) return;
+  ThreadState& t = t_state;
+  char* p = ReserveFree(t, 16, name_id);
+  if (p == nullptr) return;
+  PutHead(p, kRecInstant, name_id);
+  Put64(p + 8, Now());
+  t.off += 16;
+  Commit(t);
+}
+
+GRADEML_API void grademl_counter(uint32_t name_id, double value) {
+  if (!Ready()) return;
+  ThreadState& t = t_state;
+  char* p = ReserveFree(t, 24, name_id);
+  if (p == nullptr) return;
+  PutHead(p, kRecCounter, name_id);
+  Put64(p + 8, Now());
+  memcpy(p + 16, &value, 8);
+  t.off += 24;
+  Commit(t);
+}
+
+GRADEML_API void grademl_flow_out(uint64_t flow_id) { Flow(kRecFlowOut, flow_id); }
+GRADEML_API void grademl_flow_in(uint64_t flow_id) { Flow(kRecFlowIn, flow_id); }
+
+GRADEML_API void grademl_begin_str(const char* name) {
+  if (!Ready()) return;
+  grademl_begin(grademl_intern(name));
+}
+
+}  // extern "C"

@@ -1,0 +1,762 @@
+#include "collect/event_collector.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <atomic>
+#include <map>
+#include <thread>
+
+#include "instrument/event_format.h"
+
+namespace grademl::collect {
+namespace {
+
+namespace ev = grademl::instrument;
+using model::PhaseId;
+
+constexpr int64_t kAnchorEpoch = 1'700'000'000'000'000'000;
+
+// A minimal writer following event_format.h, with hooks to break the format.
+class TestWriter {
+ public:
+  TestWriter(const std::string& dir, int32_t pid, uint32_t clock = ev::kClockMonotonic, uint64_t anchor_ticks = 0,
+             bool write_magic = true, uint64_t size = ev::kFileCapacity) {
+    path_ = dir + "/" + std::to_string(pid) + "-" + std::to_string(counter_++) + ".gev";
+    fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    EXPECT_GE(fd_, 0);
+    EXPECT_EQ(ftruncate(fd_, static_cast<off_t>(size)), 0);
+    void* m = mmap(nullptr, ev::kFileCapacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    EXPECT_NE(m, MAP_FAILED);
+    map_ = static_cast<uint8_t*>(m);
+    size_ = size;
+    if (size < sizeof(ev::FileHeader)) return;
+    ev::FileHeader* h = header();
+    h->version = ev::kFormatVersion;
+    h->clock = clock;
+    h->pid = pid;
+    h->anchor_ticks = anchor_ticks;
+    h->anchor_epoch_ns = kAnchorEpoch;
+    if (write_magic) WriteMagic();
+  }
+  ~TestWriter() {
+    munmap(map_, ev::kFileCapacity);
+    close(fd_);
+  }
+
+  ev::FileHeader* header() { return reinterpret_cast<ev::FileHeader*>(map_); }
+  void WriteMagic(const char* magic = ev::kFileMagic) {
+    uint64_t m;
+    std::memcpy(&m, magic, 8);
+    __atomic_store_n(reinterpret_cast<uint64_t*>(map_), m, __ATOMIC_RELEASE);
+  }
+
+  // Takes the next chunk for thread `tid`.
+  int NewChunk(uint32_t tid) {
+    uint64_t idx = __atomic_fetch_add(&header()->next_chunk, 1, __ATOMIC_ACQ_REL);
+    chunk(idx)->tid = tid;
+    return static_cast<int>(idx);
+  }
+  ev::ChunkHeader* chunk(uint64_t idx) {
+    return reinterpret_cast<ev::ChunkHeader*>(map_ + ev::kHeaderBytes + idx * ev::kChunkBytes);
+  }
+  void SetCommitted(int c, uint32_t v) { __atomic_store_n(&chunk(c)->committed, v, __ATOMIC_RELEASE); }
+
+  // Appends raw record bytes (padded to 8) and commits them, unless `commit` is false.
+  void Append(int c, const void* bytes, size_t n, bool commit = true) {
+    uint8_t* payload = reinterpret_cast<uint8_t*>(chunk(c)) + sizeof(ev::ChunkHeader);
+    uint32_t at = pending_[c] ? pending_[c] : chunk(c)->committed;
+    std::memcpy(payload + at, bytes, n);
+    at += static_cast<uint32_t>((n + 7) & ~size_t{7});
+    if (commit) {
+      SetCommitted(c, at);
+      pending_[c] = 0;
+    } else {
+      pending_[c] = at;
+    }
+  }
+  void Commit(int c) {
+    SetCommitted(c, pending_[c]);
+    pending_[c] = 0;
+  }
+
+  void Name(int c, uint32_t id, const std::string& s) {
+    std::vector<uint8_t> rec(8 + s.size());
+    ev::RecordHead h{ev::kRecName, 0, static_cast<uint16_t>(s.size()), id};
+    std::memcpy(rec.data(), &h, 8);
+    std::memcpy(rec.data() + 8, s.data(), s.size());
+    Append(c, rec.data(), rec.size());
+  }
+  void Ticks(int c, uint8_t type, uint32_t id, uint64_t ticks) {
+    struct { ev::RecordHead h; uint64_t t; } r{{type, 0, 0, id}, ticks};
+    Append(c, &r, sizeof r);
+  }
+  void Begin(int c, uint32_t name, uint64_t t) { Ticks(c, ev::kRecBegin, name, t); }
+  void End(int c, uint64_t t) { Ticks(c, ev::kRecEnd, 0, t); }
+  void Instant(int c, uint32_t name, uint64_t t) { Ticks(c, ev::kRecInstant, name, t); }
+  void TypedBegin(int c, uint32_t name, uint32_t type, uint64_t t) {
+    struct { ev::RecordHead h; uint32_t type; uint32_t pad; uint64_t t; } r{{ev::kRecTypedBegin, 0, 0, name}, type, 0, t};
+    Append(c, &r, sizeof r);
+  }
+  void Tag(int c, uint32_t key, uint32_t value) {
+    struct { ev::RecordHead h; uint32_t v; uint32_t pad; } r{{ev::kRecTag, 0, 0, key}, value, 0};
+    Append(c, &r, sizeof r);
+  }
+  void Counter(int c, uint32_t name, uint64_t t, double v) {
+    struct { ev::RecordHead h; uint64_t t; double v; } r{{ev::kRecCounter, 0, 0, name}, t, v};
+    Append(c, &r, sizeof r);
+  }
+  void Flow(int c, bool out, uint64_t t, uint64_t flow) {
+    struct { ev::RecordHead h; uint64_t t; uint64_t f; } r{{out ? ev::kRecFlowOut : ev::kRecFlowIn, 0, 0, 0}, t, flow};
+    Append(c, &r, sizeof r);
+  }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  std::string path_;
+  int fd_ = -1;
+  uint8_t* map_ = nullptr;
+  uint64_t size_ = 0;
+  std::map<int, uint32_t> pending_;
+};
+
+// What the builder handed out, accumulated.
+struct Model {
+  std::map<PhaseId, model::Phase> phases;
+  std::vector<model::Edge> edges;
+  std::vector<model::SeriesInfo> series;
+  std::map<model::SeriesId, std::vector<model::Sample>> samples;
+
+  void Take(model::RunBuilder& b) {
+    model::RunDelta d = b.TakeDelta(true);
+    for (auto& p : d.phases) phases[p.id] = p;
+    for (auto& e : d.edges) edges.push_back(e);
+    for (auto& s : d.series) series.push_back(s);
+    for (auto& s : d.samples) samples[s.series].push_back(s.sample);
+  }
+  const model::Phase* Named(const std::string& name) const {
+    const model::Phase* found = nullptr;
+    for (auto& [id, p] : phases) {
+      if (p.name == name) {
+        EXPECT_EQ(found, nullptr) << "two phases named " << name;
+        found = &p;
+      }
+    }
+    return found;
+  }
+  std::string Tag(const model::Phase& p, const std::string& key) const {
+    for (auto& [k, v] : p.tags) {
+      if (k == key) return v;
+    }
+    return "<none>";
+  }
+};
+
+class EventCollectorTest : public ::testing::Test {
+ protected:
+  EventCollectorTest() : builder_(model::RunInfo{}) {
+    char tmpl[] = "/tmp/grademl_events_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    run_phase_ = builder_.BeginPhase({.name = "run", .type = "run", .start_ns = kAnchorEpoch});
+  }
+  ~EventCollectorTest() override { std::filesystem::remove_all(dir_); }
+
+  // Declares the process phase and resource of `pid` (known to the collector from then on).
+  EventCollector::ProcessInfo& AddProcess(int32_t pid) {
+    EventCollector::ProcessInfo info;
+    info.phase = builder_.BeginPhase(
+        {.parent = run_phase_, .name = "proc" + std::to_string(pid), .type = "process", .start_ns = kAnchorEpoch, .pid = pid});
+    model::Resource r;
+    r.kind = model::ResourceKind::kProcess;
+    r.name = std::to_string(pid);
+    r.pid = pid;
+    r.phase = info.phase;
+    info.resource = builder_.AddResource(r);
+    return procs_[pid] = info;
+  }
+
+  std::unique_ptr<EventCollector> MakeCollector(EventCollectorOptions options = {}) {
+    if (options.tsc_ticks_per_ns == 0 && !measure_rate_) options.tsc_ticks_per_ns = 2.5;
+    return std::make_unique<EventCollector>(&builder_, dir_, "node1", [this](pid_t pid) {
+      auto it = procs_.find(pid);
+      return it == procs_.end() ? EventCollector::ProcessInfo{} : it->second;
+    }, options);
+  }
+
+  Model& Take() {
+    model_.Take(builder_);
+    return model_;
+  }
+
+  std::string dir_;
+  model::RunBuilder builder_;
+  PhaseId run_phase_ = 0;
+  std::map<pid_t, EventCollector::ProcessInfo> procs_;
+  Model model_;
+  bool measure_rate_ = false;
+};
+
+TEST_F(EventCollectorTest, NestingAndTags) {
+  auto& proc = AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  int k = w.NewChunk(100);
+  w.Name(k, 1, "epoch");
+  w.Name(k, 2, "train_step");
+  w.Name(k, 3, "epoch_no");
+  w.Name(k, 4, "3");
+  w.Name(k, 5, "compute");
+  w.Begin(k, 1, 1000);
+  w.Tag(k, 3, 4);
+  w.TypedBegin(k, 2, 5, 2000);
+  w.End(k, 3000);
+  c->Poll(0);
+  Model& m = Take();
+  const model::Phase* epoch = m.Named("epoch");
+  const model::Phase* step = m.Named("train_step");
+  ASSERT_NE(epoch, nullptr);
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(epoch->parent, proc.phase);
+  EXPECT_EQ(epoch->type, "run/process/epoch");
+  EXPECT_EQ(epoch->start_ns, kAnchorEpoch + 1000);
+  EXPECT_EQ(epoch->end_ns, 0);
+  EXPECT_EQ(epoch->host, "node1");
+  EXPECT_EQ(epoch->pid, 100);
+  EXPECT_EQ(m.Tag(*epoch, "epoch_no"), "3");
+  EXPECT_EQ(step->parent, epoch->id);
+  EXPECT_EQ(step->type, "run/process/epoch/compute");
+  EXPECT_EQ(step->start_ns, kAnchorEpoch + 2000);
+  EXPECT_EQ(step->end_ns, kAnchorEpoch + 3000);
+
+  w.End(k, 4000);
+  c->Poll(0);
+  EXPECT_EQ(Take().Named("epoch")->end_ns, kAnchorEpoch + 4000);
+  auto s = c->stats();
+  EXPECT_EQ(s.files, 1u);
+  EXPECT_EQ(s.phases, 2u);
+  EXPECT_EQ(s.events, 5u);
+  EXPECT_EQ(s.pending, 0u);
+  EXPECT_EQ(s.dropped, 0u);
+}
+
+TEST_F(EventCollectorTest, TwoThreadsInterleaved) {
+  auto& proc = AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  int a = w.NewChunk(101);
+  int b = w.NewChunk(102);
+  w.Name(a, 1, "load");
+  w.Name(b, 2, "train");
+  w.Name(b, 3, "inner_b");
+  w.Begin(a, 1, 10);
+  w.Begin(b, 2, 11);
+  c->Poll(0);  // both open
+  w.Begin(b, 3, 12);
+  w.End(a, 13);  // ends "load", not "inner_b"
+  w.End(b, 14);
+  w.End(b, 15);
+  c->Poll(0);
+  Model& m = Take();
+  EXPECT_EQ(m.Named("load")->parent, proc.phase);
+  EXPECT_EQ(m.Named("load")->end_ns, kAnchorEpoch + 13);
+  EXPECT_EQ(m.Named("train")->parent, proc.phase);
+  EXPECT_EQ(m.Named("train")->end_ns, kAnchorEpoch + 15);
+  EXPECT_EQ(m.Named("inner_b")->parent, m.Named("train")->id);
+  EXPECT_EQ(m.Named("inner_b")->end_ns, kAnchorEpoch + 14);
+}
+
+TEST_F(EventCollectorTest, ThreadContinuesInLaterChunk) {
+  AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  int a1 = w.NewChunk(7);
+  int other = w.NewChunk(8);
+  w.Name(a1, 1, "outer");
+  w.Name(a1, 2, "inner");
+  w.Name(other, 3, "other");
+  w.Begin(a1, 1, 100);
+  w.Begin(other, 3, 100);
+  c->Poll(0);
+  // Thread 7 writes more into its first chunk and moves to a new one, all between two polls:
+  // the tail of the first chunk must be applied before the new chunk.
+  w.Begin(a1, 2, 200);
+  int a2 = w.NewChunk(7);
+  w.End(a2, 300);  // ends "inner"
+  w.End(a2, 400);  // ends "outer"
+  int a3 = w.NewChunk(7);
+  w.Begin(a3, 2, 500);
+  c->Poll(0);
+  Model& m = Take();
+  const model::Phase* outer = m.Named("outer");
+  ASSERT_NE(outer, nullptr);
+  EXPECT_EQ(outer->end_ns, kAnchorEpoch + 400);
+  int inners = 0;
+  for (auto& [id, p] : m.phases) {
+    if (p.name != "inner") continue;
+    ++inners;
+    EXPECT_EQ(p.parent, p.start_ns == kAnchorEpoch + 200 ? outer->id : outer->parent);
+  }
+  EXPECT_EQ(inners, 2);
+  EXPECT_EQ(m.Named("other")->end_ns, 0);
+}
+
+TEST_F(EventCollectorTest, NameDefinedLaterInAnotherChunk) {
+  AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  int a = w.NewChunk(1);
+  w.Begin(a, 9, 100);  // name 9 not defined yet
+  w.End(a, 200);
+  c->Poll(0);
+  EXPECT_EQ(c->stats().pending, 2u);
+  EXPECT_EQ(Take().phases.size(), 2u);  // run + process only
+  int b = w.NewChunk(2);
+  w.Name(b, 9, "late");
+  c->Poll(0);
+  const model::Phase* late = Take().Named("late");
+  ASSERT_NE(late, nullptr);
+  EXPECT_EQ(late->start_ns, kAnchorEpoch + 100);
+  EXPECT_EQ(late->end_ns, kAnchorEpoch + 200);
+  EXPECT_EQ(c->stats().pending, 0u);
+}
+
+TEST_F(EventCollectorTest, NameNeverDefinedGetsAPlaceholder) {
+  AddProcess(100);
+  EventCollectorOptions options;
+  options.name_wait_polls = 3;
+  auto c = MakeCollector(options);
+  TestWriter w(dir_, 100);
+  int a = w.NewChunk(1);
+  w.Name(a, 1, "after");
+  w.Begin(a, 42, 100);
+  w.End(a, 150);
+  w.Instant(a, 1, 200);
+  for (int i = 0; i < 3; ++i) c->Poll(0);
+  EXPECT_EQ(c->stats().pending, 3u);
+  c->Poll(0);
+  Model& m = Take();
+  ASSERT_NE(m.Named("#42"), nullptr);
+  EXPECT_EQ(m.Named("#42")->end_ns, kAnchorEpoch + 150);
+  ASSERT_NE(m.Named("after"), nullptr);
+  EXPECT_EQ(c->stats().pending, 0u);
+}
+
+TEST_F(EventCollectorTest, CountersBecomeGaugeSeries) {
+  auto& proc = AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  int a = w.NewChunk(1);
+  int b = w.NewChunk(2);
+  w.Name(a, 1, "loss");
+  w.Counter(a, 1, 10, 1.5);
+  w.Counter(a, 1, 20, 1.25);
+  w.Counter(b, 1, 30, 1.0);  // the same name from another thread: the same series
+  c->Poll(0);
+  Model& m = Take();
+  ASSERT_EQ(m.series.size(), 1u);
+  EXPECT_EQ(m.series[0].name, "user.loss");
+  EXPECT_EQ(m.series[0].unit, "value");
+  EXPECT_EQ(m.series[0].kind, model::SeriesKind::kGauge);
+  EXPECT_EQ(m.series[0].resource, proc.resource);
+  auto& samples = m.samples[m.series[0].id];
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(samples[0], (model::Sample{kAnchorEpoch + 10, 1.5}));
+  EXPECT_EQ(samples[1], (model::Sample{kAnchorEpoch + 20, 1.25}));
+  EXPECT_EQ(samples[2], (model::Sample{kAnchorEpoch + 30, 1.0}));
+}
+
+TEST_F(EventCollectorTest, FlowsBecomeEdgesInEitherOrder) {
+  AddProcess(100);
+  AddProcess(200);
+  auto c = MakeCollector();
+  TestWriter producer(dir_, 100);
+  int p = producer.NewChunk(100);
+  producer.Name(p, 1, "produce");
+  producer.Begin(p, 1, 10);
+  producer.Flow(p, true, 11, 0xABC);  // out first
+  producer.End(p, 12);
+  c->Poll(0);
+  TestWriter consumer(dir_, 200);  // a file appearing later
+  int q = consumer.NewChunk(200);
+  consumer.Name(q, 1, "consume");
+  consumer.Begin(q, 1, 20);
+  consumer.Flow(q, false, 21, 0xABC);
+  consumer.Flow(q, false, 22, 0xDEF);  // in first: its producer comes later
+  consumer.End(q, 23);
+  c->Poll(0);
+  producer.Name(p, 2, "produce2");
+  producer.Begin(p, 2, 30);
+  producer.Flow(p, true, 31, 0xDEF);
+  producer.End(p, 32);
+  c->Poll(0);
+  Model& m = Take();
+  ASSERT_EQ(m.edges.size(), 2u);
+  EXPECT_EQ(m.edges[0].from, m.Named("produce")->id);
+  EXPECT_EQ(m.edges[0].to, m.Named("consume")->id);
+  EXPECT_EQ(m.edges[0].kind, "flow");
+  EXPECT_EQ(m.edges[1].from, m.Named("produce2")->id);
+  EXPECT_EQ(m.edges[1].to, m.Named("consume")->id);
+  EXPECT_EQ(c->stats().files, 2u);
+}
+
+TEST_F(EventCollectorTest, Instants) {
+  auto& proc = AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  int a = w.NewChunk(1);
+  w.Name(a, 1, "checkpoint");
+  w.Name(a, 2, "epoch");
+  w.Instant(a, 1, 50);
+  w.Begin(a, 2, 60);
+  w.Instant(a, 1, 70);
+  c->Poll(0);
+  Model& m = Take();
+  int n = 0;
+  for (auto& [id, p] : m.phases) {
+    if (p.name != "checkpoint") continue;
+    ++n;
+    EXPECT_EQ(p.start_ns, p.end_ns);
+    EXPECT_EQ(p.parent, p.start_ns == kAnchorEpoch + 50 ? proc.phase : m.Named("epoch")->id);
+  }
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(m.Named("epoch")->end_ns, 0);  // an instant does not close its parent
+}
+
+TEST_F(EventCollectorTest, ProcessUnknownAtFirst) {
+  auto c = MakeCollector();
+  TestWriter w(dir_, 300);
+  int a = w.NewChunk(1);
+  w.Name(a, 1, "early");
+  w.Begin(a, 1, 5);
+  c->Poll(0);
+  c->Poll(0);
+  EXPECT_EQ(c->stats().pending, 1u);
+  EXPECT_EQ(Take().Named("early"), nullptr);
+  auto& proc = AddProcess(300);
+  c->Poll(0);
+  const model::Phase* early = Take().Named("early");
+  ASSERT_NE(early, nullptr);
+  EXPECT_EQ(early->parent, proc.phase);
+  EXPECT_EQ(c->stats().pending, 0u);
+}
+
+TEST_F(EventCollectorTest, EndedProcessIsClosedAtItsEnd) {
+  AddProcess(100);
+  AddProcess(200);
+  auto c = MakeCollector();
+  TestWriter w1(dir_, 100);
+  TestWriter w2(dir_, 200);
+  int a = w1.NewChunk(1);
+  w1.Name(a, 1, "killed_work");
+  w1.Begin(a, 1, 10);
+  w1.Begin(a, 1, 20);
+  int b = w2.NewChunk(2);
+  w2.Name(b, 1, "running_work");
+  w2.Begin(b, 1, 10);
+  c->Poll(0);
+  procs_[100].end_ns = kAnchorEpoch + 5000;  // SIGKILLed
+  c->Poll(0);
+  Model& m = Take();
+  for (auto& [id, p] : m.phases) {
+    if (p.name == "killed_work") {
+      EXPECT_EQ(p.end_ns, kAnchorEpoch + 5000);
+    }
+  }
+  EXPECT_EQ(m.Named("running_work")->end_ns, 0);
+  c->Finish(kAnchorEpoch + 9000);
+  EXPECT_EQ(Take().Named("running_work")->end_ns, kAnchorEpoch + 9000);
+  c->Poll(0);  // nothing after Finish
+}
+
+TEST_F(EventCollectorTest, FinishEndsOpenPhasesAtProcessEndOrEnd) {
+  AddProcess(100);
+  AddProcess(200);
+  auto c = MakeCollector();
+  TestWriter w1(dir_, 100);
+  TestWriter w2(dir_, 200);
+  TestWriter w3(dir_, 400);  // a process never known: its events are dropped
+  int a = w1.NewChunk(1);
+  w1.Name(a, 1, "a");
+  w1.Begin(a, 1, 10);
+  int b = w2.NewChunk(2);
+  w2.Name(b, 1, "b");
+  w2.Begin(b, 1, 10);
+  int d = w3.NewChunk(3);
+  w3.Name(d, 1, "d");
+  w3.Begin(d, 1, 10);
+  w3.End(d, 11);
+  procs_[100].end_ns = kAnchorEpoch + 700;
+  c->Finish(kAnchorEpoch + 900);  // the files are found by Finish itself
+  Model& m = Take();
+  EXPECT_EQ(m.Named("a")->end_ns, kAnchorEpoch + 700);
+  EXPECT_EQ(m.Named("b")->end_ns, kAnchorEpoch + 900);
+  EXPECT_EQ(m.Named("d"), nullptr);
+  auto s = c->stats();
+  EXPECT_EQ(s.files, 3u);
+  EXPECT_EQ(s.dropped, 2u);
+  EXPECT_EQ(s.pending, 0u);
+}
+
+TEST_F(EventCollectorTest, WriterDropsAreCounted) {
+  AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  __atomic_store_n(&w.header()->dropped_events, 17, __ATOMIC_RELEASE);
+  c->Poll(0);
+  EXPECT_EQ(c->stats().dropped, 17u);
+}
+
+TEST_F(EventCollectorTest, HeaderWrittenLater) {
+  AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100, ev::kClockMonotonic, 0, /*write_magic=*/false);
+  int a = w.NewChunk(1);
+  w.Name(a, 1, "x");
+  w.Instant(a, 1, 1);
+  c->Poll(0);
+  EXPECT_EQ(c->stats().files, 0u);
+  w.WriteMagic();
+  c->Poll(0);
+  EXPECT_EQ(c->stats().files, 1u);
+  EXPECT_NE(Take().Named("x"), nullptr);
+}
+
+TEST_F(EventCollectorTest, FileNotSizedYetThenSized) {
+  AddProcess(100);
+  auto c = MakeCollector();
+  std::string path = dir_ + "/100-empty.gev";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT, 0644);  // created, not yet ftruncated
+  ASSERT_GE(fd, 0);
+  c->Poll(0);
+  c->Poll(0);
+  EXPECT_EQ(c->stats().files, 0u);
+  close(fd);
+  std::filesystem::remove(path);
+  c->Poll(0);  // gone: forgotten
+  EXPECT_EQ(c->stats().files, 0u);
+}
+
+TEST_F(EventCollectorTest, CorruptInputsKeepEarlierEvents) {
+  AddProcess(100);
+  AddProcess(101);
+  AddProcess(102);
+  auto c = MakeCollector();
+  {  // bad magic, bad version
+    TestWriter bad_magic(dir_, 100, ev::kClockMonotonic, 0, false);
+    bad_magic.WriteMagic("NOTGRDML");
+    TestWriter bad_version(dir_, 100);
+    bad_version.header()->version = 99;
+    // A file shorter than its chunks claim.
+    TestWriter short_file(dir_, 100, ev::kClockMonotonic, 0, true, ev::kHeaderBytes + ev::kChunkBytes / 2);
+    __atomic_store_n(&short_file.header()->next_chunk, 1000, __ATOMIC_RELEASE);
+    // Garbage sizes.
+    TestWriter tiny(dir_, 100, ev::kClockMonotonic, 0, true, 100);
+    for (int i = 0; i < 12; ++i) c->Poll(0);
+  }
+  EXPECT_EQ(c->stats().files, 1u);  // only short_file has a good header
+
+  TestWriter w(dir_, 101);
+  int good = w.NewChunk(1);
+  int over = w.NewChunk(2);
+  int bad_type = w.NewChunk(3);
+  int bad_len = w.NewChunk(4);
+  w.Name(good, 1, "kept");
+  w.Begin(good, 1, 10);
+  w.End(good, 20);
+  w.SetCommitted(over, ev::kChunkPayload + 8);  // committed > payload
+  w.Begin(bad_type, 1, 30);
+  w.End(bad_type, 40);
+  uint64_t junk[2] = {0xFF, 0};
+  w.Append(bad_type, junk, sizeof junk);
+  w.Begin(bad_type, 1, 50);  // after the bad record: never read
+  w.Instant(bad_len, 1, 60);
+  ev::RecordHead bad_head{ev::kRecBegin, 0, 8, 1};  // a length on a non-name record
+  w.Append(bad_len, &bad_head, sizeof bad_head);
+  // A name whose length runs past the chunk's committed bytes.
+  TestWriter w2(dir_, 102);
+  int n = w2.NewChunk(5);
+  w2.Name(n, 1, "ok2");
+  w2.Instant(n, 1, 70);
+  ev::RecordHead long_name{ev::kRecName, 0, 60000, 2};
+  w2.Append(n, &long_name, sizeof long_name);
+  c->Poll(0);
+  c->Poll(0);
+  Model& m = Take();
+  int kept = 0;
+  for (auto& [id, p] : m.phases) {
+    if (p.name != "kept") continue;
+    ++kept;
+    EXPECT_TRUE(p.start_ns == kAnchorEpoch + 10 || p.start_ns == kAnchorEpoch + 30 || p.start_ns == kAnchorEpoch + 60)
+        << p.start_ns;
+  }
+  EXPECT_EQ(kept, 3);
+  EXPECT_NE(m.Named("ok2"), nullptr);
+  c->Finish(kAnchorEpoch + 100);
+  EXPECT_EQ(c->stats().files, 3u);
+}
+
+TEST_F(EventCollectorTest, TscTimeConversionIsExact) {
+  AddProcess(100);
+  EventCollectorOptions options;
+  options.tsc_ticks_per_ns = 2.5;
+  auto c = MakeCollector(options);
+  const uint64_t anchor = 1'000'000'000'000ull;
+  TestWriter w(dir_, 100, ev::kClockTsc, anchor);
+  int a = w.NewChunk(1);
+  w.Name(a, 1, "before_anchor");
+  w.Name(a, 2, "one_hour");
+  w.Instant(a, 1, anchor - 2500);
+  w.Begin(a, 2, anchor + 5);  // 2 ns
+  w.End(a, anchor + 3600ull * 2'500'000'000ull + 3);  // 1 h + 1.2 ns -> rounds to 1 h + 1 ns
+  c->Poll(0);
+  Model& m = Take();
+  EXPECT_EQ(m.Named("before_anchor")->start_ns, kAnchorEpoch - 1000);
+  EXPECT_EQ(m.Named("one_hour")->start_ns, kAnchorEpoch + 2);
+  EXPECT_EQ(m.Named("one_hour")->end_ns, kAnchorEpoch + 3600 * kNsPerSec + 1);
+}
+
+#if defined(__x86_64__)
+TEST_F(EventCollectorTest, TscRateIsMeasuredBeforeEventsAreConverted) {
+  AddProcess(100);
+  measure_rate_ = true;
+  EventCollectorOptions options;
+  options.min_rate_span_ns = 30 * kNsPerMs;
+  auto c = MakeCollector(options);
+  TestWriter w(dir_, 100, ev::kClockTsc, 1000);
+  int a = w.NewChunk(1);
+  w.Name(a, 1, "x");
+  w.Instant(a, 1, 1000);
+  c->Poll(0);
+  EXPECT_EQ(c->tsc_ticks_per_ns(), 0);
+  EXPECT_EQ(c->stats().pending, 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  c->Poll(0);
+  EXPECT_GT(c->tsc_ticks_per_ns(), 0.1);
+  EXPECT_LT(c->tsc_ticks_per_ns(), 20);
+  EXPECT_EQ(c->stats().pending, 0u);
+  EXPECT_EQ(Take().Named("x")->start_ns, kAnchorEpoch);
+}
+
+TEST_F(EventCollectorTest, FinishWaitsForARateInShortRuns) {
+  AddProcess(100);
+  measure_rate_ = true;
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100, ev::kClockTsc, 1000);
+  int a = w.NewChunk(1);
+  w.Name(a, 1, "x");
+  w.Instant(a, 1, 1000);
+  c->Finish(kAnchorEpoch + 1);
+  EXPECT_GT(c->tsc_ticks_per_ns(), 0);
+  EXPECT_NE(Take().Named("x"), nullptr);
+}
+#endif
+
+TEST_F(EventCollectorTest, SlashesInTypesAreReplaced) {
+  AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  int a = w.NewChunk(1);
+  w.Name(a, 1, "data/load");
+  w.Begin(a, 1, 1);
+  c->Poll(0);
+  const model::Phase* p = Take().Named("data/load");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->type, "run/process/data_load");
+}
+
+// The real writer (libgrademl.so, when built), in threads running while the collector polls.
+TEST_F(EventCollectorTest, RealWriterConcurrentThreads) {
+  std::string lib = std::string(GRADEML_BINARY_DIR) + "/libgrademl.so";
+  if (!std::filesystem::exists(lib)) GTEST_SKIP() << "libgrademl.so not built";
+  static bool ran = false;  // the writer opens one file per process: once per process only
+  if (ran) GTEST_SKIP() << "runs once per process";
+  ran = true;
+  setenv("GRADEML_EVENTS_DIR", dir_.c_str(), 1);
+  void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  auto intern = reinterpret_cast<uint32_t (*)(const char*)>(dlsym(h, "grademl_intern"));
+  auto begin = reinterpret_cast<void (*)(uint32_t)>(dlsym(h, "grademl_begin"));
+  auto end = reinterpret_cast<void (*)()>(dlsym(h, "grademl_end"));
+  auto counter = reinterpret_cast<void (*)(uint32_t, double)>(dlsym(h, "grademl_counter"));
+  auto flow_out = reinterpret_cast<void (*)(uint64_t)>(dlsym(h, "grademl_flow_out"));
+  auto flow_in = reinterpret_cast<void (*)(uint64_t)>(dlsym(h, "grademl_flow_in"));
+  ASSERT_TRUE(intern && begin && end && counter && flow_out && flow_in);
+
+  auto& proc = AddProcess(getpid());
+  measure_rate_ = true;
+  auto c = MakeCollector();
+  TimeNs t0 = WallClock::Now();
+  constexpr int kThreads = 4, kOuter = 3000, kInner = 3;
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      uint32_t outer = intern(("outer" + std::to_string(i)).c_str());
+      uint32_t inner = intern("inner");
+      uint32_t loss = intern("loss");
+      for (int k = 0; k < kOuter; ++k) {
+        begin(outer);
+        if (i == 0) flow_out(k);
+        if (i == 1) flow_in(k);
+        for (int j = 0; j < kInner; ++j) {
+          begin(inner);
+          end();
+        }
+        counter(loss, k);
+        end();
+      }
+      done.fetch_add(1);
+    });
+  }
+  while (done.load() < kThreads) {
+    c->Poll(WallClock::Now());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (auto& t : threads) t.join();
+  TimeNs t1 = WallClock::Now();
+  c->Finish(t1);
+  auto s = c->stats();
+  EXPECT_EQ(s.files, 1u);
+  EXPECT_EQ(s.dropped, 0u);
+  EXPECT_EQ(s.pending, 0u);
+  EXPECT_EQ(s.phases, size_t{kThreads} * kOuter * (1 + kInner));
+  Model& m = Take();
+  std::map<std::string, int> count;
+  for (auto& [id, p] : m.phases) {
+    if (p.pid != getpid() || p.id == proc.phase) continue;
+    ++count[p.name];
+    ASSERT_NE(p.end_ns, 0);
+    EXPECT_LE(p.start_ns, p.end_ns);
+    EXPECT_GE(p.start_ns, t0 - 50 * kNsPerMs);
+    EXPECT_LE(p.end_ns, t1 + 50 * kNsPerMs);
+    const model::Phase& parent = m.phases.at(p.parent);
+    if (p.name == "inner") {
+      EXPECT_EQ(parent.name.substr(0, 5), "outer");
+      EXPECT_GE(p.start_ns, parent.start_ns);
+      EXPECT_LE(p.end_ns, parent.end_ns);
+    } else {
+      EXPECT_EQ(p.parent, proc.phase);
+    }
+  }
+  EXPECT_EQ(count["inner"], kThreads * kOuter * kInner);
+  for (int i = 0; i < kThreads; ++i) EXPECT_EQ(count["outer" + std::to_string(i)], kOuter);
+  EXPECT_EQ(m.edges.size(), size_t{kOuter});
+  ASSERT_EQ(m.series.size(), 1u);
+  EXPECT_EQ(m.series[0].name, "user.loss");
+  // Samples of a series stay in time order.
+  const auto& samples = m.samples[m.series[0].id];
+  for (size_t k = 1; k < samples.size(); ++k) ASSERT_LE(samples[k - 1].t, samples[k].t);
+  unsetenv("GRADEML_EVENTS_DIR");
+}
+
+}  // namespace
+}  // namespace grademl::collect

@@ -1,0 +1,410 @@
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "grademl/grademl.h"
+#include "grademl/grademl_c.h"
+#include "instrument/event_reader.h"
+#include "instrument/writer.h"
+
+namespace grademl::instrument {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::EventFile;
+using testing::ReadEventFile;
+using testing::Rec;
+
+uint32_t Tid() { return uint32_t(syscall(SYS_gettid)); }
+
+std::vector<std::string> GevFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".gev") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Checks that phases are balanced in each thread's stream; returns the number of phases.
+size_t CheckBalanced(const EventFile& f) {
+  size_t phases = 0;
+  for (const auto& [tid, recs] : f.ByThread()) {
+    int depth = 0;
+    for (const Rec& r : recs) {
+      if (r.type == kRecBegin || r.type == kRecTypedBegin) ++depth, ++phases;
+      if (r.type == kRecEnd) {
+        EXPECT_GT(depth, 0) << "End without Begin in thread " << tid;
+        --depth;
+      }
+    }
+    EXPECT_EQ(depth, 0) << "open phases left in thread " << tid;
+  }
+  return phases;
+}
+
+class WriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/grademl-instr-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    setenv("GRADEML_EVENTS_DIR", dir_.c_str(), 1);
+    ResetForTesting();
+  }
+  void TearDown() override {
+    ResetForTesting();
+    unsetenv("GRADEML_EVENTS_DIR");
+    fs::remove_all(dir_);
+  }
+  EventFile ReadCurrent() { return ReadEventFile(CurrentFilePathForTesting()); }
+
+  std::string dir_;
+};
+
+TEST_F(WriterTest, FileNamedAfterPidWithHeader) {
+  ASSERT_EQ(grademl_enabled(), 1);
+  std::string path = CurrentFilePathForTesting();
+  std::string base = fs::path(path).filename().string();
+  EXPECT_EQ(base.rfind(std::to_string(getpid()) + "-", 0), 0u) << base;
+  EXPECT_EQ(fs::path(path).extension(), ".gev");
+  EventFile f = ReadCurrent();
+  EXPECT_EQ(f.header.version, kFormatVersion);
+  EXPECT_EQ(f.header.pid, getpid());
+  EXPECT_EQ(f.header.clock, uint32_t(kClockTsc));
+  EXPECT_NE(f.header.anchor_ticks, 0u);
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  int64_t now_ns = int64_t(now.tv_sec) * 1000000000 + now.tv_nsec;
+  EXPECT_LE(f.header.anchor_epoch_ns, now_ns);
+  EXPECT_GT(f.header.anchor_epoch_ns, now_ns - int64_t(60) * 1000000000);
+  EXPECT_EQ(f.header.dropped_events, 0u);
+}
+
+TEST_F(WriterTest, NestingTagsAndRecordKinds) {
+  uint32_t outer = grademl_intern("outer");
+  uint32_t inner = grademl_intern("inner 1");
+  uint32_t type = grademl_intern("inner");
+  ASSERT_NE(outer, 0u);
+  grademl_begin(outer);
+  grademl_tag_str("epoch", "3");
+  grademl_begin_typed(inner, type);
+  grademl_counter(grademl_intern("loss"), 0.25);
+  grademl_flow_out(42);
+  grademl_flow_in(7);
+  grademl_end();
+  grademl_instant(grademl_intern("checkpoint"));
+  grademl_end();
+
+  EventFile f = ReadCurrent();
+  auto threads = f.ByThread();
+  ASSERT_EQ(threads.size(), 1u);
+  EXPECT_EQ(threads.begin()->first, Tid());
+  const std::vector<Rec>& r = threads.begin()->second;
+  std::vector<uint8_t> types;
+  for (const Rec& x : r) types.push_back(x.type);
+  EXPECT_EQ(types, (std::vector<uint8_t>{kRecBegin, kRecTag, kRecTypedBegin, kRecCounter, kRecFlowOut, kRecFlowIn,
+                                          kRecEnd, kRecInstant, kRecEnd}));
+  EXPECT_EQ(f.Name(r[0].id), "outer");
+  EXPECT_EQ(f.Name(r[1].id), "epoch");
+  EXPECT_EQ(f.Name(r[1].value_id), "3");
+  EXPECT_EQ(f.Name(r[2].id), "inner 1");
+  EXPECT_EQ(f.Name(r[2].value_id), "inner");
+  EXPECT_EQ(f.Name(r[3].id), "loss");
+  EXPECT_EQ(r[3].value, 0.25);
+  EXPECT_EQ(r[4].id, 0u);
+  EXPECT_EQ(r[4].flow, 42u);
+  EXPECT_EQ(r[5].flow, 7u);
+  EXPECT_EQ(f.Name(r[7].id), "checkpoint");
+  EXPECT_EQ(r[6].id, 0u);
+  for (size_t i = 1; i < r.size(); ++i) {
+    if (r[i].type != kRecTag) {
+      EXPECT_GE(r[i].ticks, r[0].ticks);
+    }
+  }
+  EXPECT_EQ(f.duplicate_names, 0);
+  EXPECT_EQ(f.header.dropped_events, 0u);
+}
+
+TEST_F(WriterTest, CppApiAndMacro) {
+  {
+    GRADEML_PHASE("epoch", "epoch", 3LL);
+    for (int i = 0; i < 3; ++i) {
+      GRADEML_PHASE("step");
+      grademl::Counter("loss", 1.0 / (i + 1));
+    }
+    grademl::Phase p("eval");
+    p.Tag("split", "val");
+  }
+  grademl::Begin("manual");
+  grademl::Instant("mark");
+  grademl::End();
+
+  EventFile f = ReadCurrent();
+  EXPECT_EQ(CheckBalanced(f), 6u);
+  std::vector<std::string> begins;
+  const auto threads = f.ByThread();
+  ASSERT_EQ(threads.size(), 1u);
+  for (const Rec& r : threads.begin()->second)
+    if (r.type == kRecBegin) {
+      begins.push_back(f.Name(r.id));
+    }
+  EXPECT_EQ(begins, (std::vector<std::string>{"epoch", "step", "step", "step", "eval", "manual"}));
+  EXPECT_EQ(f.Count(kRecTag), 2u);
+  EXPECT_EQ(f.Count(kRecCounter), 3u);
+  EXPECT_EQ(f.duplicate_names, 0);
+}
+
+TEST_F(WriterTest, NamesDefinedOnceAndStable) {
+  std::vector<std::thread> threads;
+  std::vector<uint32_t> ids(4);
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&ids, i] {
+      for (int k = 0; k < 100; ++k) {
+        std::string copy = "shared name";  // new pointer, same contents
+        uint32_t id = grademl_intern(copy.c_str());
+        if (k == 0) ids[i] = id;
+        EXPECT_EQ(id, ids[i]);
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (uint32_t id : ids) EXPECT_EQ(id, ids[0]);
+  // A buffer reused with other contents must not hit the pointer cache.
+  char buf[16] = "alpha";
+  uint32_t a = grademl_intern(buf);
+  strcpy(buf, "beta");
+  uint32_t b = grademl_intern(buf);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(grademl_intern("alpha"), a);
+  // Long names are truncated, not rejected.
+  std::string longname(5000, 'x');
+  EXPECT_NE(grademl_intern(longname.c_str()), 0u);
+
+  EventFile f = ReadCurrent();
+  EXPECT_EQ(f.duplicate_names, 0);
+  EXPECT_EQ(f.Name(ids[0]), "shared name");
+  EXPECT_EQ(f.Name(a), "alpha");
+  EXPECT_EQ(f.Name(b), "beta");
+  EXPECT_EQ(f.Name(grademl_intern(longname.c_str())).size(), 1024u);
+}
+
+TEST_F(WriterTest, ManyThreadsEveryEventInItsOwnChunks) {
+  constexpr int kThreads = 8, kPhases = 10000;
+  std::vector<uint32_t> tids(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&tids, i] {
+      tids[i] = Tid();
+      std::string name = "thread " + std::to_string(i);
+      for (int k = 0; k < kPhases; ++k) {
+        grademl_begin_str(name.c_str());
+        GRADEML_PHASE("inner");
+        grademl::End();
+      }
+    });
+  for (auto& t : threads) t.join();
+
+  EventFile f = ReadCurrent();
+  EXPECT_EQ(f.header.dropped_events, 0u);
+  EXPECT_EQ(f.duplicate_names, 0);
+  auto by = f.ByThread();
+  ASSERT_EQ(by.size(), size_t(kThreads));
+  std::set<uint64_t> seen_chunks;
+  for (int i = 0; i < kThreads; ++i) {
+    ASSERT_TRUE(by.count(tids[i]));
+    const auto& recs = by[tids[i]];
+    ASSERT_EQ(recs.size(), size_t(4 * kPhases));
+    // Order: begin thread i, begin inner, end (of thread i's phase: End() in the loop), end (inner scope).
+    size_t own = 0, inner = 0;
+    for (size_t k = 0; k < recs.size(); k += 4) {
+      own += recs[k].type == kRecBegin && f.Name(recs[k].id) == "thread " + std::to_string(i);
+      inner += recs[k + 1].type == kRecBegin && f.Name(recs[k + 1].id) == "inner";
+      EXPECT_EQ(recs[k + 2].type, kRecEnd);
+      EXPECT_EQ(recs[k + 3].type, kRecEnd);
+      EXPECT_LE(recs[k].ticks, recs[k + 3].ticks);
+    }
+    EXPECT_EQ(own, size_t(kPhases));
+    EXPECT_EQ(inner, size_t(kPhases));
+  }
+  for (const auto& c : f.chunks) {
+    EXPECT_TRUE(std::find(tids.begin(), tids.end(), c.tid) != tids.end() || c.tid == Tid());
+    seen_chunks.insert(c.index);
+  }
+  EXPECT_EQ(seen_chunks.size(), f.chunks.size());
+  // 8 threads x 40k records x 16 bytes = 5 MiB: at least 80 chunks.
+  EXPECT_GE(f.chunks.size(), 80u);
+}
+
+TEST_F(WriterTest, ChunkRolloverKeepsOrder) {
+  const uint32_t id = grademl_intern("p");
+  constexpr int kPhases = 20000;  // 640 KB of records: ten chunks
+  grademl_begin(grademl_intern("outer"));
+  for (int i = 0; i < kPhases; ++i) {
+    grademl_begin(id);
+    grademl_counter(id, i);
+    grademl_end();
+  }
+  grademl_end();
+  EventFile f = ReadCurrent();
+  EXPECT_GE(f.chunks.size(), 10u);
+  for (const auto& c : f.chunks) EXPECT_EQ(c.tid, Tid());
+  for (size_t i = 1; i < f.chunks.size(); ++i) EXPECT_GT(f.chunks[i].index, f.chunks[i - 1].index);
+  const auto recs = f.ByThread()[Tid()];
+  ASSERT_EQ(recs.size(), size_t(3 * kPhases + 2));
+  for (size_t i = 1; i < recs.size(); ++i) EXPECT_GE(recs[i].ticks, recs[i - 1].ticks);
+  for (int i = 0; i < kPhases; ++i) EXPECT_EQ(recs[1 + 3 * i + 1].value, double(i));
+  EXPECT_EQ(CheckBalanced(f), size_t(kPhases + 1));
+}
+
+TEST_F(WriterTest, FullFileDropsBalanced) {
+  ResetForTesting(/*max_chunks=*/3);
+  const uint32_t outer = grademl_intern("outer"), mid = grademl_intern("mid"), p = grademl_intern("p");
+  constexpr int kAttempts = 20000;  // 40k records of 16 bytes: more than 3 chunks hold
+  grademl_begin(outer);
+  grademl_begin(mid);
+  for (int i = 0; i < kAttempts; ++i) {
+    grademl_begin(p);
+    grademl_tag_str("k", "v");  // dropped with its phase once full
+    grademl_end();
+  }
+  // Nested phases begun after the file is full: all dropped, ends included.
+  grademl_begin(p);
+  grademl_begin(p);
+  grademl_flow_out(1);
+  grademl_end();
+  grademl_end();
+  grademl_end();
+  grademl_end();
+  // Another thread finds the file full at once.
+  std::thread([] {
+    grademl_begin_str("late");
+    grademl_end();
+  }).join();
+
+  EventFile f = ReadCurrent();
+  EXPECT_EQ(f.header.next_chunk >= 3, true);
+  EXPECT_LE(f.chunks.size(), 3u);
+  size_t phases = CheckBalanced(f);
+  ASSERT_GE(phases, 2u);
+  size_t written_p = phases - 2;  // outer and mid are in
+  EXPECT_LT(written_p, size_t(kAttempts));
+  auto recs = f.ByThread()[Tid()];
+  EXPECT_EQ(f.Name(recs[0].id), "outer");
+  EXPECT_EQ(f.Name(recs[1].id), "mid");
+  EXPECT_EQ(recs.back().type, kRecEnd);
+  // Dropped: the begins, ends and tags of the phases that did not fit, the 2 late nested
+  // phases and their flow, and the other thread's phase with the definition of its name.
+  size_t tags = f.Count(kRecTag);
+  uint64_t expected = 2 * (kAttempts - written_p) + (kAttempts - tags) + 5 + 3;
+  EXPECT_EQ(f.header.dropped_events, expected);
+  EXPECT_EQ(f.duplicate_names, 0);
+}
+
+TEST_F(WriterTest, DisabledWithoutEnvVar) {
+  unsetenv("GRADEML_EVENTS_DIR");
+  ResetForTesting();
+  EXPECT_EQ(grademl_enabled(), 0);
+  EXPECT_EQ(grademl_intern("x"), 0u);
+  grademl_begin_str("x");
+  grademl_tag_str("a", "b");
+  grademl_counter(1, 1.0);
+  grademl_flow_out(1);
+  grademl_end();
+  { GRADEML_PHASE("y"); }
+  EXPECT_EQ(CurrentFilePathForTesting(), "");
+  EXPECT_TRUE(GevFiles(dir_).empty());
+}
+
+TEST_F(WriterTest, UnwritableDirStaysDisabled) {
+  setenv("GRADEML_EVENTS_DIR", (dir_ + "/does/not/exist").c_str(), 1);
+  ResetForTesting();
+  EXPECT_EQ(grademl_enabled(), 0);
+  grademl_begin_str("x");
+  grademl_end();
+  EXPECT_TRUE(GevFiles(dir_).empty());
+}
+
+TEST_F(WriterTest, ForkedChildWritesItsOwnFile) {
+  const uint32_t parent_id = grademl_intern("parent");
+  grademl_begin(parent_id);  // open across the fork
+  std::string parent_path = CurrentFilePathForTesting();
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    grademl_begin(parent_id);  // an id interned before the fork stays valid
+    grademl_begin_str("child only");
+    grademl_end();
+    grademl_end();
+    grademl_end();  // ends the parent's phase: not open in this process, ignored
+    _exit(CurrentFilePathForTesting() != parent_path && grademl_enabled() ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  grademl_end();
+
+  EventFile pf = ReadEventFile(parent_path);
+  EXPECT_EQ(pf.header.pid, getpid());
+  EXPECT_EQ(CheckBalanced(pf), 1u);
+  EXPECT_EQ(pf.ByThread().size(), 1u);
+
+  auto files = GevFiles(dir_);
+  ASSERT_EQ(files.size(), 2u);
+  std::string child_path = files[0] == parent_path ? files[1] : files[0];
+  EXPECT_EQ(fs::path(child_path).filename().string().rfind(std::to_string(child) + "-", 0), 0u);
+  EventFile cf = ReadEventFile(child_path);
+  EXPECT_EQ(cf.header.pid, child);
+  EXPECT_EQ(CheckBalanced(cf), 2u);
+  auto recs = cf.ByThread().begin()->second;
+  EXPECT_EQ(cf.ByThread().begin()->first, uint32_t(child));  // the child's main thread
+  ASSERT_EQ(recs.size(), 4u);
+  EXPECT_EQ(cf.Name(recs[0].id), "parent");
+  EXPECT_EQ(cf.Name(recs[1].id), "child only");
+  EXPECT_EQ(cf.duplicate_names, 0);
+}
+
+TEST_F(WriterTest, SigkilledChildLosesNothingCommitted) {
+  constexpr int kEvents = 30000;  // several chunks
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (int i = 0; i < kEvents; ++i) {
+      GRADEML_PHASE("work");
+      grademl::Counter("i", i);
+    }
+    grademl_begin_str("open at death");
+    kill(getpid(), SIGKILL);
+    _exit(1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  auto files = GevFiles(dir_);
+  std::string child_path;
+  for (const auto& p : files)
+    if (fs::path(p).filename().string().rfind(std::to_string(child) + "-", 0) == 0) child_path = p;
+  ASSERT_FALSE(child_path.empty());
+  EventFile f = ReadEventFile(child_path);
+  EXPECT_EQ(f.Count(kRecBegin), size_t(kEvents + 1));
+  EXPECT_EQ(f.Count(kRecEnd), size_t(kEvents));
+  EXPECT_EQ(f.Count(kRecCounter), size_t(kEvents));
+  auto recs = f.ByThread().begin()->second;
+  EXPECT_EQ(f.Name(recs.back().id), "open at death");
+  EXPECT_EQ(recs[3 * 100 + 1].value, 100.0);
+}
+
+}  // namespace
+}  // namespace grademl::instrument
