@@ -1,0 +1,204 @@
+// End-to-end tests of instrumentation: real programs under `grademl run`, emitting phases
+// through the C++ API, the Python API and zero-code auto-instrumentation.
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "e2e/command.h"
+#include "store/database.h"
+
+namespace grademl::testing {
+namespace {
+
+using nlohmann::json;
+
+json Report(const std::string& db) {
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "report", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return json::parse(r.out);
+}
+
+std::string LeafType(const json& phase) {
+  std::string type = phase["type"];
+  return type.substr(type.rfind('/') + 1);
+}
+
+std::map<std::string, int> CountByLeafType(const json& report) {
+  std::map<std::string, int> counts;
+  for (const json& p : report["phases"]) ++counts[LeafType(p)];
+  return counts;
+}
+
+bool HavePythonMl() {
+  static const bool have = RunCommand({"/usr/bin/python3", "-c", "import torch, sklearn"}).exit_code == 0;
+  return have;
+}
+
+CommandResult RunPython(const std::string& db, const std::string& script, std::vector<std::string> flags = {}) {
+  std::vector<std::string> argv = {GrademlBinary(), "--db", db, "run", "--no-report"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"--", "/usr/bin/python3", script});
+  return RunCommand(argv);
+}
+
+TEST(InstrumentE2E, CppThreadsPhasesNestPerThread) {
+  std::string dir = FreshDir("instrument_cpp");
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand(
+      {GrademlBinary(), "--db", db, "run", "--no-report", "--", HelperBinary("instrumented_threads"), "4", "250"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = Report(db);
+  auto counts = CountByLeafType(report);
+  EXPECT_EQ(counts["worker"], 4);
+  EXPECT_EQ(counts["work"], 1000);
+  std::map<int64_t, json> by_id;
+  for (const json& p : report["phases"]) by_id[p["id"].get<int64_t>()] = p;
+  for (const json& p : report["phases"]) {
+    if (LeafType(p) == "work") {
+      EXPECT_EQ(LeafType(by_id[p["parent"].get<int64_t>()]), "worker");
+    } else if (LeafType(p) == "worker") {
+      EXPECT_EQ(LeafType(by_id[p["parent"].get<int64_t>()]), "process");
+      EXPECT_TRUE(p["tags"].contains("index"));
+    }
+  }
+  // The events directory is cleaned up once everything is in the store.
+  EXPECT_FALSE(std::filesystem::exists(dir + "/events") && !std::filesystem::is_empty(dir + "/events"));
+}
+
+TEST(InstrumentE2E, PythonApiPhasesTagsAndCounters) {
+  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3 is needed";
+  std::string dir = FreshDir("instrument_python_api");
+  std::ofstream(dir + "/script.py") << R"(import grademl, time
+assert grademl.enabled()
+with grademl.phase("outer", epoch=3):
+    for i in range(3):
+        with grademl.phase("inner"):
+            time.sleep(0.02)
+    grademl.counter("loss", 0.25)
+
+@grademl.phase
+def helper():
+    pass
+helper()
+)";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunPython(db, dir + "/script.py");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = Report(db);
+  auto counts = CountByLeafType(report);
+  EXPECT_EQ(counts["outer"], 1);
+  EXPECT_EQ(counts["inner"], 3);
+  EXPECT_EQ(counts["helper"], 1);
+  for (const json& p : report["phases"]) {
+    if (LeafType(p) == "outer") {
+      EXPECT_EQ(p["tags"]["epoch"], "3");
+      EXPECT_GT(p["duration_s"].get<double>(), 0.05);
+    }
+  }
+  auto database = store::Database::Open(db, store::Database::Mode::kReadOnly);
+  ASSERT_TRUE(database.ok());
+  auto run = (*database)->LoadRun(*(*database)->ResolveRun(""));
+  ASSERT_TRUE(run.ok());
+  bool found = false;
+  for (const auto& s : run->series)
+    if (s.info.name == "user.loss" && !s.samples.empty() && s.samples.back().v == 0.25) found = true;
+  EXPECT_TRUE(found) << "the counter is a series on the process";
+}
+
+TEST(InstrumentE2E, SigkilledProcessKeepsItsCommittedEvents) {
+  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3 is needed";
+  std::string dir = FreshDir("instrument_sigkill");
+  std::ofstream(dir + "/script.py") << R"(import grademl, os, signal
+grademl.begin("doomed")
+for i in range(500):
+    with grademl.phase("work"):
+        pass
+os.kill(os.getpid(), signal.SIGKILL)
+)";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunPython(db, dir + "/script.py");
+  EXPECT_EQ(r.exit_code, 128 + 9);
+  json report = Report(db);
+  auto counts = CountByLeafType(report);
+  EXPECT_EQ(counts["work"], 500);
+  ASSERT_EQ(counts["doomed"], 1);
+  for (const json& p : report["phases"]) {
+    if (LeafType(p) == "doomed") {
+      EXPECT_FALSE(p["end_ns"].is_null()) << "open phases end with their process";
+    }
+  }
+}
+
+TEST(InstrumentE2E, AutoInstrumentedTorchLoopWithWorkers) {
+  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3-torch is needed";
+  std::string dir = FreshDir("instrument_torch");
+  std::ofstream(dir + "/train.py") << R"(import torch
+torch.manual_seed(0)
+data = torch.utils.data.TensorDataset(torch.randn(48, 8), torch.randint(0, 2, (48,)))
+loader = torch.utils.data.DataLoader(data, batch_size=16, num_workers=2)
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    for x, y in loader:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+with torch.no_grad():
+    model(torch.randn(4, 8))
+)";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunPython(db, dir + "/train.py");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto counts = CountByLeafType(Report(db));
+  EXPECT_EQ(counts["epoch"], 2);
+  EXPECT_EQ(counts["iteration"], 6);
+  EXPECT_EQ(counts["backward"], 6);
+  EXPECT_EQ(counts["optimizer_step"], 6);
+  EXPECT_EQ(counts["forward"], 7);  // 6 in training (the loss is a function here) + 1 under no_grad
+  EXPECT_EQ(counts["data_wait"], 8);  // 3 batches + the end of the loop, per epoch
+  // The workers are processes of the tree too.
+  EXPECT_GE(counts["process"], 3);
+
+  // --no-auto: the same program, no framework phases.
+  std::string db2 = dir + "/noauto.db";
+  ASSERT_EQ(RunPython(db2, dir + "/train.py", {"--no-auto"}).exit_code, 0);
+  auto plain = CountByLeafType(Report(db2));
+  EXPECT_EQ(plain.count("epoch"), 0u);
+  EXPECT_EQ(plain.count("forward"), 0u);
+}
+
+TEST(InstrumentE2E, AutoInstrumentedSklearnAndPandas) {
+  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3-sklearn is needed";
+  std::string dir = FreshDir("instrument_sklearn");
+  std::ofstream(dir + "/fit.py") << R"(import pandas as pd
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
+digits = load_digits()
+import os
+path = os.path.join(os.path.dirname(__file__), "x.csv")
+pd.DataFrame(digits.data[:200]).to_csv(path, index=False)
+x = pd.read_csv(path).values
+x = StandardScaler().fit_transform(x)
+clf = LogisticRegression(max_iter=200).fit(x, digits.target[:200])
+clf.predict(x)
+)";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunPython(db, dir + "/fit.py");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = Report(db);  // not a temporary: the loop below holds a reference into it
+  std::map<std::string, int> names;
+  for (const json& p : report["phases"]) ++names[p["name"].get<std::string>()];
+  EXPECT_EQ(names["LogisticRegression.fit"], 1);
+  EXPECT_EQ(names["LogisticRegression.predict"], 1);
+  EXPECT_EQ(names["StandardScaler.fit_transform"], 1);
+  EXPECT_EQ(names["DataFrame.to_csv"] + names["to_csv"], 1);
+  EXPECT_EQ(names["read_csv"], 1);
+}
+
+}  // namespace
+}  // namespace grademl::testing
