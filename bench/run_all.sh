@@ -67,9 +67,9 @@ print(f"start-up + finish added by grademl: median {statistics.median(extra):.1f
 PY
 echo
 
-echo "## 4. PyTorch small-op training loop (MLP on digits, batch 16, 3 epochs): plain vs grademl run (auto-instrumented) vs torch.profiler, alternating, ${ROUNDS:-3} rounds"
+echo "## 4. PyTorch small-op training loop (MLP on digits, batch 16, 3 epochs): plain vs grademl run (auto-instrumented) vs torch.profiler, alternating, ${ROUNDS:-7} rounds"
 : > "$TMP/torch"
-for i in $(seq "${ROUNDS:-3}"); do
+for i in $(seq "${ROUNDS:-7}"); do
   for mode in plain grademl profiler; do
     a=$(date +%s%N)
     case $mode in
@@ -96,6 +96,12 @@ for mode in ("grademl", "profiler"):
           f"{med(mode, 'makespan_s') / med('plain', 'makespan_s'):.3f} (in-process); "
           f"peak RSS {med(mode, 'peak_rss_mb') - med('plain', 'peak_rss_mb'):+.1f} MB  (goal for grademl: <= 1.02x, +25 MB)")
 PY
+echo
+
+echo "## 6. Instrumentation API: C++ begin+end pair (Google Benchmark; goal <= 25 ns) and Python \`with grademl.phase()\` (goal <= 1 us)"
+"$BUILD/bench/instrument_bench" --benchmark_min_time=0.5 2>/dev/null | grep -E "^BM_|Benchmark"
+mkdir -p "$TMP/events"
+GRADEML_EVENTS_DIR="$TMP/events" GRADEML_LIBRARY="$PWD/$BUILD/libgrademl.so" PYTHONPATH=python $PY python/bench_phase.py
 echo
 
 echo "## 5. Hot path: /proc reads and parsing (Google Benchmark)"

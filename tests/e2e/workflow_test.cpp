@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -172,6 +173,29 @@ TEST(WorkflowE2E, DigitsExampleWorkflow) {
   }
   EXPECT_GT(printed, 0u) << r.out;
   EXPECT_EQ(epochs, printed);
+  // Zero-code instrumentation of the unchanged example: one backward and one optimizer step
+  // per batch the CNN trained ("train_cnn: ... E epochs x B batches" says how many), and
+  // the baseline's one estimator fit.
+  std::map<int64_t, int64_t> parent_of;
+  for (const json& p : report["phases"]) parent_of[p["id"].get<int64_t>()] = p["parent"].is_null() ? 0 : p["parent"].get<int64_t>();
+  auto under = [&](const json& p, const json& step) {
+    for (int64_t id = p["id"].get<int64_t>(); id != 0; id = parent_of[id])
+      if (id == step["id"].get<int64_t>()) return true;
+    return false;
+  };
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"((\d+) epochs x (\d+) batches)"))) << r.out;
+  int batches = std::stoi(m[1]) * std::stoi(m[2]);
+  int backward = 0, optimizer_steps = 0, fits = 0;
+  for (const json& p : report["phases"]) {
+    std::string type = p["type"];
+    if (under(p, cnn) && type.ends_with("/backward")) ++backward;
+    if (under(p, cnn) && type.ends_with("/optimizer_step")) ++optimizer_steps;
+    if (under(p, baseline) && type.ends_with("/sklearn.fit")) ++fits;
+  }
+  EXPECT_EQ(backward, batches);
+  EXPECT_EQ(optimizer_steps, batches);
+  EXPECT_EQ(fits, 1);
   // The steps' CPU seconds add up to the run's.
   double sum = 0;
   for (auto& [name, p] : steps) sum += p["cpu_seconds"].get<double>();
