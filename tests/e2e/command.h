@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace grademl::testing {
 
 struct CommandResult {
@@ -27,6 +29,8 @@ std::string GrademlBinary();
 std::string HelperBinary(const std::string& name);
 // A fresh empty directory under the build tree, removed by nobody (inspect after failures).
 std::string FreshDir(const std::string& name);
+// `grademl report --json` of the latest run in `db`, parsed (a failed command fails the test).
+nlohmann::json ReportJson(const std::string& db);
 // Reads key=value lines from a file into a value for `key`; NaN when missing.
 double ReadTruth(const std::string& path, const std::string& key);
 

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <gtest/gtest.h>
+
 #include "e2e/command.h"
 
 namespace grademl::testing {
@@ -94,6 +96,12 @@ std::string FreshDir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
+}
+
+nlohmann::json ReportJson(const std::string& db) {
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "report", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
 }
 
 double ReadTruth(const std::string& path, const std::string& key) {

@@ -15,12 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-json Report(const std::string& db) {
-  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "report", "--json"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return json::parse(r.out);
-}
-
 std::string LeafType(const json& phase) {
   std::string type = phase["type"];
   return type.substr(type.rfind('/') + 1);
@@ -50,7 +44,7 @@ TEST(InstrumentE2E, CppThreadsPhasesNestPerThread) {
   CommandResult r = RunCommand(
       {GrademlBinary(), "--db", db, "run", "--no-report", "--", HelperBinary("instrumented_threads"), "4", "250"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  json report = Report(db);
+  json report = ReportJson(db);
   auto counts = CountByLeafType(report);
   EXPECT_EQ(counts["worker"], 4);
   EXPECT_EQ(counts["work"], 1000);
@@ -87,7 +81,7 @@ helper()
   std::string db = dir + "/g.db";
   CommandResult r = RunPython(db, dir + "/script.py");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  json report = Report(db);
+  json report = ReportJson(db);
   auto counts = CountByLeafType(report);
   EXPECT_EQ(counts["outer"], 1);
   EXPECT_EQ(counts["inner"], 3);
@@ -121,7 +115,7 @@ os.kill(os.getpid(), signal.SIGKILL)
   std::string db = dir + "/g.db";
   CommandResult r = RunPython(db, dir + "/script.py");
   EXPECT_EQ(r.exit_code, 128 + 9);
-  json report = Report(db);
+  json report = ReportJson(db);
   auto counts = CountByLeafType(report);
   EXPECT_EQ(counts["work"], 500);
   ASSERT_EQ(counts["doomed"], 1);
@@ -153,7 +147,7 @@ with torch.no_grad():
   std::string db = dir + "/g.db";
   CommandResult r = RunPython(db, dir + "/train.py");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto counts = CountByLeafType(Report(db));
+  auto counts = CountByLeafType(ReportJson(db));
   EXPECT_EQ(counts["epoch"], 2);
   EXPECT_EQ(counts["iteration"], 6);
   EXPECT_EQ(counts["backward"], 6);
@@ -166,7 +160,7 @@ with torch.no_grad():
   // --no-auto: the same program, no framework phases.
   std::string db2 = dir + "/noauto.db";
   ASSERT_EQ(RunPython(db2, dir + "/train.py", {"--no-auto"}).exit_code, 0);
-  auto plain = CountByLeafType(Report(db2));
+  auto plain = CountByLeafType(ReportJson(db2));
   EXPECT_EQ(plain.count("epoch"), 0u);
   EXPECT_EQ(plain.count("forward"), 0u);
 }
@@ -190,7 +184,7 @@ clf.predict(x)
   std::string db = dir + "/g.db";
   CommandResult r = RunPython(db, dir + "/fit.py");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  json report = Report(db);  // not a temporary: the loop below holds a reference into it
+  json report = ReportJson(db);  // not a temporary: the loop below holds a reference into it
   std::map<std::string, int> names;
   for (const json& p : report["phases"]) ++names[p["name"].get<std::string>()];
   EXPECT_EQ(names["LogisticRegression.fit"], 1);

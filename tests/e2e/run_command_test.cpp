@@ -20,12 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-json ReportJson(const std::string& db) {
-  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "report", "--json"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return json::parse(r.out);
-}
-
 const json* PhaseWithPid(const json& report, int pid) {
   for (const json& p : report["phases"])
     if (p["pid"].is_number() && p["pid"].get<int>() == pid) return &p;

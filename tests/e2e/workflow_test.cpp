@@ -17,12 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-json Report(const std::string& db) {
-  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "report", "--json"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return json::parse(r.out);
-}
-
 // Step phases by name.
 std::map<std::string, json> Steps(const json& report) {
   std::map<std::string, json> steps;
@@ -59,7 +53,7 @@ steps:
   EXPECT_NE(r.err.find("Step broken failed (exit 4). Last lines of its stderr:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("  boom: the model exploded"), std::string::npos) << r.err;
 
-  json report = Report(db);
+  json report = ReportJson(db);
   auto steps = Steps(report);
   EXPECT_EQ(steps.size(), 3u);  // uses_model never ran
   EXPECT_EQ(steps.count("uses_model"), 0u);
@@ -89,7 +83,7 @@ TEST(WorkflowE2E, JobsLimitSerialisesIndependentSteps) {
     CommandResult r = RunCommand(
         {GrademlBinary(), "--db", db, "run", "--no-report", "-j", std::to_string(jobs), dir + "/pipeline.yaml"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    auto steps = Steps(Report(db));
+    auto steps = Steps(ReportJson(db));
     int64_t x_end = steps["x"]["end_ns"], y_start = steps["y"]["start_ns"];
     if (jobs == 1) {
       EXPECT_GE(y_start, x_end) << "with -j 1 the steps must not overlap";
@@ -110,7 +104,7 @@ TEST(WorkflowE2E, ProgressBarsBecomePhasesWithRealDurations) {
   std::string db = dir + "/g.db";
   CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", dir + "/pipeline.yaml"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  json report = Report(db);
+  json report = ReportJson(db);
   const json* bar = nullptr;
   for (const json& p : report["phases"])
     if (p["type"] == "run/step/progress") bar = &p;
@@ -140,7 +134,7 @@ TEST(WorkflowE2E, DigitsExampleWorkflow) {
 
   auto spec = workflow::LoadWorkflowSpec(spec_path);
   ASSERT_TRUE(spec.ok()) << spec.status().message();
-  json report = Report(db);
+  json report = ReportJson(db);
   auto steps = Steps(report);
   const json& run = report["phases"][0];
   ASSERT_EQ(steps.size(), spec->steps.size());
