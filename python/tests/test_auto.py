@@ -202,6 +202,25 @@ class SklearnTest(unittest.TestCase):
         Mine().fit(self.X)
         self.assertEqual([p[0] for p in self.r.phases()], ["Mine.fit"])
 
+    def test_inherited_methods(self):
+        # SVC's fit and predict live in its base classes (BaseLibSVM, BaseSVC); classes are
+        # wrapped when their first object is created, bases included.
+        from sklearn.svm import SVC
+
+        m = SVC().fit(self.X, self.y)
+        m.predict(self.X)
+        self.assertEqual([p[0] for p in self.r.phases()], ["SVC.fit", "SVC.predict"])
+
+    def test_unpickled_and_cloned_estimators(self):
+        import pickle
+
+        from sklearn.base import clone
+        from sklearn.tree import DecisionTreeClassifier
+
+        m = pickle.loads(pickle.dumps(DecisionTreeClassifier(random_state=0)))
+        clone(m).fit(self.X, self.y)
+        self.assertEqual([p[0] for p in self.r.phases()], ["DecisionTreeClassifier.fit"])
+
 
 @unittest.skipIf(pd is None, "pandas/numpy not importable with this interpreter")
 class IoTest(unittest.TestCase):

@@ -1,7 +1,7 @@
 """scikit-learn auto-instrumentation.
 
-Every estimator class (sklearn.base.BaseEstimator subclasses: those that exist when
-sklearn.base is imported, and later ones through __init_subclass__) gets its own
+Every estimator class (sklearn.base.BaseEstimator subclasses, wrapped when their first
+object is created) gets its own
 fit, partial_fit, predict, predict_proba, transform, fit_transform and score wrapped
 in a phase "<Class>.<method>", type "sklearn.<method>", tag estimator=<Class>, where
 <Class> is the estimator object's class. The same methods provided by sklearn's mixins
@@ -89,27 +89,29 @@ def _wrap_class(cls, base):
 
 
 def _patch_base(mod):
+    # Classes are wrapped lazily, when their first object is created (BaseEstimator.__new__
+    # runs for construction, clone() and unpickling alike): importing sklearn defines
+    # hundreds of estimator classes, and a program uses a handful.
     base = mod.BaseEstimator
     if getattr(base, "_grademl_patched", False):
         return
     base._grademl_patched = True
+    prev_new = base.__dict__.get("__new__")
+    done = set()
 
-    def walk(cls):
-        for sub in cls.__subclasses__():
-            _wrap_class(sub, base)
-            walk(sub)
+    def __new__(cls, *args, **kwargs):
+        if cls not in done:
+            # The class and the estimator classes it inherits methods from (SVC's fit is
+            # BaseLibSVM's).
+            for klass in cls.__mro__:
+                if klass not in done and isinstance(klass, type) and issubclass(klass, base):
+                    done.add(klass)
+                    try:
+                        _wrap_class(klass, base)
+                    except Exception as e:
+                        guard("sklearn", e)
+        if prev_new is not None:
+            return prev_new.__get__(None, cls)(cls, *args, **kwargs)
+        return super(base, cls).__new__(cls)
 
-    walk(base)
-    prev = base.__dict__.get("__init_subclass__")
-
-    def __init_subclass__(cls, **kwargs):
-        if prev is not None:
-            prev.__get__(None, cls)(**kwargs)
-        else:
-            super(base, cls).__init_subclass__(**kwargs)
-        try:
-            _wrap_class(cls, base)
-        except Exception as e:
-            guard("sklearn", e)
-
-    base.__init_subclass__ = classmethod(__init_subclass__)
+    base.__new__ = staticmethod(__new__)
