@@ -90,7 +90,10 @@ for line in open(sys.argv[1]):
     rows.setdefault(mode, []).append(r)
 med = lambda mode, key: statistics.median(r[key] for r in rows[mode])
 for mode in ("plain", "grademl", "profiler"):
-    print(f"{mode:9s} wall {med(mode, 'wall_s'):.3f} s, in-process {med(mode, 'makespan_s'):.3f} s, peak RSS {med(mode, 'peak_rss_mb'):.0f} MB")
+    print(f"{mode:9s} wall {med(mode, 'wall_s'):.3f} s, in-process {med(mode, 'makespan_s'):.3f} s "
+          f"(training alone {med(mode, 'train_s'):.3f} s), peak RSS {med(mode, 'peak_rss_mb'):.0f} MB")
+for mode in ("grademl", "profiler"):
+    print(f"{mode}: training-loop ratio {med(mode, 'train_s') / med('plain', 'train_s'):.3f}")
 for mode in ("grademl", "profiler"):
     print(f"{mode}: makespan ratio {med(mode, 'wall_s') / med('plain', 'wall_s'):.3f} (wall), "
           f"{med(mode, 'makespan_s') / med('plain', 'makespan_s'):.3f} (in-process); "
