@@ -120,6 +120,9 @@ struct EventCollector::Thread {
   int stall_polls = 0;                // polls its next record has waited for a name
 };
 
+// Polls to wait for the process monitor to discover a writer before using its parent.
+constexpr int kUnknownWriterPolls = 10;
+
 struct EventCollector::File {
   enum class State { kOpening, kReading, kClosed };
   std::string path;
@@ -131,6 +134,8 @@ struct EventCollector::File {
   bool valid = false;  // the header was good
 
   int32_t pid = 0;
+  int32_t ppid = 0;          // the writer's parent (header), for writers grademl never saw
+  int unknown_polls = 0;     // polls that found the writer unknown to the process monitor
   uint32_t clock = 0;
   uint64_t anchor_ticks = 0;
   int64_t anchor_epoch_ns = 0;
@@ -243,6 +248,7 @@ bool EventCollector::TryMapHeader(File* f) {
     return false;
   }
   f->pid = h.pid;
+  f->ppid = h.ppid;
   f->clock = h.clock;
   f->anchor_ticks = h.anchor_ticks;
   f->anchor_epoch_ns = h.anchor_epoch_ns;
@@ -510,6 +516,11 @@ void EventCollector::PollFile(File* f, bool final, TimeNs end) {
   // What the process monitor knows, read before the records: once it says the process
   // ended, everything the process committed is visible to the loads below.
   ProcessInfo info = process_of_(static_cast<pid_t>(f->pid));
+  // A process that lived and died between two passes of the process monitor is never a
+  // phase of its own: its events go under its parent's phase (tagged with their pid).
+  if (info.phase == 0 && f->ppid > 0 && (final || ++f->unknown_polls > kUnknownWriterPolls)) {
+    info = process_of_(static_cast<pid_t>(f->ppid));
+  }
   if (f->proc.phase == 0) {
     f->proc = info;
   } else {

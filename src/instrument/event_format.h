@@ -42,7 +42,7 @@ struct FileHeader {
   uint32_t version;
   uint32_t clock;            // ClockKind
   int32_t pid;
-  uint32_t reserved0;
+  int32_t ppid;              // the writer's parent at attach: where its events go if grademl never saw the writer
   uint64_t anchor_ticks;     // a clock reading ...
   int64_t anchor_epoch_ns;   // ... and the epoch time (ns since 1970) at that moment
   uint64_t next_chunk;       // atomic: the index of the next free chunk (may exceed kMaxChunks: file full)

@@ -216,6 +216,7 @@ void InitLocked() {
   g_header->clock = kClockMonotonic;
 #endif
   g_header->pid = int32_t(pid);
+  g_header->ppid = int32_t(getppid());
   timespec rt;
   g_header->anchor_ticks = Now();
   clock_gettime(CLOCK_REALTIME, &rt);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <array>
 #include <cmath>
 #include <queue>
@@ -224,19 +225,45 @@ void RenderPhases(const model::Run& run, const RunSummary& summary, const Termin
     bool more = false;
     int64_t more_phases = 0;
     double more_cpu = 0, more_read = 0, more_write = 0;
+    // A run of hidden siblings of one type ("342 × backward"): their count, the first one's
+    // start and their total duration.
+    std::string repeated_type;
+    int64_t repeated = 0;
+    TimeNs first_start = 0;
+    DurationNs total_duration = 0;
   };
   auto push_group = [&](std::vector<Item>& stack, const std::vector<size_t>& members, const std::string& lead) {
     std::vector<Item> items;
     Item more{.more = true};
+    // Hidden siblings that repeat a type (epochs, iterations, forward/backward passes) are
+    // shown as one row per type; the rest fold into "… N more phases".
+    std::map<std::string_view, std::vector<size_t>> hidden_by_type;
+    std::vector<std::string_view> type_order;
     for (size_t m : members) {
-      if (visible[m]) {
-        items.push_back({.phase = m});
-      } else {
+      if (visible[m]) continue;
+      std::string_view type = run.phases[m].leaf_type();
+      auto [it, fresh] = hidden_by_type.try_emplace(type);
+      if (fresh) type_order.push_back(type);
+      it->second.push_back(m);
+    }
+    for (size_t m : members) {
+      if (visible[m]) items.push_back({.phase = m});
+    }
+    for (std::string_view type : type_order) {
+      const std::vector<size_t>& group = hidden_by_type[type];
+      bool repeated = group.size() >= 2 && type != model::kPhaseTypeProcess;
+      Item& target = repeated ? items.emplace_back(Item{.more = true, .repeated_type = std::string(type)}) : more;
+      for (size_t m : group) {
         const PhaseSummary& ps = summary.phases[m];
-        more.more_phases += ps.subtree_phases;
-        more.more_cpu += ps.cpu_seconds;
-        more.more_read += ps.read_bytes;
-        more.more_write += ps.write_bytes;
+        target.more_phases += ps.subtree_phases;
+        target.more_cpu += ps.cpu_seconds;
+        target.more_read += ps.read_bytes;
+        target.more_write += ps.write_bytes;
+        if (repeated) {
+          if (target.repeated == 0 || ps.start_ns < target.first_start) target.first_start = ps.start_ns;
+          ++target.repeated;
+          target.total_duration += ps.end_ns - ps.start_ns;
+        }
       }
     }
     if (more.more_phases > 0) items.push_back(more);
@@ -271,6 +298,18 @@ void RenderPhases(const model::Run& run, const RunSummary& summary, const Termin
     stack.pop_back();
     Row row;
     row.lead = item.lead;
+    if (item.more && item.repeated > 0) {
+      row.more = true;
+      row.name = fmt::format("{} × {}", item.repeated, Sanitize(item.repeated_type));
+      if (item.more_phases > item.repeated) row.name += fmt::format(" (+{} inside)", item.more_phases - item.repeated);
+      row.cells[0] = FormatOffset(item.first_start - summary.start_ns);
+      row.cells[1] = "Σ " + FormatDuration(item.total_duration);
+      row.cells[2] = item.more_cpu > 0 ? FormatSeconds(item.more_cpu) : "";
+      row.cells[5] = item.more_read > 0 ? FormatBytes(item.more_read) : "";
+      row.cells[6] = item.more_write > 0 ? FormatBytes(item.more_write) : "";
+      rows.push_back(std::move(row));
+      continue;
+    }
     if (item.more) {
       row.more = true;
       row.name = fmt::format("… {} more phase{}", item.more_phases, item.more_phases == 1 ? "" : "s");

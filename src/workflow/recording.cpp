@@ -186,9 +186,10 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
                  impl->gpu_monitor ? "on" : gpu_why.c_str());
   }
   // Instrumented processes find grademl through the environment (docs/instrumentation.md).
-  std::filesystem::path db_dir = std::filesystem::path(options.db_path).parent_path();
-  impl->events_dir = ((db_dir.empty() ? std::filesystem::path(".") : db_dir) / "events" / info.uuid).string();
+  // Absolute: steps run in directories of their own.
   std::error_code ec;
+  std::filesystem::path db_dir = std::filesystem::absolute(options.db_path, ec).parent_path();
+  impl->events_dir = (db_dir / "events" / info.uuid).lexically_normal().string();
   std::filesystem::create_directories(impl->events_dir, ec);
   if (!ec) impl->instrument_env.emplace_back("GRADEML_EVENTS_DIR", impl->events_dir);
   impl->instrument_env.emplace_back("GRADEML_RUN", info.uuid);

@@ -102,6 +102,21 @@ helper()
   EXPECT_TRUE(found) << "the counter is a series on the process";
 }
 
+// The default database path is relative (.grademl/grademl.db) and workflow steps run in
+// their own directories: instrumented steps must still find the events directory.
+TEST(InstrumentE2E, RelativeDatabaseAndStepsInOtherDirectories) {
+  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3 is needed";
+  std::string dir = FreshDir("instrument_relative_db");
+  std::filesystem::create_directories(dir + "/work");
+  std::ofstream(dir + "/work/step.py") << "import grademl\nwith grademl.phase(\"inside_step\"):\n    pass\n";
+  std::ofstream(dir + "/pipeline.yaml") << "steps:\n  s:\n    cmd: /usr/bin/python3 step.py\n    cwd: work\n";
+  CommandResult r = RunCommand({"/bin/sh", "-c",
+                                "cd " + dir + " && " + GrademlBinary() + " --db rel/g.db run --no-report pipeline.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto counts = CountByLeafType(ReportJson(dir + "/rel/g.db"));
+  EXPECT_EQ(counts["inside_step"], 1);
+}
+
 TEST(InstrumentE2E, SigkilledProcessKeepsItsCommittedEvents) {
   if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3 is needed";
   std::string dir = FreshDir("instrument_sigkill");

@@ -8,6 +8,7 @@
 #include "golden.h"
 #include "report/text_format.h"
 #include "sample_runs.h"
+#include "analysis/run_fixture.h"
 
 namespace grademl::report {
 namespace {
@@ -36,6 +37,30 @@ TEST(TerminalReportTest, IncompleteRunFoldedGolden) {
 
 TEST(TerminalReportTest, IncompleteRunInFullGolden) {
   ExpectMatchesGolden(Render(IncompleteRun(), {.max_phases = 0}), "incomplete_run_full.txt");
+}
+
+// Hidden siblings that repeat a type fold into one row per type with their count and total
+// duration; types seen once stay in the "… N more phases" line.
+TEST(TerminalReportTest, RepeatedHiddenPhasesFoldByType) {
+  testing::RunFixture f;
+  f.run.info.start_ns = testing::At(0);
+  f.run.info.end_ns = testing::At(100);
+  f.run.info.complete = true;
+  auto root = f.AddPhase(0, "run", "run", testing::At(0), testing::At(100));
+  auto train = f.AddPhase(root, "train", "run/train", testing::At(0), testing::At(100));
+  for (int i = 0; i < 30; ++i) {
+    f.AddPhase(train, "backward", "run/train/backward", testing::At(1 + 3 * i), testing::At(2 + 3 * i));
+  }
+  f.AddPhase(train, "save", "run/train/save", testing::At(95), testing::At(96));
+  f.AddPhase(train, "load", "run/train/load", testing::At(96), testing::At(97.5));
+  TerminalReportOptions options;
+  options.max_phases = 4;
+  std::string text = Render(f.Build(), options);
+  // Shown: run, train, and the two longest phases (load 1.5 s, then one backward); hidden:
+  // 29 backwards (29 s in all) and save.
+  EXPECT_NE(text.find("29 × backward"), std::string::npos) << text;
+  EXPECT_NE(text.find("Σ 29.00 s"), std::string::npos) << text;
+  EXPECT_NE(text.find("… 1 more phase"), std::string::npos) << text;
 }
 
 TEST(TerminalReportTest, TheGoldenComparisonCanFail) {
