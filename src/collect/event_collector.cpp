@@ -571,14 +571,15 @@ void EventCollector::Poll(TimeNs now) {
 
 void EventCollector::Finish(TimeNs end) {
   if (finished_) return;
+  polls_since_listing_ = options_.rescan_every;  // list the directory whatever its mtime says
+  ListDirectory();
   MeasureRate();
-  if (ticks_per_ns_ == 0 && GRADEML_HAVE_TSC) {
-    // A run shorter than the rate's minimum span: wait out the rest of it (at most that).
+  if (ticks_per_ns_ == 0 && GRADEML_HAVE_TSC && !files_.empty()) {
+    // A run shorter than the rate's minimum span, with events to convert: wait out the rest
+    // of the span (at most that). Runs without instrumented processes never wait.
     std::this_thread::sleep_for(std::chrono::nanoseconds(options_.min_rate_span_ns));
     MeasureRate();
   }
-  polls_since_listing_ = options_.rescan_every;  // list the directory whatever its mtime says
-  ListDirectory();
   for (auto& f : files_) {
     if (f->state != File::State::kClosed) PollFile(f.get(), true, end);
   }

@@ -129,6 +129,7 @@ struct Recording::Impl {
   bool finished = false;
   std::string events_dir;  // where instrumented processes write their event files
   std::vector<std::pair<std::string, std::string>> instrument_env;  // set for every launched command
+  std::string python_path_prefix;  // our package and its autoload dir, first in every PYTHONPATH
 };
 
 Recording::Recording(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -197,7 +198,8 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   if (!paths.library.empty()) impl->instrument_env.emplace_back("GRADEML_LIBRARY", paths.library);
   impl->instrument_env.emplace_back("GRADEML_AUTO", options.auto_instrument ? "1" : "0");
   if (!paths.python_dir.empty()) {
-    std::string pythonpath = paths.python_dir + ":" + paths.python_dir + "/grademl/_autoload";
+    impl->python_path_prefix = paths.python_dir + ":" + paths.python_dir + "/grademl/_autoload";
+    std::string pythonpath = impl->python_path_prefix;
     if (const char* old = getenv("PYTHONPATH"); old && *old) pythonpath += std::string(":") + old;
     impl->instrument_env.emplace_back("PYTHONPATH", pythonpath);
   }
@@ -259,7 +261,11 @@ Recording::Launched Recording::Launch(const LaunchSpec& spec, model::PhaseId par
   args.push_back(nullptr);
   // grademl's environment, then the instrumentation variables, then the spec's.
   std::vector<std::pair<std::string, std::string>> extra = impl_->instrument_env;
-  extra.insert(extra.end(), spec.env.begin(), spec.env.end());
+  for (const auto& [key, value] : spec.env) {
+    // A step's own PYTHONPATH comes after ours, so that auto-instrumentation still loads.
+    bool ours_first = key == "PYTHONPATH" && !impl_->python_path_prefix.empty();
+    extra.emplace_back(key, ours_first ? impl_->python_path_prefix + ":" + value : value);
+  }
   std::vector<std::string> env_storage;
   for (char** e = environ; *e; ++e) {
     std::string_view entry(*e);

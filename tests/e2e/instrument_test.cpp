@@ -109,7 +109,9 @@ TEST(InstrumentE2E, RelativeDatabaseAndStepsInOtherDirectories) {
   std::string dir = FreshDir("instrument_relative_db");
   std::filesystem::create_directories(dir + "/work");
   std::ofstream(dir + "/work/step.py") << "import grademl\nwith grademl.phase(\"inside_step\"):\n    pass\n";
-  std::ofstream(dir + "/pipeline.yaml") << "steps:\n  s:\n    cmd: /usr/bin/python3 step.py\n    cwd: work\n";
+  // The step's own PYTHONPATH must not push grademl's package out.
+  std::ofstream(dir + "/pipeline.yaml")
+      << "steps:\n  s:\n    cmd: /usr/bin/python3 step.py\n    cwd: work\n    env: {PYTHONPATH: lib}\n";
   CommandResult r = RunCommand({"/bin/sh", "-c",
                                 "cd " + dir + " && " + GrademlBinary() + " --db rel/g.db run --no-report pipeline.yaml"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
