@@ -17,7 +17,8 @@ StatusOr<MonitoredCommandResult> RecordCommand(const MonitoredCommandOptions& op
                          .flush_interval = options.flush_interval,
                          .nvml_library = options.nvml_library,
                          .verbose = options.verbose,
-                         .auto_instrument = options.auto_instrument};
+                         .auto_instrument = options.auto_instrument,
+                         .auto_detail = options.auto_detail};
   GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<Recording> recording, Recording::Start(ropts, argv, name));
 
   MonitoredCommandResult result;

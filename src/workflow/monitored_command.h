@@ -21,6 +21,7 @@ struct MonitoredCommandOptions {
   std::string nvml_library;                   // empty: $GRADEML_NVML_LIBRARY or the driver's
   bool verbose = false;                       // say which monitors are active on stderr
   bool auto_instrument = true;                // Python auto-instrumentation in the command
+  std::string auto_detail;                    // "" or "modules": a phase per nn.Module call
 };
 
 struct MonitoredCommandResult {

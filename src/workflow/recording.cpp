@@ -197,6 +197,7 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   InstrumentationPaths paths = InstrumentationPaths::Find();
   if (!paths.library.empty()) impl->instrument_env.emplace_back("GRADEML_LIBRARY", paths.library);
   impl->instrument_env.emplace_back("GRADEML_AUTO", options.auto_instrument ? "1" : "0");
+  if (!options.auto_detail.empty()) impl->instrument_env.emplace_back("GRADEML_AUTO_DETAIL", options.auto_detail);
   if (!paths.python_dir.empty()) {
     impl->python_path_prefix = paths.python_dir + ":" + paths.python_dir + "/grademl/_autoload";
     std::string pythonpath = impl->python_path_prefix;

@@ -29,6 +29,7 @@ struct RecordingOptions {
   std::string nvml_library;                    // empty: $GRADEML_NVML_LIBRARY or the driver's
   bool verbose = false;                        // say which monitors are on, on stderr
   bool auto_instrument = true;                 // Python auto-instrumentation in launched processes
+  std::string auto_detail;                     // "" (default granularity) or "modules" (every nn.Module call)
 };
 
 // Where the pieces that instrumented processes load live: libgrademl.so (next to the grademl

@@ -182,6 +182,34 @@ with torch.no_grad():
   EXPECT_EQ(plain.count("forward"), 0u);
 }
 
+// --auto-detail modules: a phase per nn.Module call, nested as the modules are.
+TEST(InstrumentE2E, ModuleDetailIsOptIn) {
+  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3-torch is needed";
+  std::string dir = FreshDir("instrument_modules");
+  std::ofstream(dir + "/net.py") << R"(import torch
+net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+for _ in range(5):
+    net(torch.randn(3, 4))
+)";
+  std::string db = dir + "/g.db";
+  ASSERT_EQ(RunPython(db, dir + "/net.py", {"--auto-detail", "modules"}).exit_code, 0);
+  json report = ReportJson(db);
+  auto counts = CountByLeafType(report);
+  EXPECT_EQ(counts["forward"], 5);
+  EXPECT_EQ(counts["module"], 20);  // Sequential + Linear + ReLU + Linear, 5 times
+  std::map<int64_t, std::string> name_of;
+  for (const json& p : report["phases"]) name_of[p["id"].get<int64_t>()] = p["name"];
+  for (const json& p : report["phases"]) {
+    if (LeafType(p) == "module" && p["name"] != "Sequential") {
+      EXPECT_EQ(name_of[p["parent"].get<int64_t>()], "Sequential");
+    }
+  }
+  // Off by default.
+  std::string db2 = dir + "/default.db";
+  ASSERT_EQ(RunPython(db2, dir + "/net.py").exit_code, 0);
+  EXPECT_EQ(CountByLeafType(ReportJson(db2)).count("module"), 0u);
+}
+
 TEST(InstrumentE2E, AutoInstrumentedSklearnAndPandas) {
   if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3-sklearn is needed";
   std::string dir = FreshDir("instrument_sklearn");

@@ -12,6 +12,7 @@ Phases (name / type):
   optimizer.step / optimizer_step  outermost step() of any torch.optim.Optimizer subclass
 """
 import functools
+import os
 import threading
 import weakref
 
@@ -79,7 +80,37 @@ def _patch_module_call(torch):
     def tags():
         return () if is_grad_enabled() else EVAL
 
-    Module.__call__ = _outermost(orig, "forward", "forward", "fwd", tags)
+    call = orig
+    if os.environ.get("GRADEML_AUTO_DETAIL", "") == "modules":
+        call = _every_module(orig)
+    Module.__call__ = _outermost(call, "forward", "forward", "fwd", tags)
+
+
+def _every_module(orig):
+    """Opt-in finer detail (GRADEML_AUTO_DETAIL=modules, `grademl run --auto-detail modules`):
+    a phase "<ModuleClass>" of type "module" for every nn.Module call, nested as the modules
+    are, inside the outermost "forward". Costs a phase per module call (docs/python.md)."""
+    names = {}
+
+    def wrapper(self, *args, **kwargs):
+        if not _g._on or "torch" in _disabled:
+            return orig(self, *args, **kwargs)
+        cls = type(self)
+        name = names.get(cls)
+        if name is None:
+            name = names[cls] = cls.__name__
+        try:
+            _g._begin_typed(name, "module")
+        except Exception as e:
+            guard("torch", e)
+            return orig(self, *args, **kwargs)
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            _g._end()
+
+    wrapper._grademl_wrapped = True
+    return wrapper
 
 
 def _patch_backward(torch):
