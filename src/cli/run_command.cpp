@@ -61,7 +61,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       PrintError("--interval: " + interval.status().message());
       return kExitUsage;
     }
-    workflow::MonitoredCommandOptions options;
+    workflow::RecordingOptions options;
     options.db_path = common.ResolvedDbPath();
     options.interval = *interval;
     options.verbose = opts->verbose;
@@ -75,11 +75,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
         return kExitUsage;
       }
       workflow::WorkflowRunOptions wopts;
-      wopts.recording = {.db_path = options.db_path,
-                         .interval = options.interval,
-                         .verbose = options.verbose,
-                         .auto_instrument = options.auto_instrument,
-                         .auto_detail = options.auto_detail};
+      wopts.recording = options;
       wopts.jobs = opts->jobs;
       wopts.rules_file = opts->rules;
       auto run = workflow::RunWorkflow(*spec, wopts);

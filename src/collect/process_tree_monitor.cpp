@@ -171,13 +171,6 @@ size_t ProcessTreeMonitor::alive() const {
   return alive_.size();
 }
 
-model::PhaseId ProcessTreeMonitor::PhaseOf(pid_t pid) const {
-  std::lock_guard lock(mu_);
-  for (auto it = procs_.rbegin(); it != procs_.rend(); ++it)
-    if ((*it)->pid == pid) return (*it)->phase;
-  return 0;
-}
-
 ProcessTreeMonitor::ProcessRef ProcessTreeMonitor::Lookup(pid_t pid) const {
   std::lock_guard lock(mu_);
   for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) {

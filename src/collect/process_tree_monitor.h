@@ -77,8 +77,6 @@ class ProcessTreeMonitor {
   void Finish(TimeNs end);
   // Processes followed and alive.
   size_t alive() const;
-  // The phase of a followed process (alive or not), 0 if unknown.
-  model::PhaseId PhaseOf(pid_t pid) const;
   // The phase and resource of the latest followed process with this pid, and when it ended
   // (0 while alive); all 0 if no such process is followed.
   struct ProcessRef {

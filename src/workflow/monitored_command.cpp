@@ -7,19 +7,12 @@
 
 namespace grademl::workflow {
 
-StatusOr<MonitoredCommandResult> RecordCommand(const MonitoredCommandOptions& options,
+StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
                                                const std::vector<std::string>& argv) {
   if (argv.empty()) return InvalidArgument("no command given (usage: grademl run [OPTIONS] -- CMD [ARGS...])");
   std::string name;
   for (const auto& a : argv) name += (name.empty() ? "" : " ") + a;
-  RecordingOptions ropts{.db_path = options.db_path,
-                         .interval = options.interval,
-                         .flush_interval = options.flush_interval,
-                         .nvml_library = options.nvml_library,
-                         .verbose = options.verbose,
-                         .auto_instrument = options.auto_instrument,
-                         .auto_detail = options.auto_detail};
-  GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<Recording> recording, Recording::Start(ropts, argv, name));
+  GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<Recording> recording, Recording::Start(options, argv, name));
 
   MonitoredCommandResult result;
   result.run_id = recording->run_id();

@@ -9,20 +9,10 @@
 #include <vector>
 
 #include "core/status.h"
-#include "core/time.h"
 #include "model/run.h"
+#include "workflow/recording.h"
 
 namespace grademl::workflow {
-
-struct MonitoredCommandOptions {
-  std::string db_path;
-  DurationNs interval = 100 * kNsPerMs;      // sampling interval
-  DurationNs flush_interval = 500 * kNsPerMs;  // how often samples reach the store
-  std::string nvml_library;                   // empty: $GRADEML_NVML_LIBRARY or the driver's
-  bool verbose = false;                       // say which monitors are active on stderr
-  bool auto_instrument = true;                // Python auto-instrumentation in the command
-  std::string auto_detail;                    // "" or "modules": a phase per nn.Module call
-};
 
 struct MonitoredCommandResult {
   model::RunId run_id = 0;
@@ -32,7 +22,7 @@ struct MonitoredCommandResult {
 
 // Errors that stop anything from running (an unusable database) come back as a Status; a
 // command that cannot be started is a result with exit code 127 and a failed run stored.
-StatusOr<MonitoredCommandResult> RecordCommand(const MonitoredCommandOptions& options,
+StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
                                                const std::vector<std::string>& argv);
 
 }  // namespace grademl::workflow
