@@ -225,11 +225,7 @@ class Runner {
       if (n < 0) return;  // EAGAIN: nothing more for now
       TimeNs now = WallClock::Now();
       if (n == 0) {
-        close(s.fds[k]);
-        s.fds[k] = -1;
-        if (!s.partial[k].empty()) HandleLine(s, k + 1, s.partial[k], now, s.fed[k]);
-        s.partial[k].clear();
-        s.fed[k] = 0;
+        CloseStream(s, k, now);
         return;
       }
       std::string& part = s.partial[k];
@@ -255,6 +251,16 @@ class Runner {
         s.fed[k] = 0;
       }
     }
+  }
+
+  // Ends a stream of a step's output: its unfinished last line counts as a line.
+  void CloseStream(StepRun& s, int k, TimeNs now) {
+    if (s.fds[k] < 0) return;
+    close(s.fds[k]);
+    s.fds[k] = -1;
+    if (!s.partial[k].empty()) HandleLine(s, k + 1, s.partial[k], now, s.fed[k]);
+    s.partial[k].clear();
+    s.fed[k] = 0;
   }
 
   // One line of a step's output. Its first `fed` bytes went to the log rules already.
@@ -307,13 +313,7 @@ class Runner {
 
   void EndStep(StepRun& s, int exit_code) {
     TimeNs now = WallClock::Now();
-    for (int k = 0; k < 2; ++k) {
-      if (s.fds[k] >= 0) {
-        if (!s.partial[k].empty()) HandleLine(s, k + 1, s.partial[k], now, s.fed[k]);
-        close(s.fds[k]);
-        s.fds[k] = -1;
-      }
-    }
+    for (int k = 0; k < 2; ++k) CloseStream(s, k, now);
     model::RunBuilder& builder = recording_->builder();
     if (s.dropped_lines > 0) {
       builder.AddLogLine({.phase = s.phase, .t = now, .stream = 1,
