@@ -95,6 +95,8 @@ class Runner {
     start_ = WallClock::Now();
   }
 
+  int jobs() const { return jobs_; }
+
   WorkflowRunResult Run() {
     while (true) {
       SkipUnreachable();
@@ -378,6 +380,8 @@ StatusOr<WorkflowRunResult> RunWorkflow(const WorkflowSpec& spec, const Workflow
   recording->builder().SetPhaseTag(recording->run_phase(), "workflow", spec.path);
   recording->builder().SetPhaseTag(recording->run_phase(), "format", spec.format);
   Runner runner(spec, options, recording.get(), std::move(rules));
+  // The step concurrency limit, for the what-if simulation's replay of the schedule.
+  recording->builder().SetPhaseTag(recording->run_phase(), "jobs", std::to_string(runner.jobs()));
   WorkflowRunResult result = runner.Run();
   std::string error;
   if (!result.failed.empty()) {
