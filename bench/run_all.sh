@@ -101,6 +101,36 @@ for mode in ("grademl", "profiler"):
 PY
 echo
 
+echo "## 4b. Opt-in detail: cost per extra phase of --auto-detail modules / ops on the same loop (1 epoch), alternating, ${ROUNDS:-7} rounds"
+: > "$TMP/detail"
+for i in $(seq "${ROUNDS:-7}"); do
+  for mode in default modules ops; do
+    flags=(); [ "$mode" != default ] && flags=(--auto-detail "$mode")
+    out=$("$GRADEML" --db "$TMP/d_$mode.db" run --no-report "${flags[@]}" -- $PY bench/mlp_digits.py --epochs 1)
+    echo "$mode $out" >> "$TMP/detail"
+  done
+done
+for mode in modules ops; do
+  "$GRADEML" --db "$TMP/d_$mode.db" report --json > "$TMP/d_$mode.json"
+done
+$PY - "$TMP/detail" "$TMP/d_modules.json" "$TMP/d_ops.json" <<'PY'
+import json, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    mode, js = line.split(" ", 1)
+    rows.setdefault(mode, []).append(json.loads(js)["train_s"])
+calls = {}
+for mode, path in (("modules", sys.argv[2]), ("ops", sys.argv[3])):
+    leaf = mode[:-1]  # module / op
+    calls[mode] = sum(1 for p in json.load(open(path))["phases"] if p["type"].rsplit("/", 1)[-1] == leaf)
+base = statistics.median(rows["default"])
+for mode in ("modules", "ops"):
+    t = statistics.median(rows[mode])
+    print(f"{mode:8s}: training {t:.3f} s vs {base:.3f} s by default, {calls[mode]} extra phases -> "
+          f"{1e6 * (t - base) / calls[mode]:.2f} us per phase (ratio {t / base:.2f}x)")
+PY
+echo
+
 echo "## 6. Instrumentation API: C++ begin+end pair (Google Benchmark; goal <= 25 ns) and Python \`with grademl.phase()\` (goal <= 1 us)"
 "$BUILD/bench/instrument_bench" --benchmark_min_time=0.5 2>/dev/null | grep -E "^BM_|Benchmark"
 mkdir -p "$TMP/events"

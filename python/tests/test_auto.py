@@ -55,7 +55,7 @@ def _train(loader, epochs=2):
     for _ in range(epochs):
         for x, y in loader:
             opt.zero_grad()
-            loss = lossf(model(x), y)  # lossf is a Module too: a top-level forward
+            loss = lossf(model(x), y)  # lossf is a loss Module: a top-level "loss" phase
             loss.backward()
             opt.step()
     return model
@@ -75,7 +75,8 @@ class TorchTest(unittest.TestCase):
         self.assertEqual(types.count("epoch"), 2)
         self.assertEqual(types.count("iteration"), 6)
         self.assertEqual(types.count("data_wait"), 8)  # 3 batches + the final StopIteration, per epoch
-        self.assertEqual(types.count("forward"), 12)   # model + loss module per batch
+        self.assertEqual(types.count("forward"), 6)    # the model, per batch
+        self.assertEqual(types.count("loss"), 6)       # the loss module, per batch
         self.assertEqual(types.count("backward"), 6)   # Tensor.backward -> autograd.backward: once
         self.assertEqual(types.count("optimizer_step"), 6)
         epochs = [p for p in ph if p[1] == "epoch"]
@@ -83,12 +84,12 @@ class TorchTest(unittest.TestCase):
         for p in ph:
             if p[1] in ("data_wait", "iteration"):
                 self.assertEqual(p[4], "epoch")
-            if p[1] in ("forward", "backward", "optimizer_step"):
+            if p[1] in ("forward", "loss", "backward", "optimizer_step"):
                 self.assertEqual(p[4], "iteration")
                 self.assertEqual(p[2], {})
         # the sequence of one epoch
         first = [p[0] for p in ph[: ph.index(epochs[1])]]
-        one = ["dataloader.next", "iteration", "forward", "forward", "backward", "optimizer.step"]
+        one = ["dataloader.next", "iteration", "forward", "CrossEntropyLoss", "backward", "optimizer.step"]
         self.assertEqual(first, ["epoch"] + one * 3 + ["dataloader.next"])
 
     def test_training_loop(self):

@@ -210,6 +210,56 @@ for _ in range(5):
   EXPECT_EQ(CountByLeafType(ReportJson(db2)).count("module"), 0u);
 }
 
+// --auto-detail ops: a phase per ATen operator, inside the forward and backward phases; a
+// loss module's call is a "loss" phase of its own.
+TEST(InstrumentE2E, OpDetailIsOptIn) {
+  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3-torch is needed";
+  std::string dir = FreshDir("instrument_ops");
+  std::ofstream(dir + "/net.py") << R"(import torch
+net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+lossf = torch.nn.CrossEntropyLoss()
+for _ in range(3):
+    lossf(net(torch.randn(3, 4)), torch.tensor([0, 1, 1])).backward()
+)";
+  std::string db = dir + "/g.db";
+  ASSERT_EQ(RunPython(db, dir + "/net.py", {"--auto-detail", "modules,ops"}).exit_code, 0);
+  json report = ReportJson(db);
+  auto counts = CountByLeafType(report);
+  EXPECT_EQ(counts["forward"], 3);
+  EXPECT_EQ(counts["loss"], 3);
+  EXPECT_EQ(counts["backward"], 3);
+  EXPECT_EQ(counts["module"], 15);  // Sequential + Linear + ReLU + Linear + CrossEntropyLoss
+  std::map<int64_t, const json*> by_id;
+  for (const json& p : report["phases"]) by_id[p["id"].get<int64_t>()] = &p;
+  std::map<std::string, int> op_under;  // op name -> calls, for ops under forward / backward
+  for (const json& p : report["phases"]) {
+    if (LeafType(p) != "op") continue;
+    // Walk up to the nearest forward/loss/backward.
+    const json* q = &p;
+    std::string owner;
+    while (q != nullptr && owner.empty()) {
+      std::string t = LeafType(*q);
+      if (t == "forward" || t == "loss" || t == "backward") owner = t;
+      if ((*q)["parent"].is_null()) break;
+      auto it = by_id.find((*q)["parent"].get<int64_t>());
+      q = it == by_id.end() ? nullptr : it->second;
+    }
+    ++op_under[owner + ":" + p["name"].get<std::string>()];
+  }
+  EXPECT_EQ(op_under["forward:addmm"], 6);  // two Linear layers, 3 times
+  EXPECT_EQ(op_under["forward:relu"], 3);
+  EXPECT_GE(op_under["backward:mm"], 3);    // weight gradients, computed on this thread on CPU
+  EXPECT_GE(op_under["loss:nll_loss_forward"], 3);
+  // Off by default.
+  std::string db2 = dir + "/default.db";
+  ASSERT_EQ(RunPython(db2, dir + "/net.py").exit_code, 0);
+  auto plain = CountByLeafType(ReportJson(db2));
+  EXPECT_EQ(plain.count("op"), 0u);
+  EXPECT_EQ(plain["loss"], 3);
+  // An unknown detail is a usage error.
+  EXPECT_EQ(RunPython(db2, dir + "/net.py", {"--auto-detail", "kernels"}).exit_code, 2);
+}
+
 TEST(InstrumentE2E, AutoInstrumentedSklearnAndPandas) {
   if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3-sklearn is needed";
   std::string dir = FreshDir("instrument_sklearn");

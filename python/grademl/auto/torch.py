@@ -10,6 +10,12 @@ Phases (name / type):
                              grad is disabled: torch.no_grad() / inference_mode)
   backward / backward        outermost Tensor.backward / torch.autograd.backward
   optimizer.step / optimizer_step  outermost step() of any torch.optim.Optimizer subclass
+  <LossClass> / loss         an outermost call of a loss module (nn.CrossEntropyLoss()(...))
+
+Opt-in finer detail (GRADEML_AUTO_DETAIL, comma-separated; `grademl run --auto-detail`):
+  modules: <ModuleClass> / module   every nn.Module call, nested as the modules are
+  ops:     <aten op> / op           every ATen operator run on the main thread (forward and
+                                    backward), through a TorchDispatchMode
 """
 import functools
 import os
@@ -27,8 +33,15 @@ def register_hooks(register):
     register("torch", _patch_torch)
 
 
+def _detail():
+    return {d.strip() for d in os.environ.get("GRADEML_AUTO_DETAIL", "").split(",") if d.strip()}
+
+
 def _patch_torch(torch):
-    for fn in (_patch_module_call, _patch_backward, _patch_optimizers, _patch_dataloader):
+    steps = [_patch_module_call, _patch_backward, _patch_optimizers, _patch_dataloader]
+    if "ops" in _detail():
+        steps.append(_enable_op_detail)
+    for fn in steps:
         try:
             fn(torch)
         except Exception as e:
@@ -81,9 +94,59 @@ def _patch_module_call(torch):
         return () if is_grad_enabled() else EVAL
 
     call = orig
-    if os.environ.get("GRADEML_AUTO_DETAIL", "") == "modules":
+    if "modules" in _detail():
         call = _every_module(orig)
-    Module.__call__ = _outermost(call, "forward", "forward", "fwd", tags)
+    forward = _outermost(call, "forward", "forward", "fwd", tags)
+    try:
+        Loss = torch.nn.modules.loss._Loss
+    except AttributeError:
+        Loss = None
+    wrapper_of = {}  # module class -> its wrapper
+
+    # A loss module's outermost call is a phase "<LossClass>" of type "loss", not a
+    # "forward": the model's forward pass and the loss are told apart. One dict lookup per call.
+    @functools.wraps(orig)
+    def module_call(self, *args, **kwargs):
+        cls = type(self)
+        w = wrapper_of.get(cls)
+        if w is None:
+            if Loss is not None and issubclass(cls, Loss):
+                w = _outermost(call, cls.__name__, "loss", "fwd", tags, hook="loss")
+            else:
+                w = forward
+            wrapper_of[cls] = w
+        return w(self, *args, **kwargs)
+
+    module_call._grademl_wrapped = True
+    Module.__call__ = module_call
+
+
+def _enable_op_detail(torch):
+    """Opt-in (GRADEML_AUTO_DETAIL=ops): a phase per ATen operator, named after it (addmm,
+    relu, mm, ...), of type "op", for the operators run on the thread that imported torch
+    (on CPU that includes backward). Uses a TorchDispatchMode, entered for the rest of the
+    program; costs about 10 us per operator (docs/python.md)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    begin, end = _g._begin_typed, _g._end
+    names = {}
+
+    class _OpPhases(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not _g._on or "ops" in _disabled:
+                return func(*args, **(kwargs or {}))
+            name = names.get(func)
+            if name is None:
+                name = names[func] = getattr(func.overloadpacket, "__name__", str(func))
+            begin(name, "op")
+            try:
+                return func(*args, **(kwargs or {}))
+            finally:
+                end()
+
+    mode = _OpPhases()
+    mode.__enter__()
+    _tls.op_mode = mode  # kept alive for the program's life
 
 
 def _every_module(orig):
