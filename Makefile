@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 GRADEML := $(BUILD)/grademl
 PYTHON := /usr/bin/python3
 
-.PHONY: all build test demo bench bootstrap clean
+.PHONY: all build test demo bench validate bootstrap clean
 
 all: build
 
@@ -30,6 +30,11 @@ demo: build
 
 bench: build
 	bench/run_all.sh $(BUILD)
+
+# The analyses' validation suite (docs/validation.md): workloads whose bottleneck is known by
+# construction, and what-if predictions checked by really re-running the changed workflow.
+validate: build
+	$(PYTHON) bench/validation/run_validation.py --grademl $(GRADEML) $(VALIDATE_ARGS)
 
 clean:
 	rm -rf $(BUILD)
