@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "analysis/run_summary.h"
+#include "analysis/run_analysis.h"
 #include "cli/commands.h"
 #include "report/json_report.h"
 #include "report/terminal_report.h"
@@ -43,15 +43,15 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
       PrintError(run.status().message());
       return kExitFailure;
     }
-    analysis::RunSummary summary = analysis::SummarizeRun(*run);
+    analysis::RunAnalysis analysis = analysis::AnalyzeRun(*run);
     std::string out;
     if (opts->json) {
-      out = report::RenderJsonReport(*run, summary).dump(2) + "\n";
+      out = report::RenderJsonReport(*run, analysis).dump(2) + "\n";
     } else {
       report::TerminalReportOptions ropts;
       ropts.color = !opts->no_color && (opts->color || isatty(STDOUT_FILENO) != 0);
       ropts.max_phases = opts->max_phases;
-      out = report::RenderTerminalReport(*run, summary, ropts);
+      out = report::RenderTerminalReport(*run, analysis, ropts);
     }
     std::fwrite(out.data(), 1, out.size(), stdout);
     return 0;

@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "analysis/run_summary.h"
+#include "analysis/run_analysis.h"
 #include "cli/commands.h"
 #include "report/terminal_report.h"
 #include "store/database.h"
@@ -117,11 +117,11 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       if (!run.ok()) {
         PrintError("cannot read the run back: " + run.status().message());
       } else {
-        analysis::RunSummary summary = analysis::SummarizeRun(*run);
+        analysis::RunAnalysis analysis = analysis::AnalyzeRun(*run);
         report::TerminalReportOptions ropts;
         ropts.color = isatty(STDERR_FILENO) != 0;
         ropts.max_phases = 20;
-        std::string text = report::RenderTerminalReport(*run, summary, ropts);
+        std::string text = report::RenderTerminalReport(*run, analysis, ropts);
         std::fprintf(stderr, "\n%s", text.c_str());
       }
     }

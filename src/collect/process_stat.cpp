@@ -20,7 +20,11 @@ bool ParseProcessStat(std::string_view text, ProcessStat* out) {
   uint64_t ppid = 0;
   if (!f.NextU64(&ppid)) return false;
   out->ppid = static_cast<int32_t>(ppid);
-  f.Skip(9);  // 5 pgrp .. 13 majflt... (5..13)
+  f.Skip(5);  // 5 pgrp, 6 session, 7 tty_nr, 8 tpgid, 9 flags
+  if (!f.NextU64(&out->minflt)) return false;                             // 10
+  f.Skip(1);  // 11 cminflt
+  if (!f.NextU64(&out->majflt)) return false;                             // 12
+  f.Skip(1);  // 13 cmajflt
   if (!f.NextU64(&out->utime) || !f.NextU64(&out->stime)) return false;  // 14, 15
   int64_t cutime = 0, cstime = 0;
   if (!f.NextI64(&cutime) || !f.NextI64(&cstime)) return false;           // 16, 17
@@ -40,6 +44,11 @@ bool ParseProcessStat(std::string_view text, ProcessStat* out) {
 bool ParseProcessIo(std::string_view text, ProcessIo* out) {
   return FindKeyedU64(text, "rchar", &out->rchar) && FindKeyedU64(text, "wchar", &out->wchar) &&
          FindKeyedU64(text, "read_bytes", &out->read_bytes) && FindKeyedU64(text, "write_bytes", &out->write_bytes);
+}
+
+bool ParseProcessSchedStat(std::string_view text, ProcessSchedStat* out) {
+  FieldScanner f(text);
+  return f.NextU64(&out->run_ns) && f.NextU64(&out->wait_ns) && f.NextU64(&out->timeslices);
 }
 
 bool ParseProcessContextSwitches(std::string_view text, ProcessContextSwitches* out) {

@@ -14,6 +14,7 @@ struct ProcessStat {
   std::string_view comm;  // points into the parsed text
   char state = '?';       // R, S, D, Z, ...
   int32_t ppid = 0;
+  uint64_t minflt = 0, majflt = 0;  // page faults of this process's threads (not children's)
   uint64_t utime = 0, stime = 0;    // this process's threads, ticks
   uint64_t cutime = 0, cstime = 0;  // reaped children (and their reaped children), ticks
   int64_t num_threads = 0;
@@ -31,6 +32,14 @@ struct ProcessIo {
   uint64_t rchar = 0, wchar = 0, read_bytes = 0, write_bytes = 0;
 };
 bool ParseProcessIo(std::string_view text, ProcessIo* out);
+
+// /proc/PID/schedstat: the scheduler's figures for the process's MAIN THREAD only (the
+// thread whose tid is the pid): time on a CPU, time runnable but waiting on a run queue
+// (ns), and the number of timeslices run. Needs CONFIG_SCHED_INFO, not delay accounting.
+struct ProcessSchedStat {
+  uint64_t run_ns = 0, wait_ns = 0, timeslices = 0;
+};
+bool ParseProcessSchedStat(std::string_view text, ProcessSchedStat* out);
 
 // Context switches from /proc/PID/status.
 struct ProcessContextSwitches {

@@ -50,8 +50,9 @@ struct ProcessTreeMonitor::Proc {
   model::PhaseId phase = 0;
   model::ResourceId resource = 0;
   model::SeriesId s_user = 0, s_system = 0, s_unseen = 0, s_rss = 0, s_rb = 0, s_wb = 0, s_rc = 0, s_wc = 0,
-                  s_threads = 0, s_vcsw = 0, s_ivcsw = 0;
-  ProcFile stat_file, io_file, status_file;
+                  s_threads = 0, s_vcsw = 0, s_ivcsw = 0, s_sched_run = 0, s_sched_wait = 0, s_disk_wait = 0,
+                  s_minflt = 0, s_majflt = 0;
+  ProcFile stat_file, io_file, status_file, schedstat_file;
   int pidfd = -1;
   std::string comm;
 
@@ -70,6 +71,9 @@ struct ProcessTreeMonitor::Proc {
   int64_t threads = 1;
   double rss = 0;
   uint64_t vcsw = 0, ivcsw = 0;
+  uint64_t sched_run_ns = 0, sched_wait_ns = 0;  // main thread, from schedstat
+  uint64_t minflt = 0, majflt = 0;
+  double disk_wait = 0;     // estimated seconds the main thread spent in state D
 
   // What has been handed to exited children out of this process's reaped-children counters.
   Totals children_explained{};
@@ -191,6 +195,7 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   if (auto f = ProcFile::Open(base + "/stat"); f.ok()) p->stat_file = std::move(*f);
   if (auto f = ProcFile::Open(base + "/io"); f.ok()) p->io_file = std::move(*f);
   if (auto f = ProcFile::Open(base + "/status"); f.ok()) p->status_file = std::move(*f);
+  if (auto f = ProcFile::Open(base + "/schedstat"); f.ok()) p->schedstat_file = std::move(*f);
 
   std::string name = fallback_name;
   TimeNs start = start_hint;
@@ -242,6 +247,11 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   p->s_threads = series(metric::kProcThreads, metric::kUnitCount, SeriesKind::kGauge);
   p->s_vcsw = series(metric::kProcCtxVoluntary, metric::kUnitCount, SeriesKind::kCounter);
   p->s_ivcsw = series(metric::kProcCtxInvoluntary, metric::kUnitCount, SeriesKind::kCounter);
+  p->s_sched_run = series(metric::kProcSchedRun, metric::kUnitSeconds, SeriesKind::kCounter);
+  p->s_sched_wait = series(metric::kProcSchedWait, metric::kUnitSeconds, SeriesKind::kCounter);
+  p->s_disk_wait = series(metric::kProcStateDiskWait, metric::kUnitSeconds, SeriesKind::kCounter);
+  p->s_minflt = series(metric::kProcMinorFaults, metric::kUnitCount, SeriesKind::kCounter);
+  p->s_majflt = series(metric::kProcMajorFaults, metric::kUnitCount, SeriesKind::kCounter);
 
   if (epoll_fd_ >= 0) {
     p->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -320,12 +330,31 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
       builder_->RenamePhase(p->phase, name.empty() ? "[" + p->comm + "]" : name);
     }
   }
-  // A process that did not run did no I/O: its io file is read only when its CPU moved
-  // (or on slow passes, for I/O done by threads too brief to show in ticks).
+  // A process that did not run did no I/O: its io and schedstat files are read only when
+  // its CPU moved or it is runnable or in disk wait (or on slow passes, for I/O done by
+  // threads too brief to show in ticks). Such a process is not idle either.
   bool ran = !p->seen || zombie || st.utime != p->raw_utime || st.stime != p->raw_stime ||
-             st.cutime != p->raw_cutime || st.cstime != p->raw_cstime;
+             st.cutime != p->raw_cutime || st.cstime != p->raw_cstime || st.state == 'R' || st.state == 'D';
   if (!exited && (ran || slow)) read_io();
   p->idle_passes = ran ? 0 : p->idle_passes + 1;
+  if ((ran || slow || exited) && p->schedstat_file.is_open()) {
+    if (auto sched = p->schedstat_file.Read(); sched.ok()) {
+      ProcessSchedStat ss;
+      if (ParseProcessSchedStat(*sched, &ss)) {
+        p->sched_run_ns = std::max(p->sched_run_ns, ss.run_ns);
+        p->sched_wait_ns = std::max(p->sched_wait_ns, ss.wait_ns);
+      }
+    }
+  }
+  p->minflt = std::max(p->minflt, st.minflt);
+  p->majflt = std::max(p->majflt, st.majflt);
+  // Disk wait by sampling: seen in state D now, the main thread is taken to have been in D
+  // since the previous pass (at most since this process's last read). Unbiased over many
+  // samples; a stretch of D shorter than the interval is caught with its probability.
+  if (p->seen && st.state == 'D' && now > p->last_t) {
+    TimeNs since = now - p->last_t;
+    p->disk_wait += NsToSeconds(pass_dt_ > 0 ? std::min<TimeNs>(since, pass_dt_) : since);
+  }
   p->raw_utime = st.utime;
   p->raw_stime = st.stime;
   p->raw_cutime = st.cutime;
@@ -384,6 +413,11 @@ void ProcessTreeMonitor::EmitSamples(Proc* p, TimeNs t) {
   builder_->AddSample(p->s_threads, t, p->state == State::kAlive ? static_cast<double>(p->threads) : 0);
   builder_->AddSample(p->s_vcsw, t, static_cast<double>(p->vcsw));
   builder_->AddSample(p->s_ivcsw, t, static_cast<double>(p->ivcsw));
+  builder_->AddSample(p->s_sched_run, t, static_cast<double>(p->sched_run_ns) * 1e-9);
+  builder_->AddSample(p->s_sched_wait, t, static_cast<double>(p->sched_wait_ns) * 1e-9);
+  builder_->AddSample(p->s_disk_wait, t, p->disk_wait);
+  builder_->AddSample(p->s_minflt, t, static_cast<double>(p->minflt));
+  builder_->AddSample(p->s_majflt, t, static_cast<double>(p->majflt));
 }
 
 void ProcessTreeMonitor::Unwatch(Proc* p) {
@@ -403,6 +437,7 @@ void ProcessTreeMonitor::MarkGone(Proc* p, TimeNs t) {
   // stat stays open: it reads until the parent reaps the process (see ResolveLiveParent).
   p->io_file = ProcFile();
   p->status_file = ProcFile();
+  p->schedstat_file = ProcFile();
 }
 
 bool ProcessTreeMonitor::Reaped(Proc* p) {
@@ -483,6 +518,8 @@ void ProcessTreeMonitor::Sample(TimeNs now) {
   std::lock_guard lock(mu_);
   if (roots_.empty()) return;
   ++pass_;
+  pass_dt_ = last_pass_t_ != 0 && now > last_pass_t_ ? now - last_pass_t_ : 0;
+  last_pass_t_ = now;
   bool slow = options_.slow_every <= 1 || pass_ % options_.slow_every == 1;
   Discover(now);
   // Top-down, so that a parent is always read before its children: a child reaped after

@@ -1,6 +1,6 @@
 // ProcessTreeMonitor: follows every process of the tree that `grademl run` launched, as one
 // phase per process under its parent process's phase, with a process resource carrying its
-// CPU, memory, I/O, thread and context-switch series.
+// CPU, memory, I/O, thread, context-switch, scheduling (main thread) and page-fault series.
 //
 // Discovery: each pass lists /proc and follows any new process whose parent is followed.
 // Reading: a followed process's stat and io files stay open and are re-read with pread.
@@ -110,6 +110,8 @@ class ProcessTreeMonitor {
   std::vector<Proc*> roots_;  // launched commands and adopted orphans
   int epoll_fd_ = -1;
   int pass_ = 0;
+  TimeNs last_pass_t_ = 0;  // when the latest pass ran
+  DurationNs pass_dt_ = 0;  // the time between the latest two passes
   std::unique_ptr<class ProcDirectory> proc_dir_;
   ProcFile loadavg_;
   uint64_t last_pid_seen_ = 0;

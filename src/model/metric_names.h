@@ -23,6 +23,16 @@ inline constexpr std::string_view kProcWriteChars = "io.write_chars";   // count
 inline constexpr std::string_view kProcThreads = "threads";             // gauge, count
 inline constexpr std::string_view kProcCtxVoluntary = "ctx.voluntary";      // counter, count
 inline constexpr std::string_view kProcCtxInvoluntary = "ctx.involuntary";  // counter, count
+// The MAIN THREAD's scheduling (/proc/PID/schedstat): time on a CPU, and time runnable but
+// waiting for one (CPU contention, or a CPU quota).
+inline constexpr std::string_view kProcSchedRun = "sched.run";    // counter, s
+inline constexpr std::string_view kProcSchedWait = "sched.wait";  // counter, s
+// An estimate, by sampling: the main thread's state letter is read at every sample, and
+// when it is D (uninterruptible sleep, usually disk I/O) the time since the previous
+// sampling pass is added.
+inline constexpr std::string_view kProcStateDiskWait = "state.disk_wait";  // counter, s
+inline constexpr std::string_view kProcMinorFaults = "memory.minor_faults";  // counter, count (own threads)
+inline constexpr std::string_view kProcMajorFaults = "memory.major_faults";  // counter, count (own threads)
 
 // --- host core (ResourceKind::kCore, one per CPU, capacity 1 core-second per second) ---
 inline constexpr std::string_view kCoreUser = "cpu.user";       // counter, s (user + nice)

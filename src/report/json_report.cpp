@@ -118,7 +118,64 @@ json RunInfoJson(const model::RunInfo& info) {
   };
 }
 
-json RenderJsonReport(const model::Run& run, const analysis::RunSummary& summary) {
+// The analyses' sections: bottlenecks, critical_path, slack, imbalance, issues.
+static void AnalysisJson(const analysis::RunAnalysis& a, json& out) {
+  json bottlenecks = json::array();
+  for (const analysis::PhaseBottlenecks& b : a.bottlenecks.phases) {
+    for (int r = 0; r < analysis::kBoundResourceCount; ++r) {
+      if (b.bound_s[r] <= 0) continue;
+      bottlenecks.push_back({{"phase", b.phase},
+                             {"resource", analysis::BoundResourceName(static_cast<analysis::BoundResource>(r))},
+                             {"seconds", b.bound_s[r]},
+                             {"saturated_seconds", b.saturated_s[r]}});
+    }
+    double waiting = b.waiting_s + b.waiting_child_s;
+    if (waiting > 0) {
+      bottlenecks.push_back({{"phase", b.phase}, {"resource", "waiting"}, {"seconds", waiting}, {"saturated_seconds", 0.0}});
+    }
+    if (b.unknown_s > 0) {
+      bottlenecks.push_back({{"phase", b.phase}, {"resource", "unknown"}, {"seconds", b.unknown_s}, {"saturated_seconds", 0.0}});
+    }
+  }
+  out["bottlenecks"] = std::move(bottlenecks);
+  json path = json::array();
+  for (const analysis::CriticalLink& l : a.critical_path.path.links) path.push_back(l.id);
+  out["critical_path"] = std::move(path);
+  json slack = json::array();
+  for (const analysis::StepSlack& s : a.critical_path.slack) {
+    slack.push_back({{"phase", s.id}, {"slack_s", s.slack_s}, {"critical", s.critical}});
+  }
+  out["slack"] = std::move(slack);
+  json imbalance = json::array();
+  for (const analysis::Imbalance& g : a.imbalance) {
+    imbalance.push_back({{"kind", analysis::ImbalanceKindName(g.kind)},
+                         {"parent", g.parent},
+                         {"type", Text(g.type)},
+                         {"count", g.count},
+                         {"actual_s", g.actual_s},
+                         {"balanced_s", g.balanced_s},
+                         {"cost_s", g.cost_s},
+                         {"straggler", g.straggler},
+                         {"straggler_s", g.straggler_s},
+                         {"straggler_count", g.straggler_count},
+                         {"median_s", g.median_s},
+                         {"mean_s", g.mean_s}});
+  }
+  out["imbalance"] = std::move(imbalance);
+  json issues = json::array();
+  for (const analysis::Issue& i : a.issues) {
+    issues.push_back({{"phase", i.phase == 0 ? json(nullptr) : json(i.phase)},
+                      {"kind", i.kind},
+                      {"impact_seconds", i.impact_s},
+                      {"impact_fraction", i.impact_fraction},
+                      {"change", Text(i.change)},
+                      {"text", Text(i.text)}});
+  }
+  out["issues"] = std::move(issues);
+}
+
+json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analysis) {
+  const analysis::RunSummary& summary = analysis.summary;
   json run_json = RunInfoJson(run.info);
   run_json["duration_s"] = summary.duration_s;
 
@@ -132,7 +189,9 @@ json RenderJsonReport(const model::Run& run, const analysis::RunSummary& summary
   for (const model::Edge& e : run.edges) edges.push_back({{"from", e.from}, {"to", e.to}, {"kind", Text(e.kind)}});
   json hosts = json::array();
   for (const analysis::HostSummary& host : summary.hosts) hosts.push_back(HostJson(host));
-  return {{"schema", kReportSchema}, {"run", run_json}, {"phases", phases}, {"edges", edges}, {"hosts", hosts}};
+  json out = {{"schema", kReportSchema}, {"run", run_json}, {"phases", phases}, {"edges", edges}, {"hosts", hosts}};
+  AnalysisJson(analysis, out);
+  return out;
 }
 
 }  // namespace grademl::report

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/run_summary.h"
+#include "analysis/run_analysis.h"
 #include "model/run.h"
 
 namespace grademl::report {
@@ -12,7 +12,7 @@ namespace grademl::report {
 inline constexpr const char* kReportSchema = "grademl.report/1";
 
 // The report as a JSON value. Every string in it is valid UTF-8, so dump() cannot throw.
-nlohmann::json RenderJsonReport(const model::Run& run, const analysis::RunSummary& summary);
+nlohmann::json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analysis);
 
 // The "run" object of the report; also used for the entries of `grademl ls --json`.
 nlohmann::json RunInfoJson(const model::RunInfo& info);

@@ -501,16 +501,156 @@ void RenderFailedSteps(const model::Run& run, const Styler& style, std::string& 
   }
 }
 
+
+// --- what limited the top-level phases, the critical path, the ranked issues -------------
+
+// The top-level phases worth a row: the root's children and, for a single command, the
+// phases under it that took at least 5% of the run (looking through wrappers).
+std::vector<const model::Phase*> LimitRows(const model::Run& run, double run_s) {
+  std::vector<const model::Phase*> rows;
+  const model::Phase* root = run.Root();
+  if (root == nullptr) return rows;
+  TimeNs end = run.EffectiveEnd();
+  auto dur = [&](const model::Phase& p) { return NsToSeconds((p.ended() ? p.end_ns : end) - p.start_ns); };
+  std::vector<model::PhaseId> level = run.ChildrenOf(root->id);
+  while (level.size() == 1) {  // a single command (and its wrappers): look inside
+    const model::Phase* only = run.FindPhase(level[0]);
+    if (only == nullptr) break;
+    rows.push_back(only);
+    std::vector<model::PhaseId> next;
+    for (model::PhaseId k : run.ChildrenOf(only->id)) {
+      const model::Phase* c = run.FindPhase(k);
+      if (c != nullptr && dur(*c) >= 0.05 * run_s) next.push_back(k);
+    }
+    level = std::move(next);
+  }
+  for (model::PhaseId id : level) {
+    if (rows.size() >= 16) break;
+    if (const model::Phase* p = run.FindPhase(id)) rows.push_back(p);
+  }
+  return rows;
+}
+
+// "cpu 92% (machine full 40%), waiting 5%": the resources and waits of at least 5%.
+std::string LimitText(const analysis::PhaseBottlenecks& b) {
+  if (b.duration_s <= 0) return "-";
+  std::vector<std::pair<double, std::string>> parts;
+  for (int r = 0; r < analysis::kBoundResourceCount; ++r) {
+    double share = b.bound_s[r] / b.duration_s;
+    if (share < 0.05) continue;
+    std::string text = fmt::format("{} {}", analysis::BoundResourceName(static_cast<analysis::BoundResource>(r)),
+                                   FormatPercent(share));
+    if (b.saturated_s[r] >= 0.05 * b.duration_s) {
+      text += fmt::format(" (machine full {})", FormatPercent(b.saturated_s[r] / b.duration_s));
+    }
+    parts.emplace_back(share, std::move(text));
+  }
+  double waiting = (b.waiting_s + b.waiting_child_s) / b.duration_s;
+  if (waiting >= 0.05) parts.emplace_back(waiting, fmt::format("waiting {}", FormatPercent(waiting)));
+  double unknown = b.unknown_s / b.duration_s;
+  if (unknown >= 0.05) parts.emplace_back(unknown, fmt::format("unmeasured {}", FormatPercent(unknown)));
+  std::stable_sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<std::string> texts;
+  for (auto& [share, text] : parts) texts.push_back(std::move(text));
+  return texts.empty() ? "-" : Join(texts, ", ");
+}
+
+void RenderLimits(const model::Run& run, const analysis::RunAnalysis& a, const TerminalReportOptions& options,
+                  const Styler& style, std::string& out) {
+  std::vector<const model::Phase*> rows = LimitRows(run, a.summary.duration_s);
+  if (rows.empty()) return;
+  std::unordered_map<model::PhaseId, double> slack;
+  for (const analysis::StepSlack& s : a.critical_path.slack) slack[s.id] = s.slack_s;
+  std::unordered_map<model::PhaseId, bool> critical;
+  for (const analysis::CriticalLink& l : a.critical_path.path.links) critical[l.id] = true;
+  const bool show_slack = !slack.empty();
+  size_t width = 5;
+  std::vector<std::string> names;
+  for (const model::Phase* p : rows) {
+    names.push_back(TruncateToWidth(Sanitize(p->name), options.max_name_width) + (critical.count(p->id) ? " *" : ""));
+    width = std::max(width, DisplayWidth(names.back()));
+  }
+  out += '\n' + style(kBold, "What limited each part") + "  (* on the critical path; see docs/bottlenecks.md)\n";
+  std::string head = PadRight("phase", width) + "  " + PadLeft("duration", 9);
+  if (show_slack) head += "  " + PadLeft("slack", 8);
+  head += "  bound by";
+  out += style(kDim, head) + '\n';
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const model::Phase* p = rows[i];
+    const analysis::PhaseBottlenecks* b = a.bottlenecks.Find(p->id);
+    const analysis::PhaseSummary* ps = a.summary.FindPhase(p->id);
+    std::string line = PadRight(names[i], width) + "  " + PadLeft(ps ? FormatSeconds(ps->duration_s) : "-", 9);
+    if (show_slack) {
+      auto it = slack.find(p->id);
+      line += "  " + PadLeft(it == slack.end() ? "" : it->second <= 0 ? "0 s" : FormatSeconds(it->second), 8);
+    }
+    line += "  " + (b ? LimitText(*b) : std::string("-"));
+    RightTrim(line);
+    out += line + '\n';
+  }
+  std::vector<std::string> path;
+  for (model::PhaseId id : a.critical_path.path.TopLevel()) {
+    if (const model::Phase* p = run.FindPhase(id)) path.push_back(TruncateToWidth(Sanitize(p->name), 30));
+  }
+  if (path.size() > 1) {
+    if (path.size() > 12) {
+      path.erase(path.begin() + 5, path.end() - 5);
+      path.insert(path.begin() + 5, "…");
+    }
+    out += "critical path: " + Join(path, " → ") + '\n';
+  }
+}
+
+// Wraps text at `width` columns; continuation lines are indented by `indent`.
+std::string Wrap(std::string_view text, size_t width, size_t indent) {
+  std::string out, line;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t space = text.find(' ', pos);
+    std::string_view word = text.substr(pos, space == std::string_view::npos ? std::string_view::npos : space - pos);
+    pos = space == std::string_view::npos ? text.size() : space + 1;
+    if (!line.empty() && DisplayWidth(line) + 1 + DisplayWidth(word) > width) {
+      out += line + '\n' + std::string(indent, ' ');
+      line.clear();
+    }
+    if (!line.empty()) line += ' ';
+    line += word;
+  }
+  return out + line;
+}
+
+void RenderIssues(const model::Run& run, const analysis::RunAnalysis& a, const Styler& style, std::string& out) {
+  if (a.issues.empty()) return;
+  out += '\n' + style(kBold, "Top issues, by estimated saving") +
+         fmt::format("  (explore: grademl whatif {} CHANGE)\n", run.info.id);
+  for (size_t i = 0; i < a.issues.size(); ++i) {
+    const analysis::Issue& issue = a.issues[i];
+    std::string lead = fmt::format("{:2d}. {:>9} {:>4}  ", i + 1, FormatSeconds(issue.impact_s),
+                                   FormatPercent(issue.impact_fraction));
+    size_t indent = DisplayWidth(lead);
+    out += style(kYellow, lead.substr(0, lead.size() - 2)) + "  " + Wrap(Sanitize(issue.text), 100 - indent, indent) + '\n';
+    std::string change = Sanitize(issue.change);
+    if (DisplayWidth(change) > 100 - indent - 8) {  // many phases scaled at once
+      change = fmt::format("{} changes (grademl report --json lists them)",
+                           std::count(issue.change.begin(), issue.change.end(), ' ') + 1);
+    }
+    out += std::string(indent, ' ') + style(kDim, "change: " + change) + '\n';
+  }
+}
+
 }  // namespace
 
-std::string RenderTerminalReport(const model::Run& run, const RunSummary& summary,
+std::string RenderTerminalReport(const model::Run& run, const analysis::RunAnalysis& analysis,
                                  const TerminalReportOptions& options) {
   Styler style(options.color);
+  const RunSummary& summary = analysis.summary;
   std::string out;
   RenderHeader(run, summary, style, out);
   out += '\n';
   RenderPhases(run, summary, options, style, out);
+  RenderLimits(run, analysis, options, style, out);
   for (const analysis::HostSummary& host : summary.hosts) RenderHost(host, style, out);
+  RenderIssues(run, analysis, style, out);
   RenderFailedSteps(run, style, out);
   return out;
 }

@@ -1,12 +1,13 @@
 // The human-readable report of one run (`grademl report`): a header (what ran, where, how it
-// ended, what recording cost), the phase tree with what each phase used, and how busy the
-// hosts were. Rendering only: all numbers come from analysis::RunSummary.
+// ended, what recording cost), the phase tree with what each phase used, what limited each
+// top-level part and the critical path, how busy the hosts were, and the ranked issues.
+// Rendering only: all numbers come from analysis::RunAnalysis.
 #pragma once
 
 #include <cstddef>
 #include <string>
 
-#include "analysis/run_summary.h"
+#include "analysis/run_analysis.h"
 #include "model/run.h"
 
 namespace grademl::report {
@@ -20,7 +21,7 @@ struct TerminalReportOptions {
 };
 
 // The report as text, lines ending in '\n'. Times are shown in local time.
-std::string RenderTerminalReport(const model::Run& run, const analysis::RunSummary& summary,
+std::string RenderTerminalReport(const model::Run& run, const analysis::RunAnalysis& analysis,
                                  const TerminalReportOptions& options = {});
 
 }  // namespace grademl::report

@@ -24,6 +24,36 @@ TEST(ProcessStatTest, ParsesACommWithSpacesAndParens) {
   EXPECT_EQ(st.rss_pages, 2048u);
 }
 
+TEST(ProcessStatTest, ParsesPageFaultsAndState) {
+  // A real line of a process in disk wait (fields 10..13: minflt cminflt majflt cmajflt).
+  std::string line =
+      "16671 (dd) D 16670 16671 16671 0 -1 4194560 4251 43258 17 4 7 12 95 147 20 0 1 0 892788 5124096 975 "
+      "18446744073709551615 93837367234560 93837368023965 140732600404064 0 0 0 65536 4 1132560123 1 0 0 17 1 0 0 0 0 "
+      "0 93837368257264 93837368305508 93837411811328 140732600404793 140732600404808 140732600404808 "
+      "140732600405994 0\n";
+  ProcessStat st;
+  ASSERT_TRUE(ParseProcessStat(line, &st));
+  EXPECT_EQ(st.state, 'D');
+  EXPECT_EQ(st.minflt, 4251u);
+  EXPECT_EQ(st.majflt, 17u);
+  EXPECT_EQ(st.utime, 7u);
+  EXPECT_EQ(st.stime, 12u);
+  EXPECT_EQ(st.rss_pages, 975u);
+}
+
+TEST(ProcessStatTest, ParsesSchedStat) {
+  ProcessSchedStat ss;
+  ASSERT_TRUE(ParseProcessSchedStat("2593134 8789185 2\n", &ss));
+  EXPECT_EQ(ss.run_ns, 2593134u);
+  EXPECT_EQ(ss.wait_ns, 8789185u);
+  EXPECT_EQ(ss.timeslices, 2u);
+  ASSERT_TRUE(ParseProcessSchedStat("18446744073709551615 0 0", &ss));  // no newline, largest value
+  EXPECT_EQ(ss.run_ns, 18446744073709551615u);
+  EXPECT_FALSE(ParseProcessSchedStat("", &ss));
+  EXPECT_FALSE(ParseProcessSchedStat("12 34\n", &ss));
+  EXPECT_FALSE(ParseProcessSchedStat("12 x 3\n", &ss));
+}
+
 TEST(ProcessStatTest, RejectsTruncatedLines) {
   ProcessStat st;
   EXPECT_FALSE(ParseProcessStat("", &st));

@@ -13,7 +13,7 @@ using testing::BasicRun;
 using testing::ExpectMatchesGolden;
 using testing::IncompleteRun;
 
-json Render(const model::Run& run) { return RenderJsonReport(run, analysis::SummarizeRun(run)); }
+json Render(const model::Run& run) { return RenderJsonReport(run, analysis::AnalyzeRun(run)); }
 
 TEST(JsonReportTest, BasicRunGolden) { ExpectMatchesGolden(Render(BasicRun()).dump(2) + "\n", "basic_run.json"); }
 

@@ -19,7 +19,7 @@ using testing::IncompleteRun;
 
 std::string Render(const model::Run& run, TerminalReportOptions options = {}) {
   testing::UseUtc();
-  return RenderTerminalReport(run, analysis::SummarizeRun(run), options);
+  return RenderTerminalReport(run, analysis::AnalyzeRun(run), options);
 }
 
 std::vector<std::string> Lines(const std::string& text) {

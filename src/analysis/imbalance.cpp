@@ -1,0 +1,191 @@
+#include "analysis/imbalance.h"
+
+#include <algorithm>
+#include <map>
+#include <span>
+#include <tuple>
+
+namespace grademl::analysis {
+
+std::string_view ImbalanceKindName(ImbalanceKind kind) {
+  switch (kind) {
+    case ImbalanceKind::kConcurrent: return "concurrent";
+    case ImbalanceKind::kSequential: return "sequential";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// The program a process phase runs: the base name of the first word of its command line.
+std::string_view ProgramOf(std::string_view name) {
+  size_t space = name.find(' ');
+  std::string_view first = name.substr(0, space);
+  size_t slash = first.rfind('/');
+  return slash == std::string_view::npos ? first : first.substr(slash + 1);
+}
+
+// What makes siblings interchangeable besides their type: a process's program; for other
+// phases the name without its digits ("shard_3" -> "shard_", "epoch 12" -> "epoch ") and the
+// tags whose values are not numbers ("mode=eval" keeps evaluation apart from training;
+// "epoch=3" is an index). Different steps ("train_cnn", "train_baseline") do different
+// work: they are not compared.
+std::string GroupName(const model::Phase& p) {
+  if (p.leaf_type() == model::kPhaseTypeProcess) return std::string(ProgramOf(p.name));
+  std::string out;
+  out.reserve(p.name.size());
+  for (char c : p.name) {
+    if (c < '0' || c > '9') out += c;
+  }
+  for (const auto& [key, value] : p.tags) {
+    bool number = !value.empty() && value.find_first_not_of("0123456789.-") == std::string::npos;
+    if (!number) out += '\0' + key + '=' + value;
+  }
+  return out;
+}
+
+// One phase of a group, with its effective interval.
+struct Member {
+  const model::Phase* phase;
+  TimeNs start, end;
+  double duration() const { return NsToSeconds(end - start); }
+};
+
+// Finds the imbalances among the children of one parent.
+class GroupScanner {
+ public:
+  GroupScanner(const ImbalanceOptions& options, TimeNs run_end, double min_cost)
+      : o_(options), run_end_(run_end), min_cost_(min_cost) {}
+
+  void ScanChildren(const model::Run& run, model::PhaseId parent, std::vector<Imbalance>& out) {
+    const auto& kids = run.ChildrenOf(parent);
+    if (kids.size() < 2) return;
+    // Group by type and GroupName, keeping the start order of ChildrenOf.
+    groups_.clear();
+    for (model::PhaseId id : kids) {
+      const model::Phase* p = run.FindPhase(id);
+      if (p == nullptr) continue;
+      TimeNs end = p->end_ns != 0 ? p->end_ns : run_end_;
+      groups_[{std::string_view(p->type), GroupName(*p)}].push_back({p, p->start_ns, std::max(end, p->start_ns)});
+    }
+    for (auto& [key, members] : groups_) {
+      if (members.size() >= 2) Scan(parent, key, members, out);
+    }
+  }
+
+ private:
+  using Key = std::pair<std::string_view, std::string>;
+
+  void Scan(model::PhaseId parent, const Key& key, std::vector<Member>& members, std::vector<Imbalance>& out) {
+    std::stable_sort(members.begin(), members.end(),
+                     [](const Member& a, const Member& b) { return a.start < b.start; });
+    // Clusters of phases overlapping in time (by more than the tolerance).
+    TimeNs tolerance = SecondsToNs(o_.overlap_tolerance_s);
+    std::vector<Member> sequential;
+    size_t begin = 0;
+    TimeNs cluster_end = members[0].end;
+    auto close_cluster = [&](size_t end) {
+      if (end - begin >= 2) {
+        Concurrent(parent, key, std::span<const Member>(members).subspan(begin, end - begin), out);
+      } else {
+        sequential.push_back(members[begin]);
+      }
+    };
+    for (size_t i = 1; i < members.size(); ++i) {
+      if (members[i].start < cluster_end - tolerance) {
+        cluster_end = std::max(cluster_end, members[i].end);
+        continue;
+      }
+      close_cluster(i);
+      begin = i;
+      cluster_end = members[i].end;
+    }
+    close_cluster(members.size());
+    if (static_cast<int>(sequential.size()) >= std::max(o_.min_sequential_count, 2)) {
+      Sequential(parent, key, sequential, out);
+    }
+  }
+
+  Imbalance Base(ImbalanceKind kind, model::PhaseId parent, const Key& key, std::span<const Member> members) {
+    Imbalance im;
+    im.kind = kind;
+    im.parent = parent;
+    im.type = std::string(key.first);
+    if (members.front().phase->leaf_type() == model::kPhaseTypeProcess) im.program = key.second;
+    im.count = static_cast<int64_t>(members.size());
+    im.start_ns = members.front().start;
+    im.end_ns = members.front().end;
+    const Member* slowest = &members.front();
+    double sum = 0;
+    durations_.clear();
+    for (const Member& m : members) {
+      im.end_ns = std::max(im.end_ns, m.end);
+      if (m.duration() > slowest->duration()) slowest = &m;
+      sum += m.duration();
+      durations_.push_back(m.duration());
+    }
+    im.straggler = slowest->phase->id;
+    im.straggler_s = slowest->duration();
+    im.mean_s = sum / static_cast<double>(members.size());
+    size_t mid = durations_.size() / 2;
+    std::nth_element(durations_.begin(), durations_.begin() + static_cast<std::ptrdiff_t>(mid), durations_.end());
+    im.median_s = durations_[mid];
+    if (durations_.size() % 2 == 0) {
+      double below = *std::max_element(durations_.begin(), durations_.begin() + static_cast<std::ptrdiff_t>(mid));
+      im.median_s = (im.median_s + below) / 2;
+    }
+    return im;
+  }
+
+  void Concurrent(model::PhaseId parent, const Key& key, std::span<const Member> members, std::vector<Imbalance>& out) {
+    Imbalance im = Base(ImbalanceKind::kConcurrent, parent, key, members);
+    im.actual_s = im.straggler_s;
+    im.balanced_s = im.mean_s;
+    im.cost_s = im.actual_s - im.balanced_s;
+    im.straggler_count = 1;
+    if (im.cost_s >= min_cost_) out.push_back(std::move(im));
+  }
+
+  void Sequential(model::PhaseId parent, const Key& key, std::span<const Member> members, std::vector<Imbalance>& out) {
+    Imbalance im = Base(ImbalanceKind::kSequential, parent, key, members);
+    double threshold = im.median_s * o_.straggler_factor;
+    for (const Member& m : members) {
+      double d = m.duration();
+      im.actual_s += d;
+      if (d > threshold && d > im.median_s) {
+        im.cost_s += d - im.median_s;
+        ++im.straggler_count;
+      }
+    }
+    im.balanced_s = im.actual_s - im.cost_s;
+    if (im.straggler_count > 0 && im.cost_s >= min_cost_) out.push_back(std::move(im));
+  }
+
+  const ImbalanceOptions& o_;
+  TimeNs run_end_;
+  double min_cost_;
+  std::map<Key, std::vector<Member>> groups_;
+  std::vector<double> durations_;
+};
+
+}  // namespace
+
+std::vector<Imbalance> FindImbalance(const model::Run& run, const ImbalanceOptions& options) {
+  std::vector<Imbalance> out;
+  TimeNs run_end = run.EffectiveEnd();
+  double run_s = 0;
+  if (const model::Phase* root = run.Root()) {
+    run_s = NsToSeconds(std::max<TimeNs>((root->end_ns != 0 ? root->end_ns : run_end) - root->start_ns, 0));
+  } else {
+    run_s = NsToSeconds(std::max<TimeNs>(run_end - run.info.start_ns, 0));
+  }
+  double min_cost = std::max(options.min_cost_s, options.min_cost_fraction * run_s);
+  GroupScanner scanner(options, run_end, min_cost);
+  for (const model::Phase& p : run.phases) scanner.ScanChildren(run, p.id, out);
+  std::stable_sort(out.begin(), out.end(), [](const Imbalance& a, const Imbalance& b) {
+    return a.cost_s != b.cost_s ? a.cost_s > b.cost_s : a.start_ns < b.start_ns;
+  });
+  return out;
+}
+
+}  // namespace grademl::analysis

@@ -1,0 +1,325 @@
+#include "analysis/issues.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "analysis/whatif.h"
+
+namespace grademl::analysis {
+namespace {
+
+double DurationS(const model::Phase& p, TimeNs run_end) {
+  TimeNs end = p.end_ns != 0 ? p.end_ns : run_end;
+  return end > p.start_ns ? NsToSeconds(end - p.start_ns) : 0.0;
+}
+
+std::string Shorten(std::string_view s, size_t max) {
+  if (s.size() <= max) return std::string(s);
+  return std::string(s.substr(0, max - 3)) + "...";
+}
+
+// "Step train_cnn", "Process python3 train.py", "Phase epoch (epoch)".
+std::string Label(const model::Phase& p) {
+  std::string_view leaf = p.leaf_type();
+  if (leaf == "step") return fmt::format("Step {}", Shorten(p.name, 60));
+  if (leaf == model::kPhaseTypeProcess) return fmt::format("Process '{}'", Shorten(p.name, 60));
+  if (leaf == model::kPhaseTypeRun) return "The run";
+  if (leaf == p.name) return fmt::format("Phase {}", Shorten(p.name, 60));
+  return fmt::format("Phase {} ({})", Shorten(p.name, 60), leaf);
+}
+
+std::string Seconds(double s) { return FormatDuration(static_cast<DurationNs>(std::llround(s * 1e9))); }
+
+std::string Percent(double fraction) { return fmt::format("{:.0f}%", 100.0 * fraction); }
+
+std::string_view BoundAdjective(BoundResource r) {
+  switch (r) {
+    case BoundResource::kCpu: return "CPU-bound";
+    case BoundResource::kMemory: return "memory-bound";
+    case BoundResource::kDisk: return "disk-bound";
+    case BoundResource::kNet: return "network-bound";
+    case BoundResource::kGpu: return "GPU-bound";
+  }
+  return "bound";
+}
+
+std::string_view WorkNoun(BoundResource r) {
+  switch (r) {
+    case BoundResource::kCpu: return "its CPU work";
+    case BoundResource::kMemory: return "its memory allocation (page faults)";
+    case BoundResource::kDisk: return "its disk I/O";
+    case BoundResource::kNet: return "its network transfers";
+    case BoundResource::kGpu: return "its GPU work";
+  }
+  return "it";
+}
+
+std::string_view MachinePart(BoundResource r) {
+  switch (r) {
+    case BoundResource::kCpu: return "CPUs";
+    case BoundResource::kMemory: return "memory";
+    case BoundResource::kDisk: return "disk";
+    case BoundResource::kNet: return "network link";
+    case BoundResource::kGpu: return "GPU";
+  }
+  return "resource";
+}
+
+// Asks the what-if engine; 0 when the change cannot be simulated.
+class ImpactEstimator {
+ public:
+  ImpactEstimator(const model::Run& run, const Bottlenecks& bottlenecks) : run_(run) {
+    options_.bound_seconds = BoundSecondsOf(bottlenecks);
+    options_.critical_path.max_links = 0;
+    options_.critical_path.max_depth = 0;
+  }
+
+  // The seconds `changes` would save, or a negative value when they could not be simulated.
+  double Saving(const std::vector<std::string>& texts) {
+    std::vector<WhatifChange> changes;
+    for (const std::string& t : texts) {
+      auto c = ParseWhatifChange(t);
+      if (!c.ok()) return -1;
+      changes.push_back(std::move(*c));
+    }
+    auto r = SimulateWhatif(run_, changes, options_);
+    if (!r.ok()) return -1;
+    if (baseline_s_ == 0) baseline_s_ = r->baseline_s;
+    return r->saving_s();
+  }
+
+  double baseline_s() const { return baseline_s_; }
+
+ private:
+  const model::Run& run_;
+  WhatifOptions options_;
+  double baseline_s_ = 0;
+};
+
+// The phases worth an issue of their own: a workflow's steps; otherwise the top-level
+// processes, looking through wrappers (a shell whose one child is most of it).
+std::vector<const model::Phase*> Candidates(const model::Run& run, double run_s, size_t max) {
+  std::vector<const model::Phase*> out;
+  const model::Phase* root = run.Root();
+  if (root == nullptr) return out;
+  TimeNs end = run.EffectiveEnd();
+  const auto& top = run.ChildrenOf(root->id);
+  bool workflow = false;
+  for (model::PhaseId id : top) {
+    const model::Phase* p = run.FindPhase(id);
+    if (p != nullptr && p->leaf_type() == "step") workflow = true;
+  }
+  if (workflow) {
+    for (model::PhaseId id : top) {
+      const model::Phase* p = run.FindPhase(id);
+      if (p != nullptr && p->leaf_type() == "step") out.push_back(p);
+    }
+  } else {
+    // Breadth-first, three levels: phases of at least 10% of the run; a phase whose one
+    // child covers 90% of it is represented by that child.
+    std::vector<const model::Phase*> level;
+    for (model::PhaseId id : top) {
+      if (const model::Phase* p = run.FindPhase(id)) level.push_back(p);
+    }
+    for (int depth = 0; depth < 3 && !level.empty(); ++depth) {
+      std::vector<const model::Phase*> next;
+      for (const model::Phase* p : level) {
+        double d = DurationS(*p, end);
+        if (d < 0.1 * run_s) continue;
+        const auto& kids = run.ChildrenOf(p->id);
+        const model::Phase* only = nullptr;
+        if (kids.size() == 1) only = run.FindPhase(kids[0]);
+        if (only != nullptr && DurationS(*only, end) >= 0.9 * d) {
+          next.push_back(only);
+          continue;
+        }
+        out.push_back(p);
+        for (model::PhaseId k : kids) {
+          const model::Phase* c = run.FindPhase(k);
+          if (c != nullptr && c->leaf_type() == model::kPhaseTypeProcess) next.push_back(c);
+        }
+      }
+      level = std::move(next);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [&](const model::Phase* a, const model::Phase* b) {
+    return DurationS(*a, end) > DurationS(*b, end);
+  });
+  if (out.size() > max) out.resize(max);
+  return out;
+}
+
+}  // namespace
+
+std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bottlenecks& bottlenecks) {
+  return [&bottlenecks](model::PhaseId id, std::string_view resource) -> double {
+    const PhaseBottlenecks* b = bottlenecks.Find(id);
+    if (b == nullptr) return 0.0;
+    if (resource == "waiting") return b->waiting_s + b->waiting_child_s;
+    for (int r = 0; r < kBoundResourceCount; ++r) {
+      if (BoundResourceName(static_cast<BoundResource>(r)) == resource) return b->bound_s[r];
+    }
+    return 0.0;
+  };
+}
+
+std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
+                              const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
+                              const IssueOptions& options) {
+  std::vector<Issue> issues;
+  const model::Phase* root = run.Root();
+  if (root == nullptr) return issues;
+  TimeNs run_end = run.EffectiveEnd();
+  double run_s = critical_path.makespan_s > 0 ? critical_path.makespan_s : DurationS(*root, run_end);
+  if (run_s <= 0) return issues;
+
+  ImpactEstimator estimate(run, bottlenecks);
+  std::unordered_set<model::PhaseId> on_path;
+  for (const CriticalLink& l : critical_path.path.links) on_path.insert(l.id);
+  std::unordered_map<model::PhaseId, double> slack;
+  for (const StepSlack& s : critical_path.slack) slack[s.id] = s.slack_s;
+
+  auto add = [&](model::PhaseId phase, std::string kind, std::vector<std::string> changes, double saving,
+                 std::string text) {
+    if (saving < options.min_impact_s || saving < options.min_impact_fraction * run_s) return;
+    Issue issue;
+    issue.phase = phase;
+    issue.kind = std::move(kind);
+    issue.impact_s = saving;
+    issue.impact_fraction = saving / run_s;
+    for (const std::string& c : changes) issue.change += (issue.change.empty() ? "" : " ") + c;
+    issue.text = std::move(text);
+    issues.push_back(std::move(issue));
+  };
+  auto saving_text = [&](double saving) { return fmt::format("{} ({} of the run)", Seconds(saving), Percent(saving / run_s)); };
+
+  // 1. Phases bound by one resource, or mostly waiting.
+  const double factor = 1.0 / options.speedup;
+  for (const model::Phase* p : Candidates(run, run_s, options.max_candidates)) {
+    const PhaseBottlenecks* b = bottlenecks.Find(p->id);
+    if (b == nullptr || b->duration_s <= 0) continue;
+    const double d = b->duration_s;
+    auto it = slack.find(p->id);
+    const double step_slack = it == slack.end() ? 0.0 : it->second;
+    const bool critical = on_path.count(p->id) != 0;
+    std::string where = critical ? " and on the critical path" : "";
+    for (int r = 0; r < kBoundResourceCount; ++r) {
+      const double bound = b->bound_s[r];
+      if (bound < options.min_share * d) continue;
+      // Saving at most (1 - factor) * bound; a step whose slack covers that cannot save anything.
+      if (!critical && step_slack >= (1 - factor) * bound) continue;
+      auto res = static_cast<BoundResource>(r);
+      std::string change = fmt::format("#{}:{}*{}", p->id, BoundResourceName(res), factor);
+      double saving = estimate.Saving({change});
+      std::string saturated;
+      if (b->saturated_s[r] >= 0.05 * bound) {
+        saturated = fmt::format(" (the machine's {} {} full for {} of that)", MachinePart(res),
+                                res == BoundResource::kCpu ? "were" : "was", Percent(b->saturated_s[r] / bound));
+      }
+      add(p->id, std::string(BoundResourceName(res)), {change}, saving,
+          fmt::format("{} is {} {} of its time{}{}; making {} {:g}x faster would save {}.", Label(*p),
+                      BoundAdjective(res), Percent(bound / d), saturated, where, WorkNoun(res), options.speedup,
+                      saving_text(saving)));
+    }
+    const double waiting = b->waiting_s + b->waiting_child_s;
+    if (waiting >= options.min_share * d && (critical || step_slack < waiting)) {
+      std::string change = fmt::format("#{}:waiting=0", p->id);
+      double saving = estimate.Saving({change});
+      add(p->id, "waiting", {change}, saving,
+          fmt::format("{} waits {} of its time on nothing GradeML measures (sleep, a lock, a remote service, "
+                      "another program){}; without that wait the run would be {} shorter.",
+                      Label(*p), Percent(waiting / d), where, saving_text(saving)));
+    }
+  }
+
+  // 2. Imbalance: parallel siblings waiting for the slowest; repeated phases with stragglers.
+  size_t concurrent = 0, sequential = 0;
+  for (const Imbalance& g : imbalance) {
+    const model::Phase* parent = run.FindPhase(g.parent);
+    const model::Phase* straggler = run.FindPhase(g.straggler);
+    if (parent == nullptr || straggler == nullptr) continue;
+    std::string_view leaf = straggler->leaf_type();
+    if (g.kind == ImbalanceKind::kConcurrent) {
+      if (++concurrent > 5) continue;
+      std::string change = fmt::format("balance:type:{}", g.type);
+      double saving = estimate.Saving({change});
+      add(g.straggler, "imbalance", {change}, saving,
+          fmt::format("{} parallel '{}' phases under {} are imbalanced: the slowest, {}, took {} against a mean "
+                      "of {}; balancing them would save {}.",
+                      g.count, leaf, Label(*parent), Shorten(straggler->name, 40), Seconds(g.straggler_s),
+                      Seconds(g.mean_s), saving_text(saving)));
+    } else {
+      if (++sequential > 3) continue;
+      // Every straggler of the group brought to the median (at most 60 changes).
+      const double threshold = ImbalanceOptions{}.straggler_factor * g.median_s;
+      std::vector<std::string> changes;
+      for (model::PhaseId k : run.ChildrenOf(g.parent)) {
+        const model::Phase* c = run.FindPhase(k);
+        if (c == nullptr || c->type != g.type) continue;
+        double dur = DurationS(*c, run_end);
+        if (dur >= threshold && dur > 0 && changes.size() < 60) {
+          changes.push_back(fmt::format("#{}*{:.6g}", c->id, g.median_s / dur));
+        }
+      }
+      if (changes.empty()) continue;
+      double saving = estimate.Saving(changes);
+      add(g.straggler, "straggler", changes, saving,
+          fmt::format("{} of {} '{}' phases under {} took over {:g}x the median of {} (the slowest {}); were they "
+                      "as fast as the median, the run would be {} shorter.",
+                      g.straggler_count, g.count, leaf, Label(*parent), ImbalanceOptions{}.straggler_factor,
+                      Seconds(g.median_s), Seconds(g.straggler_s), saving_text(saving)));
+    }
+  }
+
+  // 3. Training waiting for its DataLoader.
+  {
+    double total = 0;
+    std::unordered_map<int32_t, double> by_pid;
+    for (const model::Phase& p : run.phases) {
+      if (p.leaf_type() != "data_wait") continue;
+      double d = DurationS(p, run_end);
+      total += d;
+      by_pid[p.pid] += d;
+    }
+    if (total >= options.min_impact_s) {
+      int32_t pid = 0;
+      double most = -1;
+      for (const auto& [k, v] : by_pid) {
+        if (v > most) most = v, pid = k;
+      }
+      model::PhaseId process = 0;
+      for (const model::Resource& r : run.resources) {
+        if (r.kind == model::ResourceKind::kProcess && r.pid == pid) process = r.phase;
+      }
+      std::string change = "type:data_wait*0";
+      double saving = estimate.Saving({change});
+      const model::Phase* p = run.FindPhase(process);
+      add(process, "data_wait", {change}, saving,
+          fmt::format("Training waited {} in total for the next batch from its DataLoader{}; with batches always "
+                      "ready (more workers, prefetching) the run would be {} shorter.",
+                      Seconds(total), p != nullptr ? " in " + Label(*p) : std::string(), saving_text(saving)));
+    }
+  }
+
+  // 4. A step concurrency limit that held ready steps back.
+  if (critical_path.jobs > 0 && critical_path.slack.size() > static_cast<size_t>(critical_path.jobs)) {
+    int more = critical_path.jobs * 2;
+    std::string change = fmt::format("jobs={}", more);
+    double saving = estimate.Saving({change});
+    add(root->id, "concurrency", {change}, saving,
+        fmt::format("Steps ran at most {} at a time (-j {}) and ready steps waited for a free slot; with -j {} "
+                    "the run would be {} shorter.",
+                    critical_path.jobs, critical_path.jobs, more, saving_text(saving)));
+  }
+
+  std::stable_sort(issues.begin(), issues.end(),
+                   [](const Issue& a, const Issue& b) { return a.impact_s > b.impact_s; });
+  if (issues.size() > options.max_issues) issues.resize(options.max_issues);
+  return issues;
+}
+
+}  // namespace grademl::analysis

@@ -1,0 +1,61 @@
+// Ranked issues: the few things that limit a run most, each with the seconds fixing it would
+// save (estimated by the what-if engine, not guessed) and one plain sentence.
+//
+// RankIssues proposes candidates from the other analyses — a step (or top-level process)
+// bound by one resource, one that mostly waits, imbalanced parallel work, slow repeated
+// phases (stragglers), time waiting on a DataLoader, a step concurrency limit that held work
+// back — asks the what-if engine what a concrete change would save (the bound time 2x
+// faster, the wait gone, the siblings balanced, stragglers as fast as the median, more
+// steps at once), and keeps those that would save something, the largest first.
+// A pure function: it never prints.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/bottlenecks.h"
+#include "analysis/critical_path.h"
+#include "analysis/imbalance.h"
+#include "model/run.h"
+
+namespace grademl::analysis {
+
+// One issue of a run.
+struct Issue {
+  model::PhaseId phase = 0;  // the phase it is about (for imbalance: the slowest sibling)
+  // "cpu", "memory", "disk", "network", "gpu" (bound by that resource), "waiting",
+  // "imbalance", "straggler", "data_wait", "concurrency".
+  std::string kind;
+  double impact_s = 0;         // what the change would save, by the what-if engine
+  double impact_fraction = 0;  // impact_s / the run's duration
+  std::string change;          // the what-if change behind impact_s (`grademl whatif RUN CHANGE`)
+  std::string text;            // one plain sentence
+};
+
+// Thresholds, named and documented in docs/analysis.md.
+struct IssueOptions {
+  size_t max_issues = 10;
+  // Issues saving less than this many seconds, or this fraction of the run, are dropped.
+  double min_impact_s = 0.05;
+  double min_impact_fraction = 0.01;
+  // A resource's bound time becomes this many times faster in the proposed change.
+  double speedup = 2.0;
+  // A phase must be bound by a resource (or waiting) at least this fraction of its time
+  // for that to be proposed.
+  double min_share = 0.2;
+  // At most this many phases are considered (the longest first): each costs a replay.
+  size_t max_candidates = 24;
+};
+
+// Seconds of a phase's time bound by a resource ("cpu", ..., "gpu", or "waiting" for
+// waiting_s + waiting_child_s), from the bottleneck analysis: the what-if engine's provider.
+std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bottlenecks& bottlenecks);
+
+// Ranks the issues of an indexed run, the largest impact first.
+std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
+                              const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
+                              const IssueOptions& options = {});
+
+}  // namespace grademl::analysis

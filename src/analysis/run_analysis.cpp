@@ -1,0 +1,15 @@
+#include "analysis/run_analysis.h"
+
+namespace grademl::analysis {
+
+RunAnalysis AnalyzeRun(const model::Run& run) {
+  RunAnalysis a;
+  a.summary = SummarizeRun(run);
+  a.bottlenecks = FindBottlenecks(run);
+  a.imbalance = FindImbalance(run);
+  a.critical_path = FindCriticalPath(run);
+  a.issues = RankIssues(run, a.bottlenecks, a.imbalance, a.critical_path);
+  return a;
+}
+
+}  // namespace grademl::analysis

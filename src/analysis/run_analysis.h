@@ -1,0 +1,28 @@
+// Every analysis of one run, computed together for the reports (`grademl report`, the
+// HTML report): the summary, bottlenecks, imbalance, critical path and the ranked issues.
+#pragma once
+
+#include <vector>
+
+#include "analysis/bottlenecks.h"
+#include "analysis/critical_path.h"
+#include "analysis/imbalance.h"
+#include "analysis/issues.h"
+#include "analysis/run_summary.h"
+#include "model/run.h"
+
+namespace grademl::analysis {
+
+// The results of all analyses of a run. Plain values; reports only render them.
+struct RunAnalysis {
+  RunSummary summary;
+  Bottlenecks bottlenecks;
+  std::vector<Imbalance> imbalance;
+  CriticalPathResult critical_path;
+  std::vector<Issue> issues;
+};
+
+// Runs every analysis on an indexed run.
+RunAnalysis AnalyzeRun(const model::Run& run);
+
+}  // namespace grademl::analysis

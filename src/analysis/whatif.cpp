@@ -1,0 +1,341 @@
+#include "analysis/whatif.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "analysis/schedule_graph.h"
+
+namespace grademl::analysis {
+namespace {
+
+constexpr size_t kMaxScalingChanges = 64;
+constexpr double kMaxFactor = 1000;
+
+Status BadChange(std::string_view text, size_t position, std::string_view why) {
+  return InvalidArgument("bad change '{}': {} (at character {})", text, why, position + 1);
+}
+
+// A selector inside a change, its errors reported with the change's text.
+StatusOr<PhaseSelector> ChangeSelector(std::string_view text, std::string_view selector, size_t offset) {
+  auto sel = ParsePhaseSelector(selector, offset);
+  if (!sel.ok()) return InvalidArgument("bad change '{}': {}", text, sel.status().message());
+  return sel;
+}
+
+StatusOr<WhatifChange> ParseJobs(std::string_view text, size_t at) {
+  while (at < text.size() && text[at] == ' ') ++at;
+  std::string_view digits = text.substr(at);
+  int jobs = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), jobs);
+  if (digits.empty() || ec == std::errc::invalid_argument) return BadChange(text, at, "expected a number of jobs");
+  if (ptr != digits.data() + digits.size()) return BadChange(text, static_cast<size_t>(ptr - text.data()), "expected a number of jobs");
+  if (ec != std::errc() || jobs < 1) return BadChange(text, at, "the number of jobs must be at least 1");
+  WhatifChange ch;
+  ch.kind = WhatifChange::Kind::kJobs;
+  ch.text = std::string(text);
+  ch.jobs = jobs;
+  return ch;
+}
+
+// "a, b, c and 4 more"
+std::string NameList(const ScheduleGraph& g, const std::vector<int32_t>& nodes) {
+  std::string out;
+  const size_t shown = std::min<size_t>(nodes.size(), 3);
+  for (size_t i = 0; i < shown; ++i) {
+    if (i > 0) out += ", ";
+    out += g.phase[static_cast<size_t>(nodes[i])]->name;
+  }
+  if (nodes.size() > shown) out += fmt::format(" and {} more", nodes.size() - shown);
+  return out;
+}
+
+std::string Phases(size_t n) { return n == 1 ? "1 phase" : fmt::format("{} phases", n); }
+
+std::string Seconds(double s) { return fmt::format("{:.3f} s", s); }
+
+// Time inside [start, end] of node p covered by none of its children.
+DurationNs OwnTime(const ScheduleGraph& g, int32_t p) {
+  const size_t pi = static_cast<size_t>(p);
+  if (!g.has_children(p)) return g.duration(p);
+  DurationNs covered = 0;
+  TimeNs cs = 0, ce = 0;
+  bool open = false;
+  for (int32_t c = g.child_begin(p); c < g.child_end(p); ++c) {
+    TimeNs s = std::clamp(g.start[static_cast<size_t>(c)], g.start[pi], g.end[pi]);
+    TimeNs e = std::clamp(g.end[static_cast<size_t>(c)], g.start[pi], g.end[pi]);
+    if (!open || s > ce) {
+      if (open) covered += ce - cs;
+      cs = s;
+      ce = e;
+      open = true;
+    } else {
+      ce = std::max(ce, e);
+    }
+  }
+  if (open) covered += ce - cs;
+  return g.duration(p) - covered;
+}
+
+}  // namespace
+
+StatusOr<WhatifChange> ParseWhatifChange(std::string_view text) {
+  if (text.empty()) return BadChange(text, 0, "empty change");
+  if (text.starts_with("jobs=")) return ParseJobs(text, 5);
+  if (text.starts_with("--jobs=")) return ParseJobs(text, 7);
+  if (text.starts_with("-j") &&
+      (text.size() == 2 || text[2] == ' ' || (text[2] >= '0' && text[2] <= '9'))) {
+    return ParseJobs(text, 2);
+  }
+  WhatifChange ch;
+  ch.text = std::string(text);
+  if (text.starts_with("balance:")) {
+    ch.kind = WhatifChange::Kind::kBalance;
+    GRADEML_ASSIGN_OR_RETURN(ch.selector, ChangeSelector(text, text.substr(8), 8));
+    return ch;
+  }
+  if (text[0] == '-') {
+    if (text.starts_with("--")) return BadChange(text, 0, "unknown option");
+    ch.kind = WhatifChange::Kind::kScale;
+    ch.factor = 0;
+    GRADEML_ASSIGN_OR_RETURN(ch.selector, ChangeSelector(text, text.substr(1), 1));
+    return ch;
+  }
+  const size_t eq = text.rfind('=');
+  const size_t star = text.rfind('*');
+  std::string_view lhs;
+  bool set_zero = false;
+  if (eq != std::string_view::npos && (star == std::string_view::npos || eq > star)) {
+    std::string_view value = text.substr(eq + 1);
+    double v = 1;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || v != 0) {
+      return BadChange(text, eq + 1, "only '=0' can be set: SEL:RESOURCE=0 removes the time bound by the resource");
+    }
+    lhs = text.substr(0, eq);
+    set_zero = true;
+    ch.factor = 0;
+  } else if (star != std::string_view::npos) {
+    std::string_view value = text.substr(star + 1);
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), ch.factor);
+    if (value.empty() || ec == std::errc::invalid_argument) {
+      return BadChange(text, star + 1, "expected a number after '*'");
+    }
+    if (ptr != value.data() + value.size()) {
+      return BadChange(text, static_cast<size_t>(ptr - text.data()), "expected a number after '*'");
+    }
+    if (ec != std::errc() || !std::isfinite(ch.factor) || ch.factor < 0 || ch.factor > kMaxFactor) {
+      return BadChange(text, star + 1, "the factor must be a number from 0 to 1000");
+    }
+    lhs = text.substr(0, star);
+  } else {
+    return BadChange(text, text.size(),
+                     "expected '*FACTOR' (train*0.5), a leading '-' to remove, SEL:RESOURCE*FACTOR, balance:SEL or jobs=N");
+  }
+  if (size_t colon = lhs.rfind(':'); colon != std::string_view::npos) {
+    std::string_view res = lhs.substr(colon + 1);
+    std::string_view sel = lhs.substr(0, colon);
+    bool known = std::find(kWhatifResources.begin(), kWhatifResources.end(), res) != kWhatifResources.end();
+    if (known && !sel.empty() && sel != "type") {
+      ch.kind = WhatifChange::Kind::kResource;
+      ch.resource = std::string(res);
+      GRADEML_ASSIGN_OR_RETURN(ch.selector, ChangeSelector(text, sel, 0));
+      return ch;
+    }
+    if (set_zero) {
+      return BadChange(text, colon + 1, "expected a resource (cpu, memory, disk, network, gpu or waiting) before '=0'");
+    }
+  } else if (set_zero) {
+    return BadChange(text, eq, "'=0' needs a resource: SEL:RESOURCE=0");
+  }
+  ch.kind = WhatifChange::Kind::kScale;
+  GRADEML_ASSIGN_OR_RETURN(ch.selector, ChangeSelector(text, lhs, 0));
+  return ch;
+}
+
+const WhatifPhaseTime* WhatifResult::FindPhase(model::PhaseId id) const {
+  auto it = std::lower_bound(phases.begin(), phases.end(), id,
+                             [](const WhatifPhaseTime& p, model::PhaseId v) { return p.id < v; });
+  return it != phases.end() && it->id == id ? &*it : nullptr;
+}
+
+StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const std::vector<WhatifChange>& changes,
+                                      const WhatifOptions& options) {
+  ScheduleGraph g = ScheduleGraph::Build(run);
+  if (g.empty()) return FailedPrecondition("the run has no phases to replay");
+  const size_t n = g.size();
+  size_t scaling = 0;
+  for (const WhatifChange& ch : changes) {
+    if (ch.kind == WhatifChange::Kind::kResource && !options.bound_seconds) {
+      return FailedPrecondition("change '{}': resource changes need the bottleneck analysis", ch.text);
+    }
+    if (ch.kind == WhatifChange::Kind::kScale || ch.kind == WhatifChange::Kind::kBalance) ++scaling;
+  }
+  if (scaling > kMaxScalingChanges) {
+    return InvalidArgument("too many changes: at most {} that scale or balance phases", kMaxScalingChanges);
+  }
+
+  WhatifResult result;
+  std::vector<double> own(n, 1.0);        // factor of each phase's subtree
+  std::vector<double> reduction(n, 0.0);  // fraction of each phase's own time removed by resource changes
+  std::vector<uint8_t> matched(n), covered(n);
+  std::vector<double> bound;              // per node, for resource changes
+  int jobs = -1;
+  for (const WhatifChange& ch : changes) {
+    if (ch.kind == WhatifChange::Kind::kJobs) {
+      jobs = ch.jobs;
+      if (!g.workflow) {
+        result.notes.push_back(fmt::format("{}: this run has no workflow steps; nothing changes", ch.text));
+      } else {
+        result.notes.push_back(fmt::format("{}: at most {} step{} at a time (recorded: {})", ch.text, ch.jobs,
+                                           ch.jobs == 1 ? "" : "s", g.jobs == 0 ? "no limit" : std::to_string(g.jobs)));
+      }
+      continue;
+    }
+    // The phases the selector names, and those below them.
+    size_t count = 0;
+    if (ch.selector.kind == PhaseSelector::Kind::kId) {
+      std::fill(matched.begin(), matched.end(), 0);
+      int32_t node = g.NodeOf(ch.selector.id);
+      if (node >= 0) {
+        matched[static_cast<size_t>(node)] = 1;
+        count = 1;
+      }
+    } else {
+      for (size_t k = 0; k < n; ++k) {
+        matched[k] = ch.selector.Matches(*g.phase[k]) ? 1 : 0;
+        count += matched[k];
+      }
+    }
+    if (count == 0) return InvalidArgument("change '{}': no phase matches '{}'", ch.text, ch.selector.text);
+    covered[0] = 0;
+    std::vector<int32_t> tops;  // matched phases with no matched ancestor
+    for (size_t k = 0; k < n; ++k) {
+      if (k > 0) {
+        size_t p = static_cast<size_t>(g.parent[k]);
+        covered[k] = covered[p] || matched[p];
+      }
+      if (matched[k] && !covered[k]) tops.push_back(static_cast<int32_t>(k));
+    }
+
+    if (ch.kind == WhatifChange::Kind::kScale) {
+      for (int32_t k : tops) own[static_cast<size_t>(k)] *= ch.factor;
+      if (ch.factor == 0) {
+        result.notes.push_back(fmt::format("{}: removes {} ({})", ch.text, Phases(tops.size()), NameList(g, tops)));
+      } else {
+        result.notes.push_back(
+            fmt::format("{}: scales {} ({}) by {}", ch.text, Phases(tops.size()), NameList(g, tops), ch.factor));
+      }
+    } else if (ch.kind == WhatifChange::Kind::kBalance) {
+      // Group by (parent, type); within a group, clusters of phases that overlap in time.
+      std::vector<int32_t> sel = tops;
+      std::stable_sort(sel.begin(), sel.end(), [&](int32_t a, int32_t b) {
+        const size_t ai = static_cast<size_t>(a), bi = static_cast<size_t>(b);
+        if (g.parent[ai] != g.parent[bi]) return g.parent[ai] < g.parent[bi];
+        if (g.phase[ai]->type != g.phase[bi]->type) return g.phase[ai]->type < g.phase[bi]->type;
+        return a < b;  // nodes of one parent are in start order
+      });
+      size_t groups = 0, balanced = 0;
+      double longest_cut = 0;
+      for (size_t i = 0; i < sel.size();) {
+        size_t j = i + 1;
+        TimeNs reach = g.end[static_cast<size_t>(sel[i])];
+        auto same_group = [&](size_t x, size_t y) {
+          return g.parent[static_cast<size_t>(sel[x])] == g.parent[static_cast<size_t>(sel[y])] &&
+                 g.phase[static_cast<size_t>(sel[x])]->type == g.phase[static_cast<size_t>(sel[y])]->type;
+        };
+        while (j < sel.size() && same_group(i, j) && g.start[static_cast<size_t>(sel[j])] < reach) {
+          reach = std::max(reach, g.end[static_cast<size_t>(sel[j])]);
+          ++j;
+        }
+        if (j - i >= 2) {
+          double sum = 0, longest = 0;
+          for (size_t x = i; x < j; ++x) {
+            double d = static_cast<double>(g.duration(sel[x]));
+            sum += d;
+            longest = std::max(longest, d);
+          }
+          const double mean = sum / static_cast<double>(j - i);
+          for (size_t x = i; x < j; ++x) {
+            double d = static_cast<double>(g.duration(sel[x]));
+            if (d > 0) own[static_cast<size_t>(sel[x])] *= mean / d;
+          }
+          ++groups;
+          balanced += j - i;
+          longest_cut += (longest - mean) / 1e9;
+        }
+        i = j;
+      }
+      if (groups == 0) {
+        result.notes.push_back(fmt::format("{}: no concurrent same-type siblings among the {} matched; nothing changes",
+                                           ch.text, Phases(tops.size())));
+      } else {
+        result.notes.push_back(fmt::format("{}: {} of concurrent siblings ({}) set to their group's mean duration "
+                                           "(the longest {} shorter)",
+                                           ch.text, groups == 1 ? "1 group" : fmt::format("{} groups", groups),
+                                           Phases(balanced), groups == 1 ? "is " + Seconds(longest_cut)
+                                                                         : "are " + Seconds(longest_cut) + " in all"));
+      }
+    } else {  // kResource
+      bound.assign(n, 0.0);
+      for (size_t k = 0; k < n; ++k) {
+        if (matched[k] || covered[k]) {
+          bound[k] = std::max(0.0, options.bound_seconds(g.phase[k]->id, ch.resource)) * 1e9;
+        }
+      }
+      double total = 0;
+      for (int32_t k : tops) total += std::min(bound[static_cast<size_t>(k)], static_cast<double>(g.duration(k)));
+      for (size_t k = 0; k < n; ++k) {
+        if (!matched[k] && !covered[k]) continue;
+        const int32_t node = static_cast<int32_t>(k);
+        double in_children = 0;
+        for (int32_t c = g.child_begin(node); c < g.child_end(node); ++c) in_children += bound[static_cast<size_t>(c)];
+        const double own_time = static_cast<double>(OwnTime(g, node));
+        if (own_time <= 0) continue;
+        const double own_bound = std::clamp(bound[k] - in_children, 0.0, own_time);
+        reduction[k] += (1 - ch.factor) * own_bound / own_time;
+      }
+      result.notes.push_back(fmt::format("{}: {} bound by {} in {} ({}) {}", ch.text, Seconds(total / 1e9), ch.resource,
+                                         Phases(tops.size()), NameList(g, tops),
+                                         ch.factor == 0 ? "removed" : fmt::format("scaled by {}", ch.factor)));
+    }
+  }
+
+  // Multipliers: subtree factors multiply down the tree; resource reductions are own time.
+  std::vector<double> subtree(n), mult(n);
+  for (size_t k = 0; k < n; ++k) {
+    subtree[k] = own[k] * (k == 0 ? 1.0 : subtree[static_cast<size_t>(g.parent[k])]);
+    mult[k] = subtree[k] * std::max(0.0, 1.0 - reduction[k]);
+  }
+
+  Replay base = ReplaySchedule(g);
+  Replay pred = ReplaySchedule(g, {.multiplier = mult, .jobs = jobs});
+
+  result.start_ns = base.start[0];
+  result.measured_s = NsToSeconds(g.end[0] - g.start[0]);
+  result.baseline_s = NsToSeconds(base.end[0] - base.start[0]);
+  result.predicted_s = NsToSeconds(pred.end[0] - pred.start[0]);
+  result.workflow = g.workflow;
+  result.baseline_jobs = base.jobs;
+  result.jobs = pred.jobs;
+  auto timing = [&](int32_t k) {
+    const size_t ki = static_cast<size_t>(k);
+    return WhatifPhaseTime{g.id(k), base.start[ki], base.end[ki], pred.start[ki], pred.end[ki]};
+  };
+  for (int32_t c = g.child_begin(0); c < g.child_end(0); ++c) result.top_level.push_back(timing(c));
+  result.phases.reserve(n);
+  for (const model::Phase& p : run.phases) {  // usually in id order already
+    int32_t k = g.NodeOf(p.id);
+    if (k >= 0) result.phases.push_back(timing(k));
+  }
+  auto by_id = [](const WhatifPhaseTime& a, const WhatifPhaseTime& b) { return a.id < b.id; };
+  if (!std::is_sorted(result.phases.begin(), result.phases.end(), by_id)) {
+    std::sort(result.phases.begin(), result.phases.end(), by_id);
+  }
+  result.baseline_critical_path = TraceCriticalPath(g, base, options.critical_path);
+  result.critical_path = TraceCriticalPath(g, pred, options.critical_path);
+  result.slack = ComputeStepSlack(g, pred);
+  return result;
+}
+
+}  // namespace grademl::analysis

@@ -1,0 +1,169 @@
+#include "analysis/imbalance.h"
+
+#include <gtest/gtest.h>
+
+#include "run_fixture.h"
+
+namespace grademl::analysis {
+namespace {
+
+using testing::RunFixture;
+using testing::Sec;
+
+constexpr double kEps = 1e-9;
+
+TEST(ImbalanceTest, KindNames) {
+  EXPECT_EQ(ImbalanceKindName(ImbalanceKind::kConcurrent), "concurrent");
+  EXPECT_EQ(ImbalanceKindName(ImbalanceKind::kSequential), "sequential");
+}
+
+TEST(ImbalanceTest, ThreeParallelWorkersWithAStraggler) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(6);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(6));
+  auto main = f.AddProcess(root, "python3 train.py", 0, Sec(6), 10);
+  f.AddProcess(main, "python3 train.py", Sec(0.5), Sec(2.5), 11);
+  f.AddProcess(main, "python3 train.py", Sec(0.5), Sec(2.5), 12);
+  auto slow = f.AddProcess(main, "python3 train.py", Sec(0.5), Sec(5.5), 13);
+  auto out = FindImbalance(f.Build());
+  ASSERT_EQ(out.size(), 1u);
+  const Imbalance& im = out[0];
+  EXPECT_EQ(im.kind, ImbalanceKind::kConcurrent);
+  EXPECT_EQ(im.parent, main);
+  EXPECT_EQ(im.type, "run/process/process");
+  EXPECT_EQ(im.program, "python3");
+  EXPECT_EQ(im.count, 3);
+  EXPECT_NEAR(im.actual_s, 5, kEps);
+  EXPECT_NEAR(im.balanced_s, 3, kEps);
+  EXPECT_NEAR(im.cost_s, 2, kEps);
+  EXPECT_EQ(im.straggler, slow);
+  EXPECT_NEAR(im.straggler_s, 5, kEps);
+  EXPECT_EQ(im.straggler_count, 1);
+  EXPECT_NEAR(im.median_s, 2, kEps);
+  EXPECT_EQ(im.start_ns, Sec(0.5));
+  EXPECT_EQ(im.end_ns, Sec(5.5));
+}
+
+TEST(ImbalanceTest, AnIterationMuchSlowerThanTheMedian) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(10);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(10));
+  auto proc = f.AddProcess(root, "python3 train.py", 0, Sec(10), 10);
+  auto epoch = f.AddPhase(proc, "epoch", "run/process/epoch", 0, Sec(9), 10);
+  // 1, 1, 4, 1, 1.2 s one after the other, touching.
+  double starts[] = {0, 1, 2, 6, 7}, ends[] = {1, 2, 6, 7, 8.2};
+  model::PhaseId slow = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto id = f.AddPhase(epoch, "iteration", "run/process/epoch/iteration", Sec(starts[i]), Sec(ends[i]), 10);
+    if (i == 2) slow = id;
+  }
+  auto out = FindImbalance(f.Build());
+  ASSERT_EQ(out.size(), 1u);
+  const Imbalance& im = out[0];
+  EXPECT_EQ(im.kind, ImbalanceKind::kSequential);
+  EXPECT_EQ(im.parent, epoch);
+  EXPECT_EQ(im.type, "run/process/epoch/iteration");
+  EXPECT_EQ(im.program, "");
+  EXPECT_EQ(im.count, 5);
+  EXPECT_NEAR(im.median_s, 1, kEps);
+  EXPECT_NEAR(im.actual_s, 8.2, 1e-6);
+  EXPECT_NEAR(im.cost_s, 3, 1e-6);  // only the 4 s one is over 1.5 x the median
+  EXPECT_NEAR(im.balanced_s, 5.2, 1e-6);
+  EXPECT_EQ(im.straggler, slow);
+  EXPECT_EQ(im.straggler_count, 1);
+}
+
+TEST(ImbalanceTest, SmallCostsAreIgnored) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(100);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(100));
+  // 0.5 s of imbalance: above min_cost_s but below 1% of a 100 s run.
+  f.AddPhase(root, "shard_1", "run/step", 0, Sec(10));
+  f.AddPhase(root, "shard_2", "run/step", 0, Sec(11));
+  EXPECT_TRUE(FindImbalance(f.Build()).empty());
+  ImbalanceOptions o;
+  o.min_cost_fraction = 0;
+  auto out = FindImbalance(f.run, o);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NEAR(out[0].cost_s, 0.5, kEps);
+}
+
+TEST(ImbalanceTest, BalancedGroupsAreNotReported) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(10);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(10));
+  for (int i = 0; i < 4; ++i) f.AddPhase(root, "w", "run/worker", Sec(1), Sec(5));
+  for (int i = 0; i < 5; ++i) f.AddPhase(root, "it", "run/iteration", Sec(5 + i), Sec(6 + i));
+  EXPECT_TRUE(FindImbalance(f.Build()).empty());
+}
+
+TEST(ImbalanceTest, DifferentProgramsAndTypesAreNotCompared) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(10);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(10));
+  auto sh = f.AddProcess(root, "sh -c x", 0, Sec(10), 10);
+  f.AddProcess(sh, "/bin/cat data.csv", 0, Sec(1), 11);
+  f.AddProcess(sh, "/usr/bin/python3 slow.py", 0, Sec(9), 12);
+  f.AddPhase(root, "a", "run/a", 0, Sec(1));
+  f.AddPhase(root, "b", "run/b", 0, Sec(9));
+  EXPECT_TRUE(FindImbalance(f.Build()).empty());
+}
+
+TEST(ImbalanceTest, ConcurrentClustersAreSeparateAndSortedByCost) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(20);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(20));
+  // Two rounds of two parallel tasks: costs 1 s and 3 s.
+  f.AddPhase(root, "t", "run/task", 0, Sec(2));
+  f.AddPhase(root, "t", "run/task", 0, Sec(4));
+  auto big = f.AddPhase(root, "t", "run/task", Sec(5), Sec(13));
+  f.AddPhase(root, "t", "run/task", Sec(5), Sec(7));
+  auto out = FindImbalance(f.Build());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_NEAR(out[0].cost_s, 3, kEps);
+  EXPECT_EQ(out[0].straggler, big);
+  EXPECT_NEAR(out[1].cost_s, 1, kEps);
+  EXPECT_EQ(out[0].count, 2);
+}
+
+TEST(ImbalanceTest, OpenPhasesRunToTheEndOfTheRun) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(10);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(10));
+  f.AddPhase(root, "w", "run/worker", 0, Sec(2));
+  auto hung = f.AddPhase(root, "w", "run/worker", 0, 0);
+  auto out = FindImbalance(f.Build());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].straggler, hung);
+  EXPECT_NEAR(out[0].cost_s, 4, kEps);  // 10 vs a mean of 6
+}
+
+// Different steps do different work: only steps named alike (shard_1, shard_2) are compared.
+// Evaluation forwards (mode=eval) are not compared with training ones; numeric tags are indices.
+TEST(ImbalanceTest, OnlyLikeNamedPhasesAreCompared) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(20);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(20));
+  f.AddPhase(root, "train_cnn", "run/step", 0, Sec(10));
+  f.AddPhase(root, "train_baseline", "run/step", 0, Sec(2));
+  f.AddPhase(root, "shard_1", "run/step", Sec(10), Sec(12));
+  auto slow = f.AddPhase(root, "shard_2", "run/step", Sec(10), Sec(16));
+  auto proc = f.AddPhase(root, "python", "run/process", Sec(16), Sec(20));
+  for (int i = 0; i < 6; ++i) {
+    auto it = f.AddPhase(proc, "forward", "run/process/forward", Sec(16 + 0.5 * i), Sec(16.1 + 0.5 * i));
+    f.run.phases.back().tags = {{"epoch", std::to_string(i)}};
+    (void)it;
+  }
+  for (int i = 0; i < 3; ++i) {  // eval forwards: 4x longer, but a group of their own
+    f.AddPhase(proc, "forward", "run/process/forward", Sec(19 + 0.3 * i), Sec(19.2 + 0.3 * i));
+    f.run.phases.back().tags = {{"mode", "eval"}};
+  }
+  auto out = FindImbalance(f.Build());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].kind, ImbalanceKind::kConcurrent);
+  EXPECT_EQ(out[0].straggler, slow);
+  EXPECT_NEAR(out[0].cost_s, 2, kEps);
+}
+
+}  // namespace
+}  // namespace grademl::analysis

@@ -1,0 +1,73 @@
+// End-to-end test of the analyses on a real workflow whose truth is known by construction:
+// a step that burns CPU and a parallel step that sleeps, after a short first step. The
+// report must name what limited each step, put the burner on the critical path, give the
+// sleeper slack, and rank "make the burner's CPU work faster" as an issue with a saving
+// that matches the burn (tolerances, not timings: the machine may be busy).
+#include <fstream>
+#include <map>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "e2e/command.h"
+
+namespace grademl::testing {
+namespace {
+
+using nlohmann::json;
+
+TEST(AnalysisE2E, BottlenecksCriticalPathAndIssuesOfARealWorkflow) {
+  std::string dir = FreshDir("analysis_workflow");
+  std::string burn = HelperBinary("burn_and_write");
+  std::ofstream(dir + "/pipeline.yaml") << "name: analysed\nsteps:\n"
+                                           "  prep:\n    cmd: sleep 0.3; touch prepared\n    outs: [prepared]\n"
+                                           "  burn:\n    cmd: " << burn << " --cpu 1.5\n    deps: [prepared]\n"
+                                           "  nap:\n    cmd: sleep 0.8\n    deps: [prepared]\n";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "-j", "2", dir + "/pipeline.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The terminal report printed at the end has the new sections.
+  EXPECT_NE(r.err.find("What limited each part"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("critical path: prep → burn"), std::string::npos) << r.err;
+
+  json report = ReportJson(db);
+  std::map<std::string, json> steps;
+  for (const json& p : report["phases"])
+    if (p["type"] == "run/step") steps[p["name"].get<std::string>()] = p;
+  ASSERT_EQ(steps.size(), 3u);
+  auto id = [&](const std::string& name) { return steps[name]["id"].get<int64_t>(); };
+  // Seconds by resource of each step.
+  std::map<int64_t, std::map<std::string, double>> bound;
+  for (const json& b : report["bottlenecks"]) bound[b["phase"]][b["resource"]] = b["seconds"];
+  double burn_s = steps["burn"]["duration_s"], nap_s = steps["nap"]["duration_s"];
+  EXPECT_GT(bound[id("burn")]["cpu"], 0.8 * burn_s);
+  EXPECT_GT(bound[id("nap")]["waiting"], 0.8 * nap_s);
+  EXPECT_LT(bound[id("nap")]["cpu"], 0.1 * nap_s);
+
+  // The burner (1.5 s of CPU) outlasts the sleeper (0.8 s): it is on the critical path.
+  std::vector<int64_t> path = report["critical_path"];
+  EXPECT_NE(std::find(path.begin(), path.end(), id("burn")), path.end());
+  EXPECT_EQ(std::find(path.begin(), path.end(), id("nap")), path.end());
+  std::map<int64_t, double> slack;
+  for (const json& s : report["slack"]) slack[s["phase"]] = s["slack_s"];
+  EXPECT_NEAR(slack[id("burn")], 0.0, 1e-6);
+  EXPECT_NEAR(slack[id("nap")], burn_s - nap_s, 0.15);
+
+  // The top issue: the burner's CPU work; halving it saves about half of 1.5 s.
+  ASSERT_FALSE(report["issues"].empty());
+  const json& top = report["issues"][0];
+  EXPECT_EQ(top["kind"], "cpu");
+  EXPECT_EQ(top["phase"], id("burn"));
+  EXPECT_NEAR(top["impact_seconds"].get<double>(), 0.5 * bound[id("burn")]["cpu"], 0.2);
+  EXPECT_NE(top["text"].get<std::string>().find("Step burn is CPU-bound"), std::string::npos) << top["text"];
+
+  // The same prediction from `grademl whatif`.
+  CommandResult w = RunCommand({GrademlBinary(), "--db", db, "whatif", "--json", top["change"].get<std::string>()});
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  json whatif = json::parse(w.out);
+  EXPECT_NEAR(whatif["baseline_s"].get<double>() - whatif["predicted_s"].get<double>(),
+              top["impact_seconds"].get<double>(), 1e-6);
+}
+
+}  // namespace
+}  // namespace grademl::testing
