@@ -323,6 +323,7 @@ struct IntervalUse {
   double dt = 0;               // s
   double run = 0, wait = 0;    // main thread on a CPU, waiting for one (s)
   double disk_wait = 0;        // main thread in state D (s, sampled)
+  double net_wait = 0;         // main thread asleep on a socket (s, sampled)
   double cpu = 0, system = 0;  // all threads' CPU (user + system) and its system part (s)
   double faults = 0, major_faults = 0;
   double storage_bytes = 0;    // read_bytes + write_bytes
@@ -387,6 +388,14 @@ Cats ClassifyInterval(const IntervalUse& u, const HostWindow& h, const Cats& kid
     bound(BoundResource::kDisk, disk, h.disk_busy >= o.saturation);
   }
   if (sleep <= 0) return out;
+
+  // Asleep on a socket (sampled wait channel): the network, or the peer behind it.
+  if (u.net_wait > 0) {
+    double net = std::min(sleep, u.net_wait);
+    bound(BoundResource::kNet, net, h.net_util >= o.saturation);
+    sleep -= net;
+    if (sleep <= 0) return out;
+  }
 
   // Asleep while the process's other threads compute: bound by CPU.
   double other_cores = std::max(u.cpu - run, 0.0) / dt;
@@ -722,9 +731,9 @@ class Analyzer {
   struct ProcSeries {
     const model::Series *run = nullptr, *wait = nullptr, *disk_wait = nullptr, *user = nullptr, *system = nullptr,
                         *minflt = nullptr, *majflt = nullptr, *rb = nullptr, *wb = nullptr, *rc = nullptr,
-                        *wc = nullptr;
+                        *wc = nullptr, *net_wait = nullptr;
     std::vector<const model::Series*> all() const {
-      return {run, wait, disk_wait, user, system, minflt, majflt, rb, wb, rc, wc};
+      return {run, wait, disk_wait, user, system, minflt, majflt, rb, wb, rc, wc, net_wait};
     }
   };
   ProcSeries SeriesOf(const Proc& p) const {
@@ -733,6 +742,7 @@ class Analyzer {
     s.run = run_.FindSeries(r, metric::kProcSchedRun);
     s.wait = run_.FindSeries(r, metric::kProcSchedWait);
     s.disk_wait = run_.FindSeries(r, metric::kProcStateDiskWait);
+    s.net_wait = run_.FindSeries(r, metric::kProcStateNetWait);
     s.user = run_.FindSeries(r, metric::kProcCpuUser);
     s.system = run_.FindSeries(r, metric::kProcCpuSystem);
     s.minflt = run_.FindSeries(r, metric::kProcMinorFaults);
@@ -792,6 +802,7 @@ class Analyzer {
     const auto& g = p.grid;
     size_t n = g.size();
     auto at = [&](const model::Series* series) { return CounterAt(series, g, p.start); };
+    auto v_net = at(s.net_wait);
     auto v_run = at(s.run), v_wait = at(s.wait), v_disk = at(s.disk_wait), v_user = at(s.user), v_sys = at(s.system),
          v_min = at(s.minflt), v_maj = at(s.majflt), v_rb = at(s.rb), v_wb = at(s.wb), v_rc = at(s.rc),
          v_wc = at(s.wc);
@@ -824,6 +835,7 @@ class Analyzer {
         u.run = v_run[i + 1] - v_run[i];
         u.wait = v_wait[i + 1] - v_wait[i];
         u.disk_wait = v_disk[i + 1] - v_disk[i];
+        u.net_wait = std::max(v_net[i + 1] - v_net[i], 0.0);
         u.system = std::max(v_sys[i + 1] - v_sys[i], 0.0);
         u.cpu = std::max(v_user[i + 1] - v_user[i], 0.0) + u.system;
         u.major_faults = std::max(v_maj[i + 1] - v_maj[i], 0.0);

@@ -158,7 +158,10 @@ class GroupScanner {
       }
     }
     im.balanced_s = im.actual_s - im.cost_s;
-    if (im.straggler_count > 0 && im.cost_s >= min_cost_) out.push_back(std::move(im));
+    // Stragglers are the exception: when many phases are slow, the durations are simply
+    // spread (two kinds of batches, say), which is not a straggler problem.
+    bool few = static_cast<double>(im.straggler_count) <= o_.max_straggler_fraction * static_cast<double>(im.count);
+    if (im.straggler_count > 0 && few && im.cost_s >= min_cost_) out.push_back(std::move(im));
   }
 
   const ImbalanceOptions& o_;

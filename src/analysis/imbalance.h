@@ -61,6 +61,9 @@ struct ImbalanceOptions {
   int min_sequential_count = 3;
   // A sequential phase longer than this many times the median is a straggler.
   double straggler_factor = 1.5;
+  // A sequential group is reported only when at most this fraction of it are stragglers:
+  // when many phases are slow, the durations are simply spread (two kinds of batches).
+  double max_straggler_fraction = 0.25;
 };
 
 // The imbalanced groups of a run, the costliest first. The run must be indexed.

@@ -334,6 +334,11 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const std::vector<W
   }
   result.baseline_critical_path = TraceCriticalPath(g, base, options.critical_path);
   result.critical_path = TraceCriticalPath(g, pred, options.critical_path);
+  // Removed phases (scaled to nothing) take no time: they are not on the predicted path.
+  std::erase_if(result.critical_path.links, [&](const CriticalLink& l) {
+    int32_t k = g.NodeOf(l.id);
+    return k > 0 && subtree[static_cast<size_t>(k)] == 0.0;
+  });
   result.slack = ComputeStepSlack(g, pred);
   return result;
 }

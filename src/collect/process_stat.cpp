@@ -71,4 +71,15 @@ std::string FormatCmdline(std::string_view raw, size_t max_len) {
   return out;
 }
 
+bool IsSocketWaitChannel(std::string_view wchan) {
+  while (!wchan.empty() && (wchan.back() == '\n' || wchan.back() == ' ')) wchan.remove_suffix(1);
+  // wait_woken: TCP/UDP receive and send (sk_wait_data / sk_stream_wait_memory sleep there
+  // on current kernels); the others name the socket waits of older kernels.
+  for (std::string_view name : {"wait_woken", "sk_wait_data", "sk_stream_wait_memory", "sk_wait_event",
+                                "__skb_wait_for_more_packets", "tcp_recvmsg", "tcp_recvmsg_locked"}) {
+    if (wchan == name) return true;
+  }
+  return false;
+}
+
 }  // namespace grademl::collect

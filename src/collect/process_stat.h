@@ -33,6 +33,10 @@ struct ProcessIo {
 };
 bool ParseProcessIo(std::string_view text, ProcessIo* out);
 
+// Whether a wait channel (/proc/PID/wchan: the kernel function a sleeping task waits in)
+// is a wait on a socket: receiving, or sending into a full buffer.
+bool IsSocketWaitChannel(std::string_view wchan);
+
 // /proc/PID/schedstat: the scheduler's figures for the process's MAIN THREAD only (the
 // thread whose tid is the pid): time on a CPU, time runnable but waiting on a run queue
 // (ns), and the number of timeslices run. Needs CONFIG_SCHED_INFO, not delay accounting.

@@ -51,8 +51,8 @@ struct ProcessTreeMonitor::Proc {
   model::ResourceId resource = 0;
   model::SeriesId s_user = 0, s_system = 0, s_unseen = 0, s_rss = 0, s_rb = 0, s_wb = 0, s_rc = 0, s_wc = 0,
                   s_threads = 0, s_vcsw = 0, s_ivcsw = 0, s_sched_run = 0, s_sched_wait = 0, s_disk_wait = 0,
-                  s_minflt = 0, s_majflt = 0;
-  ProcFile stat_file, io_file, status_file, schedstat_file;
+                  s_minflt = 0, s_majflt = 0, s_net_wait = 0;
+  ProcFile stat_file, io_file, status_file, schedstat_file, wchan_file;
   int pidfd = -1;
   std::string comm;
 
@@ -74,6 +74,7 @@ struct ProcessTreeMonitor::Proc {
   uint64_t sched_run_ns = 0, sched_wait_ns = 0;  // main thread, from schedstat
   uint64_t minflt = 0, majflt = 0;
   double disk_wait = 0;     // estimated seconds the main thread spent in state D
+  double net_wait = 0;      // estimated seconds the main thread slept on a socket
 
   // What has been handed to exited children out of this process's reaped-children counters.
   Totals children_explained{};
@@ -196,6 +197,7 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   if (auto f = ProcFile::Open(base + "/io"); f.ok()) p->io_file = std::move(*f);
   if (auto f = ProcFile::Open(base + "/status"); f.ok()) p->status_file = std::move(*f);
   if (auto f = ProcFile::Open(base + "/schedstat"); f.ok()) p->schedstat_file = std::move(*f);
+  if (auto f = ProcFile::Open(base + "/wchan"); f.ok()) p->wchan_file = std::move(*f);
 
   std::string name = fallback_name;
   TimeNs start = start_hint;
@@ -252,6 +254,7 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   p->s_disk_wait = series(metric::kProcStateDiskWait, metric::kUnitSeconds, SeriesKind::kCounter);
   p->s_minflt = series(metric::kProcMinorFaults, metric::kUnitCount, SeriesKind::kCounter);
   p->s_majflt = series(metric::kProcMajorFaults, metric::kUnitCount, SeriesKind::kCounter);
+  p->s_net_wait = series(metric::kProcStateNetWait, metric::kUnitSeconds, SeriesKind::kCounter);
 
   if (epoll_fd_ >= 0) {
     p->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -355,6 +358,14 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
     TimeNs since = now - p->last_t;
     p->disk_wait += NsToSeconds(pass_dt_ > 0 ? std::min<TimeNs>(since, pass_dt_) : since);
   }
+  // Socket wait, the same way: asleep now on a socket, the main thread is taken to have
+  // slept there since its last read (an idle process is read less often: up to 1 s). One
+  // more pread, only for a process found asleep.
+  if (p->seen && st.state == 'S' && now > p->last_t && p->wchan_file.is_open()) {
+    if (auto wchan = p->wchan_file.Read(); wchan.ok() && IsSocketWaitChannel(*wchan)) {
+      p->net_wait += NsToSeconds(std::min<TimeNs>(now - p->last_t, kNsPerSec));
+    }
+  }
   p->raw_utime = st.utime;
   p->raw_stime = st.stime;
   p->raw_cutime = st.cutime;
@@ -418,6 +429,7 @@ void ProcessTreeMonitor::EmitSamples(Proc* p, TimeNs t) {
   builder_->AddSample(p->s_disk_wait, t, p->disk_wait);
   builder_->AddSample(p->s_minflt, t, static_cast<double>(p->minflt));
   builder_->AddSample(p->s_majflt, t, static_cast<double>(p->majflt));
+  builder_->AddSample(p->s_net_wait, t, p->net_wait);
 }
 
 void ProcessTreeMonitor::Unwatch(Proc* p) {
@@ -438,6 +450,7 @@ void ProcessTreeMonitor::MarkGone(Proc* p, TimeNs t) {
   p->io_file = ProcFile();
   p->status_file = ProcFile();
   p->schedstat_file = ProcFile();
+  p->wchan_file = ProcFile();
 }
 
 bool ProcessTreeMonitor::Reaped(Proc* p) {

@@ -31,6 +31,10 @@ inline constexpr std::string_view kProcSchedWait = "sched.wait";  // counter, s
 // when it is D (uninterruptible sleep, usually disk I/O) the time since the previous
 // sampling pass is added.
 inline constexpr std::string_view kProcStateDiskWait = "state.disk_wait";  // counter, s
+// The same kind of estimate for sockets: when the main thread is asleep and its wait
+// channel (/proc/PID/wchan) is a socket wait (wait_woken, sk_wait_data, ...), the time
+// since its previous read is added: blocked receiving from or sending to a peer.
+inline constexpr std::string_view kProcStateNetWait = "state.net_wait";  // counter, s
 inline constexpr std::string_view kProcMinorFaults = "memory.minor_faults";  // counter, count (own threads)
 inline constexpr std::string_view kProcMajorFaults = "memory.major_faults";  // counter, count (own threads)
 

@@ -25,7 +25,7 @@ constexpr int kGpu = static_cast<int>(BoundResource::kGpu);
 // How fast each counter of a process rises, per second.
 struct Rates {
   double run = 0, wait = 0, disk_wait = 0, user = 0, system = 0, minflt = 0, majflt = 0, rb = 0, wb = 0, rc = 0,
-         wc = 0;
+         wc = 0, net_wait = 0;
 };
 
 // Samples of a counter rising at `rate` from `start`, every `step` seconds up to `end`.
@@ -53,6 +53,7 @@ model::PhaseId AddProc(RunFixture& f, model::PhaseId parent, int32_t pid, double
     f.Counter(res, metric::kProcStateDiskWait, Rising(start, end, r.disk_wait, step));
     f.Counter(res, metric::kProcMinorFaults, Rising(start, end, r.minflt, step));
     f.Counter(res, metric::kProcMajorFaults, Rising(start, end, r.majflt, step));
+    if (r.net_wait > 0) f.Counter(res, metric::kProcStateNetWait, Rising(start, end, r.net_wait, step));
   }
   f.Counter(res, metric::kProcCpuUser, Rising(start, end, r.user, step));
   f.Counter(res, metric::kProcCpuSystem, Rising(start, end, r.system, step));
@@ -464,6 +465,21 @@ TEST(BottlenecksTest, IrregularSamplingMatchesRegularSampling) {
     EXPECT_NEAR(b.Find(it)->bound_s[kCpu], 0.75 * 2.25, 1e-6) << step;
     EXPECT_NEAR(b.Find(it)->waiting_s, 0.25 * 2.25, 1e-6) << step;
   }
+}
+
+// Asleep on a socket (state.net_wait, from the wait channel): network-bound, even when the
+// socket's bytes do not show in read_chars (recv() is not counted there).
+TEST(BottlenecksTest, SocketWaitIsTheNetwork) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(4);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(4));
+  auto p = AddProc(f, root, 10, 0, 4, {.run = 0.1, .user = 0.1, .net_wait = 0.75});
+  Bottlenecks b = FindBottlenecks(f.Build());
+  EXPECT_NEAR(b.Find(p)->bound_s[kNet], 3, kEps);
+  EXPECT_NEAR(b.Find(p)->bound_s[kCpu], 0.4, kEps);
+  EXPECT_NEAR(b.Find(p)->waiting_s, 0.6, kEps);
+  EXPECT_EQ(b.Find(p)->main_resource(), BoundResource::kNet);
+  ExpectConsistent(b);
 }
 
 }  // namespace

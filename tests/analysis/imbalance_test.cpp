@@ -165,5 +165,24 @@ TEST(ImbalanceTest, OnlyLikeNamedPhasesAreCompared) {
   EXPECT_NEAR(out[0].cost_s, 2, kEps);
 }
 
+// Half the iterations slow is a spread of durations (two kinds of batches), not stragglers.
+TEST(ImbalanceTest, ManySlowPhasesAreNotStragglers) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(40);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(40));
+  double t = 0;
+  for (int i = 0; i < 10; ++i) {
+    double d = i % 2 == 0 ? 1 : 4;  // median 2.5: every 4 s one is over 1.5x it
+    f.AddPhase(root, "iteration", "run/iteration", Sec(t), Sec(t + d));
+    t += d;
+  }
+  EXPECT_TRUE(FindImbalance(f.Build()).empty());
+  ImbalanceOptions o;
+  o.max_straggler_fraction = 1;
+  auto out = FindImbalance(f.run, o);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].straggler_count, 5);
+}
+
 }  // namespace
 }  // namespace grademl::analysis

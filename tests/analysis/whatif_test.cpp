@@ -304,6 +304,10 @@ TEST(WhatifTest, RemovingAStep) {
   // A removed step in a chain passes its dependencies on.
   WhatifResult gone = Simulate(run, {"-prep"});
   EXPECT_DOUBLE_EQ(gone.predicted_s, 8);
+  // A removed step takes no time: it is not on the predicted critical path.
+  EXPECT_EQ(gone.critical_path.TopLevel(), (std::vector<PhaseId>{base, eval}));
+  WhatifResult last = Simulate(run, {"-evaluate"});
+  EXPECT_EQ(last.critical_path.TopLevel(), (std::vector<PhaseId>{prep, base}));
 }
 
 TEST(WhatifTest, LaunchLatenciesAndTheRunsTailAreKept) {

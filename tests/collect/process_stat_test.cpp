@@ -81,5 +81,14 @@ TEST(ProcessStatTest, FormatsCmdlines) {
   EXPECT_EQ(FormatCmdline(std::string_view("abcdefghij"), 8), "abcde...");
 }
 
+TEST(ProcessStatTest, RecognisesSocketWaitChannels) {
+  EXPECT_TRUE(IsSocketWaitChannel("wait_woken"));
+  EXPECT_TRUE(IsSocketWaitChannel("sk_wait_data\n"));
+  EXPECT_FALSE(IsSocketWaitChannel("hrtimer_nanosleep"));
+  EXPECT_FALSE(IsSocketWaitChannel("anon_pipe_read"));
+  EXPECT_FALSE(IsSocketWaitChannel("0"));
+  EXPECT_FALSE(IsSocketWaitChannel(""));
+}
+
 }  // namespace
 }  // namespace grademl::collect
