@@ -75,6 +75,7 @@ struct ProcessTreeMonitor::Proc {
   uint64_t minflt = 0, majflt = 0;
   double disk_wait = 0;     // estimated seconds the main thread spent in state D
   double net_wait = 0;      // estimated seconds the main thread slept on a socket
+  bool on_socket = false;   // the last read found it asleep on a socket
 
   // What has been handed to exited children out of this process's reaped-children counters.
   Totals children_explained{};
@@ -361,9 +362,15 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
   // Socket wait, the same way: asleep now on a socket, the main thread is taken to have
   // slept there since its last read (an idle process is read less often: up to 1 s). One
   // more pread, only for a process found asleep.
-  if (p->seen && st.state == 'S' && now > p->last_t && p->wchan_file.is_open()) {
+  // Only a process that ran since its last read, or was on a socket then, can have started
+  // or still be on one: idle sleepers (most of a big tree) cost no extra read.
+  bool was_on_socket = p->on_socket;
+  p->on_socket = false;
+  if (p->seen && st.state == 'S' && now > p->last_t && (ran || was_on_socket) && p->wchan_file.is_open()) {
     if (auto wchan = p->wchan_file.Read(); wchan.ok() && IsSocketWaitChannel(*wchan)) {
       p->net_wait += NsToSeconds(std::min<TimeNs>(now - p->last_t, kNsPerSec));
+      p->on_socket = true;
+      p->idle_passes = 0;  // waiting on a peer is not idle: sample it every pass, like D
     }
   }
   p->raw_utime = st.utime;
