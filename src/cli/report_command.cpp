@@ -20,7 +20,10 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
     bool no_color = false;
   };
   auto opts = std::make_shared<Options>();
-  CLI::App* sub = app.add_subcommand("report", "Print the report of a run");
+  CLI::App* sub = app.add_subcommand("report",
+                                    "Print the report of a run: the phase tree, what limited each part (CPU, memory, "
+                                    "disk, network, GPU, waiting), the critical path, host use, and the top issues "
+                                    "ranked by the seconds fixing them would save");
   sub->add_option("run", opts->run, "Run id, or -N for the N-th latest (default: the latest run)");
   sub->add_flag("--json", opts->json, "Print JSON (schema grademl.report/1, see docs/json-report.md)");
   sub->add_option("--max-phases", opts->max_phases, "Phases shown in the tree before the rest are folded")
