@@ -23,6 +23,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common);
 Action RegisterLsCommand(CLI::App& app, CommonOptions& common);
 Action RegisterReportCommand(CLI::App& app, CommonOptions& common);
 Action RegisterWhatifCommand(CLI::App& app, CommonOptions& common);
+Action RegisterExportCommand(CLI::App& app, CommonOptions& common);
 
 // Prints "grademl: MESSAGE" on stderr.
 void PrintError(const std::string& message);

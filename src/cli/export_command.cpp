@@ -1,0 +1,77 @@
+// `grademl export --perfetto FILE [RUN]`: writes a run (the latest by default) as a Chrome
+// Trace Event Format file for the Perfetto UI and chrome://tracing (docs/export.md).
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "cli/commands.h"
+#include "report/chrome_trace.h"
+#include "report/text_format.h"
+#include "store/database.h"
+
+namespace grademl::cli {
+
+Action RegisterExportCommand(CLI::App& app, CommonOptions& common) {
+  struct Options {
+    std::string run;
+    std::string perfetto;
+    bool no_critical_path = false;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("export",
+                                     "Write a run as a trace file: phases as slices, metrics as counters, dataflow "
+                                     "as arrows, the critical path marked (open it in ui.perfetto.dev or "
+                                     "chrome://tracing)");
+  sub->add_option("run", opts->run, "Run id, or -N for the N-th latest (default: the latest run)");
+  sub->add_option("--perfetto", opts->perfetto, "Write Chrome Trace Event Format JSON to FILE ('-' for stdout)")
+      ->type_name("FILE")
+      ->required();
+  sub->add_flag("--no-critical-path", opts->no_critical_path, "Do not compute and mark the critical path");
+  return [opts, &common]() -> int {
+    auto db = store::Database::Open(common.ResolvedDbPath(), store::Database::Mode::kReadOnly);
+    if (!db.ok()) {
+      PrintError(db.status().message());
+      return kExitFailure;
+    }
+    auto id = (*db)->ResolveRun(opts->run);
+    if (!id.ok()) {
+      PrintError(id.status().message());
+      return kExitFailure;
+    }
+    auto run = (*db)->LoadRun(*id);
+    if (!run.ok()) {
+      PrintError(run.status().message());
+      return kExitFailure;
+    }
+    const bool to_stdout = opts->perfetto == "-";
+    std::FILE* out = to_stdout ? stdout : std::fopen(opts->perfetto.c_str(), "wb");
+    if (out == nullptr) {
+      PrintError(report::Sanitize(opts->perfetto) + ": " + std::strerror(errno));
+      return kExitFailure;
+    }
+    report::ChromeTraceOptions topts;
+    topts.critical_path = !opts->no_critical_path;
+    Status st = report::WriteChromeTrace(*run, out, topts);
+    long size = to_stdout ? 0 : std::ftell(out);
+    if (!to_stdout && std::fclose(out) != 0 && st.ok()) st = ErrnoError("close");
+    if (!st.ok()) {
+      // Drop a partial trace, but only a regular file (never a device like /dev/full).
+      struct stat info {};
+      if (!to_stdout && stat(opts->perfetto.c_str(), &info) == 0 && S_ISREG(info.st_mode)) {
+        std::remove(opts->perfetto.c_str());
+      }
+      PrintError(report::Sanitize(opts->perfetto) + ": " + st.message());
+      return kExitFailure;
+    }
+    if (!to_stdout) {
+      std::printf("Wrote run %lld to %s (%s); open it in https://ui.perfetto.dev or chrome://tracing\n",
+                  static_cast<long long>(*id), report::Sanitize(opts->perfetto).c_str(),
+                  report::FormatBytes(static_cast<double>(size)).c_str());
+    }
+    return 0;
+  };
+}
+
+}  // namespace grademl::cli

@@ -1,0 +1,566 @@
+#include "report/chrome_trace.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <map>
+#include <span>
+#include <unordered_map>
+#include <unordered_set>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/critical_path.h"
+#include "analysis/series_math.h"
+#include "model/metric_names.h"
+#include "report/text_format.h"
+
+namespace grademl::report {
+namespace {
+
+namespace metric = model::metric;
+using analysis::SampleSpan;
+
+// Track ids that are not real processes or threads lie above Linux's pid limit (2^22).
+constexpr int64_t kPseudoPidBase = int64_t{1} << 30;            // workflow, hosts, clashing pids
+constexpr int64_t kExtraTidBase = (int64_t{1} << 30) + (1 << 29);  // lanes after the first
+constexpr size_t kFlushBytes = 1 << 20;
+constexpr size_t kMaxTrackNameWidth = 120;
+
+// TraceSink: the output text. Events are appended to a buffer that goes to the file each
+// time it passes kFlushBytes (or stays whole when there is no file); the first failed
+// write is remembered and later writes are dropped.
+class TraceSink {
+ public:
+  explicit TraceSink(std::FILE* file) : file_(file) {
+    if (file_ != nullptr) buf_.reserve(kFlushBytes + 64 * 1024);
+  }
+
+  std::string& buf() { return buf_; }
+
+  // Starts an event: the separator from the previous one, one event per line.
+  void BeginEvent() {
+    buf_ += first_ ? "\n" : ",\n";
+    first_ = false;
+    if (file_ != nullptr && buf_.size() >= kFlushBytes) Flush();
+  }
+
+  void Flush() {
+    if (file_ == nullptr) return;
+    if (status_.ok() && !buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size()) {
+      status_ = ErrnoError("write");
+    }
+    buf_.clear();
+  }
+
+  Status Finish() {
+    Flush();
+    if (file_ != nullptr && status_.ok() && std::fflush(file_) != 0) status_ = ErrnoError("write");
+    return status_;
+  }
+
+  std::string Take() { return std::move(buf_); }
+
+ private:
+  std::FILE* file_;
+  std::string buf_;
+  bool first_ = true;
+  Status status_;
+};
+
+// JSON text building blocks: strings (made valid UTF-8, then escaped), timestamps and numbers.
+void AppendEscaped(std::string& out, std::string_view valid_utf8) {
+  for (char c : valid_utf8) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      switch (c) {
+        case '\n': out += "\\n"; break;
+        case '\t': out += "\\t"; break;
+        case '\r': out += "\\r"; break;
+        default: fmt::format_to(std::back_inserter(out), "\\u{:04x}", u);
+      }
+    } else {
+      out += c;
+    }
+  }
+}
+
+void AppendString(std::string& out, std::string_view s) {
+  out += '"';
+  bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return u >= 0x20 && u < 0x80 && c != '"' && c != '\\';
+  });
+  if (plain) {
+    out += s;
+  } else {
+    AppendEscaped(out, ValidUtf8(s));
+  }
+  out += '"';
+}
+
+// Microseconds with nanosecond precision, exactly: "1234.567".
+void AppendMicros(std::string& out, int64_t ns) {
+  if (ns < 0) out += '-';
+  uint64_t a = ns < 0 ? static_cast<uint64_t>(-(ns + 1)) + 1 : static_cast<uint64_t>(ns);
+  fmt::format_to(std::back_inserter(out), "{}.{:03d}", a / 1000, a % 1000);
+}
+
+// A counter value: integers as such, others with six significant digits.
+void AppendValue(std::string& out, double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    fmt::format_to(std::back_inserter(out), "{}", static_cast<int64_t>(v));
+  } else {
+    fmt::format_to(std::back_inserter(out), "{:.6g}", v);
+  }
+}
+
+// One Perfetto process track: a process on a host, the workflow, or a host's counters.
+struct Track {
+  int64_t pid = 0;  // the trace's pid
+  std::string name;
+  std::vector<uint32_t> phases;  // indexes into run.phases; sorted by start once laid out
+  std::vector<int64_t> lane_tids;
+};
+
+// TraceBuilder: lays the run out on tracks and lanes, then writes the events.
+class TraceBuilder {
+ public:
+  TraceBuilder(const model::Run& run, const ChromeTraceOptions& options, TraceSink& sink)
+      : run_(run), options_(options), sink_(sink), out_(sink.buf()) {}
+
+  void Write() {
+    start_ = run_.info.start_ns;
+    end_ = run_.EffectiveEnd();
+    MarkCriticalPath();
+    AssignTracks();
+    for (Track& track : tracks_) AssignLanes(track);
+    out_ += "{\"displayTimeUnit\":\"ms\",\"otherData\":";
+    out_ += OtherData();
+    out_ += ",\"traceEvents\":[";
+    for (size_t i = 0; i < tracks_.size(); ++i) WriteMetadata(tracks_[i], static_cast<int>(i));
+    for (const Track& track : tracks_) {
+      for (uint32_t idx : track.phases) WriteSlice(track, idx);
+    }
+    WriteFlows();
+    WriteProcessCounters();
+    WriteHostCounters();
+    out_ += "\n]}\n";
+  }
+
+ private:
+  // --- layout ---
+
+  size_t IndexOf(const model::Phase* p) const { return static_cast<size_t>(p - run_.phases.data()); }
+  TimeNs StartOf(const model::Phase& p) const { return p.start_ns; }
+  TimeNs EndOf(const model::Phase& p) const { return std::max(p.start_ns, p.ended() ? p.end_ns : end_); }
+
+  void MarkCriticalPath() {
+    critical_.assign(run_.phases.size(), 0);
+    if (!options_.critical_path || run_.phases.empty()) return;
+    analysis::CriticalPathResult result = analysis::FindCriticalPath(run_);
+    for (const analysis::CriticalLink& link : result.path.links) {
+      if (const model::Phase* p = run_.FindPhase(link.id)) critical_[IndexOf(p)] = 1;
+    }
+  }
+
+  // A track for a host+pid; the phase's pid unless another host's process took it.
+  size_t ProcessTrack(const std::string& host, int32_t pid, std::string_view name) {
+    auto key = std::make_pair(host, pid);
+    auto it = process_tracks_.find(key);
+    if (it != process_tracks_.end()) return it->second;
+    Track t;
+    t.pid = used_pids_.insert(pid).second ? pid : NextPseudoPid();
+    std::string base = name.empty() ? fmt::format("pid {}", pid) : std::string(name);
+    std::string label = TruncateToWidth(ValidUtf8(base), kMaxTrackNameWidth);
+    if (!host.empty() && host != run_.info.host) label += " [" + ValidUtf8(host) + "]";
+    t.name = std::move(label);
+    tracks_.push_back(std::move(t));
+    process_tracks_.emplace(key, tracks_.size() - 1);
+    return tracks_.size() - 1;
+  }
+
+  int64_t NextPseudoPid() { return kPseudoPidBase + next_pseudo_++; }
+
+  // Per phase, the index of the phase whose process it ran in: itself when it has a pid,
+  // else its nearest ancestor with one (e.g. epochs recognised in a process's output);
+  // -1 for none (the run root, workflow steps).
+  std::vector<int32_t> ProcessOwners() const {
+    constexpr int32_t kUnknown = -2;
+    std::vector<int32_t> owner(run_.phases.size(), kUnknown);
+    std::vector<size_t> chain;
+    for (size_t i = 0; i < run_.phases.size(); ++i) {
+      size_t j = i;
+      int32_t found = -1;
+      while (owner[j] == kUnknown) {
+        const model::Phase& p = run_.phases[j];
+        if (p.pid != 0) {
+          owner[j] = static_cast<int32_t>(j);
+          break;
+        }
+        chain.push_back(j);
+        const model::Phase* parent = p.parent != 0 ? run_.FindPhase(p.parent) : nullptr;
+        if (parent == nullptr || chain.size() > run_.phases.size()) break;
+        j = IndexOf(parent);
+      }
+      if (owner[j] != kUnknown) found = owner[j];
+      for (size_t k : chain) owner[k] = found;
+      chain.clear();
+    }
+    return owner;
+  }
+
+  // Tracks in display order: the workflow, each process as first seen, then the hosts.
+  void AssignTracks() {
+    tracks_.push_back({.pid = NextPseudoPid(), .name = "workflow"});
+    track_of_.assign(run_.phases.size(), 0);
+    size_t last = 0;
+    const model::Phase* last_phase = nullptr;
+    std::vector<int32_t> owner = ProcessOwners();
+    for (size_t i = 0; i < run_.phases.size(); ++i) {
+      size_t t = 0;
+      if (owner[i] >= 0) {
+        const model::Phase& p = run_.phases[static_cast<size_t>(owner[i])];
+        if (last_phase != nullptr && last_phase->pid == p.pid && last_phase->host == p.host) {
+          t = last;
+        } else {
+          t = ProcessTrack(p.host, p.pid, p.name);
+          last = t;
+          last_phase = &p;
+        }
+      }
+      track_of_[i] = static_cast<uint32_t>(t);
+      tracks_[t].phases.push_back(static_cast<uint32_t>(i));
+    }
+    for (const model::Resource& r : run_.resources) {
+      if (r.kind != model::ResourceKind::kProcess) continue;
+      const model::Phase* p = run_.FindPhase(r.phase);
+      process_track_of_resource_[r.id] =
+          p != nullptr && p->pid != 0 ? track_of_[IndexOf(p)] : ProcessTrack(r.host, r.pid, p != nullptr ? p->name : "");
+    }
+    for (const model::Resource& r : run_.resources) {
+      if (r.kind == model::ResourceKind::kProcess || r.kind == model::ResourceKind::kHost) continue;
+      std::string host = HostOf(r);
+      if (host_tracks_.count(host) == 0) {
+        tracks_.push_back({.pid = NextPseudoPid(), .name = "host " + ValidUtf8(host)});
+        host_tracks_[host] = tracks_.size() - 1;
+      }
+    }
+  }
+
+  // The name of the host a resource belongs to: its kHost ancestor, else its host field.
+  std::string HostOf(const model::Resource& r) const {
+    for (const model::Resource* a = &r; a != nullptr; a = a->parent != 0 ? run_.FindResource(a->parent) : nullptr) {
+      if (a->kind == model::ResourceKind::kHost) return a->name;
+      if (a->parent == a->id) break;
+    }
+    return r.host;
+  }
+
+  // Greedy lanes: phases by start (longer first); each goes to its parent's lane when it
+  // nests there, else to the first lane where it nests in what is open, else a new lane.
+  void AssignLanes(Track& track) {
+    if (lane_of_.empty()) lane_of_.assign(run_.phases.size(), -1);
+    std::sort(track.phases.begin(), track.phases.end(), [&](uint32_t a, uint32_t b) {
+      const model::Phase& pa = run_.phases[a];
+      const model::Phase& pb = run_.phases[b];
+      if (pa.start_ns != pb.start_ns) return pa.start_ns < pb.start_ns;
+      TimeNs ea = EndOf(pa), eb = EndOf(pb);
+      if (ea != eb) return ea > eb;
+      return a < b;
+    });
+    std::vector<std::vector<TimeNs>> open;  // per lane, the ends of its open slices (a stack)
+    auto fits = [&](size_t lane, TimeNs s, TimeNs e) {
+      std::vector<TimeNs>& stack = open[lane];
+      while (!stack.empty() && stack.back() <= s) stack.pop_back();
+      return stack.empty() || e <= stack.back();
+    };
+    for (uint32_t idx : track.phases) {
+      const model::Phase& p = run_.phases[idx];
+      TimeNs s = StartOf(p), e = EndOf(p);
+      int lane = -1;
+      if (p.parent != 0) {
+        if (const model::Phase* parent = run_.FindPhase(p.parent)) {
+          size_t pi = IndexOf(parent);
+          if (track_of_[pi] == track_of_[idx] && lane_of_[pi] >= 0 && fits(static_cast<size_t>(lane_of_[pi]), s, e)) {
+            lane = lane_of_[pi];
+          }
+        }
+      }
+      for (size_t l = 0; lane < 0 && l < open.size(); ++l) {
+        if (fits(l, s, e)) lane = static_cast<int>(l);
+      }
+      if (lane < 0) {
+        open.emplace_back();
+        lane = static_cast<int>(open.size() - 1);
+      }
+      open[static_cast<size_t>(lane)].push_back(e);
+      lane_of_[idx] = lane;
+    }
+    for (size_t l = 0; l < open.size(); ++l) track.lane_tids.push_back(l == 0 ? track.pid : kExtraTidBase + next_tid_++);
+  }
+
+  // --- events ---
+
+  std::string OtherData() const {
+    std::vector<std::string> command;
+    for (const std::string& arg : run_.info.command) command.push_back(ValidUtf8(arg));
+    nlohmann::json other = {{"grademl_run", run_.info.id},
+                            {"uuid", ValidUtf8(run_.info.uuid)},
+                            {"command", JoinCommand(command)},
+                            {"host", ValidUtf8(run_.info.host)},
+                            {"start_ns", run_.info.start_ns}};
+    return other.dump();
+  }
+
+  void Meta(std::string_view what, int64_t pid, const int64_t* tid, std::string_view key) {
+    sink_.BeginEvent();
+    out_ += "{\"ph\":\"M\",\"name\":\"";
+    out_ += what;
+    fmt::format_to(std::back_inserter(out_), "\",\"pid\":{}", pid);
+    if (tid != nullptr) fmt::format_to(std::back_inserter(out_), ",\"tid\":{}", *tid);
+    out_ += ",\"args\":{\"";
+    out_ += key;
+    out_ += "\":";
+  }
+
+  void WriteMetadata(const Track& track, int sort_index) {
+    Meta("process_name", track.pid, nullptr, "name");
+    AppendString(out_, track.name);
+    out_ += "}}";
+    Meta("process_sort_index", track.pid, nullptr, "sort_index");
+    fmt::format_to(std::back_inserter(out_), "{}}}}}", sort_index);
+    for (size_t l = 0; l < track.lane_tids.size(); ++l) {
+      Meta("thread_name", track.pid, &track.lane_tids[l], "name");
+      AppendString(out_, l == 0 ? std::string("main") : fmt::format("lane {}", l + 1));
+      out_ += "}}";
+      Meta("thread_sort_index", track.pid, &track.lane_tids[l], "sort_index");
+      fmt::format_to(std::back_inserter(out_), "{}}}}}", l);
+    }
+  }
+
+  int64_t TidOf(size_t idx) const {
+    return tracks_[track_of_[idx]].lane_tids[static_cast<size_t>(lane_of_[idx])];
+  }
+
+  void WriteSlice(const Track& track, uint32_t idx) {
+    const model::Phase& p = run_.phases[idx];
+    TimeNs s = StartOf(p), e = EndOf(p);
+    sink_.BeginEvent();
+    fmt::format_to(std::back_inserter(out_), "{{\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":", track.pid, TidOf(idx));
+    AppendMicros(out_, s - start_);
+    out_ += ",\"dur\":";
+    AppendMicros(out_, e - s);
+    out_ += ",\"name\":";
+    AppendString(out_, p.name);
+    out_ += ",\"cat\":";
+    AppendString(out_, p.leaf_type());
+    fmt::format_to(std::back_inserter(out_), ",\"args\":{{\"id\":{},\"type\":", p.id);
+    AppendString(out_, p.type);
+    if (!p.tags.empty()) {
+      out_ += ",\"tags\":{";
+      for (size_t i = 0; i < p.tags.size(); ++i) {
+        if (i > 0) out_ += ',';
+        AppendString(out_, p.tags[i].first);
+        out_ += ':';
+        AppendString(out_, p.tags[i].second);
+      }
+      out_ += '}';
+    }
+    if (!p.ended()) out_ += ",\"open\":true";
+    if (critical_[idx] != 0) out_ += ",\"critical\":true},\"cname\":\"terrible\"}";
+    else out_ += "}}";
+  }
+
+  // Flow events bind to the slice enclosing their timestamp, so they sit 1 ns inside the
+  // end of `from` and the start of `to` (or at the middle of a shorter slice).
+  void WriteFlows() {
+    int64_t id = 0;
+    for (const model::Edge& edge : run_.edges) {
+      const model::Phase* from = run_.FindPhase(edge.from);
+      const model::Phase* to = run_.FindPhase(edge.to);
+      if (from == nullptr || to == nullptr) continue;
+      ++id;
+      size_t fi = IndexOf(from), ti = IndexOf(to);
+      TimeNs fs = StartOf(*from), fe = EndOf(*from), ts = StartOf(*to), te = EndOf(*to);
+      TimeNs at_from = fe - std::min<TimeNs>(1, (fe - fs) / 2);
+      TimeNs at_to = ts + std::min<TimeNs>(1, (te - ts) / 2);
+      for (int end = 0; end < 2; ++end) {
+        size_t idx = end == 0 ? fi : ti;
+        sink_.BeginEvent();
+        fmt::format_to(std::back_inserter(out_), "{{\"ph\":\"{}\",\"id\":{},\"pid\":{},\"tid\":{},\"ts\":",
+                       end == 0 ? "s" : "f", id, tracks_[track_of_[idx]].pid, TidOf(idx));
+        AppendMicros(out_, (end == 0 ? at_from : at_to) - start_);
+        out_ += ",\"cat\":\"dataflow\",\"name\":";
+        AppendString(out_, edge.kind.empty() ? std::string_view("data") : std::string_view(edge.kind));
+        out_ += end == 0 ? "}" : ",\"bp\":\"e\"}";
+      }
+    }
+  }
+
+  // One counter track: an event per time, skipping non-finite values and repeats.
+  void WriteCounter(int64_t pid, std::string_view name, std::string_view key, std::span<const TimeNs> times,
+                    std::span<const double> values) {
+    std::string prefix = fmt::format("{{\"ph\":\"C\",\"pid\":{},\"name\":", pid);
+    AppendString(prefix, name);
+    prefix += ",\"ts\":";
+    std::string middle = ",\"args\":{";
+    AppendString(middle, key);
+    middle += ':';
+    bool have_last = false;
+    double last = 0;
+    for (size_t i = 0; i < times.size(); ++i) {
+      double v = values[i];
+      if (!std::isfinite(v) || (have_last && v == last)) continue;
+      have_last = true;
+      last = v;
+      sink_.BeginEvent();
+      out_ += prefix;
+      AppendMicros(out_, times[i] - start_);
+      out_ += middle;
+      AppendValue(out_, v);
+      out_ += "}}";
+    }
+  }
+
+  void WriteGauge(int64_t pid, std::string_view name, std::string_view key, const model::Series* series,
+                  double scale = 1) {
+    SampleSpan samples = analysis::SamplesOf(series);
+    if (samples.empty()) return;
+    times_.resize(samples.size());
+    values_.resize(samples.size());
+    for (size_t i = 0; i < samples.size(); ++i) {
+      times_[i] = samples[i].t;
+      values_[i] = samples[i].v * scale;
+    }
+    WriteCounter(pid, name, key, times_, values_);
+  }
+
+  // The rate per second of the sum of counters (divided by `divisor`), on the union of their
+  // sample times: the rate over [t_i, t_i+1] at t_i, 0 at the last time. Decreases count 0.
+  void WriteRate(int64_t pid, std::string_view name, std::string_view key, std::span<const SampleSpan> spans,
+                 double divisor = 1) {
+    times_.clear();
+    for (SampleSpan s : spans) {
+      for (const model::Sample& sample : s) times_.push_back(sample.t);
+    }
+    if (times_.empty()) return;
+    if (spans.size() > 1) {
+      std::sort(times_.begin(), times_.end());
+      times_.erase(std::unique(times_.begin(), times_.end()), times_.end());
+    }
+    std::vector<double> sum(times_.size(), 0.0);
+    for (SampleSpan s : spans) {
+      if (s.empty()) continue;
+      std::vector<double> v = analysis::CounterValuesAt(s, times_);
+      for (size_t i = 0; i < v.size(); ++i) sum[i] += v[i];
+    }
+    values_.assign(times_.size(), 0.0);
+    for (size_t i = 0; i + 1 < times_.size(); ++i) {
+      double dt = static_cast<double>(times_[i + 1] - times_[i]) * 1e-9;
+      values_[i] = dt > 0 ? std::max(0.0, sum[i + 1] - sum[i]) / dt / divisor : 0.0;
+    }
+    WriteCounter(pid, name, key, times_, values_);
+  }
+
+  void WriteProcessCounters() {
+    for (const model::Resource& r : run_.resources) {
+      if (r.kind != model::ResourceKind::kProcess) continue;
+      int64_t pid = tracks_[process_track_of_resource_.at(r.id)].pid;
+      SampleSpan cpu[2] = {analysis::SamplesOf(run_.FindSeries(r.id, metric::kProcCpuUser)),
+                           analysis::SamplesOf(run_.FindSeries(r.id, metric::kProcCpuSystem))};
+      WriteRate(pid, "CPU", "cores", cpu);
+      WriteGauge(pid, "RSS", "bytes", run_.FindSeries(r.id, metric::kProcRss));
+      SampleSpan read[1] = {analysis::SamplesOf(run_.FindSeries(r.id, metric::kProcReadBytes))};
+      WriteRate(pid, "disk read", "bytes/s", read);
+      SampleSpan write[1] = {analysis::SamplesOf(run_.FindSeries(r.id, metric::kProcWriteBytes))};
+      WriteRate(pid, "disk write", "bytes/s", write);
+    }
+  }
+
+  void WriteHostCounters() {
+    // CPU busy per host: user + system over all its cores, as a fraction of the cores.
+    std::map<std::string, std::vector<SampleSpan>> cpu;
+    std::map<std::string, int> cores;
+    for (const model::Resource& r : run_.resources) {
+      if (r.kind != model::ResourceKind::kCore) continue;
+      std::string host = HostOf(r);
+      ++cores[host];
+      for (std::string_view name : {metric::kCoreUser, metric::kCoreSystem}) {
+        SampleSpan s = analysis::SamplesOf(run_.FindSeries(r.id, name));
+        if (!s.empty()) cpu[host].push_back(s);
+      }
+    }
+    for (const auto& [host, spans] : cpu) WriteRate(tracks_[host_tracks_.at(host)].pid, "CPU busy", "fraction", spans, cores[host]);
+    for (const model::Resource& r : run_.resources) {
+      if (r.kind == model::ResourceKind::kProcess || r.kind == model::ResourceKind::kHost) continue;
+      int64_t pid = tracks_[host_tracks_.at(HostOf(r))].pid;
+      std::string name = ValidUtf8(r.name);
+      auto rate = [&](std::string_view series, const std::string& label) {
+        SampleSpan s[1] = {analysis::SamplesOf(run_.FindSeries(r.id, series))};
+        WriteRate(pid, label, "bytes/s", s);
+      };
+      switch (r.kind) {
+        case model::ResourceKind::kMemory:
+          WriteGauge(pid, "memory used", "bytes", run_.FindSeries(r.id, metric::kMemUsed));
+          break;
+        case model::ResourceKind::kDisk:
+          rate(metric::kDiskReadBytes, "disk " + name + " read");
+          rate(metric::kDiskWriteBytes, "disk " + name + " write");
+          break;
+        case model::ResourceKind::kNet:
+          rate(metric::kNetRxBytes, "net " + name + " rx");
+          rate(metric::kNetTxBytes, "net " + name + " tx");
+          break;
+        case model::ResourceKind::kGpu:
+          WriteGauge(pid, "GPU " + name + " utilization", "fraction", run_.FindSeries(r.id, metric::kGpuUtilization));
+          WriteGauge(pid, "GPU " + name + " memory used", "bytes", run_.FindSeries(r.id, metric::kGpuMemoryUsed));
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  const model::Run& run_;
+  const ChromeTraceOptions& options_;
+  TraceSink& sink_;
+  std::string& out_;
+  TimeNs start_ = 0, end_ = 0;
+  std::vector<char> critical_;
+  std::vector<Track> tracks_;
+  std::vector<uint32_t> track_of_;  // per phase
+  std::vector<int> lane_of_;        // per phase
+  std::map<std::pair<std::string, int32_t>, size_t> process_tracks_;
+  std::map<std::string, size_t> host_tracks_;
+  std::unordered_map<model::ResourceId, size_t> process_track_of_resource_;
+  std::unordered_set<int64_t> used_pids_;
+  int64_t next_pseudo_ = 0;
+  int64_t next_tid_ = 0;
+  std::vector<TimeNs> times_;
+  std::vector<double> values_;
+};
+
+}  // namespace
+
+Status WriteChromeTrace(const model::Run& run, std::FILE* out, const ChromeTraceOptions& options) {
+  TraceSink sink(out);
+  TraceBuilder(run, options, sink).Write();
+  return sink.Finish();
+}
+
+std::string RenderChromeTrace(const model::Run& run, const ChromeTraceOptions& options) {
+  TraceSink sink(nullptr);
+  TraceBuilder(run, options, sink).Write();
+  return sink.Take();
+}
+
+}  // namespace grademl::report
