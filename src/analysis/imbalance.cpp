@@ -155,6 +155,7 @@ class GroupScanner {
       if (d > threshold && d > im.median_s) {
         im.cost_s += d - im.median_s;
         ++im.straggler_count;
+        if (im.stragglers.size() < kMaxListedStragglers) im.stragglers.push_back(m.phase->id);
       }
     }
     im.balanced_s = im.actual_s - im.cost_s;

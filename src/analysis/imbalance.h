@@ -28,6 +28,8 @@ enum class ImbalanceKind {
 // "concurrent", "sequential".
 std::string_view ImbalanceKindName(ImbalanceKind kind);
 
+inline constexpr size_t kMaxListedStragglers = 60;
+
 // One imbalanced group of sibling phases.
 struct Imbalance {
   ImbalanceKind kind = ImbalanceKind::kConcurrent;
@@ -45,6 +47,8 @@ struct Imbalance {
   model::PhaseId straggler = 0;  // the slowest phase
   double straggler_s = 0;        // its duration
   int64_t straggler_count = 0;   // concurrent: 1; sequential: the phases slower than the threshold
+  // sequential: the stragglers (at most kMaxListedStragglers, the first ones in time).
+  std::vector<model::PhaseId> stragglers;
   double mean_s = 0;
   double median_s = 0;
 };

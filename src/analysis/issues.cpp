@@ -254,16 +254,12 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
                       Seconds(g.mean_s), saving_text(saving)));
     } else {
       if (++sequential > 3) continue;
-      // Every straggler of the group brought to the median (at most 60 changes).
-      const double threshold = ImbalanceOptions{}.straggler_factor * g.median_s;
+      // Every listed straggler of the group brought to the median.
       std::vector<std::string> changes;
-      for (model::PhaseId k : run.ChildrenOf(g.parent)) {
+      for (model::PhaseId k : g.stragglers) {
         const model::Phase* c = run.FindPhase(k);
-        if (c == nullptr || c->type != g.type) continue;
-        double dur = DurationS(*c, run_end);
-        if (dur >= threshold && dur > 0 && changes.size() < 60) {
-          changes.push_back(fmt::format("#{}*{:.6g}", c->id, g.median_s / dur));
-        }
+        double dur = c != nullptr ? DurationS(*c, run_end) : 0;
+        if (dur > 0) changes.push_back(fmt::format("#{}*{:.6g}", c->id, g.median_s / dur));
       }
       if (changes.empty()) continue;
       double saving = estimate.Saving(changes);

@@ -182,6 +182,7 @@ TEST(ImbalanceTest, ManySlowPhasesAreNotStragglers) {
   auto out = FindImbalance(f.run, o);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].straggler_count, 5);
+  EXPECT_EQ(out[0].stragglers.size(), 5u);  // listed, for the ranked issues' what-if
 }
 
 }  // namespace
