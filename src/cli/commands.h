@@ -8,6 +8,9 @@
 #include <memory>
 #include <string>
 
+#include "core/status.h"
+#include "model/run.h"
+
 namespace grademl::cli {
 
 // The action of a subcommand, returning the process exit code.
@@ -17,6 +20,9 @@ using Action = std::function<int()>;
 struct CommonOptions {
   std::string db_path;  // empty: store::DefaultDatabasePath()
   std::string ResolvedDbPath() const;
+  // Opens the database read-only and loads one run: `spec` is a run id, -N for the N-th
+  // latest, or empty for the latest. Errors are one line naming the file or the run.
+  StatusOr<model::Run> LoadRun(const std::string& spec) const;
 };
 
 Action RegisterRunCommand(CLI::App& app, CommonOptions& common);

@@ -9,7 +9,6 @@
 #include "cli/commands.h"
 #include "report/chrome_trace.h"
 #include "report/text_format.h"
-#include "store/database.h"
 
 namespace grademl::cli {
 
@@ -30,17 +29,7 @@ Action RegisterExportCommand(CLI::App& app, CommonOptions& common) {
       ->required();
   sub->add_flag("--no-critical-path", opts->no_critical_path, "Do not compute and mark the critical path");
   return [opts, &common]() -> int {
-    auto db = store::Database::Open(common.ResolvedDbPath(), store::Database::Mode::kReadOnly);
-    if (!db.ok()) {
-      PrintError(db.status().message());
-      return kExitFailure;
-    }
-    auto id = (*db)->ResolveRun(opts->run);
-    if (!id.ok()) {
-      PrintError(id.status().message());
-      return kExitFailure;
-    }
-    auto run = (*db)->LoadRun(*id);
+    auto run = common.LoadRun(opts->run);
     if (!run.ok()) {
       PrintError(run.status().message());
       return kExitFailure;
@@ -67,7 +56,7 @@ Action RegisterExportCommand(CLI::App& app, CommonOptions& common) {
     }
     if (!to_stdout) {
       std::printf("Wrote run %lld to %s (%s); open it in https://ui.perfetto.dev or chrome://tracing\n",
-                  static_cast<long long>(*id), report::Sanitize(opts->perfetto).c_str(),
+                  static_cast<long long>(run->info.id), report::Sanitize(opts->perfetto).c_str(),
                   report::FormatBytes(static_cast<double>(size)).c_str());
     }
     return 0;

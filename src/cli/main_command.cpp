@@ -11,6 +11,12 @@ std::string CommonOptions::ResolvedDbPath() const {
   return db_path.empty() ? store::DefaultDatabasePath() : db_path;
 }
 
+StatusOr<model::Run> CommonOptions::LoadRun(const std::string& spec) const {
+  GRADEML_ASSIGN_OR_RETURN(auto db, store::Database::Open(ResolvedDbPath(), store::Database::Mode::kReadOnly));
+  GRADEML_ASSIGN_OR_RETURN(auto id, db->ResolveRun(spec));
+  return db->LoadRun(id);
+}
+
 void PrintError(const std::string& message) {
   std::fprintf(stderr, "grademl: %s\n", message.c_str());
   std::fflush(stderr);

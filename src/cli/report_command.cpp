@@ -7,7 +7,6 @@
 #include "cli/commands.h"
 #include "report/json_report.h"
 #include "report/terminal_report.h"
-#include "store/database.h"
 
 namespace grademl::cli {
 
@@ -31,17 +30,7 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
   sub->add_flag("--color", opts->color, "Colour even when stdout is not a terminal");
   sub->add_flag("--no-color", opts->no_color, "Never colour");
   return [opts, &common]() -> int {
-    auto db = store::Database::Open(common.ResolvedDbPath(), store::Database::Mode::kReadOnly);
-    if (!db.ok()) {
-      PrintError(db.status().message());
-      return kExitFailure;
-    }
-    auto id = (*db)->ResolveRun(opts->run);
-    if (!id.ok()) {
-      PrintError(id.status().message());
-      return kExitFailure;
-    }
-    auto run = (*db)->LoadRun(*id);
+    auto run = common.LoadRun(opts->run);
     if (!run.ok()) {
       PrintError(run.status().message());
       return kExitFailure;

@@ -20,7 +20,6 @@
 #include "analysis/whatif.h"
 #include "cli/commands.h"
 #include "report/text_format.h"
-#include "store/database.h"
 
 namespace grademl::cli {
 namespace {
@@ -271,17 +270,7 @@ Action RegisterWhatifCommand(CLI::App& app, CommonOptions& common) {
       changes.push_back(std::move(*ch));
     }
 
-    auto db = store::Database::Open(common.ResolvedDbPath(), store::Database::Mode::kReadOnly);
-    if (!db.ok()) {
-      PrintError(db.status().message());
-      return kExitFailure;
-    }
-    auto id = (*db)->ResolveRun(run_spec);
-    if (!id.ok()) {
-      PrintError(id.status().message());
-      return kExitFailure;
-    }
-    auto run = (*db)->LoadRun(*id);
+    auto run = common.LoadRun(run_spec);
     if (!run.ok()) {
       PrintError(run.status().message());
       return kExitFailure;
