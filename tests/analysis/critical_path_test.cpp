@@ -12,25 +12,7 @@ namespace {
 using model::PhaseId;
 using testing::RunFixture;
 using testing::Sec;
-
-// A workflow run: a root phase with steps under it, dependencies as edges.
-class Workflow {
- public:
-  explicit Workflow(double end_s, int jobs = 0) {
-    root = f.AddPhase(0, "wf", "run", 0, Sec(end_s));
-    if (jobs > 0) f.run.phases.back().tags.push_back({"jobs", std::to_string(jobs)});
-    f.run.info.end_ns = Sec(end_s);
-  }
-  PhaseId Step(const std::string& name, double s, double e, std::vector<PhaseId> deps = {}) {
-    PhaseId id = f.AddPhase(root, name, "run/step", Sec(s), Sec(e));
-    for (PhaseId d : deps) f.run.edges.push_back({d, id, "after"});
-    return id;
-  }
-  const model::Run& Build() { return f.Build(); }
-
-  RunFixture f;
-  PhaseId root = 0;
-};
+using testing::Workflow;
 
 std::map<PhaseId, StepSlack> SlackById(const CriticalPathResult& r) {
   std::map<PhaseId, StepSlack> m;

@@ -11,6 +11,7 @@ namespace {
 using model::PhaseId;
 using testing::RunFixture;
 using testing::Sec;
+using testing::Workflow;
 
 constexpr double kEps = 1e-6;
 
@@ -18,18 +19,15 @@ constexpr double kEps = 1e-6;
 // [8, 10]. Bottlenecks are given by hand: RankIssues is a function of the analyses' results.
 struct Fixture {
   Fixture() {
-    root = f.AddPhase(0, "wf", "run", 0, Sec(10));
-    f.run.phases.back().tags.push_back({"jobs", "2"});
-    f.run.info.end_ns = Sec(10);
-    prep = Step("prep", 0, 2, {});
-    train = Step("train", 2, 8, {prep});
-    fetch = Step("fetch", 2, 5, {prep});
-    report = Step("report", 8, 10, {train, fetch});
-    f.Build();
-    b.phases.resize(f.run.phases.size());
-    for (size_t i = 0; i < f.run.phases.size(); ++i) {
-      b.phases[i].phase = f.run.phases[i].id;
-      b.phases[i].duration_s = NsToSeconds(f.run.phases[i].end_ns - f.run.phases[i].start_ns);
+    prep = w.Step("prep", 0, 2);
+    train = w.Step("train", 2, 8, {prep});
+    fetch = w.Step("fetch", 2, 5, {prep});
+    report = w.Step("report", 8, 10, {train, fetch});
+    const model::Run& run = w.Build();
+    b.phases.resize(run.phases.size());
+    for (size_t i = 0; i < run.phases.size(); ++i) {
+      b.phases[i].phase = run.phases[i].id;
+      b.phases[i].duration_s = NsToSeconds(run.phases[i].end_ns - run.phases[i].start_ns);
     }
     Set(prep).bound_s[0] = 2;
     Set(train).bound_s[0] = 6;
@@ -38,16 +36,12 @@ struct Fixture {
     Set(report).bound_s[0] = 1;
     Set(report).waiting_s = 1;
   }
-  PhaseId Step(const std::string& name, double s, double e, std::vector<PhaseId> deps) {
-    PhaseId id = f.AddPhase(root, name, "run/step", Sec(s), Sec(e));
-    for (PhaseId d : deps) f.run.edges.push_back({d, id, "after"});
-    return id;
-  }
   PhaseBottlenecks& Set(PhaseId id) { return b.phases[static_cast<size_t>(id - 1)]; }
 
-  RunFixture f;
+  Workflow w{10, 2};
+  RunFixture& f = w.f;
   Bottlenecks b;
-  PhaseId root = 0, prep = 0, train = 0, fetch = 0, report = 0;
+  PhaseId prep = 0, train = 0, fetch = 0, report = 0;
 };
 
 TEST(IssuesTest, RanksWhatTheWhatifEngineSaysEachChangeSaves) {

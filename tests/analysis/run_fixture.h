@@ -89,4 +89,24 @@ class RunFixture {
   model::ResourceId last_process_resource = 0;
 };
 
+// A workflow run: a root phase ("wf", tagged jobs=N when given) with steps under it, their
+// dependencies as edges.
+class Workflow {
+ public:
+  explicit Workflow(double end_s, int jobs = 0) {
+    root = f.AddPhase(0, "wf", "run", 0, Sec(end_s));
+    if (jobs > 0) f.run.phases.back().tags.push_back({"jobs", std::to_string(jobs)});
+    f.run.info.end_ns = Sec(end_s);
+  }
+  model::PhaseId Step(const std::string& name, double s, double e, std::vector<model::PhaseId> deps = {}) {
+    model::PhaseId id = f.AddPhase(root, name, "run/step", Sec(s), Sec(e));
+    for (model::PhaseId d : deps) f.run.edges.push_back({d, id, "after"});
+    return id;
+  }
+  const model::Run& Build() { return f.Build(); }
+
+  RunFixture f;
+  model::PhaseId root = 0;
+};
+
 }  // namespace grademl::testing
