@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/schedule_graph.h"
 #include "analysis/whatif.h"
 
 namespace grademl::analysis {
@@ -72,7 +73,8 @@ std::string_view MachinePart(BoundResource r) {
 // Asks the what-if engine; 0 when the change cannot be simulated.
 class ImpactEstimator {
  public:
-  ImpactEstimator(const model::Run& run, const Bottlenecks& bottlenecks) : run_(run) {
+  ImpactEstimator(const model::Run& run, const Bottlenecks& bottlenecks)
+      : run_(run), graph_(ScheduleGraph::Build(run)) {
     options_.bound_seconds = BoundSecondsOf(bottlenecks);
     options_.critical_path.max_links = 0;
     options_.critical_path.max_depth = 0;
@@ -86,7 +88,7 @@ class ImpactEstimator {
       if (!c.ok()) return -1;
       changes.push_back(std::move(*c));
     }
-    auto r = SimulateWhatif(run_, changes, options_);
+    auto r = SimulateWhatif(run_, graph_, changes, options_);
     if (!r.ok()) return -1;
     if (baseline_s_ == 0) baseline_s_ = r->baseline_s;
     return r->saving_s();
@@ -96,6 +98,7 @@ class ImpactEstimator {
 
  private:
   const model::Run& run_;
+  const ScheduleGraph graph_;  // built once: each question is a replay only
   WhatifOptions options_;
   double baseline_s_ = 0;
 };

@@ -161,7 +161,11 @@ const WhatifPhaseTime* WhatifResult::FindPhase(model::PhaseId id) const {
 
 StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const std::vector<WhatifChange>& changes,
                                       const WhatifOptions& options) {
-  ScheduleGraph g = ScheduleGraph::Build(run);
+  return SimulateWhatif(run, ScheduleGraph::Build(run), changes, options);
+}
+
+StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph& g,
+                                      const std::vector<WhatifChange>& changes, const WhatifOptions& options) {
   if (g.empty()) return FailedPrecondition("the run has no phases to replay");
   const size_t n = g.size();
   size_t scaling = 0;

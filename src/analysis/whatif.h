@@ -87,5 +87,9 @@ struct WhatifResult {
 // scaling and balancing changes. The run must be indexed.
 StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const std::vector<WhatifChange>& changes,
                                       const WhatifOptions& options = {});
+// The same on the run's schedule graph built once (ScheduleGraph::Build(run)), for callers
+// that ask many questions of one run (the ranked issues).
+StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph& graph,
+                                      const std::vector<WhatifChange>& changes, const WhatifOptions& options = {});
 
 }  // namespace grademl::analysis
