@@ -1,10 +1,15 @@
-// `grademl report [RUN] [--json]`: prints the report of a run (the latest by default).
+// `grademl report [RUN] [--json | --html FILE]`: prints the report of a run (the latest by
+// default), or writes it as a self-contained HTML page.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "analysis/run_analysis.h"
 #include "cli/commands.h"
+#include "analysis/attribution.h"
+#include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/terminal_report.h"
 
@@ -14,6 +19,7 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
   struct Options {
     std::string run;
     bool json = false;
+    std::string html;
     size_t max_phases = 50;
     bool color = false;
     bool no_color = false;
@@ -24,7 +30,14 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
                                     "disk, network, GPU, waiting), the critical path, host use, and the top issues "
                                     "ranked by the seconds fixing them would save");
   sub->add_option("run", opts->run, "Run id, or -N for the N-th latest (default: the latest run)");
-  sub->add_flag("--json", opts->json, "Print JSON (schema grademl.report/1, see docs/json-report.md)");
+  CLI::Option* json_flag =
+      sub->add_flag("--json", opts->json, "Print JSON (schema grademl.report/1, see docs/json-report.md)");
+  sub->add_option("--html", opts->html,
+                  "Write the report as one self-contained HTML page to FILE (timeline with the critical path, "
+                  "resource plots, who used what, bottlenecks per step, issues, what-if; works offline; "
+                  "see docs/html-report.md)")
+      ->type_name("FILE")
+      ->excludes(json_flag);
   sub->add_option("--max-phases", opts->max_phases, "Phases shown in the tree before the rest are folded")
       ->capture_default_str();
   sub->add_flag("--color", opts->color, "Colour even when stdout is not a terminal");
@@ -37,6 +50,26 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
     }
     analysis::RunAnalysis analysis = analysis::AnalyzeRun(*run);
     std::string out;
+    if (!opts->html.empty()) {
+      report::HtmlReportOptions hopts;
+      analysis::AttributionOptions aopts;
+      aopts.slices = hopts.max_points;
+      analysis::Attribution attribution = analysis::AttributeResources(*run, aopts);
+      std::string page = report::RenderHtmlReport(*run, analysis, attribution, hopts);
+      std::FILE* f = opts->html == "-" ? stdout : std::fopen(opts->html.c_str(), "wb");
+      if (f == nullptr) {
+        PrintError(opts->html + ": cannot write: " + std::strerror(errno));
+        return kExitFailure;
+      }
+      bool ok = std::fwrite(page.data(), 1, page.size(), f) == page.size();
+      if (f != stdout) ok = (std::fclose(f) == 0) && ok;
+      if (!ok) {
+        PrintError(opts->html + ": write failed: " + std::strerror(errno));
+        return kExitFailure;
+      }
+      if (f != stdout) std::fprintf(stderr, "grademl: wrote %s (%zu KiB)\n", opts->html.c_str(), page.size() / 1024);
+      return 0;
+    }
     if (opts->json) {
       out = report::RenderJsonReport(*run, analysis).dump(2) + "\n";
     } else {

@@ -1,0 +1,717 @@
+#include "report/html_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "analysis/series_math.h"
+#include "model/metric_names.h"
+#include "report/json_report.h"
+#include "report/report_assets.h"
+#include "report/text_format.h"
+
+namespace grademl::report {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr double kNsPerS = 1e9;
+constexpr size_t kNone = std::numeric_limits<size_t>::max();
+
+std::string Text(std::string_view s) { return ValidUtf8(s); }
+
+// A number rounded to `digits` significant digits, so that the page's JSON stays small
+// (nlohmann prints the shortest text that reads back the same double).
+double Round(double v, int digits = 4) {
+  if (!std::isfinite(v)) return 0;
+  if (v == 0) return 0;
+  double magnitude = std::floor(std::log10(std::fabs(v)));
+  double scale = std::pow(10.0, digits - 1 - magnitude);
+  return std::round(v * scale) / scale;
+}
+
+// Seconds since the run's start, to the microsecond.
+double RelS(TimeNs t, TimeNs t0) { return std::round(static_cast<double>(t - t0) / 1e3) / 1e6; }
+
+// Codes of what limited a phase, shared with the page (web/src/labels.js).
+constexpr int kBoundWaiting = analysis::kBoundResourceCount;   // 5
+constexpr int kBoundUnknown = analysis::kBoundResourceCount + 1;  // 6
+
+// The largest part of a phase's time and its code, or -1 for none.
+std::pair<int, double> MainBound(const analysis::PhaseBottlenecks& b) {
+  int best = -1;
+  double best_s = 0;
+  for (int r = 0; r < analysis::kBoundResourceCount; ++r) {
+    if (b.bound_s[r] > best_s) best = r, best_s = b.bound_s[r];
+  }
+  double waiting = b.waiting_s + b.waiting_child_s;
+  if (waiting > best_s) best = kBoundWaiting, best_s = waiting;
+  if (b.unknown_s > best_s) best = kBoundUnknown, best_s = b.unknown_s;
+  return {best, best_s};
+}
+
+json BottleneckBreakdown(const analysis::PhaseBottlenecks& b) {
+  json out = json::object();
+  for (int r = 0; r < analysis::kBoundResourceCount; ++r) {
+    out[std::string(analysis::BoundResourceName(static_cast<analysis::BoundResource>(r)))] = Round(b.bound_s[r]);
+  }
+  out["waiting"] = Round(b.waiting_s + b.waiting_child_s);
+  out["unknown"] = Round(b.unknown_s);
+  json saturated = json::object();
+  for (int r = 0; r < analysis::kBoundResourceCount; ++r) {
+    saturated[std::string(analysis::BoundResourceName(static_cast<analysis::BoundResource>(r)))] =
+        Round(b.saturated_s[r]);
+  }
+  out["saturated"] = std::move(saturated);
+  return out;
+}
+
+// Interns strings into one table so that repeated names and types are sent once.
+class StringTable {
+ public:
+  int Intern(std::string_view s) {
+    auto it = index_.find(std::string(s));
+    if (it != index_.end()) return it->second;
+    int id = static_cast<int>(strings_.size());
+    strings_.push_back(std::string(s));
+    index_.emplace(strings_.back(), id);
+    return id;
+  }
+  json ToJson() const {
+    json out = json::array();
+    for (const std::string& s : strings_) out.push_back(Text(s));
+    return out;
+  }
+
+ private:
+  std::vector<std::string> strings_;
+  std::unordered_map<std::string, int> index_;
+};
+
+// Which phases the timeline shows and where: the level of detail (the shallowest levels up
+// to the budget) and a packing of the phase tree into rows in which every phase sits below
+// its parent and no two phases of a row overlap in time.
+struct TimelineLayout {
+  std::vector<size_t> shown;     // indexes into run.phases, by (start, depth)
+  std::vector<int> row;          // per shown phase
+  std::vector<size_t> parent;    // per shown phase: position in `shown` of its parent, or kNone
+  std::vector<int64_t> collapsed;  // per shown phase: its children that are not shown
+  int rows = 0;
+  int depth_limit = -1;          // -1: every level is shown
+};
+
+TimelineLayout LayoutTimeline(const model::Run& run, const analysis::RunSummary& summary, size_t budget) {
+  const size_t n = run.phases.size();
+  std::unordered_map<model::PhaseId, size_t> index_of;
+  index_of.reserve(n);
+  for (size_t i = 0; i < n; ++i) index_of.emplace(run.phases[i].id, i);
+  auto parent_index = [&](size_t i) -> size_t {
+    auto it = index_of.find(run.phases[i].parent);
+    return it == index_of.end() || it->second == i ? kNone : it->second;
+  };
+  // Depths, walking up with memoisation (a parent may come after its child in the vector).
+  std::vector<int> depth(n, -1);
+  std::vector<size_t> chain;
+  for (size_t i = 0; i < n; ++i) {
+    size_t j = i;
+    chain.clear();
+    while (j != kNone && depth[j] < 0 && chain.size() <= n) {
+      chain.push_back(j);
+      j = parent_index(j);
+    }
+    int d = j == kNone ? -1 : depth[j];
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) depth[*it] = ++d;
+  }
+  int max_depth = n == 0 ? 0 : *std::max_element(depth.begin(), depth.end());
+  std::vector<size_t> per_depth(static_cast<size_t>(max_depth) + 1, 0);
+  for (int d : depth) ++per_depth[static_cast<size_t>(d)];
+
+  TimelineLayout layout;
+  int limit = max_depth;
+  size_t total = 0;
+  for (int d = 0; d <= max_depth; ++d) {
+    if (total + per_depth[d] > budget && d > 1) {
+      limit = d - 1;
+      break;
+    }
+    total += per_depth[d];
+  }
+  if (limit < max_depth) layout.depth_limit = limit;
+
+  auto start_of = [&](size_t i) { return i < summary.phases.size() ? summary.phases[i].start_ns : run.phases[i].start_ns; };
+  auto end_of = [&](size_t i) {
+    TimeNs e = i < summary.phases.size() ? summary.phases[i].end_ns : run.phases[i].end_ns;
+    return std::max(e, start_of(i));
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (depth[i] <= limit) layout.shown.push_back(i);
+  }
+  std::sort(layout.shown.begin(), layout.shown.end(), [&](size_t a, size_t b) {
+    if (start_of(a) != start_of(b)) return start_of(a) < start_of(b);
+    if (depth[a] != depth[b]) return depth[a] < depth[b];
+    return a < b;
+  });
+  // Two levels alone can exceed the budget (a million steps): keep the first ones in time.
+  if (layout.shown.size() > budget) {
+    std::stable_partition(layout.shown.begin(), layout.shown.end(), [&](size_t i) { return depth[i] == 0; });
+    layout.shown.resize(std::max<size_t>(budget, 1));
+    std::sort(layout.shown.begin(), layout.shown.end(), [&](size_t a, size_t b) {
+      return start_of(a) != start_of(b) ? start_of(a) < start_of(b) : depth[a] < depth[b];
+    });
+    layout.depth_limit = std::min(limit, 1);
+  }
+  const size_t m = layout.shown.size();
+  std::vector<size_t> pos(n, kNone);
+  for (size_t k = 0; k < m; ++k) pos[layout.shown[k]] = k;
+  layout.parent.assign(m, kNone);
+  layout.collapsed.assign(m, 0);
+  for (size_t i = 0; i < n; ++i) {
+    size_t p = parent_index(i);
+    if (p == kNone || pos[p] == kNone) continue;
+    if (pos[i] == kNone) {
+      ++layout.collapsed[pos[p]];
+    } else {
+      layout.parent[pos[i]] = pos[p];
+    }
+  }
+  // Children of each shown phase (and of a virtual root, index m), in start order.
+  std::vector<std::vector<size_t>> kids(m + 1);
+  for (size_t k = 0; k < m; ++k) kids[layout.parent[k] == kNone ? m : layout.parent[k]].push_back(k);
+  // Heights bottom-up (deepest first), packing each node's children blocks greedily: a block
+  // goes to the first offset where all its rows are free at its start.
+  std::vector<size_t> order(m);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return depth[layout.shown[a]] > depth[layout.shown[b]]; });
+  std::vector<int> height(m + 1, 1), offset(m + 1, 0);
+  std::vector<TimeNs> row_end;
+  auto pack = [&](size_t node) {
+    row_end.clear();
+    for (size_t c : kids[node]) {
+      TimeNs s = start_of(layout.shown[c]), e = end_of(layout.shown[c]);
+      int h = height[c];
+      size_t r = 0;
+      for (;; ++r) {
+        bool free = true;
+        for (size_t q = r; q < r + static_cast<size_t>(h) && q < row_end.size(); ++q) {
+          if (row_end[q] > s) {
+            free = false;
+            break;
+          }
+        }
+        if (free) break;
+      }
+      if (row_end.size() < r + h) row_end.resize(r + h, std::numeric_limits<TimeNs>::min());
+      for (size_t q = r; q < r + static_cast<size_t>(h); ++q) row_end[q] = std::max(row_end[q], e);
+      offset[c] = static_cast<int>(r);
+    }
+    return static_cast<int>(row_end.size());
+  };
+  for (size_t k : order) height[k] = 1 + pack(k);
+  int top = pack(m);  // the top-level blocks
+  layout.rows = top;
+  layout.row.assign(m, 0);
+  // Absolute rows top-down: shown is in start order, so a parent comes before its children.
+  for (size_t k = 0; k < m; ++k) {
+    size_t p = layout.parent[k];
+    layout.row[k] = p == kNone ? offset[k] : layout.row[p] + 1 + offset[k];
+  }
+  return layout;
+}
+
+// The shared time grid of every plot: the attribution's grid when it has one, else an even
+// grid of `max_points` over the run.
+analysis::TimeGrid PlotGrid(const model::Run& run, const analysis::Attribution& attribution, size_t max_points) {
+  if (attribution.grid.slices > 0 && attribution.grid.slices <= max_points) return attribution.grid;
+  analysis::TimeGrid grid;
+  grid.start_ns = run.info.start_ns;
+  TimeNs end = run.EffectiveEnd();
+  grid.slices = std::max<size_t>(1, max_points);
+  grid.slice_ns = std::max<DurationNs>(1, (end - grid.start_ns + static_cast<DurationNs>(grid.slices) - 1) /
+                                              static_cast<DurationNs>(grid.slices));
+  return grid;
+}
+
+// Per-slice rate of a counter (per second), or level of a gauge at each slice's middle.
+std::vector<double> OnGrid(const model::Series& series, const analysis::TimeGrid& grid) {
+  std::vector<double> out(grid.slices, 0);
+  analysis::SampleSpan samples(series.samples);
+  if (samples.empty()) return out;
+  double slice_s = static_cast<double>(grid.slice_ns) / kNsPerS;
+  if (series.info.kind == model::SeriesKind::kCounter) {
+    std::vector<TimeNs> times(grid.slices + 1);
+    for (size_t k = 0; k <= grid.slices; ++k) times[k] = grid.SliceStart(k);
+    std::vector<double> values = analysis::CounterValuesAt(samples, times);
+    for (size_t k = 0; k < grid.slices; ++k) out[k] = std::max(0.0, (values[k + 1] - values[k]) / slice_s);
+  } else {
+    TimeNs first = samples.front().t, last = samples.back().t;
+    for (size_t k = 0; k < grid.slices; ++k) {
+      TimeNs mid = grid.SliceStart(k) + grid.slice_ns / 2;
+      if (mid < first || mid > last + grid.slice_ns) continue;
+      out[k] = analysis::GaugeValueAt(samples, mid);
+    }
+  }
+  return out;
+}
+
+void AddInto(std::vector<double>& sum, const std::vector<double>& v) {
+  if (sum.empty()) sum.assign(v.size(), 0);
+  for (size_t k = 0; k < v.size() && k < sum.size(); ++k) sum[k] += v[k];
+}
+
+json Values(const std::vector<double>& v) {
+  json out = json::array();
+  for (double x : v) out.push_back(Round(x, 3));
+  return out;
+}
+
+bool AnyPositive(const std::vector<double>& v) {
+  return std::any_of(v.begin(), v.end(), [](double x) { return x > 0; });
+}
+
+json Chart(std::string title, std::string unit, json series, double max = model::kNoCapacity) {
+  json chart = {{"title", std::move(title)}, {"unit", std::move(unit)}, {"series", std::move(series)}};
+  if (!std::isnan(max)) chart["max"] = Round(max);
+  return chart;
+}
+
+// Host plots: CPU (busy and iowait cores), memory used, disk and network throughput, GPUs.
+json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
+  struct HostData {
+    std::vector<double> busy, iowait, mem, disk_read, disk_write, net_rx, net_tx;
+    double cores = 0, mem_capacity = model::kNoCapacity;
+    std::vector<std::pair<std::string, std::vector<double>>> gpu_util, gpu_mem;
+  };
+  std::vector<std::string> host_order;
+  std::unordered_map<std::string, HostData> hosts;
+  auto host_of = [&](const std::string& h) -> HostData& {
+    if (!hosts.count(h)) host_order.push_back(h);
+    return hosts[h];
+  };
+  for (const model::Series& s : run.series) {
+    const model::Resource* r = run.FindResource(s.info.resource);
+    if (r == nullptr || r->kind == model::ResourceKind::kProcess) continue;
+    const std::string& name = s.info.name;
+    switch (r->kind) {
+      case model::ResourceKind::kCore: {
+        HostData& h = host_of(r->host);
+        if (name == model::metric::kCoreUser || name == model::metric::kCoreSystem) {
+          AddInto(h.busy, OnGrid(s, grid));
+          if (name == model::metric::kCoreUser) h.cores += 1;
+        } else if (name == model::metric::kCoreIowait) {
+          AddInto(h.iowait, OnGrid(s, grid));
+        }
+        break;
+      }
+      case model::ResourceKind::kMemory:
+        if (name == model::metric::kMemUsed) {
+          HostData& h = host_of(r->host);
+          h.mem = OnGrid(s, grid);
+          h.mem_capacity = s.info.capacity;
+        }
+        break;
+      case model::ResourceKind::kDisk:
+        if (name == model::metric::kDiskReadBytes) AddInto(host_of(r->host).disk_read, OnGrid(s, grid));
+        if (name == model::metric::kDiskWriteBytes) AddInto(host_of(r->host).disk_write, OnGrid(s, grid));
+        break;
+      case model::ResourceKind::kNet:
+        if (r->name == "lo") break;  // loopback traffic never leaves the host
+        if (name == model::metric::kNetRxBytes) AddInto(host_of(r->host).net_rx, OnGrid(s, grid));
+        if (name == model::metric::kNetTxBytes) AddInto(host_of(r->host).net_tx, OnGrid(s, grid));
+        break;
+      case model::ResourceKind::kGpu:
+        if (name == model::metric::kGpuUtilization) host_of(r->host).gpu_util.emplace_back(r->name, OnGrid(s, grid));
+        if (name == model::metric::kGpuMemoryUsed) host_of(r->host).gpu_mem.emplace_back(r->name, OnGrid(s, grid));
+        break;
+      default:
+        break;
+    }
+  }
+  json groups = json::array();
+  for (const std::string& name : host_order) {
+    HostData& h = hosts[name];
+    json charts = json::array();
+    if (!h.busy.empty()) {
+      json series = json::array({{{"label", "busy"}, {"values", Values(h.busy)}}});
+      if (AnyPositive(h.iowait)) series.push_back({{"label", "iowait"}, {"values", Values(h.iowait)}});
+      charts.push_back(Chart("CPU", "cores", std::move(series), h.cores > 0 ? h.cores : model::kNoCapacity));
+    }
+    if (!h.mem.empty()) {
+      charts.push_back(Chart("Memory", "bytes", json::array({{{"label", "used"}, {"values", Values(h.mem)}}}),
+                             h.mem_capacity));
+    }
+    if (!h.disk_read.empty() || !h.disk_write.empty()) {
+      json series = json::array();
+      if (!h.disk_read.empty()) series.push_back({{"label", "read"}, {"values", Values(h.disk_read)}});
+      if (!h.disk_write.empty()) series.push_back({{"label", "write"}, {"values", Values(h.disk_write)}});
+      charts.push_back(Chart("Disk", "bytes/s", std::move(series)));
+    }
+    if (!h.net_rx.empty() || !h.net_tx.empty()) {
+      json series = json::array();
+      if (!h.net_rx.empty()) series.push_back({{"label", "received"}, {"values", Values(h.net_rx)}});
+      if (!h.net_tx.empty()) series.push_back({{"label", "sent"}, {"values", Values(h.net_tx)}});
+      charts.push_back(Chart("Network", "bytes/s", std::move(series)));
+    }
+    if (!h.gpu_util.empty()) {
+      json series = json::array();
+      for (auto& [gpu, v] : h.gpu_util) series.push_back({{"label", Text(gpu)}, {"values", Values(v)}});
+      charts.push_back(Chart("GPU utilisation", "fraction", std::move(series), 1.0));
+    }
+    if (!h.gpu_mem.empty()) {
+      json series = json::array();
+      for (auto& [gpu, v] : h.gpu_mem) series.push_back({{"label", Text(gpu)}, {"values", Values(v)}});
+      charts.push_back(Chart("GPU memory", "bytes", std::move(series)));
+    }
+    if (!charts.empty()) groups.push_back({{"title", "Host " + Text(name)}, {"charts", std::move(charts)}});
+  }
+  return groups;
+}
+
+// The usage of one phase from an attributed metric's per-slice series, as a rate per slice
+// (cores, bytes, bytes/s), or empty when the phase has no series.
+std::vector<double> PhaseRate(const analysis::MetricAttribution& metric, model::PhaseId phase,
+                              const analysis::TimeGrid& grid) {
+  for (const analysis::PhaseSeries& s : metric.series) {
+    if (s.phase != phase) continue;
+    std::vector<double> out(grid.slices, 0);
+    double slice_s = static_cast<double>(grid.slice_ns) / kNsPerS;
+    for (size_t k = 0; k < s.usage.size() && s.first_slice + k < grid.slices; ++k) {
+      out[s.first_slice + k] = s.usage[k] / slice_s;
+    }
+    return out;
+  }
+  return {};
+}
+
+struct AttributedPlot {
+  std::string_view metric;
+  const char* title;
+  const char* unit;
+};
+constexpr AttributedPlot kAttributedPlots[] = {
+    {analysis::attributed::kCpu, "CPU", "cores"},
+    {analysis::attributed::kRss, "Memory", "bytes"},
+    {analysis::attributed::kReadBytes, "Storage read", "bytes/s"},
+    {analysis::attributed::kWriteBytes, "Storage write", "bytes/s"},
+    {analysis::attributed::kGpuUtilization, "GPU utilisation", "fraction"},
+};
+
+// The phases whose usage is stacked: the steps (children of the root), or for a run of one
+// command whose process has several children, those children.
+std::vector<model::PhaseId> StackedPhases(const model::Run& run) {
+  const model::Phase* root = run.Root();
+  if (root == nullptr) return {};
+  std::vector<model::PhaseId> level = run.ChildrenOf(root->id);
+  if (level.size() == 1 && run.ChildrenOf(level[0]).size() > 1) level = run.ChildrenOf(level[0]);
+  return level;
+}
+
+std::string PhaseLabel(const model::Phase& p) { return Text(p.name.empty() ? std::string(p.leaf_type()) : p.name); }
+
+// Per-step plots (from the attribution's per-phase series) and the stacked usage per phase.
+void AttributionCharts(const model::Run& run, const analysis::Attribution& attribution, const analysis::TimeGrid& grid,
+                       size_t max_step_charts, json& groups, json& stacked) {
+  const model::Phase* root = run.Root();
+  if (root == nullptr) return;
+  size_t charted = 0;
+  for (model::PhaseId step : run.ChildrenOf(root->id)) {
+    if (charted >= max_step_charts) break;
+    const model::Phase* p = run.FindPhase(step);
+    json charts = json::array();
+    for (const AttributedPlot& plot : kAttributedPlots) {
+      const analysis::MetricAttribution* m = attribution.Find(plot.metric);
+      if (m == nullptr) continue;
+      std::vector<double> v = PhaseRate(*m, step, grid);
+      if (!AnyPositive(v)) continue;
+      charts.push_back(Chart(plot.title, plot.unit, json::array({{{"label", PhaseLabel(*p)}, {"values", Values(v)}}})));
+    }
+    if (charts.empty()) continue;
+    ++charted;
+    groups.push_back({{"title", "Step " + PhaseLabel(*p)}, {"phase", step}, {"charts", std::move(charts)}});
+  }
+  std::vector<model::PhaseId> layers = StackedPhases(run);
+  for (const AttributedPlot& plot : kAttributedPlots) {
+    const analysis::MetricAttribution* m = attribution.Find(plot.metric);
+    if (m == nullptr) continue;
+    json series = json::array();
+    std::vector<double> sum(grid.slices, 0);
+    for (model::PhaseId id : layers) {
+      std::vector<double> v = PhaseRate(*m, id, grid);
+      if (!AnyPositive(v)) continue;
+      AddInto(sum, v);
+      series.push_back({{"label", PhaseLabel(*run.FindPhase(id))}, {"phase", id}, {"values", Values(v)}});
+    }
+    // What the host measured beyond the phases (other load), from the host resources.
+    std::vector<double> other(grid.slices, 0);
+    double slice_s = static_cast<double>(grid.slice_ns) / kNsPerS;
+    for (const analysis::ResourceAttribution& r : attribution.resources) {
+      if (r.attributed_as != plot.metric || r.unattributed_slices.size() != grid.slices) continue;
+      for (size_t k = 0; k < grid.slices; ++k) other[k] += r.unattributed_slices[k] / slice_s;
+    }
+    if (AnyPositive(other)) series.push_back({{"label", "not in any phase"}, {"values", Values(other)}});
+    if (series.empty()) continue;
+    stacked.push_back({{"metric", std::string(plot.metric)},
+                       {"title", plot.title},
+                       {"unit", plot.unit},
+                       {"series", std::move(series)}});
+  }
+}
+
+// The attribution table: the longest phases of the top levels, with their totals per metric
+// and how much of what they could have had they used.
+json AttributionTable(const model::Run& run, const analysis::RunAnalysis& analysis,
+                      const analysis::Attribution& attribution, size_t max_rows) {
+  std::vector<size_t> candidates;
+  const model::Phase* root = run.Root();
+  std::unordered_map<model::PhaseId, int> depth;
+  if (root != nullptr) {
+    depth[root->id] = 0;
+    candidates.push_back(0);
+  }
+  std::unordered_map<model::PhaseId, size_t> index_of;
+  for (size_t i = 0; i < run.phases.size(); ++i) index_of[run.phases[i].id] = i;
+  candidates.clear();
+  if (root != nullptr) {
+    std::vector<std::pair<model::PhaseId, int>> stack = {{root->id, 0}};
+    while (!stack.empty()) {
+      auto [id, d] = stack.back();
+      stack.pop_back();
+      candidates.push_back(index_of[id]);
+      if (d >= 3) continue;
+      for (model::PhaseId c : run.ChildrenOf(id)) stack.push_back({c, d + 1}), depth[c] = d + 1;
+    }
+  }
+  auto duration = [&](size_t i) {
+    return i < analysis.summary.phases.size() ? analysis.summary.phases[i].duration_s : 0.0;
+  };
+  std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
+    int da = depth[run.phases[a].id], db = depth[run.phases[b].id];
+    if ((da <= 1) != (db <= 1)) return da <= 1;  // the run and its steps first
+    return duration(a) > duration(b);
+  });
+  if (candidates.size() > max_rows) candidates.resize(max_rows);
+  std::sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
+    const analysis::PhaseSummary& sa = analysis.summary.phases[a];
+    const analysis::PhaseSummary& sb = analysis.summary.phases[b];
+    return sa.start_ns != sb.start_ns ? sa.start_ns < sb.start_ns : depth[run.phases[a].id] < depth[run.phases[b].id];
+  });
+  json metrics = json::array();
+  for (const analysis::MetricAttribution& m : attribution.metrics) {
+    metrics.push_back({{"name", m.name}, {"unit", m.unit}, {"gauge", m.gauge}, {"measured", Round(m.measured)},
+                       {"unattributed", Round(m.unattributed)}});
+  }
+  json rows = json::array();
+  for (size_t i : candidates) {
+    const model::Phase& p = run.phases[i];
+    json usage = json::object(), utilization = json::object();
+    for (const analysis::MetricAttribution& m : attribution.metrics) {
+      if (i >= m.usage.size()) continue;
+      usage[m.name] = Round(m.usage[i]);
+      double u = m.Utilization(i);
+      if (std::isfinite(u)) utilization[m.name] = Round(u, 3);
+    }
+    rows.push_back({{"phase", p.id},
+                    {"name", PhaseLabel(p)},
+                    {"type", Text(p.type)},
+                    {"depth", depth[p.id]},
+                    {"duration_s", Round(duration(i))},
+                    {"usage", std::move(usage)},
+                    {"utilization", std::move(utilization)}});
+  }
+  return {{"metrics", std::move(metrics)}, {"rows", std::move(rows)}};
+}
+
+}  // namespace
+
+std::string EscapeJsonForScript(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 64);
+  for (char c : text) {
+    switch (c) {
+      case '<': out += "\\u003c"; break;
+      case '>': out += "\\u003e"; break;
+      case '&': out += "\\u0026"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string EscapeHtml(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& analysis,
+                          const analysis::Attribution& attribution, const HtmlReportOptions& options) {
+  const TimeNs t0 = run.info.start_ns;
+  json run_json = RunInfoJson(run.info);
+  run_json["duration_s"] = Round(analysis.summary.duration_s, 6);
+  run_json["command_line"] = Text(JoinCommand(run.info.command));
+  run_json["phase_count"] = run.phases.size();
+
+  // Timeline.
+  TimelineLayout layout = LayoutTimeline(run, analysis.summary, std::max<size_t>(options.max_timeline_phases, 1));
+  std::unordered_set<model::PhaseId> critical;
+  for (const analysis::CriticalLink& l : analysis.critical_path.path.links) critical.insert(l.id);
+  StringTable strings;
+  json ids = json::array(), parents = json::array(), names = json::array(), types = json::array(),
+       starts = json::array(), ends = json::array(), rows = json::array(), crit = json::array(),
+       open = json::array(), collapsed = json::array(), bound = json::array(), bound_s = json::array(),
+       hosts = json::array(), pids = json::array();
+  std::unordered_map<model::PhaseId, size_t> shown_pos;
+  for (size_t k = 0; k < layout.shown.size(); ++k) {
+    size_t i = layout.shown[k];
+    const model::Phase& p = run.phases[i];
+    const analysis::PhaseSummary* ps = i < analysis.summary.phases.size() ? &analysis.summary.phases[i] : nullptr;
+    shown_pos[p.id] = k;
+    ids.push_back(p.id);
+    parents.push_back(layout.parent[k] == kNone ? -1 : static_cast<int64_t>(layout.parent[k]));
+    names.push_back(strings.Intern(p.name));
+    types.push_back(strings.Intern(p.type));
+    TimeNs s = ps ? ps->start_ns : p.start_ns;
+    TimeNs e = ps ? ps->end_ns : p.end_ns;
+    starts.push_back(RelS(s, t0));
+    ends.push_back(RelS(std::max(s, e), t0));
+    rows.push_back(layout.row[k]);
+    crit.push_back(critical.count(p.id) ? 1 : 0);
+    open.push_back(p.ended() ? 0 : 1);
+    collapsed.push_back(layout.collapsed[k]);
+    const analysis::PhaseBottlenecks* b =
+        i < analysis.bottlenecks.phases.size() ? &analysis.bottlenecks.phases[i] : nullptr;
+    auto [code, secs] = b ? MainBound(*b) : std::pair<int, double>{-1, 0.0};
+    bound.push_back(code);
+    bound_s.push_back(Round(secs, 3));
+    hosts.push_back(strings.Intern(p.host));
+    pids.push_back(p.pid);
+  }
+  json edges = json::array();
+  for (const model::Edge& e : run.edges) {
+    auto from = shown_pos.find(e.from), to = shown_pos.find(e.to);
+    if (from == shown_pos.end() || to == shown_pos.end()) continue;
+    edges.push_back(json::array({from->second, to->second, Text(e.kind)}));
+    if (edges.size() >= 5000) break;
+  }
+  json timeline = {{"total_phases", run.phases.size()},
+                   {"shown_phases", layout.shown.size()},
+                   {"depth_limit", layout.depth_limit < 0 ? json(nullptr) : json(layout.depth_limit)},
+                   {"rows", layout.rows},
+                   {"strings", strings.ToJson()},
+                   {"id", std::move(ids)},
+                   {"parent", std::move(parents)},
+                   {"name", std::move(names)},
+                   {"type", std::move(types)},
+                   {"start", std::move(starts)},
+                   {"end", std::move(ends)},
+                   {"row", std::move(rows)},
+                   {"critical", std::move(crit)},
+                   {"open", std::move(open)},
+                   {"collapsed", std::move(collapsed)},
+                   {"bound", std::move(bound)},
+                   {"bound_s", std::move(bound_s)},
+                   {"host", std::move(hosts)},
+                   {"pid", std::move(pids)},
+                   {"edges", std::move(edges)}};
+
+  // Steps: what limited each, slack, critical.
+  json steps = json::array();
+  if (const model::Phase* root = run.Root()) {
+    std::unordered_map<model::PhaseId, const analysis::StepSlack*> slack;
+    for (const analysis::StepSlack& s : analysis.critical_path.slack) slack[s.id] = &s;
+    for (model::PhaseId id : run.ChildrenOf(root->id)) {
+      const model::Phase* p = run.FindPhase(id);
+      const analysis::PhaseBottlenecks* b = analysis.bottlenecks.Find(id);
+      json step = {{"phase", id}, {"name", PhaseLabel(*p)}, {"type", Text(p->type)}};
+      step["start_s"] = RelS(p->start_ns, t0);
+      step["duration_s"] = b ? Round(b->duration_s, 6) : 0.0;
+      step["bottlenecks"] = b ? BottleneckBreakdown(*b) : json::object();
+      auto it = slack.find(id);
+      step["slack_s"] = it == slack.end() ? json(nullptr) : json(Round(it->second->slack_s));
+      step["critical"] = critical.count(id) > 0;
+      steps.push_back(std::move(step));
+    }
+  }
+  json root_bottlenecks = json::object();
+  if (const model::Phase* root = run.Root()) {
+    if (const analysis::PhaseBottlenecks* b = analysis.bottlenecks.Find(root->id)) {
+      root_bottlenecks = BottleneckBreakdown(*b);
+    }
+  }
+
+  // Issues and the what-if rows of the top ones.
+  json issues = json::array(), whatif = json::array();
+  double makespan = analysis.critical_path.makespan_s > 0 ? analysis.critical_path.makespan_s : analysis.summary.duration_s;
+  for (const analysis::Issue& i : analysis.issues) {
+    const model::Phase* p = i.phase == 0 ? nullptr : run.FindPhase(i.phase);
+    issues.push_back({{"phase", i.phase == 0 ? json(nullptr) : json(i.phase)},
+                      {"phase_name", p ? json(PhaseLabel(*p)) : json(nullptr)},
+                      {"kind", i.kind},
+                      {"impact_s", Round(i.impact_s)},
+                      {"impact_fraction", Round(i.impact_fraction, 3)},
+                      {"change", Text(i.change)},
+                      {"text", Text(i.text)}});
+    if (whatif.size() < 5 && !i.change.empty()) {
+      whatif.push_back({{"change", Text(i.change)},
+                        {"kind", i.kind},
+                        {"makespan_s", Round(makespan)},
+                        {"predicted_s", Round(std::max(0.0, makespan - i.impact_s))},
+                        {"saved_s", Round(i.impact_s)},
+                        {"saved_fraction", Round(i.impact_fraction, 3)}});
+    }
+  }
+
+  // Plots.
+  analysis::TimeGrid grid = PlotGrid(run, attribution, std::max<size_t>(options.max_points, 2));
+  json times = json::array();
+  for (size_t k = 0; k < grid.slices; ++k) times.push_back(RelS(grid.SliceStart(k) + grid.slice_ns / 2, t0));
+  json groups = HostCharts(run, grid);
+  json stacked = json::array();
+  AttributionCharts(run, attribution, grid, options.max_step_charts, groups, stacked);
+
+  return {{"schema", kHtmlDataSchema},
+          {"run", std::move(run_json)},
+          {"run_bottlenecks", std::move(root_bottlenecks)},
+          {"steps", std::move(steps)},
+          {"timeline", std::move(timeline)},
+          {"plots", {{"t", std::move(times)}, {"slice_s", Round(static_cast<double>(grid.slice_ns) / kNsPerS, 6)},
+                     {"groups", std::move(groups)}}},
+          {"stacked", std::move(stacked)},
+          {"attribution", AttributionTable(run, analysis, attribution, options.max_table_phases)},
+          {"critical_path", {{"makespan_s", Round(makespan, 6)}, {"truncated", analysis.critical_path.path.truncated}}},
+          {"issues", std::move(issues)},
+          {"whatif", std::move(whatif)}};
+}
+
+std::string RenderHtmlReport(const model::Run& run, const analysis::RunAnalysis& analysis,
+                             const analysis::Attribution& attribution, const HtmlReportOptions& options) {
+  std::string data = EscapeJsonForScript(RenderHtmlReportData(run, analysis, attribution, options).dump());
+  std::string title = "GradeML run " + std::to_string(run.info.id);
+  if (!run.info.command.empty()) title += ": " + Sanitize(JoinCommand(run.info.command));
+  std::string page(kReportPageTemplate);
+  auto replace = [&page](std::string_view marker, std::string_view with) {
+    size_t at = page.find(marker);
+    if (at != std::string::npos) page.replace(at, marker.size(), with);
+  };
+  // The data goes in last so that a marker-like text inside it is never replaced.
+  replace(kReportTitleMarker, EscapeHtml(TruncateToWidth(title, 200)));
+  replace(kReportDataMarker, data);
+  return page;
+}
+
+}  // namespace grademl::report

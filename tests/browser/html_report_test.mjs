@@ -1,0 +1,165 @@
+// Browser test of the HTML report: records a real three-step workflow with grademl, writes
+// its HTML report, opens the file in Debian's headless Chromium (driven by playwright-core
+// from web/node_modules) and checks that
+//  - the page loads from disk with no console error, no page error, no dialog and no
+//    request beyond the file itself (it works offline);
+//  - every step of the workflow is drawn on the timeline, and hovering it shows its tooltip;
+//  - a hostile step name is shown as text, never run as markup;
+//  - wheel zoom narrows the view and the resource plots follow; "Whole run" restores it;
+//    dragging pans;
+//  - the sections are there (issues, resources, who used what, steps, what-if).
+// A screenshot of the whole page is kept in the artifacts folder.
+//
+// Usage: node html_report_test.mjs --grademl BIN --web WEB_DIR --artifacts DIR [--chromium PATH]
+import { createRequire } from 'node:module';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync, mkdirSync, rmSync, existsSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const args = process.argv.slice(2);
+const arg = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : dflt; };
+const grademl = resolve(arg('--grademl'));
+const webDir = resolve(arg('--web'));
+const artifacts = resolve(arg('--artifacts', 'test-artifacts'));
+const chromiumPath = arg('--chromium', '/usr/bin/chromium');
+const require = createRequire(join(webDir, 'package.json'));
+const { chromium } = require('playwright-core');
+
+let failures = 0;
+function check(ok, what) {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failures++;
+}
+
+if (!existsSync(chromiumPath)) {
+  console.error(`html_report_test: ${chromiumPath} not found; install Debian's chromium (scripts/bootstrap does)`);
+  process.exit(1);
+}
+
+// 1. A real workflow: three steps, one burning CPU, one writing a file, one named to inject markup.
+const dir = mkdtempSync(join(tmpdir(), 'grademl-html-'));
+const hostile = '<img src=x onerror="window.__pwned=1">&amp;';
+writeFileSync(join(dir, 'burn.py'), `import sys, time
+t = time.time()
+while time.time() - t < float(sys.argv[1]):
+    pass
+if len(sys.argv) > 2:
+    open(sys.argv[2], 'wb').write(b'x' * (4 << 20))
+`);
+const workflow = `name: browser-test
+steps:
+  prepare:
+    cmd: /usr/bin/python3 burn.py 0.6 data.bin
+    outs: [data.bin]
+  train:
+    cmd: /usr/bin/python3 burn.py 0.8
+    deps: [data.bin]
+  '${hostile}':
+    cmd: sleep 0.3
+    deps: [data.bin]
+`;
+writeFileSync(join(dir, 'workflow.yaml'), workflow);
+const db = join(dir, 'runs.db');
+const run = (...a) => execFileSync(grademl, ['--db', db, ...a], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+try {
+  run('run', 'workflow.yaml');
+} catch (e) {
+  console.error(`grademl run failed: ${e.stderr}`);
+  process.exit(1);
+}
+const html = join(dir, 'report.html');
+run('report', '--html', html);
+check(statSync(html).size > 0, `report written (${statSync(html).size} bytes)`);
+
+// 2. Open it.
+const browser = await chromium.launch({
+  executablePath: chromiumPath,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+         '--disable-component-update', '--disable-sync'],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  const errors = [], requests = [], dialogs = [];
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') errors.push(`console.${m.type()}: ${m.text()}`); });
+  page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
+  page.on('dialog', async (d) => { dialogs.push(d.message()); await d.dismiss(); });
+  page.on('request', (r) => { if (!r.url().startsWith('file:') && !r.url().startsWith('data:')) requests.push(r.url()); });
+  const url = pathToFileURL(html).href;
+  await page.goto(url);
+  await page.waitForFunction(() => window.grademl && window.grademl.ready, null, { timeout: 10000 });
+
+  const data = await page.evaluate(() => window.grademl.data);
+  const stepNames = data.steps.map((s) => s.name);
+  check(stepNames.length === 3, `three steps in the data (${JSON.stringify(stepNames)})`);
+  check(stepNames.includes(hostile), 'the hostile step name survives as data');
+
+  // Every step on the timeline, with a tooltip on hover.
+  for (const step of data.steps) {
+    const rect = await page.evaluate((id) => window.grademl.timeline.phaseRect(id), step.phase);
+    check(rect && rect.visible && rect.width >= 1, `step ${JSON.stringify(step.name)} is drawn (${rect && rect.width.toFixed(1)} px wide)`);
+    if (!rect) continue;
+    await page.mouse.move(rect.x + Math.min(rect.width / 2, 40), rect.y + rect.height / 2);
+    const tip = await page.waitForSelector('.tooltip:not([hidden])', { timeout: 2000 }).catch(() => null);
+    const text = tip ? await tip.textContent() : '';
+    check(text.includes(step.name), `hovering ${JSON.stringify(step.name)} shows its tooltip (${JSON.stringify(text.slice(0, 80))})`);
+  }
+  await page.mouse.move(5, 5);
+
+  // The hostile name is text: no element was injected, no script ran.
+  const injected = await page.evaluate(() => ({ pwned: window.__pwned === 1, imgs: document.querySelectorAll('img').length }));
+  check(!injected.pwned && injected.imgs === 0, 'a step name with markup is shown as text');
+  const cellText = await page.evaluate(() => [...document.querySelectorAll('#bottlenecks td.name')].map((td) => td.textContent).join('|'));
+  check(cellText.includes(hostile), 'the hostile name is printed literally in the steps table');
+
+  // Zoom with the wheel; the plots follow.
+  const before = await page.evaluate(() => ({ t0: window.grademl.view.t0, t1: window.grademl.view.t1 }));
+  const box = await (await page.$('.timeline-canvas')).boundingBox();
+  await page.mouse.move(box.x + box.width / 2, box.y + 40);
+  await page.mouse.wheel(0, -600);
+  await page.waitForTimeout(100);
+  const after = await page.evaluate(() => {
+    const g = window.grademl;
+    const p = g.plots[0];
+    return { t0: g.view.t0, t1: g.view.t1, plotMin: p ? p.scales.x.min : null, plotMax: p ? p.scales.x.max : null, plots: g.plots.length };
+  });
+  const spanBefore = before.t1 - before.t0, spanAfter = after.t1 - after.t0;
+  check(spanAfter < spanBefore * 0.8, `wheel zoom narrows the view (${spanBefore.toFixed(3)} s -> ${spanAfter.toFixed(3)} s)`);
+  check(after.plots > 0, `resource plots drawn (${after.plots})`);
+  check(after.plots > 0 && Math.abs(after.plotMin - after.t0) < 1e-9 && Math.abs(after.plotMax - after.t1) < 1e-9,
+        'the resource plots follow the zoom');
+  // Drag pans.
+  await page.mouse.move(box.x + box.width / 2, box.y + 40);
+  await page.mouse.down();
+  await page.mouse.move(box.x + box.width / 2 - 200, box.y + 40, { steps: 5 });
+  await page.mouse.up();
+  const panned = await page.evaluate(() => window.grademl.view.t0);
+  check(panned > after.t0, `dragging left pans later in time (${after.t0.toFixed(3)} -> ${panned.toFixed(3)})`);
+  await page.click('#zoom-reset');
+  const reset = await page.evaluate(() => window.grademl.view.t1 - window.grademl.view.t0);
+  check(Math.abs(reset - spanBefore) < 1e-9, '"Whole run" restores the view');
+
+  // Sections and the critical path.
+  for (const id of ['issues', 'timeline', 'resources', 'attribution', 'bottlenecks']) {
+    check(await page.$(`section#${id}`) !== null, `section #${id} is present`);
+  }
+  check(data.timeline.critical.some((c) => c === 1), 'phases on the critical path are marked');
+  await page.check('#critical-only');
+  await page.waitForTimeout(50);
+
+  mkdirSync(artifacts, { recursive: true });
+  const shot = join(artifacts, 'html_report.png');
+  await page.screenshot({ path: shot, fullPage: true });
+  check(statSync(shot).size > 10000, `screenshot kept: ${shot}`);
+
+  check(errors.length === 0, `no console or page errors${errors.length ? `: ${errors.join(' / ')}` : ''}`);
+  check(dialogs.length === 0, `no dialogs${dialogs.length ? `: ${dialogs.join(' / ')}` : ''}`);
+  check(requests.length === 0, `no network requests (works offline)${requests.length ? `: ${requests.join(' ')}` : ''}`);
+} finally {
+  await browser.close();
+}
+if (failures === 0) rmSync(dir, { recursive: true, force: true });
+else console.log(`(kept ${dir} for inspection)`);
+console.log(failures === 0 ? 'PASS' : `${failures} check(s) failed`);
+process.exit(failures === 0 ? 0 : 1);

@@ -1,0 +1,32 @@
+// Names and colours of what limited a phase; the codes match src/report/html_report.cpp.
+
+export const BOUNDS = [
+  { key: 'cpu', label: 'CPU', color: '#4e79a7' },
+  { key: 'memory', label: 'memory', color: '#f28e2b' },
+  { key: 'disk', label: 'disk', color: '#edc948' },
+  { key: 'network', label: 'network', color: '#76b7b2' },
+  { key: 'gpu', label: 'GPU', color: '#59a14f' },
+  { key: 'waiting', label: 'waiting', color: '#bab0ac' },
+  { key: 'unknown', label: 'not measured', color: '#e3e3e3' },
+];
+
+export const CRITICAL_COLOR = '#d62728';
+
+const PALETTE = ['#8cb4d9', '#f6b26b', '#93c47d', '#c9a0dc', '#76c7c0', '#e6a8a8', '#b4a7d6', '#ffd966',
+                 '#a4c2f4', '#b6d7a8', '#d5a6bd', '#9fc5e8', '#f9cb9c', '#d9d2e9', '#a2c4c9', '#ead1dc'];
+
+const colorCache = new Map();
+// A stable colour per phase type, by the type's last element ("forward", "process").
+export function typeColor(type) {
+  let c = colorCache.get(type);
+  if (c) return c;
+  const leaf = type.slice(type.lastIndexOf('/') + 1);
+  let h = 2166136261;
+  for (let i = 0; i < leaf.length; ++i) h = Math.imul(h ^ leaf.charCodeAt(i), 16777619);
+  c = PALETTE[(h >>> 0) % PALETTE.length];
+  colorCache.set(type, c);
+  return c;
+}
+
+export const SERIES_COLORS = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1',
+                              '#ff9da7', '#9c755f', '#bab0ac'];

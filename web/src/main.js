@@ -1,0 +1,203 @@
+// GradeML's HTML report: reads the run's data from the page (<script id="grademl-data">,
+// schema grademl.html/1 written by src/report/html_report.cpp) and builds the report's
+// sections. Everything is drawn in the browser from that data; nothing is fetched.
+
+import { el, section } from './dom.js';
+import { BOUNDS, CRITICAL_COLOR, typeColor } from './labels.js';
+import { fmtBytes, fmtDuration, fmtPercent, fmtUsage } from './format.js';
+import { Timeline } from './timeline.js';
+import { makePlot } from './plots.js';
+
+// The time range every view shows, in seconds since the run's start.
+class View {
+  constructor() { this.t0 = 0; this.t1 = 1; this.listeners = []; this.pending = false; }
+  set(t0, t1) {
+    if (!(t1 > t0)) return;
+    this.t0 = t0;
+    this.t1 = t1;
+    for (const f of this.listeners) f();
+  }
+  listen(f) { this.listeners.push(f); }
+}
+
+function header(data) {
+  const run = data.run;
+  const status = run.status || (run.complete ? 'ok' : 'incomplete');
+  const started = run.start_ns ? new Date(run.start_ns / 1e6).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC') : '';
+  const facts = [
+    ['Duration', fmtDuration(run.duration_s)],
+    ['Status', status],
+    ['Phases', run.phase_count.toLocaleString('en-US')],
+    ['Host', run.host],
+    ['Started', started],
+  ];
+  return el('header', { class: 'run-header' },
+    el('h1', {}, `GradeML report · run ${run.id}`),
+    el('div', { class: 'command', title: run.cwd ? `in ${run.cwd}` : '' }, run.command_line),
+    el('dl', { class: 'facts' }, ...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
+    run.error ? el('p', { class: 'error' }, run.error) : null);
+}
+
+function issuesSection(data) {
+  const issues = data.issues;
+  const duration = data.run.duration_s || 1;
+  if (!issues.length) {
+    return section('issues', 'Top issues', null,
+                   el('p', {}, 'No issue would save more than 1% of the run: nothing stands out.'));
+  }
+  const list = el('ol', { class: 'issues' }, issues.map((i) => el('li', {},
+    el('div', { class: 'impact' },
+       el('span', { class: 'impact-s' }, `−${fmtDuration(i.impact_s)}`),
+       el('span', { class: 'impact-bar' }, el('span', { style: { width: `${Math.min(100, (i.impact_s / duration) * 100)}%` } })),
+       el('span', { class: 'muted' }, fmtPercent(i.impact_fraction))),
+    el('div', { class: 'issue-text' }, i.text),
+    i.change ? el('code', { class: 'change', title: 'grademl whatif RUN CHANGE' }, i.change) : null)));
+  return section('issues', 'Top issues', 'Ranked by the seconds fixing each would save, as simulated by the what-if engine.', list);
+}
+
+function legend() {
+  return el('div', { class: 'legend' },
+    BOUNDS.map((b) => el('span', {}, el('span', { class: 'swatch', style: { background: b.color } }), b.label)),
+    el('span', {}, el('span', { class: 'swatch crit', style: { borderColor: CRITICAL_COLOR } }), 'critical path'));
+}
+
+function stackedBar(breakdown, total) {
+  const bar = el('div', { class: 'stack' });
+  for (const b of BOUNDS) {
+    const s = breakdown[b.key] || 0;
+    if (!(s > 0) || !(total > 0)) continue;
+    const sat = breakdown.saturated ? breakdown.saturated[b.key] || 0 : 0;
+    bar.append(el('span', { style: { width: `${(s / total) * 100}%`, background: b.color },
+                            title: `${b.label}: ${fmtDuration(s)} (${fmtPercent(s / total)})${sat > 0 ? `, of which ${fmtDuration(sat)} with the machine's ${b.label} saturated` : ''}` }));
+  }
+  return bar;
+}
+
+function stepsSection(data) {
+  const steps = data.steps;
+  if (!steps.length) return null;
+  const rows = steps.map((s) => el('tr', { dataset: { phase: s.phase } },
+    el('td', { class: 'name' }, s.name, s.critical ? el('span', { class: 'badge crit' }, 'critical') : null),
+    el('td', { class: 'num' }, fmtDuration(s.duration_s)),
+    el('td', { class: 'num' }, s.slack_s === null ? '' : fmtDuration(s.slack_s)),
+    el('td', { class: 'bar-cell' }, stackedBar(s.bottlenecks, s.duration_s))));
+  return section('bottlenecks', 'What limited each step',
+    'The time of each step split by what bound it: a resource (CPU, memory, disk, network, GPU), waiting on nothing measured, or not covered by samples. Slack is how much later a step could have started without delaying the run.',
+    legend(),
+    el('table', { class: 'steps' }, el('thead', {}, el('tr', {}, el('th', {}, 'Step'), el('th', {}, 'Duration'), el('th', {}, 'Slack'), el('th', {}, 'Bound by'))),
+       el('tbody', {}, rows)));
+}
+
+function whatifSection(data) {
+  if (!data.whatif.length) return null;
+  const rows = data.whatif.map((w) => el('tr', {},
+    el('td', {}, el('code', {}, w.change)),
+    el('td', { class: 'num' }, fmtDuration(w.makespan_s)),
+    el('td', { class: 'num' }, fmtDuration(w.predicted_s)),
+    el('td', { class: 'num good' }, `−${fmtDuration(w.saved_s)} (${fmtPercent(w.saved_fraction)})`)));
+  return section('whatif', 'What if…', 'The top issues replayed by the what-if simulator: the run\'s duration now and with the change. Try others with `grademl whatif RUN CHANGE`.',
+    el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'Change'), el('th', {}, 'Now'), el('th', {}, 'Predicted'), el('th', {}, 'Saves'))),
+       el('tbody', {}, rows)));
+}
+
+function attributionSection(data) {
+  const a = data.attribution;
+  if (!a.rows.length || !a.metrics.length) return null;
+  const metrics = a.metrics;
+  const head = el('tr', {}, el('th', {}, 'Phase'), el('th', {}, 'Duration'), metrics.map((m) => el('th', {}, m.name, el('div', { class: 'muted' }, m.unit))));
+  const rows = a.rows.map((r) => el('tr', {},
+    el('td', { class: 'name', style: { paddingLeft: `${0.4 + r.depth * 1.1}em` } },
+       el('span', { class: 'swatch', style: { background: typeColor(r.type) } }), r.name),
+    el('td', { class: 'num' }, fmtDuration(r.duration_s)),
+    metrics.map((m) => {
+      const v = r.usage[m.name];
+      const u = r.utilization[m.name];
+      if (v === undefined || v === 0) return el('td', { class: 'num muted' }, '·');
+      const text = m.name === 'cpu' && r.duration_s > 0 ? `${fmtUsage(v, m.unit)} (${(v / r.duration_s).toFixed(2)} cores)`
+        : m.gauge && r.duration_s > 0 ? `${m.unit === 'byte-s' ? fmtBytes(v / r.duration_s) : fmtPercent(v / r.duration_s)} avg` : fmtUsage(v, m.unit);
+      return el('td', { class: 'num', title: u !== undefined ? `used ${fmtPercent(u)} of what it could have had` : '' },
+                text, u !== undefined ? el('span', { class: 'util' }, el('span', { style: { width: `${Math.min(100, u * 100)}%` } })) : null);
+    })));
+  return el('div', {}, el('h3', {}, 'Totals per phase'),
+            el('div', { class: 'scroll-x' }, el('table', { class: 'attribution' }, el('thead', {}, head), el('tbody', {}, rows))));
+}
+
+function plotsGroups(container, data, view, plots) {
+  const times = data.plots.t;
+  for (const g of data.plots.groups) {
+    const box = el('div', { class: 'plot-group' }, el('h3', {}, g.title));
+    container.append(box);
+    for (const c of g.charts) plots.push(makePlot(box, view, times, c));
+  }
+}
+
+function main() {
+  const t0 = performance.now();
+  const app = document.getElementById('app');
+  let data;
+  try {
+    data = JSON.parse(document.getElementById('grademl-data').textContent);
+  } catch (e) {
+    app.replaceChildren(el('p', { class: 'error' }, `This report's data could not be read: ${e.message}`));
+    throw e;
+  }
+  const view = new View();
+  const plots = [];
+  app.append(header(data));
+  app.append(issuesSection(data));
+
+  const timeline = new Timeline(data, view);
+  const tl = data.timeline;
+  const lod = tl.shown_phases < tl.total_phases
+    ? el('p', { class: 'note' }, `Level of detail: ${tl.shown_phases.toLocaleString('en-US')} of ${tl.total_phases.toLocaleString('en-US')} phases are drawn (the top ${tl.depth_limit + 1} levels of the tree). Hatched phases have more inside; \`grademl export --perfetto\` has them all.`)
+    : null;
+  const critToggle = el('input', { type: 'checkbox', id: 'critical-only' });
+  critToggle.addEventListener('change', () => timeline.setCriticalOnly(critToggle.checked));
+  const controls = el('div', { class: 'controls' },
+    el('button', { type: 'button', id: 'zoom-in', onclick: () => timeline.zoomAt((view.t0 + view.t1) / 2, 0.5) }, 'Zoom in'),
+    el('button', { type: 'button', id: 'zoom-out', onclick: () => timeline.zoomAt((view.t0 + view.t1) / 2, 2) }, 'Zoom out'),
+    el('button', { type: 'button', id: 'zoom-reset', onclick: () => timeline.reset() }, 'Whole run'),
+    el('label', {}, critToggle, ' highlight the critical path'),
+    el('span', { class: 'muted hint' }, 'Wheel: zoom · drag: pan · double-click: zoom to a phase · W/S/A/D on the timeline'));
+  app.append(section('timeline', 'Timeline',
+    `Every phase of the run, nested under its parent; phases outlined in red are on the critical path (${fmtDuration(data.critical_path.makespan_s)} end to end). Hover for details.`,
+    controls, legendTypes(data), lod, timeline.root));
+
+  const plotBox = el('div', { class: 'plots' });
+  app.append(section('resources', 'Resources over time', 'Per host and per step, on the timeline\'s time axis. Drag across a plot to zoom everything to that range.', plotBox));
+  plotsGroups(plotBox, data, view, plots);
+  if (!data.plots.groups.length) plotBox.append(el('p', { class: 'muted' }, 'No resource samples were recorded.'));
+
+  const stackedBox = el('div', { class: 'plots' });
+  for (const c of data.stacked) plots.push(makePlot(stackedBox, view, data.plots.t, c, { stacked: true }));
+  const attribution = attributionSection(data);
+  if (data.stacked.length || attribution) {
+    app.append(section('attribution', 'Who used what', 'Each resource\'s use split over the phases that ran at the time (stacked), and each phase\'s totals. The bar under a value is how much of what the phase could have had it used.',
+                       stackedBox, attribution));
+  }
+  const steps = stepsSection(data);
+  if (steps) app.append(steps);
+  const whatif = whatifSection(data);
+  if (whatif) app.append(whatif);
+  app.append(el('footer', {}, `Written by GradeML ${data.run.grademl_version}. Data schema ${data.schema}.`));
+  app.setAttribute('aria-busy', 'false');
+  timeline.resize();
+  view.set(0, timeline.end);
+
+  // For tests and scripts: the report's state.
+  window.grademl = { data, view, timeline, plots, readyMs: performance.now() - t0, ready: true };
+  document.documentElement.dataset.ready = 'true';
+}
+
+function legendTypes(data) {
+  const t = data.timeline, seen = new Map();
+  for (let i = 0; i < t.type.length && seen.size < 12; ++i) {
+    const type = t.strings[t.type[i]];
+    const leaf = type.split('/').pop();
+    if (!seen.has(leaf)) seen.set(leaf, type);
+  }
+  return el('div', { class: 'legend' }, [...seen].map(([leaf, type]) =>
+    el('span', {}, el('span', { class: 'swatch', style: { background: typeColor(type) } }), leaf)));
+}
+
+main();
