@@ -21,12 +21,15 @@ build: bootstrap $(BUILD)/CMakeCache.txt
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS)
 
-# Runs the example ML workflow (examples/digits) under GradeML and prints its report.
+# Runs the example ML workflow (examples/digits) under GradeML, prints its report and writes
+# the HTML report (.grademl/report.html).
 # DIGITS_SCALE=0.1 make demo runs a smaller version.
 demo: build
 	$(GRADEML) run examples/digits/pipeline.yaml
+	$(GRADEML) report --html .grademl/report.html
 	@echo
-	@echo "Recorded in .grademl/grademl.db. Try: $(GRADEML) ls; $(GRADEML) report; $(GRADEML) report --json"
+	@echo "Recorded in .grademl/grademl.db; the HTML report is .grademl/report.html (open it in a browser)."
+	@echo "Try: $(GRADEML) ls; $(GRADEML) report; $(GRADEML) report --json; $(GRADEML) export --perfetto run.trace.json"
 
 bench: build
 	bench/run_all.sh $(BUILD)

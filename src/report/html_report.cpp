@@ -102,7 +102,7 @@ struct TimelineLayout {
   std::vector<size_t> parent;    // per shown phase: position in `shown` of its parent, or kNone
   std::vector<int64_t> collapsed;  // per shown phase: its children that are not shown
   int rows = 0;
-  int depth_limit = -1;          // -1: every level is shown
+  int depth_limit = -1;          // the deepest level shown in full (deeper: only under the longest phases); -1: all
 };
 
 TimelineLayout LayoutTimeline(const model::Run& run, const analysis::RunSummary& summary, size_t budget) {
@@ -131,6 +131,11 @@ TimelineLayout LayoutTimeline(const model::Run& run, const analysis::RunSummary&
   std::vector<size_t> per_depth(static_cast<size_t>(max_depth) + 1, 0);
   for (int d : depth) ++per_depth[static_cast<size_t>(d)];
 
+  auto start_of = [&](size_t i) { return i < summary.phases.size() ? summary.phases[i].start_ns : run.phases[i].start_ns; };
+  auto end_of = [&](size_t i) {
+    TimeNs e = i < summary.phases.size() ? summary.phases[i].end_ns : run.phases[i].end_ns;
+    return std::max(e, start_of(i));
+  };
   TimelineLayout layout;
   int limit = max_depth;
   size_t total = 0;
@@ -143,13 +148,31 @@ TimelineLayout LayoutTimeline(const model::Run& run, const analysis::RunSummary&
   }
   if (limit < max_depth) layout.depth_limit = limit;
 
-  auto start_of = [&](size_t i) { return i < summary.phases.size() ? summary.phases[i].start_ns : run.phases[i].start_ns; };
-  auto end_of = [&](size_t i) {
-    TimeNs e = i < summary.phases.size() ? summary.phases[i].end_ns : run.phases[i].end_ns;
-    return std::max(e, start_of(i));
-  };
+  std::vector<char> show(n, 0);
+  for (size_t i = 0; i < n; ++i) show[i] = depth[i] <= limit;
+  // The budget left after the cut goes to the next level, one whole family at a time, under the
+  // longest phases of the last full level first: zooming into them shows their children.
+  if (limit < max_depth) {
+    std::vector<std::vector<size_t>> children_at_cut(n);
+    for (size_t i = 0; i < n; ++i) {
+      size_t p = parent_index(i);
+      if (depth[i] == limit + 1 && p != kNone) children_at_cut[p].push_back(i);
+    }
+    std::vector<size_t> parents;
+    for (size_t i = 0; i < n; ++i) {
+      if (depth[i] == limit && !children_at_cut[i].empty()) parents.push_back(i);
+    }
+    std::stable_sort(parents.begin(), parents.end(),
+                     [&](size_t a, size_t b) { return end_of(a) - start_of(a) > end_of(b) - start_of(b); });
+    size_t left = budget > total ? budget - total : 0;
+    for (size_t p : parents) {
+      if (children_at_cut[p].size() > left) continue;
+      left -= children_at_cut[p].size();
+      for (size_t c : children_at_cut[p]) show[c] = 1;
+    }
+  }
   for (size_t i = 0; i < n; ++i) {
-    if (depth[i] <= limit) layout.shown.push_back(i);
+    if (show[i]) layout.shown.push_back(i);
   }
   std::sort(layout.shown.begin(), layout.shown.end(), [&](size_t a, size_t b) {
     if (start_of(a) != start_of(b)) return start_of(a) < start_of(b);

@@ -156,6 +156,15 @@ TEST(HtmlReportTest, LevelOfDetailKeepsShallowLevels) {
   EXPECT_EQ(collapsed, 2000);
   ExpectValidLayout(t);
 
+  // With room for two families of iterations, the two longest epochs get theirs.
+  f.run.phases[3].end_ns += Sec(1) / 2;  // step0's first epoch, the longest
+  options.max_timeline_phases = 250;
+  t = Data(f.run, options)["timeline"];
+  EXPECT_EQ(t["shown_phases"], 23 + 200);
+  EXPECT_EQ(t["depth_limit"], 2);
+  EXPECT_EQ(t["collapsed"][2].get<int64_t>(), 0) << "the longest epoch, third in start order, is drawn with its iterations";
+  ExpectValidLayout(t);
+
   options.max_timeline_phases = 2;  // even the steps do not fit: the first ones in time
   t = Data(f.run, options)["timeline"];
   EXPECT_EQ(t["shown_phases"], 2);

@@ -124,10 +124,20 @@ function attributionSection(data) {
 
 function plotsGroups(container, data, view, plots) {
   const times = data.plots.t;
+  // Hosts are open; each step's plots are folded (a run has many steps), drawn when opened.
   for (const g of data.plots.groups) {
-    const box = el('div', { class: 'plot-group' }, el('h3', {}, g.title));
+    const isStep = g.phase !== undefined;
+    const box = el('details', { class: 'plot-group', open: !isStep },
+                   el('summary', {}, g.title, el('span', { class: 'muted' }, ` · ${g.charts.map((c) => c.title).join(', ')}`)));
     container.append(box);
-    for (const c of g.charts) plots.push(makePlot(box, view, times, c));
+    let drawn = false;
+    const draw = () => {
+      if (drawn || !box.open) return;
+      drawn = true;
+      for (const c of g.charts) plots.push(makePlot(box, view, times, c));
+    };
+    box.addEventListener('toggle', draw);
+    draw();
   }
 }
 
@@ -149,7 +159,7 @@ function main() {
   const timeline = new Timeline(data, view);
   const tl = data.timeline;
   const lod = tl.shown_phases < tl.total_phases
-    ? el('p', { class: 'note' }, `Level of detail: ${tl.shown_phases.toLocaleString('en-US')} of ${tl.total_phases.toLocaleString('en-US')} phases are drawn (the top ${tl.depth_limit + 1} levels of the tree). Hatched phases have more inside; \`grademl export --perfetto\` has them all.`)
+    ? el('p', { class: 'note' }, `Level of detail: ${tl.shown_phases.toLocaleString('en-US')} of ${tl.total_phases.toLocaleString('en-US')} phases are drawn (the top ${tl.depth_limit + 1} levels of the tree in full, and the next level inside the longest phases of the last). Phases with a dark band at the bottom have more inside; \`grademl export --perfetto\` has them all.`)
     : null;
   const critToggle = el('input', { type: 'checkbox', id: 'critical-only' });
   critToggle.addEventListener('change', () => timeline.setCriticalOnly(critToggle.checked));
@@ -185,7 +195,7 @@ function main() {
   view.set(0, timeline.end);
 
   // For tests and scripts: the report's state.
-  window.grademl = { data, view, timeline, plots, readyMs: performance.now() - t0, ready: true };
+  window.grademl = { data, view, timeline, plots, readyMs: performance.now() - t0, readyAt: performance.now(), ready: true };
   document.documentElement.dataset.ready = 'true';
 }
 

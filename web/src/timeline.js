@@ -282,7 +282,7 @@ export class Timeline {
   drawEdges(ctx, t0, scale) {
     const t = this.t;
     if (!t.edges.length || t.edges.length > 2000) return;
-    ctx.strokeStyle = 'rgba(60,60,60,0.55)';
+    ctx.strokeStyle = 'rgba(60,60,60,0.35)';
     ctx.lineWidth = 1;
     for (const [a, b] of t.edges) {
       const xa = (t.end[a] - t0) * scale, xb = (t.start[b] - t0) * scale;
