@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 GRADEML := $(BUILD)/grademl
 PYTHON := /usr/bin/python3
 
-.PHONY: all build test demo bench validate bootstrap clean
+.PHONY: all build test demo bench bench-html validate bootstrap clean
 
 all: build
 
@@ -33,6 +33,10 @@ demo: build
 
 bench: build
 	bench/run_all.sh $(BUILD)
+
+# The HTML report's size and opening time in headless Chromium (example workflow, 1M phases).
+bench-html: build
+	bench/html_report_bench.sh $(BUILD)
 
 # The analyses' validation suite (docs/validation.md): workloads whose bottleneck is known by
 # construction, and what-if predictions checked by really re-running the changed workflow.
