@@ -30,6 +30,8 @@ Action RegisterLsCommand(CLI::App& app, CommonOptions& common);
 Action RegisterReportCommand(CLI::App& app, CommonOptions& common);
 Action RegisterWhatifCommand(CLI::App& app, CommonOptions& common);
 Action RegisterExportCommand(CLI::App& app, CommonOptions& common);
+Action RegisterDiffCommand(CLI::App& app, CommonOptions& common);
+Action RegisterQueryCommand(CLI::App& app, CommonOptions& common);
 
 // Prints "grademl: MESSAGE" on stderr.
 void PrintError(const std::string& message);

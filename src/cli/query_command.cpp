@@ -1,0 +1,457 @@
+// `grademl query [RUN] "SELECT ..." [--format table|csv|json]`: read-only SQL over one run
+// (the latest by default), through the views documented in docs/query.md: `phases`,
+// `edges`, `samples` (the store's data, store/query_session.h) and `attribution`,
+// `bottlenecks`, `issues` (the analyses' results, computed here when the query names them).
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/attribution.h"
+#include "analysis/bottlenecks.h"
+#include "analysis/run_analysis.h"
+#include "cli/commands.h"
+#include "report/text_format.h"
+#include "store/query_session.h"
+
+namespace grademl::cli {
+namespace {
+
+using store::QueryBlob;
+using store::QueryColumn;
+using store::QueryValue;
+using store::QueryView;
+using Rows = std::vector<std::vector<QueryValue>>;
+
+// --- the analyses' views ---------------------------------------------------------------------
+
+const QueryView kAttributionView = {
+    "attribution",
+    "one row per phase and measured metric: how much of it the phase used (docs/attribution.md)",
+    {
+        {"phase_id", "INTEGER", "the phase"},
+        {"name", "TEXT", "the phase's name"},
+        {"metric", "TEXT",
+         "`cpu`, `io.read_bytes`, `io.write_bytes`, `memory.rss`, `disk.busy`, `net.rx_bytes`, `net.tx_bytes`, "
+         "`gpu.utilization`, `gpu.memory_used`"},
+        {"unit", "TEXT", "`core-s`, `bytes`, `byte-s`, `disk-s`, `GPU-s`"},
+        {"usage", "REAL", "what the phase used, its subtree included"},
+        {"self_usage", "REAL", "what the phase used itself: usage minus its children's"},
+        {"could_have_used", "REAL",
+         "its share of the resource's capacity in the same moments, subtree included; NULL when no capacity is known"},
+        {"utilization", "REAL", "usage / could_have_used; NULL when that is unknown or 0"},
+    },
+};
+
+const QueryView kBottlenecksView = {
+    "bottlenecks",
+    "one row per phase and what limited it, for each nonzero part of its duration (docs/bottlenecks.md)",
+    {
+        {"phase_id", "INTEGER", "the phase"},
+        {"name", "TEXT", "the phase's name"},
+        {"resource", "TEXT",
+         "`cpu`, `memory`, `disk`, `network`, `gpu` (bound by it); `waiting` (on nothing measured: sleep, locks, "
+         "children); `unknown` (no sample covered it)"},
+        {"seconds", "REAL", "seconds of the phase's duration; a phase's rows add up to its duration"},
+        {"saturated_seconds", "REAL", "of those, the time the whole machine's resource was full (a global bottleneck)"},
+        {"local_seconds", "REAL", "seconds - saturated_seconds: the phase's own share was full"},
+        {"fraction", "REAL", "seconds / the phase's duration"},
+    },
+};
+
+const QueryView kIssuesView = {
+    "issues",
+    "one row per ranked issue, the largest saving first (docs/analysis.md)",
+    {
+        {"rank", "INTEGER", "1 for the issue whose fix would save the most"},
+        {"kind", "TEXT",
+         "`cpu`, `memory`, `disk`, `network`, `gpu`, `waiting`, `imbalance`, `straggler`, `data_wait`, "
+         "`concurrency`"},
+        {"phase_id", "INTEGER", "the phase it is about (imbalance, stragglers: the slowest one); NULL for none"},
+        {"name", "TEXT", "that phase's name"},
+        {"impact_seconds", "REAL", "what the change would save, by the what-if engine"},
+        {"impact_fraction", "REAL", "impact_seconds / the run's duration"},
+        {"change", "TEXT", "the what-if change behind the estimate: `grademl whatif RUN CHANGE...`"},
+        {"text", "TEXT", "one plain sentence"},
+    },
+};
+
+// Every view, in the order of docs/query.md.
+std::vector<QueryView> AllViews() {
+  std::vector<QueryView> views = store::QuerySession::BuiltinViews();
+  views.push_back(kAttributionView);
+  views.push_back(kBottlenecksView);
+  views.push_back(kIssuesView);
+  return views;
+}
+
+QueryValue Real(double v) { return std::isnan(v) ? QueryValue() : QueryValue(v); }
+QueryValue PhaseName(const model::Run& run, model::PhaseId id) {
+  const model::Phase* p = run.FindPhase(id);
+  return p ? QueryValue(p->name) : QueryValue();
+}
+
+Rows AttributionRows(const model::Run& run, const analysis::Attribution& a) {
+  Rows rows;
+  for (size_t i = 0; i < run.phases.size(); ++i) {
+    const model::Phase& p = run.phases[i];
+    for (const analysis::MetricAttribution& m : a.metrics) {
+      if (i >= m.usage.size()) continue;
+      rows.push_back({p.id, p.name, m.name, m.unit, Real(m.usage[i]), Real(analysis::SelfUsage(run, m, p.id)),
+                      i < m.could_have_used.size() ? Real(m.could_have_used[i]) : QueryValue(),
+                      Real(m.Utilization(i))});
+    }
+  }
+  return rows;
+}
+
+Rows BottleneckRows(const model::Run& run, const analysis::Bottlenecks& bottlenecks) {
+  Rows rows;
+  for (const analysis::PhaseBottlenecks& b : bottlenecks.phases) {
+    QueryValue name = PhaseName(run, b.phase);
+    auto add = [&](std::string_view resource, double seconds, double saturated) {
+      if (!(seconds > 0)) return;
+      rows.push_back({b.phase, name, std::string(resource), seconds, saturated, seconds - saturated,
+                      b.duration_s > 0 ? QueryValue(seconds / b.duration_s) : QueryValue()});
+    };
+    for (int r = 0; r < analysis::kBoundResourceCount; ++r) {
+      auto resource = static_cast<analysis::BoundResource>(r);
+      add(analysis::BoundResourceName(resource), b.bound(resource), b.saturated(resource));
+    }
+    add("waiting", b.waiting_s + b.waiting_child_s, 0);
+    add("unknown", b.unknown_s, 0);
+  }
+  return rows;
+}
+
+Rows IssueRows(const model::Run& run, const std::vector<analysis::Issue>& issues) {
+  Rows rows;
+  for (size_t i = 0; i < issues.size(); ++i) {
+    const analysis::Issue& issue = issues[i];
+    rows.push_back({static_cast<int64_t>(i + 1), issue.kind, issue.phase != 0 ? QueryValue(issue.phase) : QueryValue(),
+                    PhaseName(run, issue.phase), Real(issue.impact_s), Real(issue.impact_fraction), issue.change,
+                    issue.text});
+  }
+  return rows;
+}
+
+// Whether the SQL names a view (a whole word, any case): then it is computed.
+bool Mentions(const std::string& sql, const std::string& view) {
+  std::regex word("(^|[^A-Za-z0-9_$])" + view + "($|[^A-Za-z0-9_$])", std::regex::icase);
+  return std::regex_search(sql, word);
+}
+
+// Adds the analyses' tables the query needs to the session.
+Status AddAnalysisTables(store::QuerySession& session, const std::string& sql) {
+  const bool attribution = Mentions(sql, kAttributionView.name);
+  const bool bottlenecks = Mentions(sql, kBottlenecksView.name);
+  const bool issues = Mentions(sql, kIssuesView.name);
+  if (!attribution && !bottlenecks && !issues) return Status::Ok();
+  GRADEML_ASSIGN_OR_RETURN(model::Run run, session.database().LoadRun(session.run_id()));
+  if (attribution) {
+    GRADEML_RETURN_IF_ERROR(
+        session.AddTable(kAttributionView, AttributionRows(run, analysis::AttributeResources(run))));
+  }
+  if (issues) {
+    // The issues need every other analysis; the bottlenecks come with them.
+    analysis::RunAnalysis a = analysis::AnalyzeRun(run);
+    GRADEML_RETURN_IF_ERROR(session.AddTable(kIssuesView, IssueRows(run, a.issues)));
+    if (bottlenecks) GRADEML_RETURN_IF_ERROR(session.AddTable(kBottlenecksView, BottleneckRows(run, a.bottlenecks)));
+  } else if (bottlenecks) {
+    GRADEML_RETURN_IF_ERROR(session.AddTable(kBottlenecksView, BottleneckRows(run, analysis::FindBottlenecks(run))));
+  }
+  return Status::Ok();
+}
+
+// --- output ----------------------------------------------------------------------------------
+
+std::string Hex(const std::string& bytes) {
+  std::string out = "x'";
+  for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
+  return out + "'";
+}
+
+// A cell as text: NULL as `null_text`, reals exactly (the shortest text that reads back the
+// same) when `precise`, else with 12 significant digits (no float noise: 2.75, not 2.74999999999999).
+std::string CellText(const QueryValue& v, bool precise, std::string_view null_text) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&v)) {
+    double x = *d == 0 ? 0.0 : *d;  // no "-0"
+    return precise ? fmt::format("{}", x) : fmt::format("{:.12g}", x);
+  }
+  if (const auto* t = std::get_if<std::string>(&v)) return *t;
+  if (const auto* b = std::get_if<QueryBlob>(&v)) return Hex(b->bytes);
+  return std::string(null_text);
+}
+
+// The output of a query in one format: columns, then rows, then Finish.
+class Printer {
+ public:
+  virtual ~Printer() = default;
+  virtual void Columns(const std::vector<std::string>& columns) = 0;
+  virtual void Row(const std::vector<QueryValue>& row) = 0;
+  virtual void Finish() = 0;
+
+ protected:
+  static void Write(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
+};
+
+// Aligned columns for people: every string sanitized and cut to `max_width` columns,
+// numbers right-aligned, NULL as NULL, a row count at the end.
+class TablePrinter : public Printer {
+ public:
+  explicit TablePrinter(size_t max_width) : max_width_(max_width) {}
+  void Columns(const std::vector<std::string>& columns) override {
+    for (const auto& c : columns) header_.push_back(Cut(report::Sanitize(c)));
+    numeric_.assign(columns.size(), true);
+    any_value_.assign(columns.size(), false);
+  }
+  void Row(const std::vector<QueryValue>& row) override {
+    std::vector<std::string> cells;
+    for (size_t i = 0; i < row.size(); ++i) {
+      const QueryValue& v = row[i];
+      bool number = std::holds_alternative<int64_t>(v) || std::holds_alternative<double>(v);
+      bool null = std::holds_alternative<std::monostate>(v);
+      if (!null) {
+        any_value_[i] = true;
+        if (!number) numeric_[i] = false;
+      }
+      cells.push_back(Cut(report::Sanitize(CellText(v, false, "NULL"))));
+    }
+    rows_.push_back(std::move(cells));
+  }
+  void Finish() override {
+    const size_t n = header_.size();
+    std::vector<size_t> width(n);
+    for (size_t i = 0; i < n; ++i) {
+      width[i] = report::DisplayWidth(header_[i]);
+      for (const auto& row : rows_) width[i] = std::max(width[i], report::DisplayWidth(row[i]));
+    }
+    auto line = [&](const std::vector<std::string>& cells) {
+      std::string out;
+      for (size_t i = 0; i < n; ++i) {
+        if (i) out += "  ";
+        bool right = numeric_[i] && any_value_[i];
+        out += right ? report::PadLeft(cells[i], width[i]) : report::PadRight(cells[i], width[i]);
+      }
+      while (!out.empty() && out.back() == ' ') out.pop_back();
+      return out + "\n";
+    };
+    std::string out = line(header_);
+    std::vector<std::string> rules;
+    for (size_t w : width) rules.push_back(std::string(w, '-'));
+    out += line(rules);
+    Write(out);
+    for (const auto& row : rows_) Write(line(row));
+    Write(fmt::format("({} row{})\n", rows_.size(), rows_.size() == 1 ? "" : "s"));
+  }
+
+ private:
+  std::string Cut(const std::string& s) const { return max_width_ == 0 ? s : report::TruncateToWidth(s, max_width_); }
+
+  size_t max_width_;
+  std::vector<std::string> header_;
+  std::vector<bool> numeric_, any_value_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// RFC 4180: a header line, fields with a comma, quote or line break in double quotes (a
+// quote doubled); NULL is an empty field. Lines end in \n. Text is written as stored.
+class CsvPrinter : public Printer {
+ public:
+  void Columns(const std::vector<std::string>& columns) override {
+    std::vector<QueryValue> header(columns.begin(), columns.end());
+    Row(header);
+  }
+  void Row(const std::vector<QueryValue>& row) override {
+    std::string out;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i) out += ',';
+      std::string cell = CellText(row[i], true, "");
+      if (cell.find_first_of(",\"\r\n") != std::string::npos) {
+        out += '"';
+        for (char c : cell) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+        out += '"';
+      } else {
+        out += cell;
+      }
+    }
+    Write(out + "\n");
+  }
+  void Finish() override {}
+};
+
+// A JSON array of objects, one per row and line, keys in column order; a repeated column
+// name gets ":2", ":3", ... Text is made valid UTF-8; a BLOB is its x'..' hex text.
+class JsonPrinter : public Printer {
+ public:
+  void Columns(const std::vector<std::string>& columns) override {
+    std::map<std::string, int> seen;
+    for (const auto& c : columns) {
+      std::string key = report::ValidUtf8(c);
+      int n = ++seen[key];
+      keys_.push_back(n == 1 ? key : fmt::format("{}:{}", key, n));
+    }
+  }
+  void Row(const std::vector<QueryValue>& row) override {
+    nlohmann::ordered_json object = nlohmann::ordered_json::object();
+    for (size_t i = 0; i < row.size(); ++i) {
+      const QueryValue& v = row[i];
+      nlohmann::ordered_json& cell = object[keys_[i]];
+      if (const auto* x = std::get_if<int64_t>(&v)) {
+        cell = *x;
+      } else if (const auto* d = std::get_if<double>(&v)) {
+        cell = *d == 0 ? 0.0 : *d;
+      } else if (const auto* t = std::get_if<std::string>(&v)) {
+        cell = report::ValidUtf8(*t);
+      } else if (const auto* b = std::get_if<QueryBlob>(&v)) {
+        cell = Hex(b->bytes);
+      }  // NULL stays null
+    }
+    Write((rows_ == 0 ? "[\n  " : ",\n  ") + object.dump());
+    ++rows_;
+  }
+  void Finish() override { Write(rows_ == 0 ? "[]\n" : "\n]\n"); }
+
+ private:
+  std::vector<std::string> keys_;
+  size_t rows_ = 0;
+};
+
+std::unique_ptr<Printer> MakePrinter(const std::string& format, size_t max_width) {
+  if (format == "csv") return std::make_unique<CsvPrinter>();
+  if (format == "json") return std::make_unique<JsonPrinter>();
+  return std::make_unique<TablePrinter>(max_width);
+}
+
+// `--list-views`: as text, each view and its columns; as CSV or JSON, one row per column.
+void ListViews(const std::string& format) {
+  std::vector<QueryView> views = AllViews();
+  if (format == "table") {
+    std::string out;
+    for (const QueryView& v : views) {
+      out += fmt::format("{}{}: {}\n", out.empty() ? "" : "\n", v.name, v.description);
+      size_t width = 0;
+      for (const QueryColumn& c : v.columns) width = std::max(width, c.name.size());
+      for (const QueryColumn& c : v.columns) {
+        out += fmt::format("  {:<{}}  {:<7}  {}\n", c.name, width, c.type, c.meaning);
+      }
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return;
+  }
+  std::unique_ptr<Printer> printer = MakePrinter(format, 0);
+  printer->Columns({"view", "column", "type", "meaning"});
+  for (const QueryView& v : views) {
+    for (const QueryColumn& c : v.columns) printer->Row({v.name, c.name, c.type, c.meaning});
+  }
+  printer->Finish();
+}
+
+}  // namespace
+
+Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
+  struct Options {
+    std::vector<std::string> args;
+    std::string run;
+    std::string format = "table";
+    bool csv = false;
+    bool json = false;
+    size_t max_width = 60;
+    bool list_views = false;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "query",
+      "Run a read-only SQL query over a run: its phases, edges and samples, and what the analyses found "
+      "(attribution, bottlenecks, issues) (docs/query.md)");
+  sub->add_option("SQL", opts->args,
+                  "[RUN] SQL: the run (an id, -N for the N-th latest, or latest; default: the latest run), then one "
+                  "SELECT statement ('-' reads it from stdin)")
+      ->type_name("");
+  sub->add_option("--run", opts->run, "Run id, or -N for the N-th latest (instead of the RUN argument)");
+  auto* format = sub->add_option("--format", opts->format, "Output format: table (aligned columns), csv or json")
+                     ->check(CLI::IsMember({"table", "csv", "json"}))
+                     ->capture_default_str();
+  auto* csv = sub->add_flag("--csv", opts->csv, "The same as --format csv")->excludes(format);
+  sub->add_flag("--json", opts->json, "The same as --format json")->excludes(format)->excludes(csv);
+  sub->add_option("--max-width", opts->max_width, "table: cut cells to this many columns (0: never)")
+      ->capture_default_str();
+  sub->add_flag("--list-views", opts->list_views, "List the views and their columns, then exit");
+  sub->footer(
+      "grademl query [RUN] SQL [--format table|csv|json]\n\n"
+      "Views: phases, edges, samples, attribution, bottlenecks, issues (grademl query --list-views).\n"
+      "Only reads are allowed: INSERT, UPDATE, DELETE, CREATE, DROP, ATTACH, PRAGMA assignments and the like are\n"
+      "refused. The store's tables of every run stay readable as main.runs, main.phases, ... (docs/store.md).\n"
+      "Examples:\n"
+      "  grademl query \"SELECT name, duration_s FROM phases ORDER BY duration_s DESC LIMIT 5\"\n"
+      "  grademl query -2 \"SELECT * FROM bottlenecks WHERE resource = 'cpu'\" --format csv\n"
+      "  grademl query \"SELECT rank, impact_seconds, text FROM issues\" --json");
+  return [opts, &common]() -> int {
+    std::string format = opts->csv ? "csv" : opts->json ? "json" : opts->format;
+    if (opts->list_views) {
+      if (!opts->args.empty() || !opts->run.empty()) {
+        PrintError("--list-views takes no run and no SQL");
+        return kExitUsage;
+      }
+      ListViews(format);
+      return 0;
+    }
+    if (opts->args.empty()) {
+      PrintError("query: no SQL given, e.g. grademl query \"SELECT name, duration_s FROM phases\"");
+      return kExitUsage;
+    }
+    if (opts->args.size() > 2) {
+      PrintError(fmt::format("query: {} arguments given, expected [RUN] SQL (quote the SQL as one argument)",
+                             opts->args.size()));
+      return kExitUsage;
+    }
+    std::string run_spec = opts->run;
+    std::string sql = opts->args.back();
+    if (opts->args.size() == 2) {
+      if (!opts->run.empty()) {
+        PrintError("query: the run is given twice (RUN and --run)");
+        return kExitUsage;
+      }
+      run_spec = opts->args[0];
+      static const std::regex kRun(R"(-?[0-9]+|latest)");
+      if (!std::regex_match(run_spec, kRun)) {
+        PrintError(fmt::format("query: '{}' is not a run (an id, -N or latest): give the run first, then the SQL",
+                               report::TruncateToWidth(report::Sanitize(run_spec), 40)));
+        return kExitUsage;
+      }
+    }
+    if (sql == "-") sql.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+
+    auto session = store::QuerySession::Open(common.ResolvedDbPath(), run_spec);
+    if (!session.ok()) {
+      PrintError(session.status().message());
+      return kExitFailure;
+    }
+    if (Status st = AddAnalysisTables(**session, sql); !st.ok()) {
+      PrintError(st.message());
+      return kExitFailure;
+    }
+    std::unique_ptr<Printer> printer = MakePrinter(format, opts->max_width);
+    Status st = (*session)->Execute(
+        sql, [&](const std::vector<std::string>& columns) { printer->Columns(columns); },
+        [&](const std::vector<QueryValue>& row) {
+          printer->Row(row);
+          return true;
+        });
+    if (!st.ok()) {
+      std::fflush(stdout);
+      PrintError(st.message());
+      return st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+    }
+    printer->Finish();
+    std::fflush(stdout);
+    return 0;
+  };
+}
+
+}  // namespace grademl::cli
