@@ -1,0 +1,118 @@
+// End-to-end tests of `grademl report --html`: a real recorded command whose page carries the
+// measured numbers (checked against the helper's known CPU work); and its one-line errors.
+// The page in a real browser is tested by tests/browser/html_report_test.mjs.
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "e2e/command.h"
+
+namespace grademl::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+json EmbeddedData(const std::string& page) {
+  const std::string open = "id=\"grademl-data\">";
+  size_t a = page.find(open);
+  if (a == std::string::npos) return nullptr;
+  a += open.size();
+  size_t b = page.find("</script>", a);
+  if (b == std::string::npos) return nullptr;
+  return json::parse(page.substr(a, b - a));
+}
+
+TEST(HtmlReportE2E, PageOfARealCommand) {
+  std::string dir = FreshDir("report_html");
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--interval", "50ms", "--",
+                                HelperBinary("burn_and_write"), "--cpu", "0.6"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string file = dir + "/report.html";
+  r = RunCommand({GrademlBinary(), "--db", db, "report", "--html", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("wrote " + file), std::string::npos) << r.err;
+  std::string page = ReadFile(file);
+  ASSERT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_LT(page.size(), 2u << 20);
+  json data = EmbeddedData(page);
+  ASSERT_TRUE(data.is_object());
+  EXPECT_EQ(data["schema"], "grademl.html/1");
+
+  // The process is on the timeline, under the run.
+  const json& t = data["timeline"];
+  bool process_drawn = false;
+  for (size_t i = 0; i < t["id"].size(); ++i) {
+    std::string name = t["strings"][t["name"][i].get<int>()];
+    if (name.find("burn_and_write") != std::string::npos) process_drawn = t["parent"][i].get<int>() >= 0;
+  }
+  EXPECT_TRUE(process_drawn);
+
+  // Ground truth: the helper burns 0.6 s of one core. The attribution table's CPU of the
+  // process's subtree says so (±0.2 core-s), and its per-step CPU plot reaches about one core.
+  double cpu = -1;
+  for (const json& row : data["attribution"]["rows"]) {
+    if (row["name"].get<std::string>().find("burn_and_write") != std::string::npos && row["usage"].contains("cpu")) {
+      cpu = row["usage"]["cpu"].get<double>();
+    }
+  }
+  EXPECT_NEAR(cpu, 0.6, 0.2);
+  double peak = 0;
+  for (const json& g : data["plots"]["groups"]) {
+    if (g["title"].get<std::string>().find("burn_and_write") == std::string::npos) continue;
+    for (const json& c : g["charts"]) {
+      if (c["title"] != "CPU") continue;
+      for (const json& v : c["series"][0]["values"]) peak = std::max(peak, v.get<double>());
+    }
+  }
+  EXPECT_GT(peak, 0.7);
+  EXPECT_LT(peak, 1.3);
+
+  // '-' writes the page to stdout.
+  r = RunCommand({GrademlBinary(), "--db", db, "report", "--html", "-"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("<!DOCTYPE html>", 0), 0u);
+}
+
+TEST(HtmlReportE2E, ErrorsAreOneLine) {
+  std::string dir = FreshDir("report_html_errors");
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/bin/true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  struct Case {
+    std::vector<std::string> args;
+    int exit_code;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"9", "--html", dir + "/r.html"}, 1},             // no run 9
+           {{"--html", dir + "/no/such/dir/r.html"}, 1},      // cannot open
+           {{"--html", "/dev/full"}, 1},                      // write fails
+           {{"--html", dir + "/r.html", "--json"}, 2},        // one output at a time
+       }) {
+    std::vector<std::string> argv = {GrademlBinary(), "--db", db, "report"};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    CommandResult e = RunCommand(argv);
+    std::string what = c.args.back();
+    EXPECT_EQ(e.exit_code, c.exit_code) << what << ": " << e.err;
+    EXPECT_TRUE(e.err.rfind("grademl: ", 0) == 0) << e.err;
+    if (c.exit_code == 1) {
+      EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
+    }
+    EXPECT_TRUE(e.out.empty()) << e.out;
+  }
+  std::ifstream missing(dir + "/r.html");
+  EXPECT_FALSE(missing.good()) << "no file is created for a missing run or a usage error";
+}
+
+}  // namespace
+}  // namespace grademl::testing
