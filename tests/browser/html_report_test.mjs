@@ -140,6 +140,16 @@ try {
   const reset = await page.evaluate(() => window.grademl.view.t1 - window.grademl.view.t0);
   check(Math.abs(reset - spanBefore) < 1e-9, '"Whole run" restores the view');
 
+  // A step's name in the steps table zooms the timeline to it.
+  const train = data.steps.find((st) => st.name === 'train');
+  await page.click('#bottlenecks td.name >> text=train');
+  await page.waitForTimeout(50);
+  const fit = await page.evaluate(() => ({ t0: window.grademl.view.t0, t1: window.grademl.view.t1 }));
+  const trainEnd = train.start_s + train.duration_s;
+  check(fit.t0 <= train.start_s && fit.t1 >= trainEnd && fit.t1 - fit.t0 < train.duration_s * 1.2,
+        `clicking step train in the table zooms to it (${fit.t0.toFixed(3)}..${fit.t1.toFixed(3)} s for ${train.start_s.toFixed(3)}..${trainEnd.toFixed(3)} s)`);
+  await page.click('#zoom-reset');
+
   // Sections and the critical path.
   for (const id of ['issues', 'timeline', 'resources', 'attribution', 'bottlenecks']) {
     check(await page.$(`section#${id}`) !== null, `section #${id} is present`);

@@ -38,7 +38,7 @@ function header(data) {
     run.error ? el('p', { class: 'error' }, run.error) : null);
 }
 
-function issuesSection(data) {
+function issuesSection(data, showPhase) {
   const issues = data.issues;
   const duration = data.run.duration_s || 1;
   if (!issues.length) {
@@ -50,7 +50,8 @@ function issuesSection(data) {
        el('span', { class: 'impact-s' }, `−${fmtDuration(i.impact_s)}`),
        el('span', { class: 'impact-bar' }, el('span', { style: { width: `${Math.min(100, (i.impact_s / duration) * 100)}%` } })),
        el('span', { class: 'muted' }, fmtPercent(i.impact_fraction))),
-    el('div', { class: 'issue-text' }, i.text),
+    el('div', { class: 'issue-text' }, i.text,
+       i.phase !== null && showPhase ? el('button', { type: 'button', class: 'link', onclick: () => showPhase(i.phase) }, 'show on the timeline') : null),
     i.change ? el('code', { class: 'change', title: 'grademl whatif RUN CHANGE' }, i.change) : null)));
   return section('issues', 'Top issues', 'Ranked by the seconds fixing each would save, as simulated by the what-if engine.', list);
 }
@@ -73,11 +74,12 @@ function stackedBar(breakdown, total) {
   return bar;
 }
 
-function stepsSection(data) {
+function stepsSection(data, showPhase) {
   const steps = data.steps;
   if (!steps.length) return null;
   const rows = steps.map((s) => el('tr', { dataset: { phase: s.phase } },
-    el('td', { class: 'name' }, s.name, s.critical ? el('span', { class: 'badge crit' }, 'critical') : null),
+    el('td', { class: 'name' }, el('button', { type: 'button', class: 'link', title: 'show on the timeline', onclick: () => showPhase(s.phase) }, s.name),
+       s.critical ? el('span', { class: 'badge crit' }, 'critical') : null),
     el('td', { class: 'num' }, fmtDuration(s.duration_s)),
     el('td', { class: 'num' }, s.slack_s === null ? '' : fmtDuration(s.slack_s)),
     el('td', { class: 'bar-cell' }, stackedBar(s.bottlenecks, s.duration_s))));
@@ -154,9 +156,14 @@ function main() {
   const view = new View();
   const plots = [];
   app.append(header(data));
-  app.append(issuesSection(data));
-
   const timeline = new Timeline(data, view);
+  // Zooms the timeline to a phase (when drawn) and brings it into sight.
+  const showPhase = (id) => {
+    if (!timeline.show(id)) return;
+    timeline.root.scrollIntoView({ behavior: 'smooth', block: 'center' });
+  };
+  app.append(issuesSection(data, showPhase));
+
   const tl = data.timeline;
   const lod = tl.shown_phases < tl.total_phases
     ? el('p', { class: 'note' }, `Level of detail: ${tl.shown_phases.toLocaleString('en-US')} of ${tl.total_phases.toLocaleString('en-US')} phases are drawn (the top ${tl.depth_limit + 1} levels of the tree in full, and the next level inside the longest phases of the last). Phases with a dark band at the bottom have more inside; \`grademl export --perfetto\` has them all.`)
@@ -185,7 +192,7 @@ function main() {
     app.append(section('attribution', 'Who used what', 'Each resource\'s use split over the phases that ran at the time (stacked), and each phase\'s totals. The bar under a value is how much of what the phase could have had it used.',
                        stackedBox, attribution));
   }
-  const steps = stepsSection(data);
+  const steps = stepsSection(data, showPhase);
   if (steps) app.append(steps);
   const whatif = whatifSection(data);
   if (whatif) app.append(whatif);

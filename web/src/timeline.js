@@ -124,6 +124,16 @@ export class Timeline {
     const s = this.t.start[i], e = this.t.end[i], pad = Math.max((e - s) * 0.05, MIN_SPAN);
     this.view.set(s - pad, e + pad);
   }
+  // Zooms to phase `id`, scrolls its row into the canvas and marks it; false when not drawn.
+  show(id) {
+    const i = this.indexById.get(id);
+    if (i === undefined) return false;
+    const y = this.t.row[i] * ROW_H;
+    if (y < this.scrollY || y + ROW_H > this.scrollY + this.viewH) this.setScroll(y - this.viewH / 2);
+    this.hover = i;
+    this.zoomTo(i);
+    return true;
+  }
   setScroll(y) {
     this.scrollY = Math.max(0, Math.min(this.contentH - this.viewH, y));
     this.draw();
