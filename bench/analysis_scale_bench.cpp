@@ -30,29 +30,20 @@
 #include "analysis/run_summary.h"
 #include "model/metric_names.h"
 #include "model/run.h"
+#include "process_clock.h"
 #include "synthetic_run.h"
 
 namespace grademl {
 namespace {
+
+using bench::CpuSeconds;
+using bench::PeakRssMiB;
 
 using bench::RunSynth;
 using bench::kProcessesPerStep;
 using bench::kSteps;
 
 double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// CPU time of this process: on a shared machine it tells contention apart from work.
-double CpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double PeakRssMiB() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
 
 }  // namespace
 }  // namespace grademl

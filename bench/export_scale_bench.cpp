@@ -6,7 +6,6 @@
 // per repetition with a steady clock. The file is removed afterwards unless --keep is given.
 //
 //   build-report/bench/export_scale_bench [REPETITIONS] [FILE] [--keep]
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -18,28 +17,12 @@
 
 #include "model/run.h"
 #include "report/chrome_trace.h"
+#include "process_clock.h"
 #include "synthetic_run.h"
 
-namespace {
-
-// Wall-clock seconds since a steady-clock time point.
-double Since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-// CPU time of this process and its peak RSS: on a shared machine they tell contention apart from work.
-double CpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-double PeakRssMiB() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
-
-}  // namespace
+using grademl::bench::CpuSeconds;
+using grademl::bench::PeakRssMiB;
+using grademl::bench::Since;
 
 int main(int argc, char** argv) {
   using namespace grademl;

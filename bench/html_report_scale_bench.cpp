@@ -4,8 +4,6 @@
 // bench/html_open_bench.mjs then times opening it in headless Chromium.
 //
 //   build/bench/html_report_scale_bench [FILE]   (default /tmp/grademl_html_scale_bench.html)
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -13,21 +11,11 @@
 #include "analysis/attribution.h"
 #include "analysis/run_analysis.h"
 #include "report/html_report.h"
+#include "process_clock.h"
 #include "synthetic_run.h"
 
-namespace {
-
-double Since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-double PeakRssMiB() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
-
-}  // namespace
+using grademl::bench::PeakRssMiB;
+using grademl::bench::Since;
 
 int main(int argc, char** argv) {
   using namespace grademl;

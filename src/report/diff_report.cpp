@@ -169,39 +169,6 @@ std::string InsideText(const PhaseDiff& outer, std::vector<const PhaseDiff*> ins
   return out + ".";
 }
 
-// A unit after a number ("s", "ms)", "min"): kept on the number's line.
-bool IsUnit(std::string_view word) {
-  while (!word.empty() && std::string_view(").,;:").find(word.back()) != std::string_view::npos) word.remove_suffix(1);
-  return word == "s" || word == "ms" || word == "us" || word == "min" || word == "h";
-}
-
-// Wraps text at `width` columns; continuation lines are indented by `indent`. A duration's
-// number and unit stay together.
-std::string Wrap(std::string_view text, size_t width, size_t indent) {
-  std::vector<std::string> words;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t space = text.find(' ', pos);
-    std::string_view word = text.substr(pos, space == std::string_view::npos ? std::string_view::npos : space - pos);
-    pos = space == std::string_view::npos ? text.size() : space + 1;
-    if (IsUnit(word) && !words.empty()) {
-      words.back() += ' ';
-      words.back() += word;
-    } else {
-      words.emplace_back(word);
-    }
-  }
-  std::string out, line;
-  for (const std::string& word : words) {
-    if (!line.empty() && DisplayWidth(line) + 1 + DisplayWidth(word) > width) {
-      out += line + '\n' + std::string(indent, ' ');
-      line.clear();
-    }
-    if (!line.empty()) line += ' ';
-    line += word;
-  }
-  return out + line;
-}
 
 void RightTrim(std::string& s) {
   while (!s.empty() && s.back() == ' ') s.pop_back();
@@ -335,7 +302,7 @@ std::string RenderDiffText(const model::Run& a, const model::Run& b, const RunDi
   out += RunLine("B", b, diff.makespan_b_s) + '\n';
   if (diff.run.a.count > 0 && diff.run.b.count > 0) {
     std::string whole = ResourceText(diff.run);
-    if (!whole.empty()) out += "  " + Wrap("Whole run: " + whole + ".", options.width - 2, 4) + '\n';
+    if (!whole.empty()) out += "  " + WrapText("Whole run: " + whole + ".", options.width - 2, 4) + '\n';
   }
 
   // The ranked changes. A change inside another, of about the same size, is the same change
@@ -377,7 +344,7 @@ std::string RenderDiffText(const model::Run& a, const model::Run& b, const RunDi
   for (size_t i = 0; i < shown; ++i) {
     std::string lead = fmt::format("{:2d}. ", i + 1);
     std::string text = DiffSentence(*items[i].d, diff) + InsideText(*items[i].d, items[i].inside);
-    out += lead + Wrap(text, options.width - lead.size(), lead.size()) + '\n';
+    out += lead + WrapText(text, options.width - lead.size(), lead.size()) + '\n';
   }
   if (shown < items.size()) {
     out += fmt::format("    … and {} smaller (--top 0 lists all)\n", items.size() - shown);

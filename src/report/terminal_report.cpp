@@ -601,24 +601,6 @@ void RenderLimits(const model::Run& run, const analysis::RunAnalysis& a, const T
   }
 }
 
-// Wraps text at `width` columns; continuation lines are indented by `indent`.
-std::string Wrap(std::string_view text, size_t width, size_t indent) {
-  std::string out, line;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t space = text.find(' ', pos);
-    std::string_view word = text.substr(pos, space == std::string_view::npos ? std::string_view::npos : space - pos);
-    pos = space == std::string_view::npos ? text.size() : space + 1;
-    if (!line.empty() && DisplayWidth(line) + 1 + DisplayWidth(word) > width) {
-      out += line + '\n' + std::string(indent, ' ');
-      line.clear();
-    }
-    if (!line.empty()) line += ' ';
-    line += word;
-  }
-  return out + line;
-}
-
 void RenderIssues(const model::Run& run, const analysis::RunAnalysis& a, const Styler& style, std::string& out) {
   if (a.issues.empty()) return;
   out += '\n' + style(kBold, "Top issues, by estimated saving") +
@@ -628,7 +610,7 @@ void RenderIssues(const model::Run& run, const analysis::RunAnalysis& a, const S
     std::string lead = fmt::format("{:2d}. {:>9} {:>4}  ", i + 1, FormatSeconds(issue.impact_s),
                                    FormatPercent(issue.impact_fraction));
     size_t indent = DisplayWidth(lead);
-    out += style(kYellow, lead.substr(0, lead.size() - 2)) + "  " + Wrap(Sanitize(issue.text), 100 - indent, indent) + '\n';
+    out += style(kYellow, lead.substr(0, lead.size() - 2)) + "  " + WrapText(Sanitize(issue.text), 100 - indent, indent) + '\n';
     std::string change = Sanitize(issue.change);
     if (DisplayWidth(change) > 100 - indent - 8) {  // many phases scaled at once
       change = fmt::format("{} changes (grademl report --json lists them)",

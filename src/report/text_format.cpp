@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 namespace grademl::report {
 
@@ -161,6 +162,40 @@ std::string PadRight(std::string_view utf8, size_t width) {
 std::string PadLeft(std::string_view utf8, size_t width) {
   size_t w = DisplayWidth(utf8);
   return std::string(w < width ? width - w : 0, ' ') + std::string(utf8);
+}
+
+// A unit after a number ("s", "ms)", "min"): kept on the number's line.
+static bool IsUnit(std::string_view word) {
+  while (!word.empty() && std::string_view(").,;:").find(word.back()) != std::string_view::npos) word.remove_suffix(1);
+  return word == "s" || word == "ms" || word == "us" || word == "min" || word == "h";
+}
+
+// Wraps text at `width` columns; continuation lines are indented by `indent`. A duration's
+// number and unit stay together.
+std::string WrapText(std::string_view text, size_t width, size_t indent) {
+  std::vector<std::string> words;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t space = text.find(' ', pos);
+    std::string_view word = text.substr(pos, space == std::string_view::npos ? std::string_view::npos : space - pos);
+    pos = space == std::string_view::npos ? text.size() : space + 1;
+    if (IsUnit(word) && !words.empty()) {
+      words.back() += ' ';
+      words.back() += word;
+    } else {
+      words.emplace_back(word);
+    }
+  }
+  std::string out, line;
+  for (const std::string& word : words) {
+    if (!line.empty() && DisplayWidth(line) + 1 + DisplayWidth(word) > width) {
+      out += line + '\n' + std::string(indent, ' ');
+      line.clear();
+    }
+    if (!line.empty()) line += ' ';
+    line += word;
+  }
+  return out + line;
 }
 
 }  // namespace grademl::report

@@ -42,4 +42,8 @@ std::string TruncateToWidth(std::string_view utf8, size_t width);
 std::string PadRight(std::string_view utf8, size_t width);
 std::string PadLeft(std::string_view utf8, size_t width);
 
+// Text wrapped at `width` display columns; continuation lines are indented by `indent`
+// spaces. A number and its duration unit ("1.63 s") stay on one line.
+std::string WrapText(std::string_view text, size_t width, size_t indent);
+
 }  // namespace grademl::report

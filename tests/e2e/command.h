@@ -34,4 +34,13 @@ nlohmann::json ReportJson(const std::string& db);
 // Reads key=value lines from a file into a value for `key`; NaN when missing.
 double ReadTruth(const std::string& path, const std::string& key);
 
+// One way a grademl command must fail: the arguments after the verb and the exit code.
+struct ErrorCase {
+  std::vector<std::string> args;
+  int exit_code;
+};
+// Runs `command + args` for each case and checks its exit code, that stderr starts with
+// "grademl: " (one line when the exit code is 1) and that nothing went to stdout.
+void ExpectErrors(const std::vector<std::string>& command, const std::vector<ErrorCase>& cases);
+
 }  // namespace grademl::testing

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -111,6 +112,21 @@ double ReadTruth(const std::string& path, const std::string& key) {
     if (line.rfind(key + "=", 0) == 0) return std::stod(line.substr(key.size() + 1));
   }
   return NAN;
+}
+
+void ExpectErrors(const std::vector<std::string>& command, const std::vector<ErrorCase>& cases) {
+  for (const ErrorCase& c : cases) {
+    std::vector<std::string> argv = command;
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    CommandResult e = RunCommand(argv);
+    std::string what = c.args.empty() ? "(no arguments)" : c.args.back();
+    EXPECT_EQ(e.exit_code, c.exit_code) << what << ": " << e.err;
+    EXPECT_TRUE(e.err.rfind("grademl: ", 0) == 0) << what << ": " << e.err;
+    if (c.exit_code == 1) {
+      EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << what << ": " << e.err;
+    }
+    EXPECT_TRUE(e.out.empty()) << what << ": " << e.out;
+  }
 }
 
 }  // namespace grademl::testing

@@ -82,29 +82,14 @@ TEST(DiffE2E, ErrorsAreOneLine) {
   std::string db = dir + "/g.db";
   CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/bin/true"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  struct Case {
-    std::vector<std::string> args;
-    int exit_code;
-  };
-  for (const Case& c : std::vector<Case>{
-           {{"1", "9"}, 1},                          // no run 9
-           {{"7", "1"}, 1},                          // no run 7
-           {{"1", "1", "--db", dir + "/none.db"}, 1},  // no database
-           {{"1"}, 2},                               // RUN_B missing
-           {{"1", "1", "--min-change", "x"}, 2},     // not a number
-           {{"1", "1", "--bogus"}, 2},
-       }) {
-    std::vector<std::string> argv = {GrademlBinary(), "--db", db, "diff"};
-    argv.insert(argv.end(), c.args.begin(), c.args.end());
-    CommandResult e = RunCommand(argv);
-    std::string what = c.args.back();
-    EXPECT_EQ(e.exit_code, c.exit_code) << what << ": " << e.err;
-    EXPECT_TRUE(e.err.rfind("grademl: ", 0) == 0) << e.err;
-    if (c.exit_code == 1) {
-      EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
-    }
-    EXPECT_TRUE(e.out.empty()) << e.out;
-  }
+  ExpectErrors({GrademlBinary(), "--db", db, "diff"}, {
+      {{"1", "9"}, 1},                          // no run 9
+      {{"7", "1"}, 1},                          // no run 7
+      {{"1", "1", "--db", dir + "/none.db"}, 1},  // no database
+      {{"1"}, 2},                               // RUN_B missing
+      {{"1", "1", "--min-change", "x"}, 2},     // not a number
+      {{"1", "1", "--bogus"}, 2},
+  });
   // The same run twice is no error: nothing changed.
   CommandResult same = RunCommand({GrademlBinary(), "--db", db, "diff", "1", "1"});
   EXPECT_EQ(same.exit_code, 0) << same.err;

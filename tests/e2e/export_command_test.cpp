@@ -62,27 +62,12 @@ TEST(ExportE2E, ErrorsAreOneLine) {
   std::string db = dir + "/g.db";
   CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/bin/true"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  struct Case {
-    std::vector<std::string> args;
-    int exit_code;
-  };
-  for (const Case& c : std::vector<Case>{
-           {{"--perfetto", dir + "/t.json", "9"}, 1},                 // no run 9
-           {{"--perfetto", dir + "/no/such/dir/t.json"}, 1},          // cannot open
-           {{"--perfetto", "/dev/full"}, 1},                          // write fails
-           {{}, 2},                                                   // --perfetto is required
-       }) {
-    std::vector<std::string> argv = {GrademlBinary(), "--db", db, "export"};
-    argv.insert(argv.end(), c.args.begin(), c.args.end());
-    CommandResult e = RunCommand(argv);
-    std::string what = c.args.empty() ? "(none)" : c.args.back();
-    EXPECT_EQ(e.exit_code, c.exit_code) << what << ": " << e.err;
-    EXPECT_TRUE(e.err.rfind("grademl: ", 0) == 0) << e.err;
-    if (c.exit_code == 1) {
-      EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
-    }
-    EXPECT_TRUE(e.out.empty()) << e.out;
-  }
+  ExpectErrors({GrademlBinary(), "--db", db, "export"}, {
+      {{"--perfetto", dir + "/t.json", "9"}, 1},                 // no run 9
+      {{"--perfetto", dir + "/no/such/dir/t.json"}, 1},          // cannot open
+      {{"--perfetto", "/dev/full"}, 1},                          // write fails
+      {{}, 2},                                                   // --perfetto is required
+  });
   std::ifstream missing(dir + "/t.json");
   EXPECT_FALSE(missing.good()) << "no file is created for a missing run";
 }

@@ -89,27 +89,12 @@ TEST(HtmlReportE2E, ErrorsAreOneLine) {
   std::string db = dir + "/g.db";
   CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/bin/true"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  struct Case {
-    std::vector<std::string> args;
-    int exit_code;
-  };
-  for (const Case& c : std::vector<Case>{
-           {{"9", "--html", dir + "/r.html"}, 1},             // no run 9
-           {{"--html", dir + "/no/such/dir/r.html"}, 1},      // cannot open
-           {{"--html", "/dev/full"}, 1},                      // write fails
-           {{"--html", dir + "/r.html", "--json"}, 2},        // one output at a time
-       }) {
-    std::vector<std::string> argv = {GrademlBinary(), "--db", db, "report"};
-    argv.insert(argv.end(), c.args.begin(), c.args.end());
-    CommandResult e = RunCommand(argv);
-    std::string what = c.args.back();
-    EXPECT_EQ(e.exit_code, c.exit_code) << what << ": " << e.err;
-    EXPECT_TRUE(e.err.rfind("grademl: ", 0) == 0) << e.err;
-    if (c.exit_code == 1) {
-      EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
-    }
-    EXPECT_TRUE(e.out.empty()) << e.out;
-  }
+  ExpectErrors({GrademlBinary(), "--db", db, "report"}, {
+      {{"9", "--html", dir + "/r.html"}, 1},             // no run 9
+      {{"--html", dir + "/no/such/dir/r.html"}, 1},      // cannot open
+      {{"--html", "/dev/full"}, 1},                      // write fails
+      {{"--html", dir + "/r.html", "--json"}, 2},        // one output at a time
+  });
   std::ifstream missing(dir + "/r.html");
   EXPECT_FALSE(missing.good()) << "no file is created for a missing run or a usage error";
 }

@@ -76,3 +76,16 @@ TEST(TextFormatTest, Widths) {
 
 }  // namespace
 }  // namespace grademl::report
+
+namespace grademl::report {
+namespace {
+
+TEST(TextFormatTest, WrapTextKeepsDurationsWhole) {
+  // "1.63 s" would split after 1.63 at width 20; it moves to the next line whole.
+  EXPECT_EQ(WrapText("would save about 1.63 s (1% of the run)", 20, 2), "would save about\n  1.63 s (1% of the\n  run)");
+  EXPECT_EQ(WrapText("short", 20, 4), "short");
+  EXPECT_EQ(WrapText("", 20, 4), "");
+}
+
+}  // namespace
+}  // namespace grademl::report
