@@ -368,13 +368,14 @@ json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
       charts.push_back(Chart("Memory", "bytes", json::array({{{"label", "used"}, {"values", Values(h.mem)}}}),
                              h.mem_capacity));
     }
-    if (!h.disk_read.empty() || !h.disk_write.empty()) {
+    // Throughput plots only when something moved (an idle disk or network says nothing).
+    if (AnyPositive(h.disk_read) || AnyPositive(h.disk_write)) {
       json series = json::array();
       if (!h.disk_read.empty()) series.push_back({{"label", "read"}, {"values", Values(h.disk_read)}});
       if (!h.disk_write.empty()) series.push_back({{"label", "write"}, {"values", Values(h.disk_write)}});
       charts.push_back(Chart("Disk", "bytes/s", std::move(series)));
     }
-    if (!h.net_rx.empty() || !h.net_tx.empty()) {
+    if (AnyPositive(h.net_rx) || AnyPositive(h.net_tx)) {
       json series = json::array();
       if (!h.net_rx.empty()) series.push_back({{"label", "received"}, {"values", Values(h.net_rx)}});
       if (!h.net_tx.empty()) series.push_back({{"label", "sent"}, {"values", Values(h.net_tx)}});
@@ -518,11 +519,26 @@ json AttributionTable(const model::Run& run, const analysis::RunAnalysis& analys
     return duration(a) > duration(b);
   });
   if (candidates.size() > max_rows) candidates.resize(max_rows);
-  std::sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
-    const analysis::PhaseSummary& sa = analysis.summary.phases[a];
-    const analysis::PhaseSummary& sb = analysis.summary.phases[b];
-    return sa.start_ns != sb.start_ns ? sa.start_ns < sb.start_ns : depth[run.phases[a].id] < depth[run.phases[b].id];
-  });
+  // In tree order (children by start), so that each row sits under its parent.
+  std::unordered_set<size_t> chosen(candidates.begin(), candidates.end());
+  candidates.clear();
+  if (root != nullptr) {
+    std::vector<size_t> stack = {index_of[root->id]};
+    while (!stack.empty()) {
+      size_t i = stack.back();
+      stack.pop_back();
+      if (chosen.count(i)) candidates.push_back(i);
+      std::vector<model::PhaseId> kids = run.ChildrenOf(run.phases[i].id);
+      std::sort(kids.begin(), kids.end(), [&](model::PhaseId a, model::PhaseId b) {
+        const model::Phase* pa = run.FindPhase(a);
+        const model::Phase* pb = run.FindPhase(b);
+        return pa->start_ns != pb->start_ns ? pa->start_ns > pb->start_ns : a > b;  // reversed: a stack
+      });
+      for (model::PhaseId k : kids) {
+        if (depth.count(k)) stack.push_back(index_of[k]);
+      }
+    }
+  }
   json metrics = json::array();
   for (const analysis::MetricAttribution& m : attribution.metrics) {
     metrics.push_back({{"name", m.name}, {"unit", m.unit}, {"gauge", m.gauge}, {"measured", Round(m.measured)},

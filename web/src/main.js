@@ -102,11 +102,18 @@ function whatifSection(data) {
        el('tbody', {}, rows)));
 }
 
+const METRIC_LABELS = {
+  cpu: 'CPU', 'memory.rss': 'Memory', 'io.read_bytes': 'Read', 'io.write_bytes': 'Written', 'disk.busy': 'Disk busy',
+  'net.rx_bytes': 'Received', 'net.tx_bytes': 'Sent', 'gpu.utilization': 'GPU', 'gpu.memory_used': 'GPU memory',
+};
+
 function attributionSection(data) {
   const a = data.attribution;
   if (!a.rows.length || !a.metrics.length) return null;
-  const metrics = a.metrics;
-  const head = el('tr', {}, el('th', {}, 'Phase'), el('th', {}, 'Duration'), metrics.map((m) => el('th', {}, m.name, el('div', { class: 'muted' }, m.unit))));
+  // Only the metrics some row used, under plain names.
+  const metrics = a.metrics.filter((m) => a.rows.some((r) => r.usage[m.name] > 0));
+  const head = el('tr', {}, el('th', {}, 'Phase'), el('th', {}, 'Duration'),
+                  metrics.map((m) => el('th', { title: `${m.name}, in ${m.unit}` }, METRIC_LABELS[m.name] || m.name)));
   const rows = a.rows.map((r) => el('tr', {},
     el('td', { class: 'name', style: { paddingLeft: `${0.4 + r.depth * 1.1}em` } },
        el('span', { class: 'swatch', style: { background: typeColor(r.type) } }), r.name),

@@ -54,7 +54,7 @@ export function makePlot(container, view, times, chart, { stacked = false } = {}
     axes: [
       { values: (u, splits) => { const step = splits.length > 1 ? splits[1] - splits[0] : 1; return splits.map((v) => fmtTick(v, step)); },
         splits: (u, ai, min, max) => { const step = niceStep(max - min, u.width / 110); const out = []; for (let v = Math.ceil(min / step) * step; v <= max; v += step) out.push(v); return out; } },
-      { values: axisValues(chart.unit), size: 70 },
+      { values: axisValues(chart.unit), size: 86 },
     ],
     series,
     legend: { live: true },
