@@ -28,7 +28,8 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
   CLI::App* sub = app.add_subcommand("report",
                                     "Print the report of a run: the phase tree, what limited each part (CPU, memory, "
                                     "disk, network, GPU, waiting), the critical path, host use, and the top issues "
-                                    "ranked by the seconds fixing them would save");
+                                    "ranked by the seconds fixing them would save; or write it as JSON (--json) or as a "
+                                    "self-contained HTML page (--html FILE)");
   sub->add_option("run", opts->run, "Run id, or -N for the N-th latest (default: the latest run)");
   CLI::Option* json_flag =
       sub->add_flag("--json", opts->json, "Print JSON (schema grademl.report/1, see docs/json-report.md)");
