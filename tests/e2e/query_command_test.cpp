@@ -1,6 +1,8 @@
 // End-to-end tests of `grademl query`: queries over two hand-built runs stored in a real
 // database, compared with golden files under tests/data/query/ (GRADEML_UPDATE_GOLDENS=1
 // rewrites them); how RUN and SQL are told apart; and the one-line errors, writes first.
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -46,8 +48,9 @@ std::string ReadFile(const std::string& path) {
 // Run 1: the incomplete `make` run; run 2 (the latest): the complete training run.
 class QueryE2E : public ::testing::Test {
  protected:
+  // ctest runs each test in its own process, in parallel: each process builds its own db.
   static void SetUpTestSuite() {
-    db_ = FreshDir("query_golden") + "/g.db";
+    db_ = FreshDir("query_golden_" + std::to_string(getpid())) + "/g.db";
     auto db = store::Database::Open(db_, store::Database::Mode::kReadWrite);
     ASSERT_TRUE(db.ok()) << db.status().message();
     EXPECT_EQ(StoreRun(**db, IncompleteRun()), 1);
