@@ -248,7 +248,8 @@ export class Timeline {
           if (px === lastPx) continue;
           lastPx = px;
           ctx.globalAlpha = dim ? 0.2 : 1;
-          ctx.fillStyle = t.critical[i] ? CRITICAL_COLOR : typeColor(strings[t.type[i]]);
+          // Their type's colour: red columns would paint a busy level solid red.
+          ctx.fillStyle = typeColor(strings[t.type[i]]);
           ctx.fillRect(px, y + 1, 1, ROW_H - 2);
           ++drawn;
           continue;
