@@ -490,17 +490,15 @@ void AttributionCharts(const model::Run& run, const analysis::Attribution& attri
 // and how much of what they could have had they used.
 json AttributionTable(const model::Run& run, const analysis::RunAnalysis& analysis,
                       const analysis::Attribution& attribution, size_t max_rows) {
+  // The run and the top three levels below it, in depth-first order (a parent before its
+  // children, which the stable sort below keeps on ties).
   std::vector<size_t> candidates;
   const model::Phase* root = run.Root();
   std::unordered_map<model::PhaseId, int> depth;
-  if (root != nullptr) {
-    depth[root->id] = 0;
-    candidates.push_back(0);
-  }
   std::unordered_map<model::PhaseId, size_t> index_of;
   for (size_t i = 0; i < run.phases.size(); ++i) index_of[run.phases[i].id] = i;
-  candidates.clear();
   if (root != nullptr) {
+    depth[root->id] = 0;
     std::vector<std::pair<model::PhaseId, int>> stack = {{root->id, 0}};
     while (!stack.empty()) {
       auto [id, d] = stack.back();
