@@ -29,9 +29,7 @@ int main(int argc, char** argv) {
   analysis::RunAnalysis analysis = analysis::AnalyzeRun(run);
   double analyze_s = Since(t);
   t = std::chrono::steady_clock::now();
-  analysis::AttributionOptions aopts;
-  aopts.slices = options.max_points;
-  analysis::Attribution attribution = analysis::AttributeResources(run, aopts);
+  analysis::Attribution attribution = analysis::AttributeResources(run, report::HtmlAttributionOptions(options));
   double attribute_s = Since(t);
   t = std::chrono::steady_clock::now();
   std::string page = report::RenderHtmlReport(run, analysis, attribution, options);

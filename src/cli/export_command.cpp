@@ -1,12 +1,9 @@
 // `grademl export --perfetto FILE [RUN]`: writes a run (the latest by default) as a Chrome
 // Trace Event Format file for the Perfetto UI and chrome://tracing (docs/export.md).
-#include <sys/stat.h>
-
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 
 #include "cli/commands.h"
+#include "cli/output_file.h"
 #include "report/chrome_trace.h"
 #include "report/text_format.h"
 
@@ -34,30 +31,18 @@ Action RegisterExportCommand(CLI::App& app, CommonOptions& common) {
       PrintError(run.status().message());
       return kExitFailure;
     }
-    const bool to_stdout = opts->perfetto == "-";
-    std::FILE* out = to_stdout ? stdout : std::fopen(opts->perfetto.c_str(), "wb");
-    if (out == nullptr) {
-      PrintError(report::Sanitize(opts->perfetto) + ": " + std::strerror(errno));
-      return kExitFailure;
-    }
     report::ChromeTraceOptions topts;
     topts.critical_path = !opts->no_critical_path;
-    Status st = report::WriteChromeTrace(*run, out, topts);
-    long size = to_stdout ? 0 : std::ftell(out);
-    if (!to_stdout && std::fclose(out) != 0 && st.ok()) st = ErrnoError("close");
-    if (!st.ok()) {
-      // Drop a partial trace, but only a regular file (never a device like /dev/full).
-      struct stat info {};
-      if (!to_stdout && stat(opts->perfetto.c_str(), &info) == 0 && S_ISREG(info.st_mode)) {
-        std::remove(opts->perfetto.c_str());
-      }
-      PrintError(report::Sanitize(opts->perfetto) + ": " + st.message());
+    StatusOr<long> size =
+        WriteOutputFile(opts->perfetto, [&](std::FILE* out) { return report::WriteChromeTrace(*run, out, topts); });
+    if (!size.ok()) {
+      PrintError(size.status().message());
       return kExitFailure;
     }
-    if (!to_stdout) {
+    if (opts->perfetto != "-") {
       std::printf("Wrote run %lld to %s (%s); open it in https://ui.perfetto.dev or chrome://tracing\n",
                   static_cast<long long>(run->info.id), report::Sanitize(opts->perfetto).c_str(),
-                  report::FormatBytes(static_cast<double>(size)).c_str());
+                  report::FormatBytes(static_cast<double>(*size)).c_str());
     }
     return 0;
   };

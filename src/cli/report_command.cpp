@@ -2,15 +2,15 @@
 // default), or writes it as a self-contained HTML page.
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 
 #include "analysis/run_analysis.h"
 #include "cli/commands.h"
+#include "cli/output_file.h"
 #include "analysis/attribution.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
+#include "report/text_format.h"
 #include "report/terminal_report.h"
 
 namespace grademl::cli {
@@ -53,22 +53,18 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
     std::string out;
     if (!opts->html.empty()) {
       report::HtmlReportOptions hopts;
-      analysis::AttributionOptions aopts;
-      aopts.slices = hopts.max_points;
-      analysis::Attribution attribution = analysis::AttributeResources(*run, aopts);
+      analysis::Attribution attribution = analysis::AttributeResources(*run, report::HtmlAttributionOptions(hopts));
       std::string page = report::RenderHtmlReport(*run, analysis, attribution, hopts);
-      std::FILE* f = opts->html == "-" ? stdout : std::fopen(opts->html.c_str(), "wb");
-      if (f == nullptr) {
-        PrintError(opts->html + ": cannot write: " + std::strerror(errno));
+      StatusOr<long> written = WriteOutputFile(opts->html, [&](std::FILE* f) {
+        return std::fwrite(page.data(), 1, page.size(), f) == page.size() ? Status() : ErrnoError("write");
+      });
+      if (!written.ok()) {
+        PrintError(written.status().message());
         return kExitFailure;
       }
-      bool ok = std::fwrite(page.data(), 1, page.size(), f) == page.size();
-      if (f != stdout) ok = (std::fclose(f) == 0) && ok;
-      if (!ok) {
-        PrintError(opts->html + ": write failed: " + std::strerror(errno));
-        return kExitFailure;
+      if (opts->html != "-") {
+        std::fprintf(stderr, "grademl: wrote %s (%zu KiB)\n", report::Sanitize(opts->html).c_str(), page.size() / 1024);
       }
-      if (f != stdout) std::fprintf(stderr, "grademl: wrote %s (%zu KiB)\n", opts->html.c_str(), page.size() / 1024);
       return 0;
     }
     if (opts->json) {

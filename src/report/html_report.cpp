@@ -38,6 +38,12 @@ double Round(double v, int digits = 4) {
 // Seconds since the run's start, to the microsecond.
 double RelS(TimeNs t, TimeNs t0) { return std::round(static_cast<double>(t - t0) / 1e3) / 1e6; }
 
+// The position of phase `id` in run.phases (from the run's own index), or kNone.
+size_t IndexOf(const model::Run& run, model::PhaseId id) {
+  const model::Phase* p = run.FindPhase(id);
+  return p == nullptr ? kNone : static_cast<size_t>(p - run.phases.data());
+}
+
 // Codes of what limited a phase, shared with the page (web/src/labels.js).
 constexpr int kBoundWaiting = analysis::kBoundResourceCount;   // 5
 constexpr int kBoundUnknown = analysis::kBoundResourceCount + 1;  // 6
@@ -107,12 +113,9 @@ struct TimelineLayout {
 
 TimelineLayout LayoutTimeline(const model::Run& run, const analysis::RunSummary& summary, size_t budget) {
   const size_t n = run.phases.size();
-  std::unordered_map<model::PhaseId, size_t> index_of;
-  index_of.reserve(n);
-  for (size_t i = 0; i < n; ++i) index_of.emplace(run.phases[i].id, i);
   auto parent_index = [&](size_t i) -> size_t {
-    auto it = index_of.find(run.phases[i].parent);
-    return it == index_of.end() || it->second == i ? kNone : it->second;
+    size_t p = IndexOf(run, run.phases[i].parent);
+    return p == i ? kNone : p;
   };
   // Depths, walking up with memoisation (a parent may come after its child in the vector).
   std::vector<int> depth(n, -1);
@@ -490,60 +493,49 @@ void AttributionCharts(const model::Run& run, const analysis::Attribution& attri
 // and how much of what they could have had they used.
 json AttributionTable(const model::Run& run, const analysis::RunAnalysis& analysis,
                       const analysis::Attribution& attribution, size_t max_rows) {
-  // The run and the top three levels below it, in depth-first order (a parent before its
-  // children, which the stable sort below keeps on ties).
-  std::vector<size_t> candidates;
-  const model::Phase* root = run.Root();
-  std::unordered_map<model::PhaseId, int> depth;
-  std::unordered_map<model::PhaseId, size_t> index_of;
-  for (size_t i = 0; i < run.phases.size(); ++i) index_of[run.phases[i].id] = i;
-  if (root != nullptr) {
-    depth[root->id] = 0;
-    std::vector<std::pair<model::PhaseId, int>> stack = {{root->id, 0}};
+  // The run and the top three levels below it, in tree order (children by start): a parent
+  // comes before its children.
+  struct TreeRow {
+    size_t index;
+    int depth;
+  };
+  std::vector<TreeRow> tree;
+  if (const model::Phase* root = run.Root()) {
+    std::vector<TreeRow> stack = {{IndexOf(run, root->id), 0}};
     while (!stack.empty()) {
-      auto [id, d] = stack.back();
+      TreeRow r = stack.back();
       stack.pop_back();
-      candidates.push_back(index_of[id]);
-      if (d >= 3) continue;
-      for (model::PhaseId c : run.ChildrenOf(id)) stack.push_back({c, d + 1}), depth[c] = d + 1;
+      tree.push_back(r);
+      if (r.depth >= 3) continue;
+      std::vector<model::PhaseId> kids = run.ChildrenOf(run.phases[r.index].id);
+      std::sort(kids.begin(), kids.end(), [&](model::PhaseId a, model::PhaseId b) {
+        TimeNs sa = run.FindPhase(a)->start_ns, sb = run.FindPhase(b)->start_ns;
+        return sa != sb ? sa > sb : a > b;  // reversed: popped from a stack
+      });
+      for (model::PhaseId k : kids) stack.push_back({IndexOf(run, k), r.depth + 1});
     }
   }
   auto duration = [&](size_t i) {
     return i < analysis.summary.phases.size() ? analysis.summary.phases[i].duration_s : 0.0;
   };
-  std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
-    int da = depth[run.phases[a].id], db = depth[run.phases[b].id];
-    if ((da <= 1) != (db <= 1)) return da <= 1;  // the run and its steps first
-    return duration(a) > duration(b);
+  // The run and its steps, then the longest of the rest; shown in tree order.
+  std::vector<size_t> shown(tree.size());
+  std::iota(shown.begin(), shown.end(), 0);
+  std::stable_sort(shown.begin(), shown.end(), [&](size_t a, size_t b) {
+    bool ta = tree[a].depth <= 1, tb = tree[b].depth <= 1;
+    if (ta != tb) return ta;
+    return duration(tree[a].index) > duration(tree[b].index);
   });
-  if (candidates.size() > max_rows) candidates.resize(max_rows);
-  // In tree order (children by start), so that each row sits under its parent.
-  std::unordered_set<size_t> chosen(candidates.begin(), candidates.end());
-  candidates.clear();
-  if (root != nullptr) {
-    std::vector<size_t> stack = {index_of[root->id]};
-    while (!stack.empty()) {
-      size_t i = stack.back();
-      stack.pop_back();
-      if (chosen.count(i)) candidates.push_back(i);
-      std::vector<model::PhaseId> kids = run.ChildrenOf(run.phases[i].id);
-      std::sort(kids.begin(), kids.end(), [&](model::PhaseId a, model::PhaseId b) {
-        const model::Phase* pa = run.FindPhase(a);
-        const model::Phase* pb = run.FindPhase(b);
-        return pa->start_ns != pb->start_ns ? pa->start_ns > pb->start_ns : a > b;  // reversed: a stack
-      });
-      for (model::PhaseId k : kids) {
-        if (depth.count(k)) stack.push_back(index_of[k]);
-      }
-    }
-  }
+  if (shown.size() > max_rows) shown.resize(max_rows);
+  std::sort(shown.begin(), shown.end());
   json metrics = json::array();
   for (const analysis::MetricAttribution& m : attribution.metrics) {
     metrics.push_back({{"name", m.name}, {"unit", m.unit}, {"gauge", m.gauge}, {"measured", Round(m.measured)},
                        {"unattributed", Round(m.unattributed)}});
   }
   json rows = json::array();
-  for (size_t i : candidates) {
+  for (size_t k : shown) {
+    const size_t i = tree[k].index;
     const model::Phase& p = run.phases[i];
     json usage = json::object(), utilization = json::object();
     for (const analysis::MetricAttribution& m : attribution.metrics) {
@@ -555,7 +547,7 @@ json AttributionTable(const model::Run& run, const analysis::RunAnalysis& analys
     rows.push_back({{"phase", p.id},
                     {"name", PhaseLabel(p)},
                     {"type", Text(p.type)},
-                    {"depth", depth[p.id]},
+                    {"depth", tree[k].depth},
                     {"duration_s", Round(duration(i))},
                     {"usage", std::move(usage)},
                     {"utilization", std::move(utilization)}});
@@ -593,6 +585,12 @@ std::string EscapeHtml(std::string_view text) {
     }
   }
   return out;
+}
+
+analysis::AttributionOptions HtmlAttributionOptions(const HtmlReportOptions& options) {
+  analysis::AttributionOptions aopts;
+  aopts.slices = options.max_points;
+  return aopts;
 }
 
 json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& analysis,

@@ -31,6 +31,9 @@ struct HtmlReportOptions {
   size_t max_step_charts = 12;          // steps with their own resource plot
 };
 
+// The attribution the page wants: its per-slice series on the plots' grid (max_points).
+analysis::AttributionOptions HtmlAttributionOptions(const HtmlReportOptions& options = {});
+
 // The page's data (schema grademl.html/1): run, steps, timeline, charts, attribution,
 // issues and what-if rows. Every string is valid UTF-8. Deterministic for a given run.
 nlohmann::json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& analysis,
