@@ -34,6 +34,9 @@ nlohmann::json ReportJson(const std::string& db);
 // Reads key=value lines from a file into a value for `key`; NaN when missing.
 double ReadTruth(const std::string& path, const std::string& key);
 
+// The whole file as bytes ("" when it cannot be read).
+std::string ReadFile(const std::string& path);
+
 // One way a grademl command must fail: the arguments after the verb and the exit code.
 struct ErrorCase {
   std::vector<std::string> args;

@@ -1,12 +1,13 @@
-#include <algorithm>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -112,6 +113,13 @@ double ReadTruth(const std::string& path, const std::string& key) {
     if (line.rfind(key + "=", 0) == 0) return std::stod(line.substr(key.size() + 1));
   }
   return NAN;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 void ExpectErrors(const std::vector<std::string>& command, const std::vector<ErrorCase>& cases) {

@@ -24,10 +24,8 @@ TEST(ExportE2E, PerfettoTraceOfARealCommand) {
   r = RunCommand({GrademlBinary(), "--db", db, "export", "--perfetto", file});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Wrote run 1 to "), std::string::npos) << r.out;
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  json trace = json::parse(text.str());
+  const std::string text = ReadFile(file);
+  json trace = json::parse(text);
   json report = ReportJson(db);
   int64_t pid = 0;
   for (const json& p : report["phases"]) {
@@ -54,7 +52,7 @@ TEST(ExportE2E, PerfettoTraceOfARealCommand) {
   // '-' writes to stdout, and the same run by id gives the same trace.
   r = RunCommand({GrademlBinary(), "--db", db, "export", "--perfetto", "-", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, text.str());
+  EXPECT_EQ(r.out, text);
 }
 
 TEST(ExportE2E, ErrorsAreOneLine) {

@@ -9,28 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "e2e/command.h"
+#include "report/html_page.h"
 
 namespace grademl::testing {
 namespace {
 
 using nlohmann::json;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-json EmbeddedData(const std::string& page) {
-  const std::string open = "id=\"grademl-data\">";
-  size_t a = page.find(open);
-  if (a == std::string::npos) return nullptr;
-  a += open.size();
-  size_t b = page.find("</script>", a);
-  if (b == std::string::npos) return nullptr;
-  return json::parse(page.substr(a, b - a));
-}
 
 TEST(HtmlReportE2E, PageOfARealCommand) {
   std::string dir = FreshDir("report_html");
@@ -45,7 +29,7 @@ TEST(HtmlReportE2E, PageOfARealCommand) {
   std::string page = ReadFile(file);
   ASSERT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_LT(page.size(), 2u << 20);
-  json data = EmbeddedData(page);
+  json data = HtmlPageData(page);
   ASSERT_TRUE(data.is_object());
   EXPECT_EQ(data["schema"], "grademl.html/1");
 

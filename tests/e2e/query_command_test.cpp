@@ -38,13 +38,6 @@ model::RunId StoreRun(store::Database& db, const model::Run& run) {
   return *id;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 // Run 1: the incomplete `make` run; run 2 (the latest): the complete training run.
 class QueryE2E : public ::testing::Test {
  protected:

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "golden.h"
+#include "html_page.h"
 #include "sample_runs.h"
 
 namespace grademl::report {
@@ -15,6 +16,7 @@ using nlohmann::json;
 using testing::At;
 using testing::BasicRun;
 using testing::ExpectMatchesGolden;
+using testing::HtmlPageData;
 using testing::RunFixture;
 using testing::Sec;
 
@@ -22,17 +24,6 @@ json Data(const model::Run& run, const HtmlReportOptions& options = {}) {
   analysis::AttributionOptions aopts;
   aopts.slices = 40;
   return RenderHtmlReportData(run, analysis::AnalyzeRun(run), analysis::AttributeResources(run, aopts), options);
-}
-
-// The data of the page between <script ... id="grademl-data"> and its </script>.
-json EmbeddedData(const std::string& page) {
-  const std::string open = "id=\"grademl-data\">";
-  size_t a = page.find(open);
-  EXPECT_NE(a, std::string::npos);
-  a += open.size();
-  size_t b = page.find("</script>", a);
-  EXPECT_NE(b, std::string::npos);
-  return json::parse(page.substr(a, b - a));
 }
 
 // Checks the timeline's rows: every phase below its parent, and no two phases of one row
@@ -183,7 +174,7 @@ TEST(HtmlReportTest, UntrustedNamesCannotEscapeTheDataElement) {
   EXPECT_EQ(page.find("<script>alert"), std::string::npos);
   EXPECT_EQ(page.find("<!-- &"), std::string::npos);
   EXPECT_NE(page.find("<title>GradeML run 7: python3 &#39;&lt;/script&gt;"), std::string::npos);
-  json data = EmbeddedData(page);
+  json data = HtmlPageData(page);
   bool found = false;
   for (const json& s : data["timeline"]["strings"]) found = found || s == "</script><script>alert(1)</script><!-- & \"q\" 'a' \xef\xbf\xbd";
   EXPECT_TRUE(found) << "the name reads back exactly (invalid UTF-8 replaced)";
@@ -204,7 +195,7 @@ TEST(HtmlReportTest, EmptyRunStillRenders) {
   run.info.id = 1;
   run.Index();
   analysis::RunAnalysis a = analysis::AnalyzeRun(run);
-  json data = EmbeddedData(RenderHtmlReport(run, a, analysis::AttributeResources(run)));
+  json data = HtmlPageData(RenderHtmlReport(run, a, analysis::AttributeResources(run)));
   EXPECT_EQ(data["timeline"]["shown_phases"], 0);
   EXPECT_TRUE(data["steps"].empty());
 }
