@@ -4,11 +4,11 @@
 // plus the file's size, beside a blank page opened the same way (the peer). Goal: under 2 s for the example workflow's report (issue 6).
 //
 // Usage: node bench/html_open_bench.mjs --web WEB_DIR [--rounds N] [--screenshot PNG] FILE...
-import { createRequire } from 'node:module';
 import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { launchChromium } from '../tests/browser/chromium.mjs';
 
 const args = process.argv.slice(2);
 const files = [];
@@ -19,8 +19,6 @@ for (let i = 0; i < args.length; ++i) {
   else if (args[i] === '--screenshot') screenshot = args[++i];
   else files.push(args[i]);
 }
-const require = createRequire(join(resolve(webDir), 'package.json'));
-const { chromium } = require('playwright-core');
 // The peer: a blank page that declares itself ready at once, opened the same way, so that the
 // browser's own cost of opening a file shows beside the report's.
 const blank = join(mkdtempSync(join(tmpdir(), 'grademl-blank-')), 'blank.html');
@@ -29,11 +27,7 @@ writeFileSync(blank, '<!DOCTYPE html><title>blank</title><script>window.grademl 
 files.unshift(blank);
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-         '--disable-component-update', '--disable-sync'],
-});
+const browser = await launchChromium(webDir);
 try {
   for (const file of files) {
     const url = pathToFileURL(resolve(file)).href;

@@ -11,12 +11,12 @@
 // A screenshot of the whole page is kept in the artifacts folder.
 //
 // Usage: node html_report_test.mjs --grademl BIN --web WEB_DIR --artifacts DIR [--chromium PATH]
-import { createRequire } from 'node:module';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync, mkdirSync, rmSync, existsSync, statSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, mkdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { launchChromium } from './chromium.mjs';
 
 const args = process.argv.slice(2);
 const arg = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : dflt; };
@@ -24,8 +24,6 @@ const grademl = resolve(arg('--grademl'));
 const webDir = resolve(arg('--web'));
 const artifacts = resolve(arg('--artifacts', 'test-artifacts'));
 const chromiumPath = arg('--chromium', '/usr/bin/chromium');
-const require = createRequire(join(webDir, 'package.json'));
-const { chromium } = require('playwright-core');
 
 let failures = 0;
 function check(ok, what) {
@@ -33,10 +31,6 @@ function check(ok, what) {
   if (!ok) failures++;
 }
 
-if (!existsSync(chromiumPath)) {
-  console.error(`html_report_test: ${chromiumPath} not found; install Debian's chromium (scripts/bootstrap does)`);
-  process.exit(1);
-}
 
 // 1. A real workflow: three steps, one burning CPU, one writing a file, one named to inject markup.
 const dir = mkdtempSync(join(tmpdir(), 'grademl-html-'));
@@ -74,11 +68,13 @@ run('report', '--html', html);
 check(statSync(html).size > 0, `report written (${statSync(html).size} bytes)`);
 
 // 2. Open it.
-const browser = await chromium.launch({
-  executablePath: chromiumPath,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-         '--disable-component-update', '--disable-sync'],
-});
+let browser;
+try {
+  browser = await launchChromium(webDir, chromiumPath);
+} catch (e) {
+  console.error(`html_report_test: ${e.message}`);
+  process.exit(1);
+}
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   const errors = [], requests = [], dialogs = [];
