@@ -107,6 +107,7 @@ struct TimelineLayout {
   std::vector<int> row;          // per shown phase
   std::vector<size_t> parent;    // per shown phase: position in `shown` of its parent, or kNone
   std::vector<int64_t> collapsed;  // per shown phase: its children that are not shown
+  std::vector<size_t> position;  // per run.phases index: its position in `shown`, or kNone
   int rows = 0;
   int depth_limit = -1;          // the deepest level shown in full (deeper: only under the longest phases); -1: all
 };
@@ -192,7 +193,8 @@ TimelineLayout LayoutTimeline(const model::Run& run, const analysis::RunSummary&
     layout.depth_limit = std::min(limit, 1);
   }
   const size_t m = layout.shown.size();
-  std::vector<size_t> pos(n, kNone);
+  std::vector<size_t>& pos = layout.position;
+  pos.assign(n, kNone);
   for (size_t k = 0; k < m; ++k) pos[layout.shown[k]] = k;
   layout.parent.assign(m, kNone);
   layout.collapsed.assign(m, 0);
@@ -610,12 +612,10 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
        starts = json::array(), ends = json::array(), rows = json::array(), crit = json::array(),
        open = json::array(), collapsed = json::array(), bound = json::array(), bound_s = json::array(),
        hosts = json::array(), pids = json::array();
-  std::unordered_map<model::PhaseId, size_t> shown_pos;
   for (size_t k = 0; k < layout.shown.size(); ++k) {
     size_t i = layout.shown[k];
     const model::Phase& p = run.phases[i];
     const analysis::PhaseSummary* ps = i < analysis.summary.phases.size() ? &analysis.summary.phases[i] : nullptr;
-    shown_pos[p.id] = k;
     ids.push_back(p.id);
     parents.push_back(layout.parent[k] == kNone ? -1 : static_cast<int64_t>(layout.parent[k]));
     names.push_back(strings.Intern(p.name));
@@ -638,9 +638,12 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
   }
   json edges = json::array();
   for (const model::Edge& e : run.edges) {
-    auto from = shown_pos.find(e.from), to = shown_pos.find(e.to);
-    if (from == shown_pos.end() || to == shown_pos.end()) continue;
-    edges.push_back(json::array({from->second, to->second, Text(e.kind)}));
+    size_t from = IndexOf(run, e.from), to = IndexOf(run, e.to);
+    if (from == kNone || to == kNone) continue;
+    from = layout.position[from];
+    to = layout.position[to];
+    if (from == kNone || to == kNone) continue;
+    edges.push_back(json::array({from, to, Text(e.kind)}));
     if (edges.size() >= 5000) break;
   }
   json timeline = {{"total_phases", run.phases.size()},

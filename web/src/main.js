@@ -10,7 +10,7 @@ import { makePlot } from './plots.js';
 
 // The time range every view shows, in seconds since the run's start.
 class View {
-  constructor() { this.t0 = 0; this.t1 = 1; this.listeners = []; this.pending = false; }
+  constructor() { this.t0 = 0; this.t1 = 1; this.listeners = []; }
   set(t0, t1) {
     if (!(t1 > t0)) return;
     this.t0 = t0;

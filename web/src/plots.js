@@ -41,7 +41,6 @@ export function makePlot(container, view, times, chart, { stacked = false } = {}
   });
   const box = el('div', { class: 'plot' });
   container.append(box);
-  let applying = false;
   const opts = {
     width: Math.max(300, container.clientWidth || 800),
     height: PLOT_H,
@@ -70,12 +69,7 @@ export function makePlot(container, view, times, chart, { stacked = false } = {}
   };
   const plot = new uPlot(opts, [times, ...shown], box);
   plot.grademlUnit = chart.unit;
-  view.listen(() => {
-    if (applying) return;
-    applying = true;
-    plot.setScale('x', { min: view.t0, max: view.t1 });
-    applying = false;
-  });
+  view.listen(() => plot.setScale('x', { min: view.t0, max: view.t1 }));
   new ResizeObserver(() => {
     const w = Math.max(300, container.clientWidth);
     if (Math.abs(w - plot.width) > 1) plot.setSize({ width: w, height: PLOT_H });

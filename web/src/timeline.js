@@ -128,11 +128,15 @@ export class Timeline {
   show(id) {
     const i = this.indexById.get(id);
     if (i === undefined) return false;
-    const y = this.t.row[i] * ROW_H;
-    if (y < this.scrollY || y + ROW_H > this.scrollY + this.viewH) this.setScroll(y - this.viewH / 2);
+    this.scrollToRow(this.t.row[i]);
     this.hover = i;
     this.zoomTo(i);
     return true;
+  }
+  // Scrolls row r into the canvas (centred) when it is outside.
+  scrollToRow(r) {
+    const y = r * ROW_H;
+    if (y < this.scrollY || y + ROW_H > this.scrollY + this.viewH) this.setScroll(y - this.viewH / 2);
   }
   setScroll(y) {
     this.scrollY = Math.max(0, Math.min(this.contentH - this.viewH, y));
@@ -163,9 +167,8 @@ export class Timeline {
   phaseRect(id) {
     const i = this.indexById.get(id);
     if (i === undefined) return null;
-    const r = this.t.row[i];
-    const y = r * ROW_H;
-    if (y < this.scrollY || y + ROW_H > this.scrollY + this.viewH) this.setScroll(y - this.viewH / 2);
+    const y = this.t.row[i] * ROW_H;
+    this.scrollToRow(this.t.row[i]);
     const box = this.canvas.getBoundingClientRect();
     const x0 = Math.max(0, this.tToX(this.t.start[i])), x1 = Math.min(this.width, this.tToX(this.t.end[i]));
     return { x: box.left + x0, y: box.top + AXIS_H + y - this.scrollY, width: Math.max(0, x1 - x0), height: ROW_H,
