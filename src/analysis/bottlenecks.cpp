@@ -30,7 +30,7 @@ std::optional<BoundResource> PhaseBottlenecks::main_resource() const {
   for (int r = 1; r < kBoundResourceCount; ++r) {
     if (bound_s[r] > bound_s[best]) best = r;
   }
-  if (bound_s[best] <= 0 || bound_s[best] <= waiting_s + waiting_child_s) return std::nullopt;
+  if (bound_s[best] <= 0 || bound_s[best] <= total_waiting_s()) return std::nullopt;
   return static_cast<BoundResource>(best);
 }
 

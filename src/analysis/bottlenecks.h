@@ -40,8 +40,10 @@ struct PhaseBottlenecks {
 
   double bound(BoundResource r) const { return bound_s[static_cast<int>(r)]; }
   double saturated(BoundResource r) const { return saturated_s[static_cast<int>(r)]; }
+  // All the time bound by nothing measured, its own or a child's: what reports call "waiting".
+  double total_waiting_s() const { return waiting_s + waiting_child_s; }
   // The resource with the most bound time, or nullopt when nothing was bound or waiting
-  // (waiting_s + waiting_child_s) is at least as long as that resource's time.
+  // (total_waiting_s()) is at least as long as that resource's time.
   std::optional<BoundResource> main_resource() const;
 };
 

@@ -162,7 +162,7 @@ std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bot
   return [&bottlenecks](model::PhaseId id, std::string_view resource) -> double {
     const PhaseBottlenecks* b = bottlenecks.Find(id);
     if (b == nullptr) return 0.0;
-    if (resource == "waiting") return b->waiting_s + b->waiting_child_s;
+    if (resource == "waiting") return b->total_waiting_s();
     for (int r = 0; r < kBoundResourceCount; ++r) {
       if (BoundResourceName(static_cast<BoundResource>(r)) == resource) return b->bound_s[r];
     }
@@ -228,7 +228,7 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
                       BoundAdjective(res), Percent(bound / d), saturated, where, WorkNoun(res), options.speedup,
                       saving_text(saving)));
     }
-    const double waiting = b->waiting_s + b->waiting_child_s;
+    const double waiting = b->total_waiting_s();
     if (waiting >= options.min_share * d && (critical || step_slack < waiting)) {
       std::string change = fmt::format("#{}:waiting=0", p->id);
       double saving = estimate.Saving({change});

@@ -50,7 +50,7 @@ struct IssueOptions {
 };
 
 // Seconds of a phase's time bound by a resource ("cpu", ..., "gpu", or "waiting" for
-// waiting_s + waiting_child_s), from the bottleneck analysis: the what-if engine's provider.
+// total_waiting_s()), from the bottleneck analysis: the what-if engine's provider.
 std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bottlenecks& bottlenecks);
 
 // Ranks the issues of an indexed run, the largest impact first.

@@ -165,7 +165,7 @@ void AddPhase(const model::Run& run, const RunAnalysis& analysis, size_t i, Time
       side.seconds[r] += b->bound_s[r];
       side.saturated_s[r] += b->saturated_s[r];
     }
-    side.seconds[kDiffWaiting] += b->waiting_s + b->waiting_child_s;
+    side.seconds[kDiffWaiting] += b->total_waiting_s();
     side.seconds[kDiffUnknown] += b->unknown_s;
   } else {
     side.seconds[kDiffUnknown] += d;

@@ -122,7 +122,7 @@ Rows BottleneckRows(const model::Run& run, const analysis::Bottlenecks& bottlene
       auto resource = static_cast<analysis::BoundResource>(r);
       add(analysis::BoundResourceName(resource), b.bound(resource), b.saturated(resource));
     }
-    add("waiting", b.waiting_s + b.waiting_child_s, 0);
+    add("waiting", b.total_waiting_s(), 0);
     add("unknown", b.unknown_s, 0);
   }
   return rows;

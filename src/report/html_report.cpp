@@ -55,7 +55,7 @@ std::pair<int, double> MainBound(const analysis::PhaseBottlenecks& b) {
   for (int r = 0; r < analysis::kBoundResourceCount; ++r) {
     if (b.bound_s[r] > best_s) best = r, best_s = b.bound_s[r];
   }
-  double waiting = b.waiting_s + b.waiting_child_s;
+  double waiting = b.total_waiting_s();
   if (waiting > best_s) best = kBoundWaiting, best_s = waiting;
   if (b.unknown_s > best_s) best = kBoundUnknown, best_s = b.unknown_s;
   return {best, best_s};
@@ -66,7 +66,7 @@ json BottleneckBreakdown(const analysis::PhaseBottlenecks& b) {
   for (int r = 0; r < analysis::kBoundResourceCount; ++r) {
     out[std::string(analysis::BoundResourceName(static_cast<analysis::BoundResource>(r)))] = Round(b.bound_s[r]);
   }
-  out["waiting"] = Round(b.waiting_s + b.waiting_child_s);
+  out["waiting"] = Round(b.total_waiting_s());
   out["unknown"] = Round(b.unknown_s);
   json saturated = json::object();
   for (int r = 0; r < analysis::kBoundResourceCount; ++r) {

@@ -129,7 +129,7 @@ static void AnalysisJson(const analysis::RunAnalysis& a, json& out) {
                              {"seconds", b.bound_s[r]},
                              {"saturated_seconds", b.saturated_s[r]}});
     }
-    double waiting = b.waiting_s + b.waiting_child_s;
+    double waiting = b.total_waiting_s();
     if (waiting > 0) {
       bottlenecks.push_back({{"phase", b.phase}, {"resource", "waiting"}, {"seconds", waiting}, {"saturated_seconds", 0.0}});
     }

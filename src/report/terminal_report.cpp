@@ -545,7 +545,7 @@ std::string LimitText(const analysis::PhaseBottlenecks& b) {
     }
     parts.emplace_back(share, std::move(text));
   }
-  double waiting = (b.waiting_s + b.waiting_child_s) / b.duration_s;
+  double waiting = b.total_waiting_s() / b.duration_s;
   if (waiting >= 0.05) parts.emplace_back(waiting, fmt::format("waiting {}", FormatPercent(waiting)));
   double unknown = b.unknown_s / b.duration_s;
   if (unknown >= 0.05) parts.emplace_back(unknown, fmt::format("unmeasured {}", FormatPercent(unknown)));
