@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/text.h"
 #include "core/time.h"
 #include "model/run.h"
 
@@ -30,9 +31,8 @@ std::string JoinCommand(const std::vector<std::string>& argv);
 // drive the terminal.
 std::string Sanitize(std::string_view text);
 
-// The string as valid UTF-8: each byte of an invalid sequence becomes U+FFFD. JSON output
-// needs this (a command line may hold any bytes).
-std::string ValidUtf8(std::string_view text);
+// The string as valid UTF-8 (core/text.h): JSON output needs this (a command line may hold any bytes).
+using grademl::ValidUtf8;
 
 // Terminal columns of a UTF-8 string (one per code point; no wide-character tables).
 size_t DisplayWidth(std::string_view utf8);
