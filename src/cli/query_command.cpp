@@ -201,9 +201,14 @@ class Printer {
 };
 
 // Aligned columns for people: every string sanitized and cut to `max_width` columns,
-// numbers right-aligned, NULL as NULL, a row count at the end.
+// numbers right-aligned, NULL as NULL, a row count at the end. The widths come from the
+// first kMeasuredRows rows, held until then; later rows are written as they come (a wider
+// cell there pushes its line's later columns right), so memory stays bounded however many
+// rows the query returns.
 class TablePrinter : public Printer {
  public:
+  static constexpr size_t kMeasuredRows = 1000;
+
   explicit TablePrinter(size_t max_width) : max_width_(max_width) {}
   void Columns(const std::vector<std::string>& columns) override {
     for (const auto& c : columns) header_.push_back(Cut(report::Sanitize(c)));
@@ -216,47 +221,64 @@ class TablePrinter : public Printer {
       const QueryValue& v = row[i];
       bool number = std::holds_alternative<int64_t>(v) || std::holds_alternative<double>(v);
       bool null = std::holds_alternative<std::monostate>(v);
-      if (!null) {
+      if (!null && !measured_) {
         any_value_[i] = true;
         if (!number) numeric_[i] = false;
       }
       cells.push_back(Cut(report::Sanitize(CellText(v, false, "NULL"))));
     }
+    ++count_;
+    if (measured_) {
+      Write(Line(cells));
+      return;
+    }
     rows_.push_back(std::move(cells));
+    if (rows_.size() >= kMeasuredRows) WriteMeasured();
   }
   void Finish() override {
-    const size_t n = header_.size();
-    std::vector<size_t> width(n);
-    for (size_t i = 0; i < n; ++i) {
-      width[i] = report::DisplayWidth(header_[i]);
-      for (const auto& row : rows_) width[i] = std::max(width[i], report::DisplayWidth(row[i]));
-    }
-    auto line = [&](const std::vector<std::string>& cells) {
-      std::string out;
-      for (size_t i = 0; i < n; ++i) {
-        if (i) out += "  ";
-        bool right = numeric_[i] && any_value_[i];
-        out += right ? report::PadLeft(cells[i], width[i]) : report::PadRight(cells[i], width[i]);
-      }
-      while (!out.empty() && out.back() == ' ') out.pop_back();
-      return out + "\n";
-    };
-    std::string out = line(header_);
-    std::vector<std::string> rules;
-    for (size_t w : width) rules.push_back(std::string(w, '-'));
-    out += line(rules);
-    Write(out);
-    for (const auto& row : rows_) Write(line(row));
-    Write(fmt::format("({} row{})\n", rows_.size(), rows_.size() == 1 ? "" : "s"));
+    if (!measured_) WriteMeasured();
+    Write(fmt::format("({} row{})\n", count_, count_ == 1 ? "" : "s"));
   }
 
  private:
   std::string Cut(const std::string& s) const { return max_width_ == 0 ? s : report::TruncateToWidth(s, max_width_); }
 
+  std::string Line(const std::vector<std::string>& cells) const {
+    std::string out;
+    for (size_t i = 0; i < header_.size(); ++i) {
+      if (i) out += "  ";
+      bool right = numeric_[i] && any_value_[i];
+      out += right ? report::PadLeft(cells[i], width_[i]) : report::PadRight(cells[i], width_[i]);
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  }
+
+  // The header and the rows held so far, aligned on them; later rows stream.
+  void WriteMeasured() {
+    const size_t n = header_.size();
+    width_.assign(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      width_[i] = report::DisplayWidth(header_[i]);
+      for (const auto& row : rows_) width_[i] = std::max(width_[i], report::DisplayWidth(row[i]));
+    }
+    std::string out = Line(header_);
+    std::vector<std::string> rules;
+    for (size_t w : width_) rules.push_back(std::string(w, '-'));
+    out += Line(rules);
+    Write(out);
+    for (const auto& row : rows_) Write(Line(row));
+    rows_ = {};
+    measured_ = true;
+  }
+
   size_t max_width_;
   std::vector<std::string> header_;
   std::vector<bool> numeric_, any_value_;
-  std::vector<std::vector<std::string>> rows_;
+  std::vector<size_t> width_;
+  std::vector<std::vector<std::string>> rows_;  // held until the widths are known
+  bool measured_ = false;
+  size_t count_ = 0;
 };
 
 // RFC 4180: a header line, fields with a comma, quote or line break in double quotes (a
@@ -363,6 +385,7 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
     bool json = false;
     size_t max_width = 60;
     bool list_views = false;
+    double timeout_s = 60;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -382,11 +405,17 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
   sub->add_option("--max-width", opts->max_width, "table: cut cells to this many columns (0: never)")
       ->capture_default_str();
   sub->add_flag("--list-views", opts->list_views, "List the views and their columns, then exit");
+  sub->add_option("--timeout", opts->timeout_s,
+                  "Stop a query still running after this many seconds, with an error (0: no limit)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   sub->footer(
       "grademl query [RUN] SQL [--format table|csv|json]\n\n"
       "Views: phases, edges, samples, attribution, bottlenecks, issues (grademl query --list-views).\n"
       "Only reads are allowed: INSERT, UPDATE, DELETE, CREATE, DROP, ATTACH, PRAGMA assignments and the like are\n"
       "refused. The store's tables of every run stay readable as main.runs, main.phases, ... (docs/store.md).\n"
+      "Rows are written as they come (a table aligns on its first 1000 rows); a query still running after\n"
+      "--timeout seconds (default 60) is stopped with an error and exit code 1.\n"
       "Examples:\n"
       "  grademl query \"SELECT name, duration_s FROM phases ORDER BY duration_s DESC LIMIT 5\"\n"
       "  grademl query -2 \"SELECT * FROM bottlenecks WHERE resource = 'cpu'\" --format csv\n"
@@ -437,6 +466,7 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
       return kExitFailure;
     }
     std::unique_ptr<Printer> printer = MakePrinter(format, opts->max_width);
+    (*session)->set_timeout(static_cast<DurationNs>(opts->timeout_s * kNsPerSec));
     Status st = (*session)->Execute(
         sql, [&](const std::vector<std::string>& columns) { printer->Columns(columns); },
         [&](const std::vector<QueryValue>& row) {

@@ -103,6 +103,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
         for (const auto& f : run->failed) list += (list.empty() ? "" : ", ") + f;
         result->error = "step(s) failed: " + list;
       }
+      if (!run->recording_error.empty()) PrintError(run->recording_error);
     } else {
       result = workflow::RecordCommand(options, command);
     }

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <thread>
+
+#include <fmt/format.h>
 
 namespace grademl::store {
 namespace {
@@ -32,9 +35,12 @@ void Merge(model::RunDelta& into, model::RunDelta&& later) {
 
 BackgroundWriter::BackgroundWriter(Database* db, model::RunBuilder* builder, model::RunId run,
                                    DurationNs flush_interval)
-    : db_(db), builder_(builder), run_(run), interval_(flush_interval) {
+    : BackgroundWriter(db, builder, run, Options{.flush_interval = flush_interval}) {}
+
+BackgroundWriter::BackgroundWriter(Database* db, model::RunBuilder* builder, model::RunId run, Options options)
+    : db_(db), builder_(builder), run_(run), options_(std::move(options)) {
   GRADEML_CHECK(db != nullptr && builder != nullptr);
-  GRADEML_CHECK(flush_interval > 0);
+  GRADEML_CHECK(options_.flush_interval > 0);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -42,16 +48,30 @@ BackgroundWriter::~BackgroundWriter() { (void)Stop(); }
 
 void BackgroundWriter::Loop() {
   using Clock = std::chrono::steady_clock;
-  const auto interval = std::chrono::nanoseconds(interval_);
+  const auto interval = std::chrono::nanoseconds(options_.flush_interval);
   auto next = Clock::now() + interval;
   std::unique_lock lock(mu_);
   while (!cv_.wait_until(lock, next, [this] { return stop_; })) {
     lock.unlock();
-    (void)Flush();  // a failure is kept in first_error_ and the delta retried next time
+    (void)Flush();  // a failure is reported and the delta retried next time
     lock.lock();
     // A fixed cadence; after a write slower than the interval, the next flush follows at once.
     next = std::max(next + interval, Clock::now());
   }
+}
+
+void BackgroundWriter::Notify(const Event& event) const {
+  if (options_.on_event) options_.on_event(event);
+}
+
+size_t BackgroundWriter::PendingBytes() const {
+  size_t bytes = pending_.samples.size() * sizeof(model::SampleRecord) +
+                 pending_.phases.size() * sizeof(model::Phase) + pending_.edges.size() * sizeof(model::Edge) +
+                 pending_.resources.size() * sizeof(model::Resource) +
+                 pending_.series.size() * sizeof(model::SeriesInfo);
+  for (const model::LogLine& l : pending_.logs) bytes += sizeof l + l.text.size();
+  for (const model::Phase& p : pending_.phases) bytes += p.name.size() + p.type.size();
+  return bytes;
 }
 
 Status BackgroundWriter::Flush(bool final) {
@@ -61,28 +81,83 @@ Status BackgroundWriter::Flush(bool final) {
   Status st = db_->WriteDelta(run_, pending_);
   if (st.ok()) {
     pending_ = model::RunDelta();
-  } else if (first_error_.ok()) {
-    first_error_ = st;
+    if (failing_) {
+      failing_ = false;
+      Notify({.kind = Event::kRecovered, .status = Status::Ok(), .dropped_samples = dropped_});
+    }
+    return st;
+  }
+  if (first_error_.ok()) first_error_ = st;
+  if (!failing_) {
+    failing_ = true;
+    Notify({.kind = Event::kFailing, .status = st, .dropped_samples = dropped_});
+  }
+  // Bounded memory while the store keeps failing: the bulk (samples, log lines) goes first.
+  if (PendingBytes() > options_.max_pending_bytes) {
+    const bool first_drop = dropped_ == 0;
+    dropped_ += pending_.samples.size() + pending_.logs.size();
+    pending_.samples = {};
+    pending_.logs = {};
+    if (first_drop) Notify({.kind = Event::kDropping, .status = st, .dropped_samples = dropped_});
   }
   return st;
 }
 
 Status BackgroundWriter::FlushNow() { return Flush(); }
 
-Status BackgroundWriter::Stop() {
-  std::lock_guard stop_lock(stop_mu_);
-  if (!stopped_) {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-    (void)Flush(/*final=*/true);
-    stopped_ = true;
-  }
+Status BackgroundWriter::first_error() {
   std::lock_guard lock(flush_mu_);
   return first_error_;
+}
+
+uint64_t BackgroundWriter::dropped_samples() {
+  std::lock_guard lock(flush_mu_);
+  return dropped_;
+}
+
+Status BackgroundWriter::Stop() {
+  std::lock_guard stop_lock(stop_mu_);
+  if (stopped_) return final_status_;
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  {
+    // The run keeps why its recording had trouble (docs/store.md: runs.error).
+    std::lock_guard lock(flush_mu_);
+    if (!first_error_.ok()) {
+      std::string note = "store: writes failed for a while (" + first_error_.message() + ")";
+      if (dropped_ > 0) note += fmt::format("; {} samples and log lines dropped to bound memory", dropped_);
+      builder_->UpdateRunInfo([&](model::RunInfo& info) { info.error += (info.error.empty() ? "" : "; ") + note; });
+    }
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto busy_deadline = Clock::now() + std::chrono::nanoseconds(options_.final_busy_wait);
+  int retries = 0;
+  Status st = Flush(/*final=*/true);
+  while (!st.ok()) {
+    if (st.code() == StatusCode::kUnavailable) {
+      if (Clock::now() >= busy_deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } else {
+      if (st.code() == StatusCode::kNotFound || ++retries > options_.final_retries) break;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    st = Flush(/*final=*/true);
+  }
+  stopped_ = true;
+  std::lock_guard lock(flush_mu_);
+  if (!st.ok()) {
+    final_status_ = Status(st.code(), fmt::format("{}; not stored: {} phases, {} samples, {} log lines and the run's end",
+                                                  st.message(), pending_.phases.size(), pending_.samples.size() + dropped_,
+                                                  pending_.logs.size()));
+  } else if (dropped_ > 0) {
+    final_status_ = Status(first_error_.code(), fmt::format("{}; {} samples and log lines were dropped to bound memory",
+                                                            first_error_.message(), dropped_));
+  }
+  return final_status_;
 }
 
 }  // namespace grademl::store

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -14,16 +16,48 @@ namespace grademl::store {
 
 // Moves deltas from a RunBuilder into a Database on its own thread, one transaction every
 // `flush_interval`, so that a grademl killed with SIGKILL leaves everything up to about one
-// interval (plus one write) before the kill in the file. A delta whose write failed is kept
-// and retried, merged with the next one, so a transient error (a busy lock, a full disk
-// that was cleaned) loses nothing; the first error is still kept and returned by Stop().
+// interval (plus one write) before the kill in the file.
+//
+// A write that fails (a lock held past the busy timeout, a full disk, a damaged page) loses
+// nothing: its delta is kept in memory, merged with the next ones and retried every
+// interval. The owner hears at once (Event::kFailing, then kRecovered or kDropping) and the
+// first error is stored in the run's error field once a write succeeds. What is held is
+// bounded (Options::max_pending_bytes): past the bound the held samples and log lines are
+// dropped, counted (phases, edges, resources and series are always kept). Stop() retries the
+// last write (Options::final_busy_wait while the store is locked, final_retries times for
+// other errors) before it gives up and says what is missing.
 // The Database and RunBuilder must outlive the writer.
 class BackgroundWriter {
  public:
   static constexpr DurationNs kDefaultFlushInterval = 500 * kNsPerMs;
 
+  // What the owner is told, on the writer's thread (or Stop's caller), as it happens.
+  struct Event {
+    enum Kind {
+      kFailing,    // a write failed after the last one succeeded (or the first write); `status` says why
+      kRecovered,  // a write succeeded after failures: everything held is stored
+      kDropping,   // the held data passed the bound: `dropped_samples` so far are lost
+    };
+    Kind kind;
+    Status status;
+    uint64_t dropped_samples = 0;
+  };
+
+  struct Options {
+    DurationNs flush_interval = kDefaultFlushInterval;
+    // About how much unwritten data may be held while the store fails (estimated from row
+    // counts and text sizes).
+    size_t max_pending_bytes = size_t{256} << 20;
+    // Stop(): how long the last write is retried while the store is locked by a peer ...
+    DurationNs final_busy_wait = 300 * kNsPerSec;
+    // ... and how many times for other errors (a full disk, I/O errors), 1 s apart.
+    int final_retries = 3;
+    std::function<void(const Event&)> on_event;  // may be empty
+  };
+
   BackgroundWriter(Database* db, model::RunBuilder* builder, model::RunId run,
                    DurationNs flush_interval = kDefaultFlushInterval);
+  BackgroundWriter(Database* db, model::RunBuilder* builder, model::RunId run, Options options);
   // Stops (with a final flush) if Stop() was not called; its error, if any, is then lost.
   ~BackgroundWriter();
   BackgroundWriter(const BackgroundWriter&) = delete;
@@ -31,22 +65,32 @@ class BackgroundWriter {
 
   // Writes what changed so far now, on the caller's thread, and returns that write's status.
   Status FlushNow();
-  // Stops the thread, does a final flush and returns the first error of any write (OK when
-  // every write succeeded). Later calls return the same.
+  // Stops the thread and does the final flush (retried as Options say). OK when everything
+  // recorded is in the store, even if some writes failed on the way (first_error() says
+  // why); otherwise why, and what is missing. Later calls return the same.
   Status Stop();
+  // The first write error, OK if every write succeeded.
+  Status first_error();
+  // Samples and log lines dropped because the held data passed the bound.
+  uint64_t dropped_samples();
 
  private:
   void Loop();
   Status Flush(bool final = false);
+  size_t PendingBytes() const;
+  void Notify(const Event& event) const;
 
   Database* const db_;
   model::RunBuilder* const builder_;
   const model::RunId run_;
-  const DurationNs interval_;
+  const Options options_;
 
-  std::mutex flush_mu_;     // serialises flushes; guards pending_ and first_error_
+  std::mutex flush_mu_;      // serialises flushes; guards the fields down to dropped_
   model::RunDelta pending_;  // taken from the builder, not yet written
   Status first_error_;
+  bool failing_ = false;     // the last write failed
+  uint64_t dropped_ = 0;     // samples and log lines dropped past the bound
+  Status final_status_;
 
   std::mutex stop_mu_;  // serialises Stop()
   bool stopped_ = false;

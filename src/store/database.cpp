@@ -1,13 +1,18 @@
 #include "store/database.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <thread>
 
 #include "store/json_columns.h"
 #include "store/schema.h"
@@ -16,7 +21,19 @@
 namespace grademl::store {
 namespace {
 
-constexpr int kBusyTimeoutMs = 5000;
+// How long a statement waits for a lock another process holds before it fails with
+// "database is locked". Writers wait long: a peer committing a large delta or checkpointing a
+// large WAL may hold the lock for seconds, and waiting costs the workload nothing (the
+// background writer waits on its own thread). Readers (`grademl ls`, `report`) wait less.
+constexpr int kWriterBusyTimeoutMs = 60'000;
+constexpr int kReaderBusyTimeoutMs = 10'000;
+// Opening retries the checks and the schema creation this long when a racing peer holds a
+// lock in a way SQLite reports at once, without calling the busy handler (a journal mode
+// change, a peer recovering the WAL).
+constexpr auto kOpenRetryFor = std::chrono::seconds(60);
+
+// What an interrupted run's error says once the unclean-shutdown check has seen it.
+constexpr std::string_view kInterrupted = "recording interrupted (grademl was killed or the machine stopped)";
 
 constexpr const char* kRunColumns =
     "id, uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, complete, error, grademl_version, "
@@ -118,11 +135,30 @@ Status CheckFile(const std::string& path, Database::Mode mode) {
   return Status::Ok();
 }
 
+// The file's application id, schema version and number of schema objects, read in one
+// snapshot: read one by one, a peer creating the schema in between could make a fresh file
+// look like a foreign one (tables but no application id yet).
+struct Identity {
+  int64_t app_id = 0, version = 0, tables = 0;
+};
+StatusOr<Identity> ReadIdentity(sqlite3* db, const std::string& path) {
+  GRADEML_RETURN_IF_ERROR(sqlite::Exec(db, path, "BEGIN"));
+  auto read = [&]() -> StatusOr<Identity> {
+    Identity id;
+    GRADEML_ASSIGN_OR_RETURN(id.app_id, sqlite::QueryInt(db, path, "PRAGMA application_id"));
+    GRADEML_ASSIGN_OR_RETURN(id.version, sqlite::QueryInt(db, path, "PRAGMA user_version"));
+    GRADEML_ASSIGN_OR_RETURN(id.tables, sqlite::QueryInt(db, path, "SELECT count(*) FROM sqlite_schema"));
+    return id;
+  };
+  StatusOr<Identity> id = read();
+  sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);  // a read: nothing to lose
+  return id;
+}
+
 // Checks the file's identity and version and brings it up to date; `db` is open.
 Status CheckSchema(sqlite3* db, const std::string& path, Database::Mode mode) {
-  GRADEML_ASSIGN_OR_RETURN(int64_t app_id, sqlite::QueryInt(db, path, "PRAGMA application_id"));
-  GRADEML_ASSIGN_OR_RETURN(int64_t version, sqlite::QueryInt(db, path, "PRAGMA user_version"));
-  GRADEML_ASSIGN_OR_RETURN(int64_t tables, sqlite::QueryInt(db, path, "SELECT count(*) FROM sqlite_schema"));
+  GRADEML_ASSIGN_OR_RETURN(Identity id, ReadIdentity(db, path));
+  const int64_t app_id = id.app_id, version = id.version, tables = id.tables;
   const bool empty = app_id == 0 && version == 0 && tables == 0;
   const int current = CurrentSchemaVersion();
   if (empty && mode == Database::Mode::kReadOnly) return Corrupt("{}: not a GradeML database (empty file)", path);
@@ -144,6 +180,19 @@ Status CheckSchema(sqlite3* db, const std::string& path, Database::Mode mode) {
   GRADEML_RETURN_IF_ERROR(sqlite::Exec(db, path, "PRAGMA journal_mode = WAL"));
   if (version < current) return MigrateSchema(db, path, SchemaSteps());
   return Status::Ok();
+}
+
+// Runs `step` again while it fails with "database is locked" (kUnavailable), for up to
+// kOpenRetryFor: the busy handler covers most waits, this the few SQLite reports at once.
+Status RetryWhileBusy(const std::function<Status()>& step) {
+  const auto deadline = std::chrono::steady_clock::now() + kOpenRetryFor;
+  auto pause = std::chrono::milliseconds(1);
+  while (true) {
+    Status st = step();
+    if (st.code() != StatusCode::kUnavailable || std::chrono::steady_clock::now() >= deadline) return st;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
 }
 
 // Parses a decimal integer that is the whole of `text`.
@@ -183,6 +232,9 @@ std::string DefaultDatabasePath() {
 StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path, Mode mode) {
   if (path.empty()) return InvalidArgument("the database path is empty");
   GRADEML_RETURN_IF_ERROR(CheckFile(path, mode));
+  // A rollback journal left behind means a writer died mid-transaction (SQLite rolls it back
+  // on the first read, so look now).
+  const bool hot_journal = NonEmptyFile(path + "-journal");
   int flags = SQLITE_OPEN_NOMUTEX |
               (mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   sqlite3* handle = nullptr;
@@ -190,28 +242,105 @@ StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path, Mode
   // Closes the handle unless the file passes every check (even a failed open returns one).
   std::unique_ptr<sqlite3, int (*)(sqlite3*)> raw(handle, sqlite3_close_v2);
   if (rc != SQLITE_OK) return sqlite::Error(handle, rc, path);
-  sqlite3_busy_timeout(handle, kBusyTimeoutMs);
+  sqlite3_busy_timeout(handle, mode == Mode::kReadWrite ? kWriterBusyTimeoutMs : kReaderBusyTimeoutMs);
   sqlite3_db_config(handle, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   if (mode == Mode::kReadWrite && sqlite3_db_readonly(handle, "main") == 1) {
     return IoError("{}: cannot open for writing (permission denied)", path);
   }
-  GRADEML_RETURN_IF_ERROR(CheckSchema(handle, path, mode));
+  GRADEML_RETURN_IF_ERROR(RetryWhileBusy([&] { return CheckSchema(handle, path, mode); }));
   GRADEML_RETURN_IF_ERROR(sqlite::Exec(handle, path, "PRAGMA synchronous = NORMAL"));
-  return std::unique_ptr<Database>(new Database(path, mode, raw.release()));
+  std::unique_ptr<Database> db(new Database(path, mode, raw.release()));
+  if (mode == Mode::kReadWrite) GRADEML_RETURN_IF_ERROR(db->JoinWriters(hot_journal));
+  return db;
 }
 
 Database::Database(std::string path, Mode mode, sqlite3* db) : path_(std::move(path)), mode_(mode), db_(db) {}
 
 Database::~Database() {
   for (sqlite3_stmt* stmt : stmts_) sqlite3_finalize(stmt);
-  if (mode_ == Mode::kReadWrite) {
-    // The last writer out turns WAL off again (checkpointing and deleting -wal and -shm), so
-    // that readers of a file nobody records into need to create nothing, even in a read-only
-    // directory. Fails, harmlessly and at once, while another connection has the file open.
+  // The last writer out (the only one left holding the writers' lock) turns WAL off again
+  // (checkpointing and deleting -wal and -shm), so that readers of a file nobody records into
+  // need to create nothing, even in a read-only directory. The switch also fails, harmlessly
+  // and at once, while a reader has the file open.
+  bool last_writer = mode_ == Mode::kReadWrite && (writers_fd_ < 0 || ::flock(writers_fd_, LOCK_EX | LOCK_NB) == 0);
+  if (last_writer) {
     sqlite3_busy_timeout(db_, 0);
     sqlite3_exec(db_, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
+    if (writers_fd_ >= 0) ::unlink(WritersLockPath(path_).c_str());  // a peer waiting on it re-opens it
   }
+  if (writers_fd_ >= 0) ::close(writers_fd_);
   sqlite3_close_v2(db_);
+}
+
+std::string Database::WritersLockPath(const std::string& path) { return path + "-lock"; }
+
+Status Database::JoinWriters(bool hot_journal) {
+  const std::string lock_path = WritersLockPath(path_);
+  bool sole = false;
+  while (true) {
+    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::Ok();  // e.g. a directory we cannot write into: no liveness check, no harm
+    sole = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (!sole) {
+      int r;
+      while ((r = ::flock(fd, LOCK_SH)) != 0 && errno == EINTR) {
+      }
+      if (r != 0) {
+        ::close(fd);
+        return Status::Ok();
+      }
+    }
+    // A last writer closing may have unlinked the file we locked: then lock the new one.
+    struct stat ours, named;
+    if (::fstat(fd, &ours) == 0 && ::stat(lock_path.c_str(), &named) == 0 && ours.st_ino == named.st_ino &&
+        ours.st_dev == named.st_dev) {
+      writers_fd_ = fd;
+      break;
+    }
+    ::close(fd);
+  }
+  if (!sole) return Status::Ok();
+  // No other grademl writes into the file: a run still marked incomplete lost its grademl
+  // (killed, or the machine stopped). Only then is the whole file checked, once.
+  Status st = CheckAfterUncleanShutdown(hot_journal);
+  ::flock(writers_fd_, LOCK_SH);
+  return st;
+}
+
+Status Database::CheckAfterUncleanShutdown(bool hot_journal) {
+  const std::string marker(kInterrupted);
+  sqlite3_stmt* s = nullptr;
+  int rc = sqlite3_prepare_v2(db_, "SELECT count(*) FROM runs WHERE complete = 0 AND instr(error, ?1) = 0", -1, &s,
+                              nullptr);
+  if (rc != SQLITE_OK) return SqlError(rc);
+  sqlite::BindText(s, 1, marker);
+  rc = sqlite3_step(s);
+  int64_t interrupted = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+  sqlite3_finalize(s);
+  if (rc != SQLITE_ROW) return SqlError(rc);
+  if (interrupted == 0 && !hot_journal) return Status::Ok();
+
+  rc = sqlite3_prepare_v2(db_, "PRAGMA quick_check(1)", -1, &s, nullptr);
+  if (rc != SQLITE_OK) return SqlError(rc);
+  rc = sqlite3_step(s);
+  std::string verdict = rc == SQLITE_ROW ? sqlite::ColumnString(s, 0) : "";
+  sqlite3_finalize(s);
+  if (rc != SQLITE_ROW) return SqlError(rc);
+  if (verdict != "ok") {
+    std::replace(verdict.begin(), verdict.end(), '\n', ' ');
+    return Corrupt("{}: database file is corrupt (found by the check after an unclean shutdown: {}); move it away "
+                   "to record into a new one",
+                   path_, verdict);
+  }
+  rc = sqlite3_prepare_v2(db_,
+                          "UPDATE runs SET error = CASE WHEN error = '' THEN ?1 ELSE error || '; ' || ?1 END "
+                          "WHERE complete = 0 AND instr(error, ?1) = 0",
+                          -1, &s, nullptr);
+  if (rc != SQLITE_OK) return SqlError(rc);
+  sqlite::BindText(s, 1, marker);
+  Status st = StepDone(s);
+  sqlite3_finalize(s);
+  return st;
 }
 
 StatusOr<sqlite3_stmt*> Database::Prepared(Query query) {

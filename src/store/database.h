@@ -79,6 +79,15 @@ class Database {
   };
 
   Database(std::string path, Mode mode, sqlite3* db);
+  // PATH-lock: every read-write connection holds it shared while open. One that gets it
+  // exclusively is the only writer: at open, it then checks the file if a run was left
+  // incomplete (CheckAfterUncleanShutdown); at close, it turns WAL off and removes the lock.
+  static std::string WritersLockPath(const std::string& path);
+  Status JoinWriters(bool hot_journal);
+  // `PRAGMA quick_check` when a run is incomplete with no writer alive or a rollback journal
+  // was left behind; marks such runs' error with "recording interrupted (...)" so that the
+  // check runs once per unclean shutdown, not on every start.
+  Status CheckAfterUncleanShutdown(bool hot_journal);
 
   StatusOr<sqlite3_stmt*> Prepared(Query query);
   Status SqlError(int rc) const;
@@ -93,6 +102,7 @@ class Database {
   const std::string path_;
   const Mode mode_;
   sqlite3* db_;
+  int writers_fd_ = -1;  // the writers' lock (kReadWrite), -1 when it could not be created
   std::array<sqlite3_stmt*, kNumQueries> stmts_{};
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <unordered_map>
 
 #include "store/sqlite.h"
@@ -530,6 +531,32 @@ Status QuerySession::Execute(const std::string& sql, const ColumnsFn& on_columns
     return InvalidArgument("query is read-only: {} is not allowed", what.empty() ? "this statement" : what);
   }
 
+  // The timeout: SQLite calls the handler every kProgressSteps VM instructions, which costs
+  // one clock read each time; a non-zero return interrupts the statement (SQLITE_INTERRUPT).
+  struct Deadline {
+    std::chrono::steady_clock::time_point at;
+    bool hit = false;
+  } deadline{std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_)};
+  constexpr int kProgressSteps = 10000;
+  struct HandlerScope {
+    sqlite3* db;
+    ~HandlerScope() { sqlite3_progress_handler(db, 0, nullptr, nullptr); }
+  } handler_scope{db_};
+  if (timeout_ > 0) {
+    sqlite3_progress_handler(
+        db_, kProgressSteps,
+        [](void* arg) -> int {
+          auto* d = static_cast<Deadline*>(arg);
+          d->hit = d->hit || std::chrono::steady_clock::now() >= d->at;
+          return d->hit ? 1 : 0;
+        },
+        &deadline);
+  }
+  auto timed_out = [&] {
+    return FailedPrecondition("query: stopped after the {} s timeout (--timeout SECONDS sets it, 0 for none)",
+                              static_cast<double>(timeout_) / kNsPerSec);
+  };
+
   const int n = sqlite3_column_count(stmt.get());
   std::vector<std::string> columns;
   for (int i = 0; i < n; ++i) {
@@ -543,6 +570,7 @@ Status QuerySession::Execute(const std::string& sql, const ColumnsFn& on_columns
     if (!on_row(row)) return Status::Ok();
   }
   if (rc == SQLITE_DONE) return Status::Ok();
+  if (deadline.hit) return timed_out();
   if (IsUserError(rc)) {
     std::string message = sqlite3_errmsg(db_);
     std::replace(message.begin(), message.end(), '\n', ' ');

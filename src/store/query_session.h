@@ -87,7 +87,11 @@ class QuerySession {
   // query, more than one statement, a statement that would write, and SQLite's own errors
   // in the SQL (syntax, no such table or column, a bad function argument); other codes for
   // the database's errors (corrupt, locked, I/O).
+  // A statement still running `timeout` after Execute began is interrupted (a progress
+  // handler checks the clock every few thousand VM steps) with a one-line kFailedPrecondition
+  // "query: stopped after the N s timeout ...". 0: no timeout.
   Status Execute(const std::string& sql, const ColumnsFn& on_columns, const RowFn& on_row);
+  void set_timeout(DurationNs timeout) { timeout_ = timeout; }
   // The whole result in memory.
   StatusOr<QueryResult> Query(const std::string& sql);
 
@@ -100,6 +104,7 @@ class QuerySession {
   sqlite3* db_;
   const model::RunId run_id_;
   TimeNs run_start_ns_ = 0;
+  DurationNs timeout_ = 0;
 };
 
 }  // namespace grademl::store

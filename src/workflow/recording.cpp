@@ -80,6 +80,24 @@ std::string ExecutableDir() {
   return path.substr(0, path.rfind('/'));
 }
 
+// Store failures are said at once, one line each, while the workload goes on (docs/store.md).
+void ReportStoreTrouble(const store::BackgroundWriter::Event& event) {
+  using Event = store::BackgroundWriter::Event;
+  switch (event.kind) {
+    case Event::kFailing:
+      std::fprintf(stderr, "grademl: %s; the command goes on, recording is kept in memory and retried\n",
+                   event.status.message().c_str());
+      break;
+    case Event::kRecovered:
+      std::fprintf(stderr, "grademl: writing to the store works again; what was held is stored\n");
+      break;
+    case Event::kDropping:
+      std::fprintf(stderr, "grademl: the store still fails and the data held passed its bound: samples are dropped "
+                           "from now on until a write succeeds (phases are kept)\n");
+      break;
+  }
+}
+
 bool IsDir(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
 
 }  // namespace
@@ -221,8 +239,9 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   // Orphaned descendants are re-parented to grademl, which reaps them with exact rusage.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-  impl->writer = std::make_unique<store::BackgroundWriter>(impl->db.get(), &builder, impl->run_id,
-                                                           options.flush_interval);
+  impl->writer = std::make_unique<store::BackgroundWriter>(
+      impl->db.get(), &builder, impl->run_id,
+      store::BackgroundWriter::Options{.flush_interval = options.flush_interval, .on_event = ReportStoreTrouble});
   Impl* raw = impl.get();
   if (!ec) {
     impl->events = std::make_unique<collect::EventCollector>(

@@ -389,7 +389,8 @@ StatusOr<WorkflowRunResult> RunWorkflow(const WorkflowSpec& spec, const Workflow
     for (const auto& f : result.failed) error += (error.size() > 8 ? ", " : "") + f;
   }
   Status st = recording->Finish(result.exit_code, std::nullopt, error);
-  if (!st.ok()) return st.WithPrefix("recording failed");
+  // A monitoring failure never changes the exit code: it is reported, the result stands.
+  if (!st.ok()) result.recording_error = "recording failed: " + st.message();
   return result;
 }
 

@@ -29,6 +29,7 @@ struct WorkflowRunResult {
   int exit_code = 0;                 // 0 when every step succeeded
   std::vector<std::string> failed;   // steps that failed (or could not start)
   std::vector<std::string> skipped;  // steps not run because a step they need failed, or grademl was stopped
+  std::string recording_error;       // why part of the run is not in the store (the store failed)
 };
 
 // Lines of one step's output kept in the store: the first kMaxStoredLines, then only a

@@ -98,7 +98,12 @@ TEST(BackgroundWriterTest, FailedWritesAreRetriedAndReported) {
   TempDir dir;
   auto db = Database::Open(dir.File("g.db"), Database::Mode::kReadWrite).value();
   model::RunBuilder builder(SampleInfo());
-  BackgroundWriter writer(db.get(), &builder, /*run=*/1, 3600 * kNsPerSec);
+  std::vector<BackgroundWriter::Event> events;  // FlushNow and Stop run on this thread
+  BackgroundWriter writer(db.get(), &builder, /*run=*/1,
+                          BackgroundWriter::Options{.flush_interval = 3600 * kNsPerSec,
+                                                    .on_event = [&](const BackgroundWriter::Event& e) {
+                                                      events.push_back(e);
+                                                    }});
   model::SeriesId s = builder.AddSeries({.resource = 1, .name = "x"});
   builder.BeginPhase({.name = "run", .type = "run", .start_ns = 1});
   builder.AddSample(s, 1, 1);
@@ -106,18 +111,62 @@ TEST(BackgroundWriterTest, FailedWritesAreRetriedAndReported) {
   EXPECT_EQ(first.code(), StatusCode::kNotFound);
   builder.AddSample(s, 2, 2);
   EXPECT_EQ(writer.FlushNow().code(), StatusCode::kNotFound);
+  // Said once when writes start failing, once when they work again.
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, BackgroundWriter::Event::kFailing);
+  EXPECT_EQ(events[0].status.message(), first.message());
 
   ASSERT_EQ(db->CreateRun(SampleInfo()).value(), 1);
   builder.AddSample(s, 3, 3);
   EXPECT_TRUE(writer.FlushNow().ok());
-  Status stopped = writer.Stop();
-  EXPECT_EQ(stopped.code(), StatusCode::kNotFound);
-  EXPECT_EQ(stopped.message(), first.message());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].kind, BackgroundWriter::Event::kRecovered);
+  // Everything reached the store in the end: Stop is OK, and the first error is kept.
+  EXPECT_TRUE(writer.Stop().ok());
+  EXPECT_EQ(writer.first_error().message(), first.message());
 
   model::Run run = db->LoadRun(1).value();
   EXPECT_EQ(run.phases.size(), 1u);
   ASSERT_EQ(run.series.size(), 1u);
   EXPECT_EQ(run.series[0].samples, (std::vector<model::Sample>{{1, 1}, {2, 2}, {3, 3}}));
+  // The run keeps why its recording had trouble.
+  EXPECT_EQ(run.info.error, "store: writes failed for a while (" + first.message() + ")");
+}
+
+// A store that keeps failing: what is held stays bounded (samples go, phases stay), it is
+// said once, and Stop says what did not reach the store.
+TEST(BackgroundWriterTest, HeldDataIsBoundedWhileTheStoreFails) {
+  TempDir dir;
+  auto db = Database::Open(dir.File("g.db"), Database::Mode::kReadWrite).value();
+  model::RunBuilder builder(SampleInfo());
+  std::vector<BackgroundWriter::Event> events;
+  BackgroundWriter writer(db.get(), &builder, /*run=*/1,
+                          BackgroundWriter::Options{.flush_interval = 3600 * kNsPerSec,
+                                                    .max_pending_bytes = 100'000,
+                                                    .final_retries = 0,
+                                                    .on_event = [&](const BackgroundWriter::Event& e) {
+                                                      events.push_back(e);
+                                                    }});
+  model::SeriesId s = builder.AddSeries({.resource = 1, .name = "x"});
+  builder.BeginPhase({.name = "run", .type = "run", .start_ns = 1});
+  for (int round = 0; round < 10; ++round) {
+    for (int i = 0; i < 10'000; ++i) builder.AddSample(s, round * 10'000 + i, i);  // never flat
+    EXPECT_FALSE(writer.FlushNow().ok());
+  }
+  EXPECT_EQ(writer.dropped_samples(), 100'000u);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, BackgroundWriter::Event::kFailing);
+  EXPECT_EQ(events[1].kind, BackgroundWriter::Event::kDropping);
+
+  ASSERT_EQ(db->CreateRun(SampleInfo()).value(), 1);
+  Status st = writer.Stop();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("100000 samples and log lines were dropped"), std::string::npos) << st.message();
+  model::Run run = db->LoadRun(1).value();
+  EXPECT_EQ(run.phases.size(), 1u);  // kept
+  ASSERT_EQ(run.series.size(), 1u);
+  EXPECT_EQ(run.series[0].samples.size(), 0u);
+  EXPECT_NE(run.info.error.find("100000 samples and log lines dropped"), std::string::npos) << run.info.error;
 }
 
 // The point of the writer: a grademl killed with SIGKILL leaves what it saw up to about one
