@@ -53,9 +53,10 @@ std::vector<int> RunTogether(int n, Body body) {
 }
 
 // One heavy writer: a run of `phases` phases and `samples` samples (of 10 series), recorded
-// through a BackgroundWriter flushing every 20 ms, into the store at `path`. Exit codes:
-// 0 all stored, 10 cannot open, 11 cannot create the run, 12 the writer lost data.
-int HeavyWriter(const std::string& path, int index, int phases, int samples) {
+// through a BackgroundWriter flushing every `flush_interval`, into the store at `path`. Exit
+// codes: 0 all stored, 10 cannot open, 11 cannot create the run, 12 the writer lost data.
+int HeavyWriter(const std::string& path, int index, int phases, int samples,
+                DurationNs flush_interval = 20 * kNsPerMs) {
   auto db = Database::Open(path, Database::Mode::kReadWrite);
   if (!db.ok()) {
     std::fprintf(stderr, "writer %d: %s\n", index, db.status().message().c_str());
@@ -69,7 +70,7 @@ int HeavyWriter(const std::string& path, int index, int phases, int samples) {
     return 11;
   }
   model::RunBuilder builder(info);
-  BackgroundWriter writer(db->get(), &builder, *run, 20 * kNsPerMs);
+  BackgroundWriter writer(db->get(), &builder, *run, flush_interval);
   std::vector<model::SeriesId> series;
   for (int s = 0; s < 10; ++s) series.push_back(builder.AddSeries({.resource = 1, .name = "s" + std::to_string(s)}));
   model::PhaseId root = builder.BeginPhase({.name = "run", .type = "run", .start_ns = 1});
@@ -90,30 +91,73 @@ int HeavyWriter(const std::string& path, int index, int phases, int samples) {
   return 0;
 }
 
-// The issue's finding: three heavy writers into one fresh store failed with "database is
-// locked", one of them keeping 2 of its 3 million phases. All three must complete, exactly.
-TEST(ConcurrencyTest, ThreeHeavyWritersIntoOneFreshStoreAllComplete) {
-  TempDir dir;
-  const std::string path = dir.File("sub/g.db");  // missing, with its directory: created by the race
-  constexpr int kWriters = 3;
-  constexpr int kPhases = 300'000;
-  constexpr int kSamples = 600'000;
-  std::vector<int> statuses =
-      RunTogether(kWriters, [&](int i) { return HeavyWriter(path, i, kPhases, kSamples); });
-  for (int i = 0; i < kWriters; ++i) {
+// Checks that the store at `path` holds `writers` complete runs of exactly `phases` phases
+// (all ended) and `samples` - 1 samples each (HeavyWriter's first sample index is 1).
+void ExpectCompleteRuns(const std::string& path, int writers, int phases, int samples) {
+  RawDb raw(path, SQLITE_OPEN_READONLY);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM runs"), writers);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM runs WHERE complete = 1"), writers);
+  for (int run = 1; run <= writers; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM phases WHERE run_id = " + std::to_string(run)), phases);
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM phases WHERE end_ns IS NULL AND run_id = " + std::to_string(run)), 0);
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM samples WHERE run_id = " + std::to_string(run)), samples - 1);
+  }
+  EXPECT_EQ(raw.Text("PRAGMA quick_check"), "ok");
+}
+
+void ExpectAllExitedZero(const std::vector<int>& statuses) {
+  for (size_t i = 0; i < statuses.size(); ++i) {
     ASSERT_TRUE(WIFEXITED(statuses[i])) << "writer " << i;
     EXPECT_EQ(WEXITSTATUS(statuses[i]), 0) << "writer " << i << " (10: open, 11: create run, 12: data lost)";
   }
-  RawDb raw(path, SQLITE_OPEN_READONLY);
-  EXPECT_EQ(raw.Int("SELECT count(*) FROM runs"), kWriters);
-  EXPECT_EQ(raw.Int("SELECT count(*) FROM runs WHERE complete = 1"), kWriters);
-  for (int run = 1; run <= kWriters; ++run) {
-    SCOPED_TRACE("run " + std::to_string(run));
-    EXPECT_EQ(raw.Int("SELECT count(*) FROM phases WHERE run_id = " + std::to_string(run)), kPhases);
-    EXPECT_EQ(raw.Int("SELECT count(*) FROM phases WHERE end_ns IS NULL AND run_id = " + std::to_string(run)), 0);
-    EXPECT_EQ(raw.Int("SELECT count(*) FROM samples WHERE run_id = " + std::to_string(run)), kSamples - 1);
-  }
-  EXPECT_EQ(raw.Text("PRAGMA quick_check"), "ok");
+}
+
+// Three writers flushing often (many small transactions) into one fresh store.
+TEST(ConcurrencyTest, ThreeHeavyWritersIntoOneFreshStoreAllComplete) {
+  TempDir dir;
+  const std::string path = dir.File("sub/g.db");  // missing, with its directory: created by the race
+  constexpr int kWriters = 3, kPhases = 300'000, kSamples = 600'000;
+  ExpectAllExitedZero(RunTogether(kWriters, [&](int i) { return HeavyWriter(path, i, kPhases, kSamples); }));
+  ExpectCompleteRuns(path, kWriters, kPhases, kSamples);
+}
+
+// The issue's finding: three heavy writers failed with "database is locked", one of them
+// keeping 2 of its 3 million phases. Here each writer's run reaches the store in one large
+// transaction at the end (several seconds each), so the last one waits for the two others:
+// longer than the old 5 s busy timeout, after which its whole run was lost.
+TEST(ConcurrencyTest, ThreeWritersWithLargeTransactionsAllComplete) {
+  TempDir dir;
+  const std::string path = dir.File("g.db");
+  constexpr int kWriters = 3, kPhases = 1'000'000, kSamples = 1'000'000;
+  ExpectAllExitedZero(RunTogether(
+      kWriters, [&](int i) { return HeavyWriter(path, i, kPhases, kSamples, /*flush_interval=*/3600 * kNsPerSec); }));
+  ExpectCompleteRuns(path, kWriters, kPhases, kSamples);
+}
+
+// A peer holding the write lock longer than a short busy timeout (a large commit, a long
+// checkpoint) when the run ends: the last write waits or is retried, and nothing is lost.
+TEST(ConcurrencyTest, LastWriteWaitsForAPeerHoldingTheLock) {
+  TempDir dir;
+  const std::string path = dir.File("g.db");
+  auto db = Database::Open(path, Database::Mode::kReadWrite).value();
+  model::RunId run = db->CreateRun(SampleInfo()).value();
+  model::RunBuilder builder(SampleInfo());
+  BackgroundWriter writer(db.get(), &builder, run, 3600 * kNsPerSec);
+  model::PhaseId root = builder.BeginPhase({.name = "run", .type = "run", .start_ns = 1});
+  builder.EndPhase(root, 2);
+  RawDb peer(path);
+  peer.Exec("BEGIN IMMEDIATE");
+  std::thread release([&] {
+    std::this_thread::sleep_for(7s);  // past the 5 s busy timeout grademl had
+    peer.Exec("COMMIT");
+  });
+  Status st = writer.Stop();
+  release.join();
+  EXPECT_TRUE(st.ok()) << st.message();
+  model::Run loaded = db->LoadRun(run).value();
+  ASSERT_EQ(loaded.phases.size(), 1u);
+  EXPECT_EQ(loaded.phases[0].end_ns, 2);
 }
 
 // Many processes opening one fresh store at the same moment: every one of them gets a
