@@ -407,7 +407,17 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
   sub->add_flag("--list-views", opts->list_views, "List the views and their columns, then exit");
   sub->add_option("--timeout", opts->timeout_s,
                   "Stop a query still running after this many seconds, with an error (0: no limit)")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            double v = 0;
+            try {
+              v = std::stod(value);
+            } catch (...) {
+              return "expected a number of seconds";
+            }
+            return v >= 0 && v <= 1e6 ? "" : "expected a number of seconds from 0 to 1000000";
+          },
+          "SECONDS"))
       ->capture_default_str();
   sub->footer(
       "grademl query [RUN] SQL [--format table|csv|json]\n\n"
