@@ -245,7 +245,7 @@ StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path, Mode
   sqlite3_busy_timeout(handle, mode == Mode::kReadWrite ? kWriterBusyTimeoutMs : kReaderBusyTimeoutMs);
   sqlite3_db_config(handle, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   if (mode == Mode::kReadWrite && sqlite3_db_readonly(handle, "main") == 1) {
-    return IoError("{}: cannot open for writing (permission denied)", path);
+    return IoError("{}: cannot open for writing (no write permission, or a read-only file system)", path);
   }
   GRADEML_RETURN_IF_ERROR(RetryWhileBusy([&] { return CheckSchema(handle, path, mode); }));
   GRADEML_RETURN_IF_ERROR(sqlite::Exec(handle, path, "PRAGMA synchronous = NORMAL"));

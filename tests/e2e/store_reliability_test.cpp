@@ -256,6 +256,42 @@ TEST(StoreReliabilityE2E, DiskFullForAWhileLosesNothing) {
   EXPECT_NE(err.find("works again"), std::string::npos) << err;
 }
 
+// A read-only file system (a read-only directory, for root too): a missing store cannot be
+// created and an existing one cannot be written: one line, nothing run; readers still work.
+TEST(StoreReliabilityE2E, ReadOnlyStoreIsRefusedAtStartAndStaysReadable) {
+  std::string dir = FreshDir("store_read_only");
+  std::string g = GrademlBinary();
+  std::string script = g + " --db " + dir + "/g.db run --no-report -- true || echo FIRST_FAILED\n" +
+                       "mount -o remount,ro " + dir + " || { echo SKIP; exit 0; }\n" + g + " --db " + dir +
+                       "/g.db run --no-report -- sh -c 'echo ran; exit 3' 2>" + dir + "/../ro_err1; echo exit1=$?\n" +
+                       g + " --db " + dir + "/new/g.db run --no-report -- sh -c 'echo ran; exit 3' 2>" + dir +
+                       "/../ro_err2; echo exit2=$?\n" + g + " --db " + dir + "/g.db ls >/dev/null && echo LS_OK\n";
+  CommandResult r = InTinyTmpfs(dir, "16m", script);
+  if (r.out.find("SKIP") != std::string::npos) GTEST_SKIP() << "cannot mount a tmpfs here (needs root and unshare -m)";
+  EXPECT_EQ(r.out, "exit1=1\nexit2=1\nLS_OK\n") << r.err;
+  for (const char* name : {"/../ro_err1", "/../ro_err2"}) {
+    std::string err = ReadFile(dir + name);
+    EXPECT_EQ(Lines(err), 1u) << err;
+    EXPECT_EQ(err.rfind("grademl: " + dir + "/", 0), 0u) << err;
+  }
+}
+
+// Two grademls recording at once, one killed with SIGKILL mid-run: the other completes
+// with everything, and the next grademl marks the killed one's run as interrupted.
+TEST(StoreReliabilityE2E, OneOfTwoRecordersKilledTheOtherCompletes) {
+  std::string dir = FreshDir("store_one_killed");
+  std::string db = dir + "/g.db";
+  pid_t survivor = StartCommand({GrademlBinary(), "--db", db, "run", "--interval", "10ms", "--no-report", "--", "sh",
+                                 "-c", "sleep 2; exit 3"});
+  ASSERT_NO_FATAL_FAILURE(KillRecorderMidRun(db, dir));
+  EXPECT_EQ(WaitCommand(survivor), 3);
+  EXPECT_EQ(SqlInt(db, "SELECT count(*) FROM runs WHERE complete = 1 AND exit_code = 3"), 1);
+  CommandResult r = Grademl(db, {"run", "--no-report", "--", "true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(SqlInt(db, "SELECT count(*) FROM runs WHERE complete = 0 AND error LIKE 'recording interrupted%'"), 1);
+  EXPECT_EQ(SqlText(db, "PRAGMA quick_check"), "ok");
+}
+
 // --- query ---------------------------------------------------------------------------------
 
 class QueryLimitsE2E : public ::testing::Test {
