@@ -33,6 +33,8 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       "A workflow file (GradeML's pipeline YAML or DVC's dvc.yaml, see docs/workflows.md) runs its\n"
       "steps in dependency order, -j at a time, each step a phase; epochs and other phases are\n"
       "recognised in their output (docs/log-rules.md). grademl exits non-zero if a step failed.\n"
+      "A store that fails during the run (full disk, damage, a long lock) is reported on stderr at once\n"
+      "and at the end, and never changes the exit code; one unusable at start is refused before CMD runs.\n"
       "Examples: grademl run -- python3 train.py --epochs 3\n"
       "          grademl run -j 2 examples/digits/pipeline.yaml");
   sub->add_option("--interval", opts->interval, "Sampling interval, e.g. 100ms, 0.5s")->capture_default_str();

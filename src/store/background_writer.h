@@ -49,7 +49,7 @@ class BackgroundWriter {
     // counts and text sizes).
     size_t max_pending_bytes = size_t{256} << 20;
     // Stop(): how long the last write is retried while the store is locked by a peer ...
-    DurationNs final_busy_wait = 300 * kNsPerSec;
+    DurationNs final_busy_wait = 120 * kNsPerSec;
     // ... and how many times for other errors (a full disk, I/O errors), 1 s apart.
     int final_retries = 3;
     std::function<void(const Event&)> on_event;  // may be empty
