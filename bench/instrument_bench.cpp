@@ -1,10 +1,13 @@
-// The cost of instrumentation: a begin+end pair (GRADEML_PHASE), with the event file
-// enabled (GRADEML_EVENTS_DIR in /tmp) and disabled (no GRADEML_EVENTS_DIR), on 1 and 2
-// threads. Each run gets a fresh event file; a run that dropped events would measure the
-// file-full path instead, so the teardown checks there were none.
+// The cost of instrumentation: a begin+end pair (GRADEML_PHASE), with the event memory
+// enabled (GRADEML_EVENTS_DIR in /tmp, with a socket standing in for the collector that
+// takes the memories) and disabled (no GRADEML_EVENTS_DIR), on 1 and 2 threads. Each run
+// gets fresh event memory; a run that dropped events would measure the memory-full path
+// instead, so the teardown checks there were none.
 //   ./build/bench/instrument_bench
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,31 +24,41 @@ namespace {
 
 namespace gi = grademl::instrument;
 std::string g_dir;
+int g_listen_fd = -1;
+
+// Accepts and closes the connections of earlier runs (their memories are let go).
+void DrainConnections() {
+  for (int c; (c = accept4(g_listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;) close(c);
+}
 
 void SetupEnabled(const benchmark::State&) {
   if (g_dir.empty()) {
     char tmpl[] = "/tmp/grademl-bench-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) abort();
     g_dir = tmpl;
+    g_listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/%s", g_dir.c_str(), gi::kSocketName);
+    if (bind(g_listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(g_listen_fd, 64) != 0) abort();
   }
+  DrainConnections();
   setenv("GRADEML_EVENTS_DIR", g_dir.c_str(), 1);
   gi::ResetForTesting();
   if (!grademl::Enabled()) abort();
 }
 
 void TeardownEnabled(const benchmark::State&) {
-  std::string path = gi::CurrentFilePathForTesting();
   gi::FileHeader h{};
-  int fd = open(path.c_str(), O_RDONLY);
+  int fd = gi::CurrentMemoryFdForTesting();
   if (fd < 0 || pread(fd, &h, sizeof(h), 0) != ssize_t(sizeof(h))) abort();
-  close(fd);
   if (h.dropped_events != 0) {
     fprintf(stderr, "instrument_bench: %llu events dropped: the file filled up\n",
             static_cast<unsigned long long>(h.dropped_events));
     abort();
   }
   gi::ResetForTesting();
-  std::filesystem::remove(path);
+  DrainConnections();
 }
 
 void SetupDisabled(const benchmark::State&) {

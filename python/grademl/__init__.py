@@ -24,11 +24,34 @@ _ids = {}        # name -> interned id (shared with the C extension when it is t
 _native = False  # _b is the C extension (phase() is its Phase type)
 
 
+_NUL_MESSAGE = "grademl: a name or tag cannot contain a NUL character"
+
+
+def _check(name):
+    """Names, types and tags with NUL are refused, with or without grademl (a C string would
+    cut them short). Returns the name as str."""
+    s = name if type(name) is str else str(name)
+    if "\0" in s:
+        raise ValueError(_NUL_MESSAGE)
+    return s
+
+
+def _check_tags(tags):
+    for k, v in tags.items():
+        _check(k)
+        _check(v)
+
+
 def _id(name):
     i = _ids.get(name)
     if i is None:
-        i = _ids[name] = _b.intern(name)
+        i = _ids[name] = _b.intern(_check(name))
     return i
+
+
+def _safe(s):
+    """For auto-instrumentation, which must never raise: NUL shown as \\x00."""
+    return s.replace("\0", "\\x00") if "\0" in s else s
 
 
 def enabled():
@@ -54,9 +77,15 @@ class _NullPhase:
 _NULL = _NullPhase()
 
 
-def _null_phase(name=None, **tags):
+def _null_phase(name=None, *, phase_type=None, **tags):
     if name is not None and not isinstance(name, str) and callable(name):
         return name  # bare decorator
+    if name is not None:
+        _check(name)
+    if phase_type is not None:
+        _check(phase_type)
+    if tags:
+        _check_tags(tags)
     return _NULL
 
 
@@ -92,7 +121,10 @@ class _PyPhase:
             self.name, self.ptype, self.tags = _qualname(name), phase_type, tags
             return _decorate(self, name)
         self = object.__new__(cls)
-        self.name, self.ptype, self.tags = str(name), phase_type, tags
+        self.name, self.ptype, self.tags = _check(name), phase_type, tags
+        if phase_type is not None:
+            _check(phase_type)
+        _check_tags(tags)
         return self
 
     def __enter__(self):
@@ -109,13 +141,17 @@ class _PyPhase:
 
 def _begin(name, ptype, tags):
     b = _b
-    if ptype is None:
-        b.begin(_id(name))
+    # Every name interned (and checked) before the phase begins: a refused one leaves no
+    # phase open.
+    nid = _id(name)
+    tid = None if ptype is None else _id(str(ptype))
+    tag_ids = [(_id(k), _id(v if type(v) is str else str(v))) for k, v in tags.items()] if tags else ()
+    if tid is None:
+        b.begin(nid)
     else:
-        b.begin_typed(_id(name), _id(str(ptype)))
-    if tags:
-        for k, v in tags.items():
-            b.tag(_id(k), _id(v if type(v) is str else str(v)))
+        b.begin_typed(nid, tid)
+    for k, v in tag_ids:
+        b.tag(k, v)
 
 
 # ---------------------------------------------------------------- public API
@@ -132,6 +168,8 @@ def begin(name, *, phase_type=None, **tags):
     """Open a phase on this thread (close it with end())."""
     if _on:
         _begin(name if type(name) is str else str(name), phase_type, tags)
+    else:
+        _null_phase(name, phase_type=phase_type, **tags)
 
 
 def end():
@@ -143,11 +181,15 @@ def end():
 def instant(name):
     if _on:
         _b.instant(_id(name if type(name) is str else str(name)))
+    else:
+        _check(name)
 
 
 def counter(name, value):
     if _on:
         _b.counter(_id(name if type(name) is str else str(name)), float(value))
+    else:
+        _check(name)
 
 
 def flow_out(flow_id):
@@ -164,14 +206,17 @@ def tag(key, value):
     """Tag the innermost open phase."""
     if _on:
         _b.tag(_id(str(key)), _id(value if type(value) is str else str(value)))
+    else:
+        _check(key)
+        _check(value)
 
 
 # Internal helpers for grademl.auto: typed begin with a tuple of (key, value) str pairs.
 def _begin_typed(name, ptype, tags=()):
     b = _b
-    b.begin_typed(_id(name), _id(ptype))
+    b.begin_typed(_id(_safe(name)), _id(_safe(ptype)))
     for k, v in tags:
-        b.tag(_id(k), _id(v))
+        b.tag(_id(_safe(k)), _id(_safe(v)))
 
 
 def _end():

@@ -43,6 +43,17 @@ def _native():
     return None
 
 
+NUL_MESSAGE = "grademl: a name or tag cannot contain a NUL character"
+
+
+def _encode(s):
+    """A name as C bytes: lone surrogates shown as \\udcff (never an error), NUL refused."""
+    b = str(s).encode("utf-8", "backslashreplace")
+    if b"\0" in b:
+        raise ValueError(NUL_MESSAGE)
+    return b
+
+
 class _CtypesBackend:
     """Fallback when the extension is not built: the C ABI through ctypes."""
 
@@ -60,13 +71,13 @@ class _CtypesBackend:
 
         self.enabled = fn("grademl_enabled", C.c_int)
         _intern = fn("grademl_intern", u32, C.c_char_p)
-        self.intern = lambda s: _intern(str(s).encode("utf-8", "replace"))
+        self.intern = lambda s: _intern(_encode(s))
         self.begin = fn("grademl_begin", None, u32)
         self.begin_typed = fn("grademl_begin_typed", None, u32, u32)
         self.end = fn("grademl_end", None)
         self.tag = fn("grademl_tag", None, u32, u32)
         _tag_str = fn("grademl_tag_str", None, C.c_char_p, C.c_char_p)
-        self.tag_str = lambda k, v: _tag_str(str(k).encode(), str(v).encode())
+        self.tag_str = lambda k, v: _tag_str(_encode(k), _encode(v))
         self.instant = fn("grademl_instant", None, u32)
         self.counter = fn("grademl_counter", None, u32, C.c_double)
         self.flow_out = fn("grademl_flow_out", None, u64)

@@ -11,6 +11,7 @@
 #include <Python.h>
 #include <dlfcn.h>
 #include <stdint.h>
+#include <string.h>
 
 static int (*p_enabled)(void);
 static uint32_t (*p_intern)(const char *);
@@ -28,6 +29,8 @@ static PyObject *g_ids;      /* dict: str -> int, shared with grademl.__init__ *
 static PyObject *g_decorate; /* callable(phase, func) -> wrapper, set from Python */
 static PyObject *g_str_phase_type;
 
+#define NUL_MESSAGE "grademl: a name or tag cannot contain a NUL character"
+
 /* str -> id through the cache; -1 on error */
 static int intern_obj(PyObject *name, uint32_t *out) {
   PyObject *v = PyDict_GetItemWithError(g_ids, name);
@@ -36,9 +39,17 @@ static int intern_obj(PyObject *name, uint32_t *out) {
     return 0;
   }
   if (PyErr_Occurred()) return -1;
-  const char *s = PyUnicode_AsUTF8(name);
-  if (!s) return -1;
-  uint32_t id = p_intern(s);
+  /* Never raises for lone surrogates (shown as \udcff, as the Python side does); refuses NUL,
+   * which would cut the name short, with the same message as grademl's Python side. */
+  PyObject *bytes = PyUnicode_AsEncodedString(name, "utf-8", "backslashreplace");
+  if (!bytes) return -1;
+  if (memchr(PyBytes_AS_STRING(bytes), 0, (size_t)PyBytes_GET_SIZE(bytes)) != NULL) {
+    Py_DECREF(bytes);
+    PyErr_SetString(PyExc_ValueError, NUL_MESSAGE);
+    return -1;
+  }
+  uint32_t id = p_intern(PyBytes_AS_STRING(bytes));
+  Py_DECREF(bytes);
   PyObject *o = PyLong_FromUnsignedLong(id);
   if (!o) return -1;
   int rc = PyDict_SetItem(g_ids, name, o);
@@ -265,11 +276,9 @@ static PyObject *m_tag(PyObject *m, PyObject *const *a, Py_ssize_t n) {
 static PyObject *m_tag_str(PyObject *m, PyObject *const *a, Py_ssize_t n) {
   (void)m;
   if (n != 2) { PyErr_SetString(PyExc_TypeError, "tag_str(key, value)"); return NULL; }
-  const char *k = PyUnicode_AsUTF8(a[0]);
-  if (!k) return NULL;
-  const char *v = PyUnicode_AsUTF8(a[1]);
-  if (!v) return NULL;
-  p_tag_str(k, v);
+  uint32_t k, v;
+  if (intern_any(a[0], &k) < 0 || intern_any(a[1], &v) < 0) return NULL;
+  p_tag(k, v);
   Py_RETURN_NONE;
 }
 

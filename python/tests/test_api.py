@@ -156,3 +156,56 @@ class DisabledTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class NamesTest(unittest.TestCase):
+    """NUL is refused and lone surrogates accepted the same way with and without grademl;
+    auto-instrumentation never raises."""
+
+    def _each_mode(self, body):
+        for mode in ("disabled", "recorder"):
+            with self.subTest(mode=mode):
+                r = use_recorder() if mode == "recorder" else disable()
+                try:
+                    body(r)
+                finally:
+                    disable()
+
+    def test_nul_refused_everywhere(self):
+        def body(_):
+            for call in (lambda: grademl.phase("a\0b"), lambda: grademl.phase("a", k="v\0"),
+                         lambda: grademl.phase("a", phase_type="t\0"), lambda: grademl.begin("a\0"),
+                         lambda: grademl.instant("a\0"), lambda: grademl.counter("a\0", 1),
+                         lambda: grademl.tag("k\0", "v")):
+                with self.assertRaises(ValueError) as cm:
+                    call()
+                self.assertEqual(str(cm.exception), "grademl: a name or tag cannot contain a NUL character")
+        self._each_mode(body)
+
+    def test_refused_phase_leaves_nothing_open(self):
+        r = use_recorder()
+        try:
+            with self.assertRaises(ValueError):
+                grademl.begin("ok", k="bad\0")
+            self.assertEqual(r.events, [])
+        finally:
+            disable()
+
+    def test_surrogates_never_raise(self):
+        def body(_):
+            with grademl.phase("bad \udcff", k="\ud800"):
+                grademl.instant("\udcff")
+                grademl.tag("\udcff", "x")
+        self._each_mode(body)
+
+    def test_auto_instrumentation_escapes_nul_and_goes_on(self):
+        r = use_recorder()
+        try:
+            grademl._begin_typed("mod\0ule", "module", (("k\0", "v"),))
+            grademl._end()
+            grademl._begin_typed("next", "module")
+            grademl._end()
+            self.assertEqual(r.phases()[0][0], "mod\\x00ule")
+            self.assertEqual(r.phases()[1][0], "next")
+        finally:
+            disable()

@@ -3,10 +3,13 @@ $GRADEML_TEST_LIBRARY): skipped, with a message, when it is not built."""
 import glob
 import os
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,12 +45,8 @@ def _ext_dir(tmp):
 
 
 SCRIPT = r"""
-import os, sys, glob, grademl
+import os, sys, grademl
 print("native", grademl._native, "enabled", grademl.enabled())
-d = os.environ["GRADEML_EVENTS_DIR"]
-def used():
-    os.sync()
-    return sum(os.stat(f).st_blocks for f in glob.glob(os.path.join(d, "*")))
 with grademl.phase("warm", k=1):
     pass
 @grademl.phase
@@ -56,13 +55,65 @@ def f(i):
 for i in range(200000):
     with grademl.phase("p", i=i % 7):
         f(i)
-a = used()
 for i in range(200000):
     with grademl.phase("q"):
         grademl.instant("x")
-b = used()
-print("files", len(glob.glob(os.path.join(d, "*"))), "grew", b > a > 0)
+# Lone surrogates never raise (shown escaped); NUL is refused, as without grademl.
+with grademl.phase("bad \udcff name", k="\ud800"):
+    grademl.instant("\udcff")
+try:
+    grademl.phase("a\x00b")
+    print("nul accepted")
+except ValueError as e:
+    print("nul refused:", e)
+print("done")
 """
+
+
+class Collector:
+    """Stands in for grademl's collector: listens on <dir>/events.sock and keeps the event
+    memories that writers send (SCM_RIGHTS)."""
+
+    def __init__(self, d):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.bind(os.path.join(d, "events.sock"))
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.fds = []
+        self.stop = False
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            with c:
+                c.settimeout(5)
+                try:
+                    _, fds, _, _ = socket.recv_fds(c, 1, 4)
+                    self.fds.extend(fds)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.stop = True
+        self.thread.join()
+        self.sock.close()
+
+    def headers(self):
+        """(pid, next_chunk, dropped) of each memory received."""
+        out = []
+        for fd in self.fds:
+            h = os.pread(fd, 64, 0)
+            if h[:8] == b"GRDMLEV1":
+                pid, = struct.unpack_from("<i", h, 16)
+                next_chunk, dropped = struct.unpack_from("<QQ", h, 40)
+                out.append((pid, next_chunk, dropped))
+        return out
+
 
 TORCH_SCRIPT = r"""
 import torch
@@ -84,30 +135,52 @@ print("ok", grademl.enabled(), getattr(torch.nn.Module.__call__, "_grademl_wrapp
 class RealLibraryTest(unittest.TestCase):
     def _run(self, script, libdir=None, **extra):
         with tempfile.TemporaryDirectory() as ev:
+            collector = Collector(ev)
             env = dict(os.environ, GRADEML_EVENTS_DIR=ev,
                        GRADEML_LIBRARY=os.path.join(libdir, "libgrademl.so") if libdir else LIB,
                        PYTHONPATH=os.pathsep.join([PYDIR, os.path.join(PYDIR, "grademl", "_autoload")]))
             env.pop("GRADEML_AUTO", None)
             env.update(extra)
             r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
-            files = os.listdir(ev)
+            import time
+            time.sleep(0.5)  # the last memories in flight
+            collector.close()
+            memories = collector.headers()
+            for fd in collector.fds:
+                os.close(fd)
         self.assertEqual(r.returncode, 0, r.stderr)
-        return r.stdout, files
+        return r.stdout, memories
 
     def test_native_extension(self):
         with tempfile.TemporaryDirectory() as tmp:
             libdir = _ext_dir(tmp)
             if libdir is None:
                 self.skipTest("cannot build the extension here (no compiler or Python.h)")
-            out, files = self._run(SCRIPT, libdir)
+            out, memories = self._run(SCRIPT, libdir)
         self.assertIn("native True enabled True", out)
-        self.assertIn("grew True", out)
-        self.assertTrue(files)
+        self._check_memories(out, memories)
+
+    def _check_memories(self, out, memories):
+        self.assertIn("nul refused: grademl: a name or tag cannot contain a NUL character", out)
+        self.assertIn("done", out)
+        self.assertEqual(len(memories), 1)
+        pid, next_chunk, dropped = memories[0]
+        self.assertGreater(next_chunk, 100)  # 400,000 phases: about 13 MB of records
+        self.assertEqual(dropped, 0)
 
     def test_ctypes_fallback(self):
-        out, files = self._run(SCRIPT, GRADEML_CTYPES="1")
+        out, memories = self._run(SCRIPT, GRADEML_CTYPES="1")
         self.assertIn("native False enabled True", out)
-        self.assertIn("grew True", out)
+        self._check_memories(out, memories)
+
+    def test_without_grademl_the_same(self):
+        env = dict(os.environ, PYTHONPATH=PYDIR)
+        for k in ("GRADEML_EVENTS_DIR", "GRADEML_LIBRARY"):
+            env.pop(k, None)
+        r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("native False enabled False", r.stdout)
+        self.assertIn("nul refused: grademl: a name or tag cannot contain a NUL character", r.stdout)
 
     def test_auto_torch_with_workers(self):
         try:
@@ -116,9 +189,9 @@ class RealLibraryTest(unittest.TestCase):
             self.skipTest("torch not importable")
         with tempfile.TemporaryDirectory() as tmp:
             libdir = _ext_dir(tmp)
-            out, files = self._run(TORCH_SCRIPT, libdir, GRADEML_AUTO="1")
+            out, memories = self._run(TORCH_SCRIPT, libdir, GRADEML_AUTO="1")
         self.assertIn("ok True True", out)
-        self.assertGreaterEqual(len(files), 1)  # the parent's (workers' files when they record)
+        self.assertGreaterEqual(len(memories), 1)  # the parent's (workers' when they record)
 
 
 if __name__ == "__main__":

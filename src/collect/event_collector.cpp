@@ -1,13 +1,14 @@
 #include "collect/event_collector.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -32,10 +33,22 @@ namespace {
 
 constexpr size_t kChunkHeaderBytes = sizeof(ev::ChunkHeader);
 constexpr int kBadMagicPolls = 10;  // a wrong magic is final after this many polls (a torn write otherwise)
+constexpr int kConnectionPolls = 50;  // a connection that sends nothing for this many polls is closed
+constexpr size_t kMaxConnections = 1024;  // more wait in the listen backlog
 
-template <typename T>
-T LoadAcquire(const void* p) {
-  return __atomic_load_n(static_cast<const T*>(p), __ATOMIC_ACQUIRE);
+// Copies `n` bytes at `offset` of a writer's memory; false when they are not all there
+// (a memory shorter than it claims). pread, not a mapping: nothing can fault. The acquire
+// fence orders it after an earlier read of a `committed` (the writer's release store).
+bool ReadShared(int fd, uint64_t offset, void* out, size_t n) {
+  std::atomic_thread_fence(std::memory_order_acquire);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = pread(fd, static_cast<char*>(out) + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    done += static_cast<size_t>(r);
+  }
+  return true;
 }
 
 template <typename T>
@@ -105,18 +118,27 @@ ClockPair ReadClockPair() {
 
 struct EventCollector::Chunk {
   uint64_t index = 0;
-  const uint8_t* base = nullptr;  // the ChunkHeader
+  uint64_t offset = 0;    // of the ChunkHeader in the memory
   uint32_t tid = 0;
-  uint32_t scanned = 0;   // payload bytes validated (names registered)
-  uint32_t applied = 0;   // payload bytes turned into model objects
+  uint32_t scanned = 0;   // payload bytes copied and validated
   bool stopped = false;   // a bad record or `committed`: nothing more is read
-  bool sealed = false;    // its thread went on in a later chunk, and it was read to its end
+};
+
+// One record, copied out of the shared memory once and validated (never a name).
+struct EventCollector::Record {
+  uint8_t type = 0;
+  uint32_t id = 0;
+  uint32_t aux = 0;    // tag value id, typed begin's type id
+  uint64_t ticks = 0;
+  uint64_t flow = 0;   // flows
+  double value = 0;    // counters
 };
 
 struct EventCollector::Thread {
   uint32_t tid = 0;
   std::vector<model::PhaseId> stack;  // open phases, innermost last
-  std::deque<Chunk*> chunks;          // not yet fully applied, in index order
+  std::deque<Chunk*> chunks;          // not yet read to their end, in index order
+  std::deque<Record> records;         // read, not yet applied
   int stall_polls = 0;                // polls its next record has waited for a name
 };
 
@@ -125,11 +147,9 @@ constexpr int kUnknownWriterPolls = 10;
 
 struct EventCollector::File {
   enum class State { kOpening, kReading, kClosed };
-  std::string path;
   State state = State::kOpening;
-  int fd = -1;
-  const uint8_t* map = nullptr;
-  uint64_t size = 0;  // bytes of the mapping that may be read
+  int fd = -1;        // the writer's memory (owned)
+  uint64_t size = 0;  // its size when received (sealed: it cannot shrink)
   int bad_magic_polls = 0;
   bool valid = false;  // the header was good
 
@@ -140,6 +160,7 @@ struct EventCollector::File {
   uint64_t anchor_ticks = 0;
   int64_t anchor_epoch_ns = 0;
   uint64_t writer_dropped = 0;
+  uint64_t writer_too_deep = 0;
 
   ProcessInfo proc;
   uint64_t known_chunks = 0;
@@ -149,7 +170,7 @@ struct EventCollector::File {
   std::vector<Thread*> thread_order;
   std::unordered_map<uint32_t, std::string> names;
   std::unordered_map<uint32_t, model::SeriesId> counter_series;  // name id -> series
-  size_t pending = 0;  // records scanned, not applied
+  size_t pending = 0;  // records read, not applied
 };
 
 EventCollector::EventCollector(model::RunBuilder* builder, std::string dir, std::string host,
@@ -163,12 +184,17 @@ EventCollector::EventCollector(model::RunBuilder* builder, std::string dir, std:
   tsc0_ = p.tsc;
   mono0_ = p.mono;
   if (options_.tsc_ticks_per_ns > 0) ticks_per_ns_ = options_.tsc_ticks_per_ns;
+  if (!dir_.empty()) Listen();
 }
 
 EventCollector::~EventCollector() {
   for (auto& f : files_) {
-    if (f->map) munmap(const_cast<uint8_t*>(f->map), ev::kFileCapacity);
     if (f->fd >= 0) close(f->fd);
+  }
+  for (Connection& c : connections_) close(c.fd);
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    unlink(socket_path_.c_str());
   }
 }
 
@@ -185,63 +211,128 @@ void EventCollector::MeasureRate() {
 #endif
 }
 
-void EventCollector::ListDirectory() {
+void EventCollector::Listen() {
+  socket_path_ = dir_ + "/" + ev::kSocketName;
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) {
+    listen_error_ = std::string("socket: ") + std::strerror(errno);
+    return;
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  // A long directory is reached through an O_PATH descriptor of it (sun_path is 108 bytes).
+  int dir_fd = -1;
+  std::string path = socket_path_;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    dir_fd = open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    path = "/proc/self/fd/" + std::to_string(dir_fd) + "/" + ev::kSocketName;
+  }
+  int rc = -1;
+  if (path.size() < sizeof(addr.sun_path)) {
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    unlink(socket_path_.c_str());  // a stale socket of an earlier collector in this directory
+    rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    if (rc == 0) rc = listen(fd, SOMAXCONN);
+  } else {
+    errno = ENAMETOOLONG;
+  }
+  if (dir_fd >= 0) close(dir_fd);
+  if (rc != 0) {
+    listen_error_ = "cannot listen on " + socket_path_ + ": " + std::strerror(errno);
+    close(fd);
+    return;
+  }
+  listen_fd_ = fd;
+}
+
+void EventCollector::AcceptWriters() {
+  if (listen_fd_ < 0) return;
+  while (connections_.size() < kMaxConnections) {
+    int c = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      break;  // EAGAIN: none waiting (or out of descriptors: try again next time)
+    }
+    connections_.push_back({c, 0});
+  }
+  for (Connection& conn : connections_) {
+    bool done = false;
+    while (!done) {
+      char byte;
+      iovec iov{&byte, 1};
+      alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      ssize_t n = recvmsg(conn.fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n <= 0) {  // the writer closed (its memory was sent before, or never), or an error
+        done = true;
+        break;
+      }
+      // Every descriptor passed is taken (a hostile sender may pass several), never leaked.
+      for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+        size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+          int fd;
+          std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+          if (i == 0) {
+            AddWriterMemory(fd);
+          } else {
+            close(fd);
+          }
+        }
+      }
+      done = true;  // one message per connection
+    }
+    if (done || ++conn.polls > kConnectionPolls) {
+      close(conn.fd);
+      conn.fd = -1;
+    }
+  }
+  std::erase_if(connections_, [](const Connection& c) { return c.fd < 0; });
+}
+
+bool EventCollector::AddWriterMemory(int fd) {
   struct stat st;
-  if (stat(dir_.c_str(), &st) != 0) return;
-  int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * kNsPerSec + st.st_mtim.tv_nsec;
-  if (mtime == dir_mtime_ns_ && polls_since_listing_ < options_.rescan_every) return;
-  DIR* d = opendir(dir_.c_str());
-  if (!d) return;
-  dir_mtime_ns_ = mtime;
-  polls_since_listing_ = 0;
-  while (dirent* e = readdir(d)) {
-    std::string_view name(e->d_name);
-    if (name.size() <= 4 || name.substr(name.size() - 4) != ".gev") continue;
-    if (seen_names_.count(std::string(name))) continue;
-    seen_names_.emplace(name);
-    OpenFile(std::string(name));
+  int seals = fcntl(fd, F_GET_SEALS);
+  // Sealed against shrinking: the memory holds what it claims, for as long as it is read.
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    close(fd);
+    return false;
   }
-  closedir(d);
-}
-
-void EventCollector::OpenFile(const std::string& name) {
   auto f = std::make_unique<File>();
-  f->path = dir_ + "/" + name;
+  f->fd = fd;
+  f->size = std::min<uint64_t>(static_cast<uint64_t>(st.st_size), ev::kFileCapacity);
   files_.push_back(std::move(f));
+  return true;
 }
 
-bool EventCollector::TryMapHeader(File* f) {
-  if (f->fd < 0) {
-    f->fd = open(f->path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (f->fd < 0) {
-      if (errno == ENOENT || errno == ELOOP) f->state = File::State::kClosed;
-      return false;
-    }
-  }
-  if (!f->map) {
-    struct stat st;
-    if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      f->state = File::State::kClosed;
-      return false;
-    }
-    if (static_cast<uint64_t>(st.st_size) < ev::kHeaderBytes) return false;  // not sized yet
-    void* m = mmap(nullptr, ev::kFileCapacity, PROT_READ, MAP_SHARED, f->fd, 0);
-    if (m == MAP_FAILED) {
-      f->state = File::State::kClosed;
-      return false;
-    }
-    f->map = static_cast<const uint8_t*>(m);
-    f->size = std::min<uint64_t>(static_cast<uint64_t>(st.st_size), ev::kFileCapacity);
+bool EventCollector::TryReadHeader(File* f) {
+  if (f->size < ev::kHeaderBytes) {
+    f->state = File::State::kClosed;
+    return false;
   }
   // The writer fills the header, then stores the magic (release): the magic is read first.
-  uint64_t magic = LoadAcquire<uint64_t>(f->map);
+  uint64_t magic = 0;
+  if (!ReadShared(f->fd, 0, &magic, sizeof magic)) {
+    f->state = File::State::kClosed;
+    return false;
+  }
   if (magic == 0) return false;  // not written yet
   if (std::memcmp(&magic, ev::kFileMagic, sizeof magic) != 0) {
     if (++f->bad_magic_polls >= kBadMagicPolls) f->state = File::State::kClosed;
     return false;
   }
   ev::FileHeader h;
-  std::memcpy(&h, f->map, sizeof h);
+  if (!ReadShared(f->fd, 0, &h, sizeof h)) {
+    f->state = File::State::kClosed;
+    return false;
+  }
   bool clock_ok = h.clock == ev::kClockMonotonic || (h.clock == ev::kClockTsc && GRADEML_HAVE_TSC);
   if (h.version != ev::kFormatVersion || !clock_ok || h.pid <= 0) {
     f->state = File::State::kClosed;
@@ -254,64 +345,106 @@ bool EventCollector::TryMapHeader(File* f) {
   f->anchor_epoch_ns = h.anchor_epoch_ns;
   f->valid = true;
   f->state = File::State::kReading;
-  if (f->size >= ev::kFileCapacity) {  // the normal case: nothing more to learn from the fd
-    close(f->fd);
-    f->fd = -1;
-  }
   return true;
 }
 
-bool EventCollector::ScanChunk(File* f, Chunk* c) {
-  if (c->stopped) return false;
-  uint32_t committed = LoadAcquire<uint32_t>(c->base);
-  if (committed > ev::kChunkPayload) {
+void EventCollector::ScanChunk(File* f, Thread* t, Chunk* c) {
+  if (c->stopped) return;
+  uint32_t committed = 0;
+  if (!ReadShared(f->fd, c->offset, &committed, sizeof committed) || committed > ev::kChunkPayload) {
     c->stopped = true;
-    return false;
+    return;
   }
-  const uint8_t* payload = c->base + kChunkHeaderBytes;
-  while (c->scanned + sizeof(ev::RecordHead) <= committed) {
-    auto head = ReadAt<ev::RecordHead>(payload + c->scanned);
+  if (committed <= c->scanned) return;
+  // The new bytes, copied once: from here on nothing the writer does can change them.
+  std::vector<uint8_t> buf(committed - c->scanned);
+  if (!ReadShared(f->fd, c->offset + kChunkHeaderBytes + c->scanned, buf.data(), buf.size())) {
+    c->stopped = true;
+    return;
+  }
+  size_t at = 0;
+  while (at + sizeof(ev::RecordHead) <= buf.size()) {
+    const uint8_t* p = buf.data() + at;
+    auto head = ReadAt<ev::RecordHead>(p);
     size_t size = RecordSize(head);
     if (size == 0) {
       c->stopped = true;
-      return false;
+      break;
     }
-    if (c->scanned + size > committed) break;  // never committed that way: wait (harmless if never)
+    if (at + size > buf.size()) break;  // never committed that way: read again later (harmless if never)
     if (head.type == ev::kRecName) {
-      if (head.id != 0) {
-        f->names.try_emplace(head.id, reinterpret_cast<const char*>(payload + c->scanned + sizeof head), head.length);
-      }
+      if (head.id != 0) f->names.try_emplace(head.id, reinterpret_cast<const char*>(p + sizeof head), head.length);
     } else {
+      Record r;
+      r.type = head.type;
+      r.id = head.id;
+      switch (head.type) {
+        case ev::kRecBegin:
+        case ev::kRecEnd:
+        case ev::kRecInstant:
+          r.ticks = ReadAt<uint64_t>(p + 8);
+          break;
+        case ev::kRecTypedBegin:
+          r.aux = ReadAt<uint32_t>(p + 8);
+          r.ticks = ReadAt<uint64_t>(p + 16);
+          break;
+        case ev::kRecTag:
+          r.aux = ReadAt<uint32_t>(p + 8);
+          break;
+        case ev::kRecCounter:
+          r.ticks = ReadAt<uint64_t>(p + 8);
+          r.value = ReadAt<double>(p + 16);
+          break;
+        case ev::kRecFlowOut:
+        case ev::kRecFlowIn:
+          r.ticks = ReadAt<uint64_t>(p + 8);
+          r.flow = ReadAt<uint64_t>(p + 16);
+          break;
+        default:
+          break;
+      }
+      t->records.push_back(r);
       ++f->pending;
     }
-    c->scanned += static_cast<uint32_t>(size);
+    at += size;
   }
-  return true;
+  c->scanned += static_cast<uint32_t>(at);
+}
+
+// A chunk read to its end whose thread has moved on: its memory is given back to the
+// system (the writer never touches it again; if it did, it would read zeros, not fault).
+void EventCollector::ReleaseChunk(File* f, Chunk* c) {
+  (void)fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(c->offset),
+                  static_cast<off_t>(ev::kChunkBytes));
 }
 
 void EventCollector::ScanChunks(File* f) {
-  // New chunks: those claimed since the last pass, within what the file really holds.
-  uint64_t next = LoadAcquire<uint64_t>(f->map + offsetof(ev::FileHeader, next_chunk));
+  // New chunks: those claimed since the last pass, within what the memory really holds.
+  ev::FileHeader h{};
+  if (!ReadShared(f->fd, 0, &h, sizeof h)) return;
+  f->writer_dropped = h.dropped_events;
+  f->writer_too_deep = h.dropped_too_deep;
   uint64_t fit = f->size < ev::kHeaderBytes ? 0 : (f->size - ev::kHeaderBytes) / ev::kChunkBytes;
-  uint64_t n = std::min({next, ev::kMaxChunks, fit});
+  uint64_t n = std::min({h.next_chunk, ev::kMaxChunks, fit});
   for (uint64_t i = f->known_chunks; i < n; ++i) {
     auto c = std::make_unique<Chunk>();
     c->index = i;
-    c->base = f->map + ev::kHeaderBytes + i * ev::kChunkBytes;
+    c->offset = ev::kHeaderBytes + i * ev::kChunkBytes;
     f->unclaimed.push_back(c.get());
     f->chunks.push_back(std::move(c));
   }
   f->known_chunks = std::max(f->known_chunks, n);
 
-  // Chunks whose first record is committed now belong to their thread. Loaded from the
+  // Chunks whose first record is committed now belong to their thread. Read from the
   // highest index down: a thread fills a chunk before it takes a later one, so once a later
-  // chunk of a thread is seen committed, the acquire makes its earlier ones visible too,
-  // and each thread's chunks join its list in index order.
+  // chunk of a thread is seen committed, its earlier ones are visible too, and each
+  // thread's chunks join its list in index order.
   std::vector<Chunk*> claimed;
   for (size_t k = f->unclaimed.size(); k-- > 0;) {
     Chunk* c = f->unclaimed[k];
-    if (LoadAcquire<uint32_t>(c->base) == 0) continue;
-    c->tid = ReadAt<uint32_t>(c->base + offsetof(ev::ChunkHeader, tid));
+    ev::ChunkHeader ch{};
+    if (!ReadShared(f->fd, c->offset, &ch, sizeof ch) || ch.committed == 0) continue;
+    c->tid = ch.tid;
     claimed.push_back(c);
     f->unclaimed[k] = nullptr;
   }
@@ -330,19 +463,20 @@ void EventCollector::ScanChunks(File* f) {
   }
 
   // New records of every thread's chunks. A chunk followed by a later one of its thread is
-  // final (the later one's commit was seen after it): read it to its end once, then seal it.
+  // final (the later one's commit was seen after it): read it to its end once, release it.
   for (Thread* t : f->thread_order) {
-    for (size_t i = 0; i < t->chunks.size(); ++i) {
-      Chunk* c = t->chunks[i];
-      if (c->sealed || c->stopped) continue;
-      ScanChunk(f, c);
-      if (i + 1 < t->chunks.size()) c->sealed = true;
+    while (!t->chunks.empty()) {
+      Chunk* c = t->chunks.front();
+      ScanChunk(f, t, c);
+      if (t->chunks.size() == 1 && !c->stopped) break;  // its thread may still append to it
+      ReleaseChunk(f, c);
+      t->chunks.pop_front();
     }
   }
 }
 
-EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const uint8_t* rec, bool final) {
-  auto head = ReadAt<ev::RecordHead>(rec);
+EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Record& rec, bool final) {
+  const Record& head = rec;
   auto name_of = [&](uint32_t id, std::string* out) {
     auto it = f->names.find(id);
     if (it != f->names.end()) {
@@ -368,12 +502,11 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const uint
       if (!name_of(head.id, &name)) return Apply::kWait;
       uint64_t ticks;
       if (head.type == ev::kRecTypedBegin) {
-        if (!name_of(ReadAt<uint32_t>(rec + 8), &type)) return Apply::kWait;
-        ticks = ReadAt<uint64_t>(rec + 16);
+        if (!name_of(rec.aux, &type)) return Apply::kWait;
       } else {
         type = name;
-        ticks = ReadAt<uint64_t>(rec + 8);
       }
+      ticks = rec.ticks;
       TimeNs start = time_of(ticks);
       model::PhaseSpec spec{.parent = innermost, .name = std::move(name), .type = TypeOf(type),
                             .start_ns = start, .host = host_, .pid = f->pid, .tags = {}};
@@ -388,14 +521,14 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const uint
     }
     case ev::kRecEnd: {
       if (!t->stack.empty()) {  // an unmatched end has nothing to end
-        builder_->EndPhase(t->stack.back(), time_of(ReadAt<uint64_t>(rec + 8)));
+        builder_->EndPhase(t->stack.back(), time_of(rec.ticks));
         t->stack.pop_back();
       }
       break;
     }
     case ev::kRecTag: {
       std::string key, value;
-      if (!name_of(head.id, &key) || !name_of(ReadAt<uint32_t>(rec + 8), &value)) return Apply::kWait;
+      if (!name_of(head.id, &key) || !name_of(rec.aux, &value)) return Apply::kWait;
       builder_->SetPhaseTag(innermost, key, value);
       break;
     }
@@ -424,17 +557,17 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const uint
         sid = sit->second;
         f->counter_series.emplace(head.id, sid);
       }
-      TimeNs ts = time_of(ReadAt<uint64_t>(rec + 8));
+      TimeNs ts = time_of(rec.ticks);
       // Samples of a series go out in time order; threads are read one after the other,
       // so a sample older than the series' last one is moved up to it.
       TimeNs& last = series_last_t_[sid];
       ts = std::max(ts, last);
       last = ts;
-      builder_->AddSample(sid, ts, ReadAt<double>(rec + 16));
+      builder_->AddSample(sid, ts, rec.value);
       break;
     }
     case ev::kRecFlowOut: {
-      uint64_t flow = ReadAt<uint64_t>(rec + 16);
+      uint64_t flow = rec.flow;
       auto [it, inserted] = flow_producer_.try_emplace(flow, innermost);
       if (inserted) {
         auto w = flow_waiting_.find(flow);
@@ -448,7 +581,7 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const uint
       break;
     }
     case ev::kRecFlowIn: {
-      uint64_t flow = ReadAt<uint64_t>(rec + 16);
+      uint64_t flow = rec.flow;
       auto it = flow_producer_.find(flow);
       if (it != flow_producer_.end()) {
         if (it->second != innermost) builder_->AddEdge({it->second, innermost, "flow"});
@@ -465,21 +598,11 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const uint
 }
 
 bool EventCollector::ApplyThread(File* f, Thread* t, bool final) {
-  while (!t->chunks.empty()) {
-    Chunk* c = t->chunks.front();
-    const uint8_t* payload = c->base + kChunkHeaderBytes;
-    while (c->applied < c->scanned) {
-      const uint8_t* rec = payload + c->applied;
-      auto head = ReadAt<ev::RecordHead>(rec);
-      if (head.type != ev::kRecName) {
-        if (ApplyRecord(f, t, rec, final) == Apply::kWait) return false;
-        --f->pending;
-        t->stall_polls = 0;
-      }
-      c->applied += static_cast<uint32_t>(RecordSize(head));
-    }
-    if (!(c->sealed || c->stopped)) break;  // its thread may still append to it
-    t->chunks.pop_front();
+  while (!t->records.empty()) {
+    if (ApplyRecord(f, t, t->records.front(), final) == Apply::kWait) return false;
+    t->records.pop_front();
+    --f->pending;
+    t->stall_polls = 0;
   }
   return true;
 }
@@ -493,8 +616,6 @@ void EventCollector::CloseFile(File* f, TimeNs end) {
   }
   own_dropped_ += f->pending;  // what could never be applied
   f->pending = 0;
-  if (f->map) munmap(const_cast<uint8_t*>(f->map), ev::kFileCapacity);
-  f->map = nullptr;
   if (f->fd >= 0) close(f->fd);
   f->fd = -1;
   f->chunks.clear();
@@ -507,7 +628,7 @@ void EventCollector::CloseFile(File* f, TimeNs end) {
 }
 
 void EventCollector::PollFile(File* f, bool final, TimeNs end) {
-  if (f->state == File::State::kOpening && !TryMapHeader(f)) {
+  if (f->state == File::State::kOpening && !TryReadHeader(f)) {
     if (final && f->state != File::State::kClosed) CloseFile(f, end);
     return;
   }
@@ -528,20 +649,10 @@ void EventCollector::PollFile(File* f, bool final, TimeNs end) {
     if (f->proc.resource == 0) f->proc.resource = info.resource;
   }
 
-  if (f->fd >= 0) {  // a file not yet at its full size (normally only right after creation)
-    struct stat st;
-    if (fstat(f->fd, &st) == 0) {
-      f->size = std::max(f->size, std::min<uint64_t>(static_cast<uint64_t>(st.st_size), ev::kFileCapacity));
-    }
-    if (f->size >= ev::kFileCapacity) {
-      close(f->fd);
-      f->fd = -1;
-    }
-  }
-  f->writer_dropped = LoadAcquire<uint64_t>(f->map + offsetof(ev::FileHeader, dropped_events));
-  ScanChunks(f);
-
   bool can_apply = f->proc.phase != 0 && (f->clock != ev::kClockTsc || ticks_per_ns_ > 0);
+  // Records are copied out only when they can be applied (or at the end, to count them):
+  // until then they wait in the writer's memory, not in ours.
+  if (can_apply || final) ScanChunks(f);
   bool drained = true;
   if (can_apply) {
     for (Thread* t : f->thread_order) {
@@ -561,8 +672,7 @@ void EventCollector::PollFile(File* f, bool final, TimeNs end) {
 void EventCollector::Poll(TimeNs now) {
   if (finished_) return;
   MeasureRate();
-  ++polls_since_listing_;
-  ListDirectory();
+  AcceptWriters();
   for (auto& f : files_) {
     if (f->state != File::State::kClosed) PollFile(f.get(), false, now);
   }
@@ -571,8 +681,7 @@ void EventCollector::Poll(TimeNs now) {
 
 void EventCollector::Finish(TimeNs end) {
   if (finished_) return;
-  polls_since_listing_ = options_.rescan_every;  // list the directory whatever its mtime says
-  ListDirectory();
+  AcceptWriters();
   MeasureRate();
   if (ticks_per_ns_ == 0 && GRADEML_HAVE_TSC && !files_.empty()) {
     // A run shorter than the rate's minimum span, with events to convert: wait out the rest
@@ -593,6 +702,7 @@ void EventCollector::UpdateStats() {
   for (const auto& f : files_) {
     if (f->valid) ++s.files;
     writer_dropped += f->writer_dropped;
+    s.too_deep += f->writer_too_deep;
     s.pending += f->pending;
   }
   s.events = events_;

@@ -1,18 +1,18 @@
-// EventCollector: the reader side of instrument/event_format.h. Follows the event files that
-// instrumented processes write into the run's events directory and turns their records into
-// phases (under each process's phase), tags, "user.<name>" gauge series on the process
-// resource, and "flow" edges, through the RunBuilder.
+// EventCollector: the reader side of instrument/event_format.h. Listens on
+// "<dir>/events.sock" for the event memories (sealed memfds) that instrumented processes
+// hand over with SCM_RIGHTS, and turns their records into phases (under each process's
+// phase), tags, "user.<name>" gauge series on the process resource, and "flow" edges,
+// through the RunBuilder.
 //
-// Reading never copies and never makes a syscall per chunk: each file is mapped read-only
-// once, and a Poll loads the `committed` counter of each thread's current chunk (acquire)
-// and walks the new records in place. Records that cannot be turned into model objects yet
-// (the process's phase is not known yet, a name not read yet, no TSC rate yet) simply stay
-// in the mapping: the thread's read cursor waits there and the next Poll tries again.
-//
-// The files are written by arbitrary user processes: a bad header, a bad record or a bad
-// `committed` stops reading that file or chunk, never more. (One thing a reader of a shared
-// mapping cannot defend against: a process that truncates its own file after it was mapped
-// makes reads past the new end fault. The writer never does that.)
+// The memories are written by arbitrary user processes, so every byte of them is hostile:
+// they are never mapped here (a mapping can fault), but read with pread, each record once,
+// into this process's memory, where it is validated and only then applied. A bad header, a
+// bad record or a bad `committed` stops reading that memory or chunk, never more; reading
+// survives a memory that shrinks or any descriptor a process sends. Chunks read to their
+// end whose thread has moved on are freed (hole punched), so memory stays bounded. Records
+// that cannot be turned into model objects yet (the process's phase is not known yet, a
+// name not read yet, no TSC rate yet) wait in this process's memory, in their thread's
+// queue; the next Poll tries again.
 //
 // Not thread-safe except stats(): Poll and Finish run on the sampling thread.
 #pragma once
@@ -27,7 +27,6 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -40,9 +39,6 @@ struct EventCollectorOptions {
   // TSC ticks per ns. 0: measured by the collector ((rdtsc, CLOCK_MONOTONIC) pairs at
   // construction and at every Poll). Tests set it to get exact conversions.
   double tsc_ticks_per_ns = 0;
-  // List the directory at least every this many polls even when its mtime did not change
-  // (mtime granularity can hide a file created right after the last listing).
-  int rescan_every = 10;
   // A record whose name is still unknown after this many polls uses a placeholder name
   // ("#<id>") so that one bad record cannot stall its thread forever.
   int name_wait_polls = 50;
@@ -60,16 +56,28 @@ class EventCollector {
   };
 
   // `process_of(pid)`: the phase/resource of that pid's process phase (phase 0 while not
-  // known yet: its events stay pending). Called once per file per Poll (for end_ns).
+  // known yet: its events stay pending). Called once per memory per Poll (for end_ns).
+  // Starts listening on "<dir>/events.sock" at once (see listen_error()); `dir` may be
+  // empty: no socket, memories come only through AddWriterMemory.
   EventCollector(model::RunBuilder* builder, std::string dir, std::string host,
                  std::function<ProcessInfo(pid_t)> process_of, Options options = Options());
   ~EventCollector();
   EventCollector(const EventCollector&) = delete;
   EventCollector& operator=(const EventCollector&) = delete;
 
-  // One pass: finds new files, reads newly committed records, converts what it can. A file
-  // whose process has ended (ProcessInfo::end_ns) is read to its end, its open phases end
-  // at the process's end, and it is unmapped.
+  // Why the socket could not be set up ("" when listening): instrumented processes then
+  // stay disabled.
+  const std::string& listen_error() const { return listen_error_; }
+
+  // Takes one writer's event memory (the descriptor is owned from here on, closed at the
+  // latest by the destructor), as if it had arrived on the socket. False (and the
+  // descriptor closed) when it is not a regular file sealed against shrinking. For the
+  // fuzzer and tests; the socket path uses it too.
+  bool AddWriterMemory(int fd);
+
+  // One pass: takes memories handed over since, reads newly committed records, converts
+  // what it can. A memory whose process has ended (ProcessInfo::end_ns) is read to its
+  // end, its open phases end at the process's end, and it is released.
   void Poll(TimeNs now);
   // A last Poll, then: pending records are applied (unknown names get placeholders; those
   // of processes never known are dropped), and every phase still open ends at its
@@ -77,11 +85,12 @@ class EventCollector {
   void Finish(TimeNs end);
 
   struct Stats {
-    size_t files = 0;    // event files read (valid header)
+    size_t files = 0;    // event memories read (valid header)
     size_t events = 0;   // records turned into model objects (name definitions not counted)
     size_t phases = 0;   // phases begun (instants included)
-    size_t dropped = 0;  // events lost: by writers (file full) + unusable here
-    size_t pending = 0;  // records read but not converted yet
+    size_t dropped = 0;  // events lost: by writers (memory full, too deep) + unusable here
+    size_t too_deep = 0; // of those, phases a writer dropped for nesting deeper than kMaxDepth
+    size_t pending = 0;  // records copied out but not converted yet (waiting for a name)
   };
   Stats stats() const;
 
@@ -90,6 +99,7 @@ class EventCollector {
 
  private:
   struct Chunk;
+  struct Record;
   struct Thread;
   struct File;
 
@@ -100,9 +110,14 @@ class EventCollector {
   Options options_;
 
   std::vector<std::unique_ptr<File>> files_;
-  std::unordered_set<std::string> seen_names_;  // directory entries already taken
-  int64_t dir_mtime_ns_ = -1;
-  int polls_since_listing_ = 0;
+  int listen_fd_ = -1;
+  std::string listen_error_;
+  std::string socket_path_;  // removed by the destructor
+  struct Connection {
+    int fd = -1;
+    int polls = 0;
+  };
+  std::vector<Connection> connections_;  // accepted, memory not received yet
   bool finished_ = false;
 
   // TSC rate: (tsc, monotonic ns) at construction and the latest pair.
@@ -124,16 +139,17 @@ class EventCollector {
   std::unordered_map<model::SeriesId, TimeNs> series_last_t_;
 
   void MeasureRate();
-  void ListDirectory();
-  void OpenFile(const std::string& name);
+  void Listen();
+  void AcceptWriters();
   void PollFile(File* f, bool final, TimeNs end);
-  bool TryMapHeader(File* f);
+  bool TryReadHeader(File* f);
   void ScanChunks(File* f);
-  bool ScanChunk(File* f, Chunk* c);
+  void ScanChunk(File* f, Thread* t, Chunk* c);
+  void ReleaseChunk(File* f, Chunk* c);
   // Applies the records of one thread; false when it stopped at a record it cannot apply yet.
   bool ApplyThread(File* f, Thread* t, bool final);
   enum class Apply { kDone, kWait };
-  Apply ApplyRecord(File* f, Thread* t, const uint8_t* rec, bool final);
+  Apply ApplyRecord(File* f, Thread* t, const Record& rec, bool final);
   void CloseFile(File* f, TimeNs end);
   void UpdateStats();
 };

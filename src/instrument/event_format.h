@@ -1,19 +1,45 @@
-// The event file format: how an instrumented process hands phases, counters and flows to
+// The event memory format: how an instrumented process hands phases, counters and flows to
 // grademl. The one contract between the writer (src/instrument, linked into user processes)
 // and the reader (src/collect/event_collector). Plain C-compatible layout, little-endian.
 //
-// Transport: `grademl run` sets GRADEML_EVENTS_DIR for every process it starts. On first use,
-// an instrumented process creates "<dir>/<pid>-<random hex>.gev", sizes it to
-// kFileCapacity with ftruncate (sparse: only what is written takes space), mmaps it shared,
-// and writes events straight into the mapping. Nothing is buffered in the process, so a
-// process that crashes or is SIGKILLed loses nothing it had committed: the kernel keeps the
-// pages. Without GRADEML_EVENTS_DIR every call is a cheap no-op.
+// Transport (version 2): sealed anonymous memory handed over a Unix socket.
+// `grademl run` sets GRADEML_EVENTS_DIR for every process it starts; its collector listens
+// on "<dir>/events.sock" (SOCK_SEQPACKET). On first use, an instrumented process
+//   1. connects to that socket (non-blocking; through "/proc/self/fd/N/events.sock" of an
+//      O_PATH descriptor of the directory when the path is too long for sockaddr_un). No
+//      collector listening: the process stays disabled and every call is a cheap no-op;
+//   2. creates a memfd (MFD_CLOEXEC | MFD_ALLOW_SEALING), sizes it to kFileCapacity
+//      (sparse: only reserved pages take memory) and seals it with F_SEAL_SHRINK |
+//      F_SEAL_GROW | F_SEAL_SEAL, so that nobody -- a clean-up script holding
+//      /proc/PID/fd/N, the program itself -- can ever truncate it: neither side's mapping
+//      can fault on a page beyond the end;
+//   3. maps it shared, reserves the header page with fallocate, fills the header;
+//   4. sends the memfd to the collector with SCM_RIGHTS, synchronously, before the first
+//      event: a process that dies a moment later loses nothing, since the descriptor in
+//      flight keeps the memory alive until the collector receives it.
+// Each chunk is reserved with fallocate before a thread writes into it; when that fails
+// (memory limit), the thread's events are dropped and counted in dropped_events rather
+// than touching an unbacked page. Nothing lives on disk: a full disk, or deleting or
+// truncating the events directory, cannot reach the memory. The collector maps each
+// received memfd read-only, refuses one without F_SEAL_SHRINK, and frees (punches holes
+// in) chunks it has read to their end and whose thread has moved on, so a long run's
+// memory stays bounded by what is not yet read. A writer never touches a chunk after it
+// moved on, and a punched page would read back as zeros, never fault.
+// Why not a file on disk (version 1): its pages are not reserved by ftruncate (a full disk
+// faulted the writer with SIGBUS), and anyone could truncate it under both mappings.
+// After fork() the child drops the parent's memory and attaches anew (its own memfd).
 //
 // Layout: a FileHeader in the first kHeaderBytes, then chunks of kChunkBytes. A thread takes
 // the next free chunk (atomic fetch_add on FileHeader::next_chunk) and owns it until full;
 // it appends records after the ChunkHeader and publishes them by storing the new length in
 // ChunkHeader::committed with release order. The reader loads `committed` with acquire order
-// and may read records up to it at any time, while the writer goes on.
+// and may read records up to it at any time, while the writer goes on. The reader treats
+// every byte as hostile: it copies each record once into its own memory, validates it there
+// and only then applies it.
+//
+// Nesting: a thread keeps room in its chunk for the End of every open phase, so the depth
+// is bounded: a Begin deeper than kMaxDepth open phases is dropped (with its End, tags,
+// flows), counted in dropped_events and in dropped_too_deep, which grademl reports.
 //
 // Time: records carry raw TSC ticks (rdtsc) on x86-64, or CLOCK_MONOTONIC ns elsewhere
 // (FileHeader::clock says which). FileHeader holds one anchor pair (tsc, epoch ns) taken at
@@ -26,11 +52,15 @@
 namespace grademl::instrument {
 
 inline constexpr char kFileMagic[8] = {'G', 'R', 'D', 'M', 'L', 'E', 'V', '1'};
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr char kSocketName[] = "events.sock";  // the collector's socket in GRADEML_EVENTS_DIR
 inline constexpr uint64_t kHeaderBytes = 4096;
 inline constexpr uint64_t kChunkBytes = 64 * 1024;
-inline constexpr uint64_t kFileCapacity = 1ull << 30;  // 1 GiB of address space, sparse on disk
+inline constexpr uint64_t kFileCapacity = 1ull << 30;  // 1 GiB of address space, sparse
 inline constexpr uint64_t kMaxChunks = (kFileCapacity - kHeaderBytes) / kChunkBytes;
+// Open phases a thread may nest; deeper Begins are dropped and counted (dropped_too_deep).
+// With the End reserve (16 bytes each), any record still fits a fresh chunk at this depth.
+inline constexpr uint32_t kMaxDepth = 4000;
 
 enum ClockKind : uint32_t {
   kClockTsc = 1,        // rdtsc ticks
@@ -45,8 +75,9 @@ struct FileHeader {
   int32_t ppid;              // the writer's parent at attach: where its events go if grademl never saw the writer
   uint64_t anchor_ticks;     // a clock reading ...
   int64_t anchor_epoch_ns;   // ... and the epoch time (ns since 1970) at that moment
-  uint64_t next_chunk;       // atomic: the index of the next free chunk (may exceed kMaxChunks: file full)
-  uint64_t dropped_events;   // atomic: events lost because the file was full
+  uint64_t next_chunk;       // atomic: the index of the next free chunk (may exceed kMaxChunks: memory full)
+  uint64_t dropped_events;   // atomic: events lost (memory full, no memory to reserve, nesting too deep)
+  uint64_t dropped_too_deep; // atomic: of those, Begins dropped for nesting deeper than kMaxDepth
 };
 static_assert(sizeof(FileHeader) <= kHeaderBytes);
 
@@ -76,8 +107,9 @@ struct RecordHead {
   uint32_t id;
 };
 static_assert(sizeof(RecordHead) == 8);
+inline constexpr uint32_t kMaxRecordBytes = 24;  // every record but kRecName
 
-// Name ids are per file, start at 1, and are defined (kRecName) before any record of the
-// same file uses them is committed, though possibly in another thread's chunk.
+// Name ids are per writer, start at 1, and are defined (kRecName) before any record of the
+// same writer uses them is committed, though possibly in another thread's chunk.
 
 }  // namespace grademl::instrument

@@ -1,6 +1,10 @@
 // The event writer: lives in user processes (linked statically, or as libgrademl.so), so it
-// uses nothing beyond libc, pthreads and the C++ standard library. Format and transport:
-// instrument/event_format.h.
+// uses nothing beyond libc, pthreads and the C++ standard library. Format and transport
+// (a sealed memfd handed to grademl's collector over a Unix socket): instrument/event_format.h.
+//
+// The writer never faults: the memory cannot shrink (sealed), and every chunk is reserved
+// with fallocate before it is handed to a thread; when that fails the thread's events are
+// dropped and counted.
 //
 // Per thread: the chunk it owns, the write offset in it, and how many of its open phases
 // were written or dropped. Records never straddle chunks. Space for the End of every
@@ -14,9 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -46,17 +51,18 @@ constexpr uint32_t kEndBytes = 16;
 enum State : int { kUninit = 0, kEnabled = 1, kDisabled = 2 };
 
 std::atomic<int> g_state{kUninit};
-char* g_base = nullptr;  // the mapping of the event file, kFileCapacity bytes
+char* g_base = nullptr;  // the mapping of the event memory, kFileCapacity bytes
 FileHeader* g_header = nullptr;
+int g_fd = -1;           // the memfd, kept to reserve chunks (fallocate)
 uint64_t g_max_chunks = kMaxChunks;
-pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;  // init, the name table, g_path
+std::atomic<bool> g_fail_reserve{false};  // test hook: fallocate "fails"
+pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;  // init, the name table
 bool g_atfork_registered = false;
 
 // The name table: never destroyed (other threads may still call in during exit).
 struct NameTable {
   std::deque<std::string> names;  // names[id - 1]; deque: elements never move
   std::unordered_map<std::string_view, uint32_t> ids;
-  std::string path;               // the current file
 };
 NameTable* g_table = nullptr;
 
@@ -102,14 +108,18 @@ inline void Commit(ThreadState& t) { __atomic_store_n(t.committed, t.off, __ATOM
 inline void CountDropped() {
   if (g_header != nullptr) __atomic_fetch_add(&g_header->dropped_events, 1, __ATOMIC_RELAXED);
 }
+inline void CountTooDeep() {
+  if (g_header != nullptr) __atomic_fetch_add(&g_header->dropped_too_deep, 1, __ATOMIC_RELAXED);
+}
 
 void ChildAfterFork();
 
 void Detach() {  // with g_mu held (or in a forked child)
   if (g_base != nullptr) munmap(g_base, kFileCapacity);
+  if (g_fd >= 0) close(g_fd);
   g_base = nullptr;
   g_header = nullptr;
-  if (g_table != nullptr) g_table->path.clear();
+  g_fd = -1;
   t_state = ThreadState{};
   g_state.store(kUninit, std::memory_order_release);
 }
@@ -117,16 +127,29 @@ void Detach() {  // with g_mu held (or in a forked child)
 void PrepareFork() { pthread_mutex_lock(&g_mu); }
 void ParentAfterFork() { pthread_mutex_unlock(&g_mu); }
 void ChildAfterFork() {
-  // Only this thread exists in the child. Leave the parent's file to the parent.
+  // Only this thread exists in the child. Leave the parent's memory to the parent.
   g_mu = PTHREAD_MUTEX_INITIALIZER;
   Detach();
 }
 
-// Takes a new chunk for this thread. False when the file is full.
+// Backs [offset, offset + len) of the memory with pages, so that writing there can never
+// fault. False when the memory cannot be had (memory limit).
+bool ReserveMemory(uint64_t offset, uint64_t len) {
+  if (g_fail_reserve.load(std::memory_order_relaxed)) return false;
+  int rc;
+  do {
+    rc = fallocate(g_fd, 0, off_t(offset), off_t(len));
+  } while (rc != 0 && errno == EINTR);
+  return rc == 0;
+}
+
+// Takes a new chunk for this thread. False when the memory is full or cannot be reserved.
 bool AcquireChunk(ThreadState& t) {
   uint64_t idx = __atomic_fetch_add(&g_header->next_chunk, 1, __ATOMIC_RELAXED);
   if (idx >= g_max_chunks || idx >= kMaxChunks) return false;
   char* chunk = g_base + kHeaderBytes + idx * kChunkBytes;
+  // Never touch a page that is not backed: a failed reservation drops events instead.
+  if (!ReserveMemory(kHeaderBytes + idx * kChunkBytes, kChunkBytes)) return false;
   // Fault the chunk's pages in at once rather than one fault per 4 KiB on the hot path.
   (void)madvise(chunk, kChunkBytes, MADV_POPULATE_WRITE);
   if (t.tid == 0) t.tid = int32_t(syscall(SYS_gettid));
@@ -140,7 +163,8 @@ bool AcquireChunk(ThreadState& t) {
 }
 
 // Room for `need` bytes of records other than End at the thread's cursor, keeping the
-// reserve for open phases' Ends. Null when there is none (file full, or nesting too deep).
+// reserve for open phases' Ends. Null when there is none (memory full). Every record fits
+// a fresh chunk at any depth up to kMaxDepth.
 char* Reserve(ThreadState& t, uint32_t need) {
   if (t.payload != nullptr && t.off + need <= t.limit) return t.payload + t.off;
   if (t.full || uint64_t(need) + uint64_t(kEndBytes) * t.depth_written > kChunkPayload) return nullptr;
@@ -164,14 +188,70 @@ bool EmitName(ThreadState& t, uint32_t id, std::string_view name) {
   return true;
 }
 
-uint32_t RandomU32() {
-  uint32_t r = 0;
-  if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != ssize_t(sizeof(r))) {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    r = uint32_t(ts.tv_nsec) ^ uint32_t(Now()) ^ (uint32_t(getpid()) << 16);
+// Connects to the collector's socket in `dir`, non-blocking. -1 when none listens.
+int ConnectCollector(const char* dir) {
+  int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (sock < 0) return -1;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  int dir_fd = -1;
+  int n = snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/%s", dir, kSocketName);
+  if (n < 0 || size_t(n) >= sizeof(addr.sun_path)) {  // too long: go through the directory's fd
+    dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd >= 0) n = snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", dir_fd, kSocketName);
   }
-  return r;
+  int rc = -1;
+  if (n > 0 && size_t(n) < sizeof(addr.sun_path)) {
+    // A full backlog (EAGAIN) is the only wait: a burst of starting processes, for at most
+    // about 100 ms in all.
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      rc = connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+      if (rc == 0 || errno != EAGAIN) break;
+      usleep(1000);
+    }
+  }
+  if (dir_fd >= 0) close(dir_fd);
+  if (rc != 0) {
+    close(sock);
+    return -1;
+  }
+  return sock;
+}
+
+// Hands the memory's descriptor to the collector (SCM_RIGHTS). Synchronous: once this
+// returns, the memory outlives this process.
+bool SendMemory(int sock, int fd) {
+  char byte = 'G';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  ssize_t n;
+  do {
+    n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  return n == 1;
+}
+
+// Creates the sealed event memory: a memfd of kFileCapacity bytes that can neither shrink
+// nor grow. -1 on failure.
+int CreateMemory() {
+  int fd = memfd_create("grademl-events", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  if (ftruncate(fd, off_t(kFileCapacity)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 void InitLocked() {
@@ -186,24 +266,22 @@ void InitLocked() {
     return;
   }
   const pid_t pid = getpid();
-  char path[4096];
-  int fd = -1;
-  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
-    snprintf(path, sizeof(path), "%s/%d-%08x%08x.gev", dir, int(pid), RandomU32(), RandomU32());
-    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 && errno != EEXIST) break;
+  // No collector listening (grademl gone, or not started by it): stay disabled, silently.
+  int sock = ConnectCollector(dir);
+  if (sock < 0) {
+    g_state.store(kDisabled, std::memory_order_release);
+    return;
   }
   void* map = MAP_FAILED;
-  if (fd >= 0) {
-    if (ftruncate(fd, off_t(kFileCapacity)) == 0) {
-      map = mmap(nullptr, kFileCapacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-    }
-    close(fd);
-    if (map == MAP_FAILED) unlink(path);
+  g_fd = CreateMemory();
+  if (g_fd >= 0 && ReserveMemory(0, kHeaderBytes)) {
+    map = mmap(nullptr, kFileCapacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, g_fd, 0);
   }
   if (map == MAP_FAILED) {
-    fprintf(stderr, "grademl: cannot create an event file in %s (%s); events are not recorded\n", dir,
-            strerror(errno));
+    fprintf(stderr, "grademl: cannot create the event memory (%s); events are not recorded\n", strerror(errno));
+    if (g_fd >= 0) close(g_fd);
+    g_fd = -1;
+    close(sock);
     g_state.store(kDisabled, std::memory_order_release);
     return;
   }
@@ -224,7 +302,6 @@ void InitLocked() {
   uint64_t magic;
   memcpy(&magic, kFileMagic, sizeof(magic));
   __atomic_store_n(reinterpret_cast<uint64_t*>(g_header->magic), magic, __ATOMIC_RELEASE);
-  g_table->path = path;
 
   // Names interned before (in this process, or in the parent before a fork) keep their ids:
   // define them all in the new file.
@@ -232,6 +309,14 @@ void InitLocked() {
   t = ThreadState{};
   for (size_t i = 0; i < g_table->names.size(); ++i) {
     if (!EmitName(t, uint32_t(i + 1), g_table->names[i])) break;
+  }
+  // Handed over before the first event is written: from here on, the memory is grademl's too.
+  bool sent = SendMemory(sock, g_fd);
+  close(sock);
+  if (!sent) {
+    Detach();
+    g_state.store(kDisabled, std::memory_order_release);
+    return;
   }
   g_state.store(kEnabled, std::memory_order_release);
 }
@@ -252,7 +337,7 @@ inline bool Ready() {
 }
 
 [[gnu::noinline]] void BeginSlow(ThreadState& t, uint32_t id, uint32_t type_id, bool typed) {
-  if (t.depth_dropped == 0 && id != 0) {
+  if (t.depth_dropped == 0 && id != 0 && t.depth_written < kMaxDepth) {
     const uint32_t size = typed ? 24 : 16;
     if (char* p = Reserve(t, size + kEndBytes)) {
       if (typed) {
@@ -271,6 +356,7 @@ inline bool Ready() {
       return;
     }
   }
+  if (id != 0 && t.depth_written + t.depth_dropped >= kMaxDepth) CountTooDeep();
   t.depth_dropped++;
   CountDropped();
 }
@@ -349,14 +435,17 @@ void ResetForTesting(uint64_t max_chunks) {
   pthread_mutex_lock(&g_mu);
   Detach();
   g_max_chunks = max_chunks;
+  g_fail_reserve.store(false);
   pthread_mutex_unlock(&g_mu);
 }
 
-std::string CurrentFilePathForTesting() {
+void FailReservationsForTesting(bool fail) { g_fail_reserve.store(fail); }
+
+int CurrentMemoryFdForTesting() {
   pthread_mutex_lock(&g_mu);
-  std::string path = g_table != nullptr ? g_table->path : std::string();
+  int fd = g_fd;
   pthread_mutex_unlock(&g_mu);
-  return path;
+  return fd;
 }
 
 }  // namespace grademl::instrument
@@ -378,7 +467,8 @@ GRADEML_API uint32_t grademl_intern(const char* name) {
 GRADEML_API void grademl_begin(uint32_t name_id) {
   if (!Ready()) return;
   ThreadState& t = t_state;
-  if (t.off + 16 + kEndBytes <= t.limit && name_id != 0 && t.depth_dropped == 0) [[likely]] {
+  if (t.off + 16 + kEndBytes <= t.limit && name_id != 0 && t.depth_dropped == 0 && t.depth_written < kMaxDepth)
+      [[likely]] {
     char* p = t.payload + t.off;
     PutHead(p, kRecBegin, name_id);
     Put64(p + 8, Now());

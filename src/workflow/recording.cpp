@@ -15,12 +15,14 @@
 #include <random>
 
 #include "collect/event_collector.h"
+#include "instrument/event_format.h"
 #include "collect/gpu_monitor.h"
 #include "collect/host_monitor.h"
 #include "collect/process_tree_monitor.h"
 #include "collect/sampling_loop.h"
 #include "store/background_writer.h"
 #include "store/database.h"
+#include "workflow/events_dir.h"
 
 extern char** environ;
 
@@ -128,6 +130,21 @@ int ShellExitCode(int wait_status) {
   return 1;
 }
 
+// Events that instrumented processes could not record (memory full or not reservable,
+// nesting deeper than instrument::kMaxDepth) are said at the end and kept with the run, as
+// tags of its root phase: grademl.events_dropped, grademl.events_too_deep.
+void ReportDroppedEvents(const collect::EventCollector::Stats& s, model::RunBuilder& builder, model::PhaseId run_phase) {
+  if (s.dropped == 0) return;
+  std::string detail;
+  if (s.too_deep > 0) {
+    detail = fmt::format(" ({} phases nested deeper than {} levels)", s.too_deep, instrument::kMaxDepth);
+  }
+  std::fprintf(stderr, "grademl: %zu events of instrumented processes were not recorded%s\n", s.dropped,
+               detail.c_str());
+  builder.SetPhaseTag(run_phase, "grademl.events_dropped", std::to_string(s.dropped));
+  if (s.too_deep > 0) builder.SetPhaseTag(run_phase, "grademl.events_too_deep", std::to_string(s.too_deep));
+}
+
 struct Recording::Impl {
   RecordingOptions options;
   std::unique_ptr<store::Database> db;
@@ -145,7 +162,8 @@ struct Recording::Impl {
   sigset_t original_mask{};
   int signal_fd = -1;
   bool finished = false;
-  std::string events_dir;  // where instrumented processes write their event files
+  std::string events_dir;  // where instrumented processes find the collector's socket
+  std::unique_ptr<EventsDirectory> events_folder;  // locked while the run is live
   std::vector<std::pair<std::string, std::string>> instrument_env;  // set for every launched command
   std::string python_path_prefix;  // our package and its autoload dir, first in every PYTHONPATH
 };
@@ -208,9 +226,14 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   // Absolute: steps run in directories of their own.
   std::error_code ec;
   std::filesystem::path db_dir = std::filesystem::absolute(options.db_path, ec).parent_path();
-  impl->events_dir = (db_dir / "events" / info.uuid).lexically_normal().string();
-  std::filesystem::create_directories(impl->events_dir, ec);
-  if (!ec) impl->instrument_env.emplace_back("GRADEML_EVENTS_DIR", impl->events_dir);
+  if (auto folder = EventsDirectory::Create((db_dir / "events").string(), info.uuid); folder.ok()) {
+    impl->events_folder = std::move(*folder);
+    impl->events_dir = impl->events_folder->path();
+    impl->instrument_env.emplace_back("GRADEML_EVENTS_DIR", impl->events_dir);
+  } else {
+    ec = std::make_error_code(std::errc::io_error);
+    std::fprintf(stderr, "grademl: in-process events off: %s\n", folder.status().message().c_str());
+  }
   impl->instrument_env.emplace_back("GRADEML_RUN", info.uuid);
   InstrumentationPaths paths = InstrumentationPaths::Find();
   if (!paths.library.empty()) impl->instrument_env.emplace_back("GRADEML_LIBRARY", paths.library);
@@ -249,6 +272,9 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
           collect::ProcessTreeMonitor::ProcessRef ref = raw->processes->Lookup(pid);
           return {.phase = ref.phase, .resource = ref.resource, .end_ns = ref.end_ns};
         });
+    if (!impl->events->listen_error().empty()) {
+      std::fprintf(stderr, "grademl: in-process events off: %s\n", impl->events->listen_error().c_str());
+    }
   }
   std::vector<collect::SamplingLoop::Sampler> samplers;
   samplers.push_back([raw](TimeNs now) { raw->processes->Sample(now); });
@@ -393,10 +419,10 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   if (impl_->events) {
     // After the processes: open phases end when their process ended.
     impl_->events->Finish(end);
+    ReportDroppedEvents(impl_->events->stats(), *impl_->builder, impl_->run_phase);
     impl_->events.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(impl_->events_dir, ec);  // everything is in the store now
   }
+  impl_->events_folder.reset();  // everything is in the store now
   model::RunBuilder& builder = *impl_->builder;
   builder.EndPhase(impl_->run_phase, end);
   builder.UpdateRunInfo([&](model::RunInfo& i) {

@@ -1,7 +1,11 @@
-// A small, independent reader of event files (instrument/event_format.h) for the tests.
+// A small, independent reader of event memories (instrument/event_format.h) for the tests,
+// and a stand-in for the collector's socket that receives the writers' memories.
 #pragma once
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -56,14 +60,13 @@ struct EventFile {
   }
 };
 
-inline EventFile ReadEventFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot open " + path);
+// Reads the event memory behind `fd` (not closed).
+inline EventFile ReadEventMemory(int fd) {
+  if (fd < 0) throw std::runtime_error("no event memory");
   EventFile f;
   if (pread(fd, &f.header, sizeof(f.header), 0) != ssize_t(sizeof(f.header)) ||
       memcmp(f.header.magic, kFileMagic, sizeof(kFileMagic)) != 0) {
-    close(fd);
-    throw std::runtime_error("bad header in " + path);
+    throw std::runtime_error("bad header in event memory");
   }
   uint64_t n = f.header.next_chunk < kMaxChunks ? f.header.next_chunk : kMaxChunks;
   std::vector<char> buf(kChunkBytes);
@@ -113,7 +116,6 @@ inline EventFile ReadEventFile(const std::string& path) {
           size = 24;
           break;
         default:
-          close(fd);
           throw std::runtime_error("bad record type " + std::to_string(h.type));
       }
       off += size;
@@ -122,8 +124,69 @@ inline EventFile ReadEventFile(const std::string& path) {
     if (off != ch.committed) throw std::runtime_error("record straddles committed");
     f.chunks.push_back(std::move(c));
   }
-  close(fd);
   return f;
 }
+
+// Listens on "<dir>/events.sock" as the collector does, and hands out the memories that
+// writers send (SCM_RIGHTS).
+class MemoryListener {
+ public:
+  explicit MemoryListener(const std::string& dir) {
+    path_ = dir + "/" + kSocketName;
+    fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path_.size() >= sizeof(addr.sun_path)) throw std::runtime_error("socket path too long");
+    memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd_, 128) != 0)
+      throw std::runtime_error("cannot listen on " + path_);
+  }
+  ~MemoryListener() {
+    for (int fd : received_) close(fd);
+    close(fd_);
+    unlink(path_.c_str());
+  }
+  MemoryListener(const MemoryListener&) = delete;
+  MemoryListener& operator=(const MemoryListener&) = delete;
+
+  // The memories sent since the last call (owned by the listener), waiting up to
+  // `timeout_ms` for at least one.
+  std::vector<int> Receive(int timeout_ms = 2000) {
+    std::vector<int> out;
+    for (int waited = 0; out.empty() && waited <= timeout_ms; waited += 10) {
+      while (true) {
+        int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) break;
+        pollfd p{c, POLLIN, 0};
+        (void)poll(&p, 1, 1000);
+        char byte;
+        iovec iov{&byte, 1};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+        msghdr msg{};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        if (recvmsg(c, &msg, MSG_CMSG_CLOEXEC) == 1) {
+          cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+          if (cm && cm->cmsg_type == SCM_RIGHTS) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+            out.push_back(fd);
+            received_.push_back(fd);
+          }
+        }
+        close(c);
+      }
+      if (out.empty() && timeout_ms > 0) usleep(10000);
+    }
+    return out;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::vector<int> received_;
+};
 
 }  // namespace grademl::instrument::testing

@@ -1,5 +1,7 @@
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -7,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -24,17 +27,23 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::EventFile;
-using testing::ReadEventFile;
+using testing::MemoryListener;
+using testing::ReadEventMemory;
 using testing::Rec;
 
 uint32_t Tid() { return uint32_t(syscall(SYS_gettid)); }
 
-std::vector<std::string> GevFiles(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".gev") out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
-  return out;
+ino_t Inode(int fd) {
+  struct stat st {};
+  fstat(fd, &st);
+  return st.st_ino;
+}
+
+// The memory among `fds` whose header names `pid`, or -1.
+int MemoryOf(const std::vector<int>& fds, pid_t pid) {
+  for (int fd : fds)
+    if (ReadEventMemory(fd).header.pid == pid) return fd;
+  return -1;
 }
 
 // Checks that phases are balanced in each thread's stream; returns the number of phases.
@@ -60,26 +69,34 @@ class WriterTest : public ::testing::Test {
     char tmpl[] = "/tmp/grademl-instr-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    listener_ = std::make_unique<MemoryListener>(dir_);
     setenv("GRADEML_EVENTS_DIR", dir_.c_str(), 1);
     ResetForTesting();
   }
   void TearDown() override {
     ResetForTesting();
     unsetenv("GRADEML_EVENTS_DIR");
+    listener_.reset();
     fs::remove_all(dir_);
   }
-  EventFile ReadCurrent() { return ReadEventFile(CurrentFilePathForTesting()); }
+  EventFile ReadCurrent() { return ReadEventMemory(CurrentMemoryFdForTesting()); }
 
   std::string dir_;
+  std::unique_ptr<MemoryListener> listener_;
 };
 
-TEST_F(WriterTest, FileNamedAfterPidWithHeader) {
+TEST_F(WriterTest, MemoryIsSealedAndHandedToTheCollectorWithHeader) {
   ASSERT_EQ(grademl_enabled(), 1);
-  std::string path = CurrentFilePathForTesting();
-  std::string base = fs::path(path).filename().string();
-  EXPECT_EQ(base.rfind(std::to_string(getpid()) + "-", 0), 0u) << base;
-  EXPECT_EQ(fs::path(path).extension(), ".gev");
-  EventFile f = ReadCurrent();
+  const int own = CurrentMemoryFdForTesting();
+  ASSERT_GE(own, 0);
+  // Handed over at attach, before any event: exactly one memory, the writer's own.
+  std::vector<int> got = listener_->Receive();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(Inode(got[0]), Inode(own));
+  int seals = fcntl(got[0], F_GET_SEALS);
+  EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  EXPECT_EQ(fs::directory_iterator(dir_)->path().filename(), kSocketName);  // nothing else on disk
+  EventFile f = ReadEventMemory(got[0]);
   EXPECT_EQ(f.header.version, kFormatVersion);
   EXPECT_EQ(f.header.pid, getpid());
   EXPECT_EQ(f.header.clock, uint32_t(kClockTsc));
@@ -90,6 +107,70 @@ TEST_F(WriterTest, FileNamedAfterPidWithHeader) {
   EXPECT_LE(f.header.anchor_epoch_ns, now_ns);
   EXPECT_GT(f.header.anchor_epoch_ns, now_ns - int64_t(60) * 1000000000);
   EXPECT_EQ(f.header.dropped_events, 0u);
+  EXPECT_EQ(f.header.dropped_too_deep, 0u);
+}
+
+// Finding: a process (or a clean-up script) that truncates the event memory made the writer
+// die of SIGBUS on its next event. Sealed memory cannot be truncated, by anyone.
+TEST_F(WriterTest, MemoryCannotBeTruncatedOrGrownByAnyone) {
+  grademl_begin_str("before");
+  grademl_end();
+  const std::string link = "/proc/self/fd/" + std::to_string(CurrentMemoryFdForTesting());
+  int other = open(link.c_str(), O_RDWR | O_CLOEXEC);  // as another process of the user would
+  ASSERT_GE(other, 0);
+  EXPECT_NE(ftruncate(other, 0), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(ftruncate(other, off_t(2 * kFileCapacity)), 0);
+  close(other);
+  for (int i = 0; i < 10000; ++i) {  // several chunks: still writable, no fault
+    grademl_begin_str("after");
+    grademl_end();
+  }
+  EventFile f = ReadCurrent();
+  EXPECT_EQ(f.Count(kRecBegin), 10001u);
+  EXPECT_EQ(f.header.dropped_events, 0u);
+}
+
+// Finding: on a full disk the writer touched pages nothing backed and died of SIGBUS. Each
+// chunk is now reserved first; when that fails, events are dropped and counted.
+TEST_F(WriterTest, FailedReservationDropsEventsInsteadOfFaulting) {
+  grademl_begin_str("outer");  // in the first chunk, reserved normally
+  FailReservationsForTesting(true);
+  constexpr int kPhases = 5000;  // 160 KB of records: more than the current chunk holds
+  for (int i = 0; i < kPhases; ++i) {
+    grademl_begin_str("p");
+    grademl_end();
+  }
+  grademl_end();
+  std::thread([] {  // a new thread needs a new chunk at once: all dropped
+    grademl_begin_str("other thread");
+    grademl_end();
+  }).join();
+  EventFile f = ReadCurrent();
+  EXPECT_EQ(f.chunks.size(), 1u);
+  size_t phases = CheckBalanced(f);
+  ASSERT_GE(phases, 1u);
+  size_t written_p = phases - 1;
+  EXPECT_LT(written_p, size_t(kPhases));
+  // Begin and End of each phase that did not fit, the other thread's phase and the
+  // definition of its name.
+  EXPECT_EQ(f.header.dropped_events, 2 * (kPhases - written_p) + 3);
+}
+
+// Finding: nesting beyond what the End reserve allowed silently dropped phases. The limit
+// is kMaxDepth, and what lies beyond it is counted apart.
+TEST_F(WriterTest, NestingDeeperThanTheLimitIsCounted) {
+  const uint32_t id = grademl_intern("deep");
+  constexpr uint32_t kExtra = 10;
+  for (uint32_t i = 0; i < kMaxDepth + kExtra; ++i) grademl_begin(id);
+  grademl_begin_typed(id, grademl_intern("typed"));  // the typed path applies the same limit
+  grademl_instant(id);                                // not a nesting: kept
+  for (uint32_t i = 0; i < kMaxDepth + kExtra + 1; ++i) grademl_end();
+  EventFile f = ReadCurrent();
+  EXPECT_EQ(CheckBalanced(f), size_t(kMaxDepth));
+  EXPECT_EQ(f.Count(kRecInstant), 1u);
+  EXPECT_EQ(f.header.dropped_too_deep, uint64_t(kExtra + 1));
+  EXPECT_EQ(f.header.dropped_events, uint64_t(2 * (kExtra + 1)));
 }
 
 TEST_F(WriterTest, NestingTagsAndRecordKinds) {
@@ -322,23 +403,48 @@ TEST_F(WriterTest, DisabledWithoutEnvVar) {
   grademl_flow_out(1);
   grademl_end();
   { GRADEML_PHASE("y"); }
-  EXPECT_EQ(CurrentFilePathForTesting(), "");
-  EXPECT_TRUE(GevFiles(dir_).empty());
+  EXPECT_EQ(CurrentMemoryFdForTesting(), -1);
+  EXPECT_TRUE(listener_->Receive(0).empty());
 }
 
-TEST_F(WriterTest, UnwritableDirStaysDisabled) {
+TEST_F(WriterTest, NoCollectorListeningStaysDisabled) {
   setenv("GRADEML_EVENTS_DIR", (dir_ + "/does/not/exist").c_str(), 1);
   ResetForTesting();
   EXPECT_EQ(grademl_enabled(), 0);
   grademl_begin_str("x");
   grademl_end();
-  EXPECT_TRUE(GevFiles(dir_).empty());
+  EXPECT_EQ(CurrentMemoryFdForTesting(), -1);
+  listener_.reset();  // a directory whose collector is gone (its socket file left behind or not)
+  setenv("GRADEML_EVENTS_DIR", dir_.c_str(), 1);
+  ResetForTesting();
+  EXPECT_EQ(grademl_enabled(), 0);
 }
 
-TEST_F(WriterTest, ForkedChildWritesItsOwnFile) {
+// Directories longer than a socket address (108 bytes) are reached through /proc/self/fd.
+TEST_F(WriterTest, LongDirectoryPath) {
+  std::string deep = dir_ + "/" + std::string(100, 'd') + "/" + std::string(100, 'e');
+  fs::create_directories(deep);
+  std::string dir_fd_path;
+  {
+    // The listener binds through its own O_PATH descriptor, like the collector.
+    int dfd = open(deep.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(dfd, 0);
+    MemoryListener listener("/proc/self/fd/" + std::to_string(dfd));
+    close(dfd);
+    setenv("GRADEML_EVENTS_DIR", deep.c_str(), 1);
+    ResetForTesting();
+    EXPECT_EQ(grademl_enabled(), 1);
+    std::vector<int> got = listener.Receive();
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(ReadEventMemory(got[0]).header.pid, getpid());
+  }
+  ResetForTesting();
+}
+
+TEST_F(WriterTest, ForkedChildWritesItsOwnMemory) {
   const uint32_t parent_id = grademl_intern("parent");
   grademl_begin(parent_id);  // open across the fork
-  std::string parent_path = CurrentFilePathForTesting();
+  const ino_t parent_inode = Inode(CurrentMemoryFdForTesting());
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -347,7 +453,7 @@ TEST_F(WriterTest, ForkedChildWritesItsOwnFile) {
     grademl_end();
     grademl_end();
     grademl_end();  // ends the parent's phase: not open in this process, ignored
-    _exit(CurrentFilePathForTesting() != parent_path && grademl_enabled() ? 0 : 3);
+    _exit(grademl_enabled() && Inode(CurrentMemoryFdForTesting()) != parent_inode ? 0 : 3);
   }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
@@ -355,16 +461,20 @@ TEST_F(WriterTest, ForkedChildWritesItsOwnFile) {
   ASSERT_EQ(WEXITSTATUS(status), 0);
   grademl_end();
 
-  EventFile pf = ReadEventFile(parent_path);
+  EventFile pf = ReadCurrent();
   EXPECT_EQ(pf.header.pid, getpid());
   EXPECT_EQ(CheckBalanced(pf), 1u);
   EXPECT_EQ(pf.ByThread().size(), 1u);
 
-  auto files = GevFiles(dir_);
-  ASSERT_EQ(files.size(), 2u);
-  std::string child_path = files[0] == parent_path ? files[1] : files[0];
-  EXPECT_EQ(fs::path(child_path).filename().string().rfind(std::to_string(child) + "-", 0), 0u);
-  EventFile cf = ReadEventFile(child_path);
+  std::vector<int> got = listener_->Receive();
+  if (got.size() < 2) {
+    std::vector<int> more = listener_->Receive();
+    got.insert(got.end(), more.begin(), more.end());
+  }
+  ASSERT_EQ(got.size(), 2u);
+  int child_fd = MemoryOf(got, child);
+  ASSERT_GE(child_fd, 0);
+  EventFile cf = ReadEventMemory(child_fd);
   EXPECT_EQ(cf.header.pid, child);
   EXPECT_EQ(CheckBalanced(cf), 2u);
   auto recs = cf.ByThread().begin()->second;
@@ -392,12 +502,10 @@ TEST_F(WriterTest, SigkilledChildLosesNothingCommitted) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGKILL);
-  auto files = GevFiles(dir_);
-  std::string child_path;
-  for (const auto& p : files)
-    if (fs::path(p).filename().string().rfind(std::to_string(child) + "-", 0) == 0) child_path = p;
-  ASSERT_FALSE(child_path.empty());
-  EventFile f = ReadEventFile(child_path);
+  // The memory outlives its writer: the collector holds it.
+  int child_fd = MemoryOf(listener_->Receive(), child);
+  ASSERT_GE(child_fd, 0);
+  EventFile f = ReadEventMemory(child_fd);
   EXPECT_EQ(f.Count(kRecBegin), size_t(kEvents + 1));
   EXPECT_EQ(f.Count(kRecEnd), size_t(kEvents));
   EXPECT_EQ(f.Count(kRecCounter), size_t(kEvents));
