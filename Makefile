@@ -64,7 +64,7 @@ SANITIZER_FLAGS_TYPE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELW
 # recording single commands and workflows, signals and SIGKILL, a corrupt store, bad flags,
 # query, report, export, diff, whatif's errors, and the C++ instrumented program. Left out:
 # the tests that run Debian's Python with libgrademl.so or grademl's Python package
-# (InstrumentE2E.Python*/Auto*/Module*/Op*, RealPythonTrainingStep, DigitsExampleWorkflow,
+# (InstrumentE2E.Python*/Auto*/Module*/Op*/SigkilledProcess*, RealPythonTrainingStep, DigitsExampleWorkflow,
 # WhatifE2E's re-runs): a sanitized libgrademl.so cannot be loaded into Debian's Python
 # without preloading the sanitizer runtime, so the Python path is tested in the normal
 # build only (`make test`), as is the python_tests suite and the browser test.
