@@ -68,7 +68,7 @@ SANITIZER_FLAGS_TYPE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELW
 # WhatifE2E's re-runs): a sanitized libgrademl.so cannot be loaded into Debian's Python
 # without preloading the sanitizer runtime, so the Python path is tested in the normal
 # build only (`make test`), as is the python_tests suite and the browser test.
-SANITIZE_E2E := ^(RunCommandE2E\.(TwoProcesses|WritesRightBeforeExit|ArgumentsAreRecorded|ShortLivedChildren|ExitCodeAndStdin|MissingCommand|Sigterm|Sigkill|CorruptDatabase|BadFlag|LsListsRuns)|WorkflowE2E\.(AFailingStep|SpecErrors|JobsLimit|ProgressBars)|QueryE2E\.|AnalysisE2E\.|DiffE2E\.|ExportE2E\.|HtmlReportE2E\.|WhatifE2E\.BadChanges|InstrumentE2E\.(CppThreads|SigkilledProcess))
+SANITIZE_E2E := ^(RunCommandE2E\.(TwoProcesses|WritesRightBeforeExit|ArgumentsAreRecorded|ShortLivedChildren|ExitCodeAndStdin|MissingCommand|Sigterm|Sigkill|CorruptDatabase|BadFlag|LsListsRuns)|WorkflowE2E\.(AFailingStep|SpecErrors|JobsLimit|ProgressBars)|QueryE2E\.|AnalysisE2E\.|DiffE2E\.|ExportE2E\.|HtmlReportE2E\.|WhatifE2E\.BadChanges|InstrumentE2E\.CppThreads)
 # Undefined behaviour and leaks fail; reports go to files (see above).
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer-reports/asan \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer-reports/ubsan
