@@ -1,10 +1,15 @@
 # GradeML: `make demo` and `make test` set everything up themselves on a Debian machine.
 BUILD ?= build
+space := $(subst ,, )
 JOBS ?= $(shell nproc)
 GRADEML := $(BUILD)/grademl
 PYTHON := /usr/bin/python3
+# ccache when it is installed (CI's clean clone may have none, or an empty cache).
+CCACHE := $(shell command -v ccache 2>/dev/null)
+LAUNCHER := $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE))
 
-.PHONY: all build test demo bench bench-html validate bootstrap clean
+.PHONY: all build test demo bench bench-html validate bootstrap clean \
+        test-sanitize test-asan test-tsan fuzz
 
 all: build
 
@@ -13,7 +18,7 @@ bootstrap:
 
 $(BUILD)/CMakeCache.txt:
 	@scripts/bootstrap
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LAUNCHER)
 
 build: bootstrap $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -43,5 +48,86 @@ bench-html: build
 validate: build
 	$(PYTHON) bench/validation/run_validation.py --grademl $(GRADEML) $(VALIDATE_ARGS)
 
+# --- Sanitizers and fuzzers (docs/reliability.md; .ci/run runs them after `make test`) ------
+# Each has its own build tree; benches are not built there. Sanitizer reports go to files
+# under <tree>/sanitizer-reports (ASan/UBSan/TSan log_path), so that a report from a grademl
+# that a test runs as a child process fails the job too, even when the test expected that
+# grademl to fail: scripts/check_sanitizer_reports prints them and exits non-zero.
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+SANITIZER_FLAGS_TYPE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DGRADEML_BUILD_BENCH=OFF $(LAUNCHER)
+
+# The end-to-end tests that the ASan+UBSan job runs (the named subset of the CI budget):
+# recording single commands and workflows, signals and SIGKILL, a corrupt store, bad flags,
+# query, report, export, diff, whatif's errors, and the C++ instrumented program. Left out:
+# the tests that run Debian's Python with libgrademl.so or grademl's Python package
+# (InstrumentE2E.Python*/Auto*/Module*/Op*/SigkilledProcess*, RealPythonTrainingStep, DigitsExampleWorkflow,
+# WhatifE2E's re-runs): a sanitized libgrademl.so cannot be loaded into Debian's Python
+# without preloading the sanitizer runtime, so the Python path is tested in the normal
+# build only (`make test`), as is the python_tests suite and the browser test.
+SANITIZE_E2E := ^(RunCommandE2E\.(TwoProcesses|WritesRightBeforeExit|ArgumentsAreRecorded|ShortLivedChildren|ExitCodeAndStdin|MissingCommand|Sigterm|Sigkill|CorruptDatabase|BadFlag|LsListsRuns)|WorkflowE2E\.(AFailingStep|SpecErrors|JobsLimit|ProgressBars)|QueryE2E\.|AnalysisE2E\.|DiffE2E\.|ExportE2E\.|HtmlReportE2E\.|WhatifE2E\.BadChanges|InstrumentE2E\.CppThreads)
+# Undefined behaviour and leaks fail; reports go to files (see above).
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer-reports/asan \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer-reports/ubsan
+
+$(ASAN_BUILD)/CMakeCache.txt:
+	@scripts/bootstrap
+	cmake -S . -B $(ASAN_BUILD) $(SANITIZER_FLAGS_TYPE) -DGRADEML_SANITIZE=address,undefined
+
+# ASan + UBSan: every unit test binary and the SANITIZE_E2E subset of the end-to-end tests.
+test-sanitize test-asan: bootstrap $(ASAN_BUILD)/CMakeCache.txt
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	rm -rf $(ASAN_BUILD)/sanitizer-reports && mkdir -p $(ASAN_BUILD)/sanitizer-reports
+	rc=0; cd $(ASAN_BUILD) && \
+	  { $(ASAN_ENV) ctest --output-on-failure --no-tests=error --timeout 600 -j $(JOBS) -LE '^(e2e|python|browser)$$' \
+	      -E '$(SANITIZE_EXCLUDE)' || rc=1; } && \
+	  { $(ASAN_ENV) ctest --output-on-failure --no-tests=error --timeout 600 -j $(JOBS) -L '^e2e$$' -R '$(SANITIZE_E2E)' || rc=1; } && \
+	  cd $(CURDIR) && { scripts/check_sanitizer_reports $(ASAN_BUILD)/sanitizer-reports || rc=1; } && exit $$rc
+
+# Left out of both sanitizer jobs: a test that checks the stack budget of an uninstrumented
+# build (sanitizers make every frame bigger, so the 1 MiB thread stack overflows there).
+SANITIZE_EXCLUDE := ^LogPhaseTrackerTest\.LongLinesFitA1MiBThreadStack$$
+
+# ThreadSanitizer over the parts that start threads: the event collector (collect_tests),
+# the instrumentation writer (instrument_tests), the store's background writer
+# (store_tests), log rules on a thread (workflow_tests), and, through TSAN_E2E, a sanitized
+# grademl whose sampling loop, background writer, output readers and step runner run
+# concurrently (single commands, SIGTERM, parallel workflow steps, an instrumented
+# multi-threaded program). Not the CPU-accounting tests (TwoProcesses, ShortLivedChildren):
+# TSan's own CPU cost in the instrumented helpers breaks their ground-truth comparison.
+TSAN_TESTS := collect_tests instrument_tests store_tests workflow_tests
+TSAN_E2E := ^(RunCommandE2E\.(Sigterm|ExitCodeAndStdin|Sigkill)|WorkflowE2E\.(JobsLimit|ProgressBars|AFailingStep)|InstrumentE2E\.CppThreads)
+TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=$(CURDIR)/$(TSAN_BUILD)/sanitizer-reports/tsan
+
+$(TSAN_BUILD)/CMakeCache.txt:
+	@scripts/bootstrap
+	cmake -S . -B $(TSAN_BUILD) $(SANITIZER_FLAGS_TYPE) -DGRADEML_SANITIZE=thread
+
+test-tsan: bootstrap $(TSAN_BUILD)/CMakeCache.txt
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS) e2e_tests grademl_shared fake_nvml
+	rm -rf $(TSAN_BUILD)/sanitizer-reports && mkdir -p $(TSAN_BUILD)/sanitizer-reports
+	rc=0; cd $(TSAN_BUILD) && \
+	  { $(TSAN_ENV) ctest --output-on-failure --no-tests=error --timeout 600 -j $(JOBS) \
+	      -L '^($(subst _tests,,$(subst $(space),|,$(strip $(TSAN_TESTS)))))$$' -E '$(SANITIZE_EXCLUDE)' || rc=1; } && \
+	  { $(TSAN_ENV) ctest --output-on-failure --no-tests=error --timeout 600 -j $(JOBS) -L '^e2e$$' -R '$(TSAN_E2E)' || rc=1; } && \
+	  cd $(CURDIR) && { scripts/check_sanitizer_reports $(TSAN_BUILD)/sanitizer-reports || rc=1; } && exit $$rc
+
+# libFuzzer targets (tests/fuzz/<name>_fuzz.cpp), built with Debian's clang-14 and
+# ASan+UBSan, each run FUZZ_SECONDS over its seed corpus tests/fuzz/corpus/<name>/.
+# A crash, leak, timeout or out-of-memory fails; its input is kept in $(FUZZ_BUILD)/crashes/.
+$(FUZZ_BUILD)/CMakeCache.txt:
+	@scripts/bootstrap --fuzz
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
+	  -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+	  -DGRADEML_FUZZ=ON -DGRADEML_BUILD_TESTS=OFF -DGRADEML_BUILD_BENCH=OFF $(LAUNCHER)
+
+fuzz: $(FUZZ_BUILD)/CMakeCache.txt
+	@scripts/bootstrap --fuzz
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+	scripts/run_fuzzers $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

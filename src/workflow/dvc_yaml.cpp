@@ -22,6 +22,15 @@ struct Value {
   std::vector<Value> items;                           // kList
   std::vector<std::pair<std::string, Value>> fields;  // kMap, in file order
 
+  // The destructor is defined after the class: with clang and libstdc++, an implicit one
+  // needs std::pair<std::string, Value> complete while Value is still incomplete.
+  Value() = default;
+  ~Value();
+  Value(const Value&) = default;
+  Value(Value&&) = default;
+  Value& operator=(const Value&) = default;
+  Value& operator=(Value&&) = default;
+
   bool composite() const { return kind == Kind::kList || kind == Kind::kMap; }
 
   const Value* Find(const std::string& key) const {
@@ -84,6 +93,8 @@ struct Value {
     }
   }
 };
+
+Value::~Value() = default;
 
 bool IsTrue(const Value& v) {
   return v.kind == Value::Kind::kScalar && v.plain && (v.text == "true" || v.text == "True" || v.text == "TRUE");

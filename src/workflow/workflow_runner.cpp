@@ -354,7 +354,7 @@ class Runner {
   }
 
   const WorkflowSpec& spec_;
-  const WorkflowRunOptions& options_;
+  [[maybe_unused]] const WorkflowRunOptions& options_;  // unused for now; clang warns (-Wunused-private-field)
   Recording* recording_;
   LogRuleSet rules_;
   Console console_;
