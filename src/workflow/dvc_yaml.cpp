@@ -129,6 +129,15 @@ struct Where {
   int line = 0;
 };
 
+// What one dvc.yaml may generate (docs/workflows.md): the YAML itself is bounded by
+// ReadYamlFile, but foreach and matrix multiply it, and every instance copies its
+// interpolation context.
+constexpr size_t kMaxInstancesPerStage = 10'000;    // foreach items, matrix combinations
+constexpr size_t kMaxGeneratedSteps = 50'000;       // foreach and matrix instances in all
+constexpr size_t kMaxInterpolatedBytes = 1 << 20;   // one string after interpolation
+constexpr size_t kMaxCopiedNodes = 20'000'000;      // values copied into scopes, in all
+constexpr size_t kMaxCopiedBytes = 256 << 20;       // text copied into scopes and steps, in all
+
 // Reads one dvc.yaml. Every string of a stage is interpolated before it is used.
 class DvcReader {
  public:
@@ -179,6 +188,49 @@ class DvcReader {
 
  private:
   Status Error(int line, const std::string& reason) const { return SpecError(file_, line, reason); }
+
+  // --- the expansion budget ---
+
+  // Counts a copy of `v` (a scope, an item) against the budget; an error once it is spent.
+  Status Spend(const Value& v, const Where& where) const {
+    std::vector<const Value*> todo{&v};
+    size_t nodes = 0, bytes = 0;
+    while (!todo.empty()) {
+      const Value* at = todo.back();
+      todo.pop_back();
+      ++nodes;
+      bytes += at->text.size();
+      for (const Value& item : at->items) todo.push_back(&item);
+      for (const auto& [k, f] : at->fields) {
+        bytes += k.size();
+        todo.push_back(&f);
+      }
+    }
+    copied_nodes_ += nodes;
+    return SpendText(bytes, where);
+  }
+  Status SpendText(size_t bytes, const Where& where) const {
+    copied_bytes_ += bytes;
+    if (copied_nodes_ > kMaxCopiedNodes || copied_bytes_ > kMaxCopiedBytes) {
+      return Error(where.line, fmt::format("{}expanding the stages would copy more than {} values or {} MiB "
+                                           "(foreach, matrix and vars multiply the parameters)",
+                                           where.stage, kMaxCopiedNodes, kMaxCopiedBytes >> 20));
+    }
+    return Status::Ok();
+  }
+  // Counts `count` more generated steps (foreach or matrix instances) of one stage.
+  Status Generate(size_t count, const Where& where) const {
+    if (count > kMaxInstancesPerStage) {
+      return Error(where.line, fmt::format("{}generates {} steps; GradeML generates at most {} per stage",
+                                           where.stage, count, kMaxInstancesPerStage));
+    }
+    generated_ += count;
+    if (generated_ > kMaxGeneratedSteps) {
+      return Error(where.line, fmt::format("{}the foreach and matrix stages generate more than {} steps in all",
+                                           where.stage, kMaxGeneratedSteps));
+    }
+    return Status::Ok();
+  }
 
   // --- variables ---
 
@@ -380,6 +432,10 @@ class DvcReader {
     size_t pos = 0;
     for (const Match& m : matches) {
       GRADEML_ASSIGN_OR_RETURN(const Value* v, Lookup(context, m.expr, where));
+      if (out.size() > kMaxInterpolatedBytes) {
+        return Error(where.line, fmt::format("{}a string longer than {} MiB after interpolation", where.stage,
+                                             kMaxInterpolatedBytes >> 20));
+      }
       out += s.substr(pos, m.begin - pos);
       if (v->kind == Value::Kind::kMap && in_cmd) {
         std::string args;
@@ -394,8 +450,19 @@ class DvcReader {
       pos = m.end;
     }
     out += s.substr(pos);
-    for (size_t at = 0; (at = out.find("\\${", at)) != std::string::npos;) out.erase(at, 1);
-    return out;
+    if (out.size() > kMaxInterpolatedBytes) {
+      return Error(where.line, fmt::format("{}a string longer than {} MiB after interpolation", where.stage,
+                                           kMaxInterpolatedBytes >> 20));
+    }
+    // "\${" is a literal "${": drop the backslashes, in one pass.
+    std::string unescaped;
+    unescaped.reserve(out.size());
+    for (size_t at = 0; at < out.size(); ++at) {
+      if (out[at] == '\\' && out.compare(at + 1, 2, "${") == 0) continue;
+      unescaped += out[at];
+    }
+    GRADEML_RETURN_IF_ERROR(SpendText(unescaped.size(), where));
+    return unescaped;
   }
 
   // The data of a foreach or matrix: a string that is exactly "${x}" is the value of x
@@ -406,6 +473,7 @@ class DvcReader {
       const std::vector<Match> matches = FindMatches(node.Scalar());
       if (matches.size() == 1 && matches[0].begin == 0 && matches[0].end == node.Scalar().size()) {
         GRADEML_ASSIGN_OR_RETURN(const Value* v, Lookup(context, matches[0].expr, here));
+        GRADEML_RETURN_IF_ERROR(Spend(*v, here));
         return *v;
       }
       GRADEML_ASSIGN_OR_RETURN(std::string text, Interpolate(node.Scalar(), context, here));
@@ -488,9 +556,13 @@ class DvcReader {
       return Error(LineOf(body),
                    fmt::format("{}'do' must be a mapping (cmd, deps, outs, ...), not {}", where.stage, KindName(body)));
     }
+    GRADEML_RETURN_IF_ERROR(
+        Generate(items.kind == Value::Kind::kMap ? items.fields.size() : items.items.size(), where));
+    GRADEML_RETURN_IF_ERROR(Spend(context, where));
     Value scope = context;
     if (items.kind == Value::Kind::kMap) {
       for (const auto& [k, v] : items.fields) {
+        GRADEML_RETURN_IF_ERROR(Spend(v, where));
         scope.Set("item", v);
         scope.Set("key", Value::Scalar(k));
         GRADEML_RETURN_IF_ERROR(ReadStage(name + "@" + k, line, body, scope, parsed, Origin::kForeach));
@@ -501,6 +573,7 @@ class DvcReader {
     for (const Value& v : items.items) by_index = by_index || v.composite();
     for (size_t i = 0; i < items.items.size(); ++i) {
       const Value& v = items.items[i];
+      GRADEML_RETURN_IF_ERROR(Spend(v, where));
       scope.Set("item", v);
       GRADEML_RETURN_IF_ERROR(ReadStage(name + "@" + (by_index ? std::to_string(i) : ToText(v)), line, body, scope,
                                         parsed, Origin::kForeach));
@@ -530,6 +603,18 @@ class DvcReader {
     for (const Value& list : lists) {
       if (list.items.empty()) return Status::Ok();
     }
+    // The number of combinations, computed before any is made (and without overflow).
+    size_t combinations = 1;
+    for (const Value& list : lists) {
+      if (combinations > kMaxInstancesPerStage / list.items.size()) {
+        return Error(where.line, fmt::format("{}'matrix' has more than {} combinations; GradeML generates at most "
+                                             "{} steps per stage",
+                                             where.stage, kMaxInstancesPerStage, kMaxInstancesPerStage));
+      }
+      combinations *= list.items.size();
+    }
+    GRADEML_RETURN_IF_ERROR(Generate(combinations, where));
+    GRADEML_RETURN_IF_ERROR(Spend(context, where));
     std::vector<size_t> index(lists.size(), 0);
     Value scope = context;
     for (;;) {
@@ -537,6 +622,7 @@ class DvcReader {
       std::string suffix;
       for (size_t i = 0; i < lists.size(); ++i) {
         const Value& v = lists[i].items[index[i]];
+        GRADEML_RETURN_IF_ERROR(Spend(v, where));
         item.Set(names[i], v);
         suffix += (i ? "-" : "") + (v.composite() ? names[i] + std::to_string(index[i]) : ToText(v));
       }
@@ -685,6 +771,7 @@ class DvcReader {
     }
     for (const MapEntry& e : MapEntries(def)) {
       if (e.key.Scalar() == "vars") {
+        GRADEML_RETURN_IF_ERROR(Spend(context, Where{where.stage, LineOf(e.key)}));
         with_vars = context;
         GRADEML_RETURN_IF_ERROR(LoadVars(e.key, e.value, step.cwd, &with_vars));
         for (const char* generated : {"item", "key"}) {  // a foreach/matrix item wins over vars
@@ -724,6 +811,9 @@ class DvcReader {
 
   std::string file_;
   std::string dir_;
+  mutable size_t generated_ = 0;     // foreach and matrix instances so far
+  mutable size_t copied_nodes_ = 0;  // the expansion budget spent so far
+  mutable size_t copied_bytes_ = 0;
 };
 
 }  // namespace
