@@ -224,7 +224,8 @@ StatusOr<std::string> ReadBoundedFile(const std::string& path, size_t max_bytes)
   return text;
 }
 
-StatusOr<YAML::Node> LoadBoundedYaml(std::string_view text, const std::string& file, const YamlLimits& limits) {
+StatusOr<YAML::Node> LoadBoundedYaml(std::string_view text, const std::string& file, const YamlLimits& limits,
+                                     const std::string& syntax_prefix) {
   if (text.size() > limits.max_file_bytes) {
     return FileError(file, 0, fmt::format("larger than {} MiB; GradeML reads YAML files up to that size",
                                           limits.max_file_bytes >> 20));
@@ -244,12 +245,12 @@ StatusOr<YAML::Node> LoadBoundedYaml(std::string_view text, const std::string& f
   } catch (const YAML::DeepRecursion& e) {  // yaml-cpp's own guard, should ours miss a case
     return FileError(file, YamlErrorLine(e), "nested too deeply");
   } catch (const YAML::Exception& e) {
-    return FileError(file, YamlErrorLine(e), e.msg);
+    return FileError(file, YamlErrorLine(e), syntax_prefix + e.msg);
   }
   try {
     return YAML::Load(owned);
   } catch (const YAML::Exception& e) {
-    return FileError(file, YamlErrorLine(e), e.msg);
+    return FileError(file, YamlErrorLine(e), syntax_prefix + e.msg);
   }
 }
 

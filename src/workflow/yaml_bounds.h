@@ -38,8 +38,9 @@ StatusOr<std::string> ReadBoundedFile(const std::string& path, size_t max_bytes)
 
 // Checks `text` against `limits` (see above; NUL bytes in the text itself are refused too)
 // and parses it. An empty document is a null node. Errors name `file` and the line:
-// "FILE:LINE: reason" (kInvalidArgument).
+// "FILE:LINE: reason" (kInvalidArgument); `syntax_prefix` goes before yaml-cpp's own
+// messages (YAML syntax errors).
 StatusOr<YAML::Node> LoadBoundedYaml(std::string_view text, const std::string& file,
-                                     const YamlLimits& limits = YamlLimits());
+                                     const YamlLimits& limits = YamlLimits(), const std::string& syntax_prefix = "");
 
 }  // namespace grademl::workflow
