@@ -5,6 +5,7 @@
 #include <cctype>
 #include <filesystem>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "workflow/spec_yaml_support.h"
@@ -21,27 +22,26 @@ struct Value {
   bool plain = true;                                  // kScalar: unquoted (so `true` is a boolean)
   std::vector<Value> items;                           // kList
   std::vector<std::pair<std::string, Value>> fields;  // kMap, in file order
+  std::unordered_map<std::string, size_t> field_index;  // kMap: key -> position in `fields`
 
   bool composite() const { return kind == Kind::kList || kind == Kind::kMap; }
 
+  // Lookups and updates take constant time: a params file may have tens of thousands of keys.
   const Value* Find(const std::string& key) const {
-    for (const auto& [k, v] : fields) {
-      if (k == key) return &v;
-    }
-    return nullptr;
+    auto it = field_index.find(key);
+    return it == field_index.end() ? nullptr : &fields[it->second].second;
   }
   Value* Find(const std::string& key) {
-    for (auto& [k, v] : fields) {
-      if (k == key) return &v;
-    }
-    return nullptr;
+    auto it = field_index.find(key);
+    return it == field_index.end() ? nullptr : &fields[it->second].second;
   }
   // Sets a field of a mapping, replacing one of the same name.
   void Set(const std::string& key, Value v) {
-    if (Value* existing = Find(key)) {
-      *existing = std::move(v);
-    } else {
+    auto [it, inserted] = field_index.emplace(key, fields.size());
+    if (inserted) {
       fields.emplace_back(key, std::move(v));
+    } else {
+      fields[it->second].second = std::move(v);
     }
   }
   // Merges a mapping into this one: nested mappings merge, anything else is replaced.

@@ -2,6 +2,7 @@
 // long dependency chains and cycles, NUL bytes, control characters, files that are not
 // files. Each must end quickly with a one-line "FILE:LINE: reason" (or load, when valid).
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -214,6 +215,49 @@ TEST(SpecLimitsTest, InterpolationBombIsRefused) {
   text += "\n";
   const std::string path = dir.Write("dvc.yaml", text);
   EXPECT_EQ(LoadError(path), path + ":5: stage 'a': a string longer than 1 MiB after interpolation");
+}
+
+// Runs `body` in a child process that SIGALRM kills after `seconds`: a hang guard that
+// cannot hang the test binary. Returns the child's exit status (0: body returned).
+template <typename Body>
+int RunWithDeadline(int seconds, Body body) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(static_cast<unsigned>(seconds));
+    body();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(SpecLimitsTest, WideParamsAndKeyListsLoadInLinearTime) {
+  // 90,000 keys (just under the node limit); looking each up by a linear scan took minutes.
+  SpecDir dir;
+  std::string params, wanted;
+  for (int i = 0; i < 90000; ++i) {
+    params += "k" + std::to_string(i) + ": " + std::to_string(i) + "\n";
+    wanted += (i ? "," : "") + std::string("k") + std::to_string(i);
+  }
+  dir.Write("params.yaml", params);
+  dir.Write("p.yaml", params);
+  const std::string path =
+      dir.Write("dvc.yaml", "vars:\n  - p.yaml:" + wanted + "\nstages:\n  s:\n    cmd: echo ${k89999} ${k7}\n");
+  const int status = RunWithDeadline(60, [&] {
+    StatusOr<WorkflowSpec> spec = LoadWorkflowSpec(path);
+    if (!spec.ok() || spec->steps[0].cmd != "echo 89999 7") _exit(3);
+  });
+  EXPECT_EQ(status, 0);
+}
+
+TEST(SpecLimitsTest, HugeEnvIsRefused) {
+  SpecDir dir;
+  std::string text = "env:\n";
+  for (int i = 0; i <= 1000; ++i) text += "  V" + std::to_string(i) + ": x\n";
+  text += "steps:\n  a:\n    cmd: echo\n";
+  const std::string path = dir.Write("p.yaml", text);
+  EXPECT_EQ(LoadError(path), path + ":2: 'env' has more than 1000 variables");
 }
 
 // --- graph walks ---
