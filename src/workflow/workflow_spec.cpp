@@ -109,8 +109,9 @@ StatusOr<YAML::Node> ReadYamlFile(const std::string& path) {
   if (!text.ok()) {
     // Not readable, not a regular file or too large: an I/O-kind error, for callers that
     // prefix it with where the file was named.
-    if (text.status().code() == StatusCode::kInvalidArgument) return IoError("{}", text.status().message());
-    return text.status();
+    const StatusCode code =
+        text.status().code() == StatusCode::kInvalidArgument ? StatusCode::kIoError : text.status().code();
+    return Status(code, EscapeControl(text.status().message()));
   }
   return LoadBoundedYaml(*text, path, limits);
 }
@@ -336,13 +337,18 @@ size_t WorkflowSpec::FindStep(const std::string& step_name) const {
 bool LooksLikeWorkflowFile(const std::string& arg) {
   std::string ext = std::filesystem::path(arg).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (ext != ".yaml" && ext != ".yml") return false;
-  std::error_code ec;
-  return std::filesystem::is_regular_file(arg, ec);
+  return ext == ".yaml" || ext == ".yml";
 }
 
 StatusOr<WorkflowSpec> LoadWorkflowSpec(const std::string& path) {
-  GRADEML_ASSIGN_OR_RETURN(YAML::Node root, ReadYamlFile(path));
+  const YamlLimits limits;
+  StatusOr<std::string> text = ReadBoundedFile(path, limits.max_file_bytes);
+  if (!text.ok()) return Status(text.status().code(), EscapeControl(text.status().message()));
+  return ParseWorkflowSpec(*text, path);
+}
+
+StatusOr<WorkflowSpec> ParseWorkflowSpec(std::string_view text, const std::string& path) {
+  GRADEML_ASSIGN_OR_RETURN(YAML::Node root, LoadBoundedYaml(text, path));
   try {
     const std::string file_name = std::filesystem::path(path).filename().string();
     const bool dvc_name = file_name == "dvc.yaml" || file_name == "dvc.yml";

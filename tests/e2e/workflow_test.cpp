@@ -116,6 +116,17 @@ TEST(WorkflowE2E, HostileSpecsEndWithOneLineBeforeAnythingRuns) {
     EXPECT_FALSE(std::filesystem::exists(dir + "/ran.txt")) << i;
     EXPECT_FALSE(std::filesystem::exists(dir + "/g.db")) << i;
   }
+  // A missing .yaml or a directory named like one is a workflow that cannot be read, not a
+  // command: exit 2, one line, no store.
+  for (const std::string name : {"missing.yaml", "folder.yml"}) {
+    const std::string dir = FreshDir("workflow_not_a_file");
+    std::filesystem::create_directory(dir + "/folder.yml");
+    CommandResult r = RunCommand({GrademlBinary(), "--db", dir + "/g.db", "run", dir + "/" + name});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err, "grademl: " + dir + "/" + name + ": cannot read: " +
+                         (name == "missing.yaml" ? "No such file or directory" : "Is a directory") + "\n");
+    EXPECT_FALSE(std::filesystem::exists(dir + "/g.db"));
+  }
   // A rules file with a backreference is refused before the workflow starts.
   const std::string dir = FreshDir("workflow_hostile_rules");
   std::ofstream(dir + "/pipeline.yaml") << "steps:\n  a:\n    cmd: touch ran.txt\n";
