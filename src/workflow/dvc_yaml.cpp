@@ -13,77 +13,95 @@
 namespace grademl::workflow::spec_internal {
 namespace {
 
+struct ValueField;
+
 // A YAML value detached from yaml-cpp (whose nodes share state on assignment): the
-// interpolation context (params.yaml, vars) and the foreach/matrix items.
+// interpolation context (params.yaml, vars) and the foreach/matrix items. The members that
+// touch `fields` are defined after ValueField, once both types are complete (clang with
+// libstdc++ refuses a std::pair of the incomplete Value).
 struct Value {
   enum class Kind { kNull, kScalar, kList, kMap };
   Kind kind = Kind::kNull;
-  std::string text;                                   // kScalar, as written
-  bool plain = true;                                  // kScalar: unquoted (so `true` is a boolean)
-  std::vector<Value> items;                           // kList
-  std::vector<std::pair<std::string, Value>> fields;  // kMap, in file order
+  std::string text;                                     // kScalar, as written
+  bool plain = true;                                    // kScalar: unquoted (so `true` is a boolean)
+  std::vector<Value> items;                             // kList
+  std::vector<ValueField> fields;                       // kMap, in file order
   std::unordered_map<std::string, size_t> field_index;  // kMap: key -> position in `fields`
 
   bool composite() const { return kind == Kind::kList || kind == Kind::kMap; }
 
   // Lookups and updates take constant time: a params file may have tens of thousands of keys.
-  const Value* Find(const std::string& key) const {
-    auto it = field_index.find(key);
-    return it == field_index.end() ? nullptr : &fields[it->second].second;
-  }
-  Value* Find(const std::string& key) {
-    auto it = field_index.find(key);
-    return it == field_index.end() ? nullptr : &fields[it->second].second;
-  }
+  const Value* Find(const std::string& key) const;
+  Value* Find(const std::string& key);
   // Sets a field of a mapping, replacing one of the same name.
-  void Set(const std::string& key, Value v) {
-    auto [it, inserted] = field_index.emplace(key, fields.size());
-    if (inserted) {
-      fields.emplace_back(key, std::move(v));
-    } else {
-      fields[it->second].second = std::move(v);
-    }
-  }
+  void Set(const std::string& key, Value v);
   // Merges a mapping into this one: nested mappings merge, anything else is replaced.
-  void Merge(const Value& other) {
-    for (const auto& [k, v] : other.fields) {
-      Value* mine = Find(k);
-      if (mine && mine->kind == Kind::kMap && v.kind == Kind::kMap) {
-        mine->Merge(v);
-      } else {
-        Set(k, v);
-      }
-    }
-  }
+  void Merge(const Value& other);
 
-  static Value Map() {
-    Value v;
-    v.kind = Kind::kMap;
-    return v;
+  static Value Map();
+  static Value Scalar(std::string text, bool plain = false);
+  static Value FromYaml(const YAML::Node& node);
+};
+
+// One field of a mapping (named like std::pair's members, for structured bindings).
+struct ValueField {
+  std::string first;
+  Value second;
+};
+
+Value Value::Map() {
+  Value v;
+  v.kind = Kind::kMap;
+  return v;
+}
+Value Value::Scalar(std::string text, bool plain) {
+  Value v;
+  v.kind = Kind::kScalar;
+  v.text = std::move(text);
+  v.plain = plain;
+  return v;
+}
+const Value* Value::Find(const std::string& key) const {
+  auto it = field_index.find(key);
+  return it == field_index.end() ? nullptr : &fields[it->second].second;
+}
+Value* Value::Find(const std::string& key) {
+  auto it = field_index.find(key);
+  return it == field_index.end() ? nullptr : &fields[it->second].second;
+}
+void Value::Set(const std::string& key, Value v) {
+  auto [it, inserted] = field_index.emplace(key, fields.size());
+  if (inserted) {
+    fields.push_back(ValueField{key, std::move(v)});
+  } else {
+    fields[it->second].second = std::move(v);
   }
-  static Value Scalar(std::string text, bool plain = false) {
-    Value v;
-    v.kind = Kind::kScalar;
-    v.text = std::move(text);
-    v.plain = plain;
-    return v;
-  }
-  static Value FromYaml(const YAML::Node& node) {
-    Value v;
-    switch (node.Type()) {
-      case YAML::NodeType::Scalar: return Scalar(node.Scalar(), node.Tag() == "?");
-      case YAML::NodeType::Sequence:
-        v.kind = Kind::kList;
-        for (const YAML::Node& item : node) v.items.push_back(FromYaml(item));
-        return v;
-      case YAML::NodeType::Map:
-        v.kind = Kind::kMap;
-        for (const MapEntry& e : MapEntries(node)) v.Set(e.key.Scalar(), FromYaml(e.value));
-        return v;
-      default: return v;
+}
+void Value::Merge(const Value& other) {
+  for (const auto& [k, v] : other.fields) {
+    Value* mine = Find(k);
+    if (mine && mine->kind == Kind::kMap && v.kind == Kind::kMap) {
+      mine->Merge(v);
+    } else {
+      Set(k, v);
     }
   }
-};
+}
+Value Value::FromYaml(const YAML::Node& node) {
+  Value v;
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar: return Scalar(node.Scalar(), node.Tag() == "?");
+    case YAML::NodeType::Sequence:
+      v.kind = Kind::kList;
+      for (const YAML::Node& item : node) v.items.push_back(FromYaml(item));
+      return v;
+    case YAML::NodeType::Map:
+      v.kind = Kind::kMap;
+      for (const MapEntry& e : MapEntries(node)) v.Set(e.key.Scalar(), FromYaml(e.value));
+      return v;
+    default: return v;
+  }
+}
 
 bool IsTrue(const Value& v) {
   return v.kind == Value::Kind::kScalar && v.plain && (v.text == "true" || v.text == "True" || v.text == "TRUE");
