@@ -348,7 +348,7 @@ class RulesParser {
     std::string marks = "start";
     for (auto it = node.begin(); it != node.end(); ++it) {
       const std::string k = it->first.Scalar();
-      const YAML::Node& v = it->second;
+      const YAML::Node v = it->second;  // a copy: `it->` returns a temporary (a reference would dangle)
       if (k == "name") {
         GRADEML_RETURN_IF_ERROR(Scalar(v, k, &rule->name));
       } else if (k == "type") {

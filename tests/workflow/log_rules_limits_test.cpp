@@ -120,6 +120,13 @@ TEST(LogRulesLimitsTest, RulesFilesThatAreNotFilesAreRefusedWithoutBlocking) {
             dir.Path("big.yaml") + ": cannot read: larger than 2 MiB; GradeML reads YAML files up to that size");
 }
 
+// Found by the fuzzer under ASan: each value of a rule was read through a reference to a
+// temporary of yaml-cpp's iterator (stack-use-after-scope; only a sanitizer build sees it).
+TEST(LogRulesLimitsTest, RuleValuesAreReadSafely) {
+  EXPECT_EQ(ParseError("rules:\n  - name: validation\n    type: eval\n\n    end: '^Fold \\d+ done'\n"),
+            "r.yaml:2: rule 'validation' has no `begin` expression");
+}
+
 TEST(LogRulesLimitsTest, ControlCharactersInErrorsAreEscaped) {
   const std::string error = ParseError("rules:\n  - name: \"evil\\e[2J\\n\"\n    type: t\n");
   EXPECT_EQ(error, "r.yaml:2: rule 'evil\\x1b[2J\\n' has no `begin` expression");
