@@ -192,6 +192,9 @@ std::vector<size_t> FindCycle(size_t n, const std::vector<StepDependency>& deps)
 // Edges between steps, at most: each output inside a directory that many steps read is one
 // edge per reader, so a hostile spec could ask for billions.
 constexpr size_t kMaxDependencies = 1'000'000;
+// The longest string execve passes in argv or the environment: MAX_ARG_STRLEN (32 pages)
+// counts the terminating NUL. A longer `cmd` could never start.
+constexpr size_t kMaxCommandBytes = 128 * 1024 - 1;
 
 }  // namespace
 
@@ -200,6 +203,21 @@ Status LinkSteps(ParsedSpec& parsed) {
   const std::string& file = spec.path;
   std::vector<StepSpec>& steps = spec.steps;
   if (steps.empty()) return SpecError(file, 0, "no steps");
+
+  for (const StepSpec& step : steps) {
+    if (step.cmd.size() > kMaxCommandBytes) {
+      return SpecError(file, step.line,
+                       fmt::format("step '{}': 'cmd' is {} bytes; /bin/sh -c takes at most {} (Linux's MAX_ARG_STRLEN)",
+                                   step.name, step.cmd.size(), kMaxCommandBytes));
+    }
+    for (const auto& [var, value] : step.env) {
+      if (var.size() + 1 + value.size() > kMaxCommandBytes) {
+        return SpecError(file, step.line, fmt::format("step '{}': env '{}' is longer than {} bytes (Linux's "
+                                                      "MAX_ARG_STRLEN)",
+                                                      step.name, var.substr(0, 64), kMaxCommandBytes));
+      }
+    }
+  }
 
   std::unordered_map<std::string, size_t> by_name;
   for (size_t i = 0; i < steps.size(); ++i) {

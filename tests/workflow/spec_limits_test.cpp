@@ -260,6 +260,20 @@ TEST(SpecLimitsTest, HugeEnvIsRefused) {
   EXPECT_EQ(LoadError(path), path + ":2: 'env' has more than 1000 variables");
 }
 
+TEST(SpecLimitsTest, CommandsExecveCannotTakeAreRefused) {
+  SpecDir dir;
+  const std::string path = dir.Write("p.yaml", "steps:\n  a:\n    cmd: echo '" + std::string(200000, 'x') + "'\n");
+  EXPECT_EQ(LoadError(path), path + ":2: step 'a': 'cmd' is 200007 bytes; /bin/sh -c takes at most 131071 (Linux's "
+                                    "MAX_ARG_STRLEN)");
+  const std::string env = dir.Write("q.yaml", "steps:\n  a:\n    cmd: echo\n    env: {V: '" + std::string(140000, 'x') +
+                                                  "'}\n");
+  EXPECT_EQ(LoadError(env), env + ":2: step 'a': env 'V' is longer than 131071 bytes (Linux's MAX_ARG_STRLEN)");
+  // The most that can run (131,071 bytes and the NUL; `sh -c` with one more byte fails E2BIG).
+  EXPECT_EQ(LoadOk(dir.Write("r.yaml", "steps:\n  a:\n    cmd: '" + std::string(131071, 'x') + "'\n")).steps.size(), 1u);
+  EXPECT_TRUE(LoadError(dir.Write("s.yaml", "steps:\n  a:\n    cmd: '" + std::string(131072, 'x') + "'\n")).find(
+                  "takes at most 131071") != std::string::npos);
+}
+
 // --- graph walks ---
 
 // A ParsedSpec of n steps in a chain s0 <- s1 <- ... through files; `close` adds s0's
