@@ -5,6 +5,7 @@
 #include <cctype>
 #include <filesystem>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "workflow/spec_yaml_support.h"
@@ -12,15 +13,20 @@
 namespace grademl::workflow::spec_internal {
 namespace {
 
+struct ValueField;
+
 // A YAML value detached from yaml-cpp (whose nodes share state on assignment): the
-// interpolation context (params.yaml, vars) and the foreach/matrix items.
+// interpolation context (params.yaml, vars) and the foreach/matrix items. The members that
+// touch `fields` are defined after ValueField, once both types are complete (clang with
+// libstdc++ refuses a std::pair of the incomplete Value).
 struct Value {
   enum class Kind { kNull, kScalar, kList, kMap };
   Kind kind = Kind::kNull;
-  std::string text;                                   // kScalar, as written
-  bool plain = true;                                  // kScalar: unquoted (so `true` is a boolean)
-  std::vector<Value> items;                           // kList
-  std::vector<std::pair<std::string, Value>> fields;  // kMap, in file order
+  std::string text;                                     // kScalar, as written
+  bool plain = true;                                    // kScalar: unquoted (so `true` is a boolean)
+  std::vector<Value> items;                             // kList
+  std::vector<ValueField> fields;                       // kMap, in file order
+  std::unordered_map<std::string, size_t> field_index;  // kMap: key -> position in `fields`
 
   // The destructor is defined after the class: with clang and libstdc++, an implicit one
   // needs std::pair<std::string, Value> complete while Value is still incomplete.
@@ -33,66 +39,78 @@ struct Value {
 
   bool composite() const { return kind == Kind::kList || kind == Kind::kMap; }
 
-  const Value* Find(const std::string& key) const {
-    for (const auto& [k, v] : fields) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
-  Value* Find(const std::string& key) {
-    for (auto& [k, v] : fields) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
+  // Lookups and updates take constant time: a params file may have tens of thousands of keys.
+  const Value* Find(const std::string& key) const;
+  Value* Find(const std::string& key);
   // Sets a field of a mapping, replacing one of the same name.
-  void Set(const std::string& key, Value v) {
-    if (Value* existing = Find(key)) {
-      *existing = std::move(v);
-    } else {
-      fields.emplace_back(key, std::move(v));
-    }
-  }
+  void Set(const std::string& key, Value v);
   // Merges a mapping into this one: nested mappings merge, anything else is replaced.
-  void Merge(const Value& other) {
-    for (const auto& [k, v] : other.fields) {
-      Value* mine = Find(k);
-      if (mine && mine->kind == Kind::kMap && v.kind == Kind::kMap) {
-        mine->Merge(v);
-      } else {
-        Set(k, v);
-      }
-    }
-  }
+  void Merge(const Value& other);
 
-  static Value Map() {
-    Value v;
-    v.kind = Kind::kMap;
-    return v;
+  static Value Map();
+  static Value Scalar(std::string text, bool plain = false);
+  static Value FromYaml(const YAML::Node& node);
+};
+
+// One field of a mapping (named like std::pair's members, for structured bindings).
+struct ValueField {
+  std::string first;
+  Value second;
+};
+
+Value Value::Map() {
+  Value v;
+  v.kind = Kind::kMap;
+  return v;
+}
+Value Value::Scalar(std::string text, bool plain) {
+  Value v;
+  v.kind = Kind::kScalar;
+  v.text = std::move(text);
+  v.plain = plain;
+  return v;
+}
+const Value* Value::Find(const std::string& key) const {
+  auto it = field_index.find(key);
+  return it == field_index.end() ? nullptr : &fields[it->second].second;
+}
+Value* Value::Find(const std::string& key) {
+  auto it = field_index.find(key);
+  return it == field_index.end() ? nullptr : &fields[it->second].second;
+}
+void Value::Set(const std::string& key, Value v) {
+  auto [it, inserted] = field_index.emplace(key, fields.size());
+  if (inserted) {
+    fields.push_back(ValueField{key, std::move(v)});
+  } else {
+    fields[it->second].second = std::move(v);
   }
-  static Value Scalar(std::string text, bool plain = false) {
-    Value v;
-    v.kind = Kind::kScalar;
-    v.text = std::move(text);
-    v.plain = plain;
-    return v;
-  }
-  static Value FromYaml(const YAML::Node& node) {
-    Value v;
-    switch (node.Type()) {
-      case YAML::NodeType::Scalar: return Scalar(node.Scalar(), node.Tag() == "?");
-      case YAML::NodeType::Sequence:
-        v.kind = Kind::kList;
-        for (const YAML::Node& item : node) v.items.push_back(FromYaml(item));
-        return v;
-      case YAML::NodeType::Map:
-        v.kind = Kind::kMap;
-        for (const MapEntry& e : MapEntries(node)) v.Set(e.key.Scalar(), FromYaml(e.value));
-        return v;
-      default: return v;
+}
+void Value::Merge(const Value& other) {
+  for (const auto& [k, v] : other.fields) {
+    Value* mine = Find(k);
+    if (mine && mine->kind == Kind::kMap && v.kind == Kind::kMap) {
+      mine->Merge(v);
+    } else {
+      Set(k, v);
     }
   }
-};
+}
+Value Value::FromYaml(const YAML::Node& node) {
+  Value v;
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar: return Scalar(node.Scalar(), node.Tag() == "?");
+    case YAML::NodeType::Sequence:
+      v.kind = Kind::kList;
+      for (const YAML::Node& item : node) v.items.push_back(FromYaml(item));
+      return v;
+    case YAML::NodeType::Map:
+      v.kind = Kind::kMap;
+      for (const MapEntry& e : MapEntries(node)) v.Set(e.key.Scalar(), FromYaml(e.value));
+      return v;
+    default: return v;
+  }
+}
 
 Value::~Value() = default;
 
@@ -139,6 +157,15 @@ struct Where {
   std::string stage;  // "stage 'x': " or ""
   int line = 0;
 };
+
+// What one dvc.yaml may generate (docs/workflows.md): the YAML itself is bounded by
+// ReadYamlFile, but foreach and matrix multiply it, and every instance copies its
+// interpolation context.
+constexpr size_t kMaxInstancesPerStage = 10'000;    // foreach items, matrix combinations
+constexpr size_t kMaxGeneratedSteps = 50'000;       // foreach and matrix instances in all
+constexpr size_t kMaxInterpolatedBytes = 1 << 20;   // one string after interpolation
+constexpr size_t kMaxCopiedNodes = 20'000'000;      // values copied into scopes, in all
+constexpr size_t kMaxCopiedBytes = 256 << 20;       // text copied into scopes and steps, in all
 
 // Reads one dvc.yaml. Every string of a stage is interpolated before it is used.
 class DvcReader {
@@ -190,6 +217,49 @@ class DvcReader {
 
  private:
   Status Error(int line, const std::string& reason) const { return SpecError(file_, line, reason); }
+
+  // --- the expansion budget ---
+
+  // Counts a copy of `v` (a scope, an item) against the budget; an error once it is spent.
+  Status Spend(const Value& v, const Where& where) const {
+    std::vector<const Value*> todo{&v};
+    size_t nodes = 0, bytes = 0;
+    while (!todo.empty()) {
+      const Value* at = todo.back();
+      todo.pop_back();
+      ++nodes;
+      bytes += at->text.size();
+      for (const Value& item : at->items) todo.push_back(&item);
+      for (const auto& [k, f] : at->fields) {
+        bytes += k.size();
+        todo.push_back(&f);
+      }
+    }
+    copied_nodes_ += nodes;
+    return SpendText(bytes, where);
+  }
+  Status SpendText(size_t bytes, const Where& where) const {
+    copied_bytes_ += bytes;
+    if (copied_nodes_ > kMaxCopiedNodes || copied_bytes_ > kMaxCopiedBytes) {
+      return Error(where.line, fmt::format("{}expanding the stages would copy more than {} values or {} MiB "
+                                           "(foreach, matrix and vars multiply the parameters)",
+                                           where.stage, kMaxCopiedNodes, kMaxCopiedBytes >> 20));
+    }
+    return Status::Ok();
+  }
+  // Counts `count` more generated steps (foreach or matrix instances) of one stage.
+  Status Generate(size_t count, const Where& where) const {
+    if (count > kMaxInstancesPerStage) {
+      return Error(where.line, fmt::format("{}generates {} steps; GradeML generates at most {} per stage",
+                                           where.stage, count, kMaxInstancesPerStage));
+    }
+    generated_ += count;
+    if (generated_ > kMaxGeneratedSteps) {
+      return Error(where.line, fmt::format("{}the foreach and matrix stages generate more than {} steps in all",
+                                           where.stage, kMaxGeneratedSteps));
+    }
+    return Status::Ok();
+  }
 
   // --- variables ---
 
@@ -391,6 +461,10 @@ class DvcReader {
     size_t pos = 0;
     for (const Match& m : matches) {
       GRADEML_ASSIGN_OR_RETURN(const Value* v, Lookup(context, m.expr, where));
+      if (out.size() > kMaxInterpolatedBytes) {
+        return Error(where.line, fmt::format("{}a string longer than {} MiB after interpolation", where.stage,
+                                             kMaxInterpolatedBytes >> 20));
+      }
       out += s.substr(pos, m.begin - pos);
       if (v->kind == Value::Kind::kMap && in_cmd) {
         std::string args;
@@ -405,8 +479,19 @@ class DvcReader {
       pos = m.end;
     }
     out += s.substr(pos);
-    for (size_t at = 0; (at = out.find("\\${", at)) != std::string::npos;) out.erase(at, 1);
-    return out;
+    if (out.size() > kMaxInterpolatedBytes) {
+      return Error(where.line, fmt::format("{}a string longer than {} MiB after interpolation", where.stage,
+                                           kMaxInterpolatedBytes >> 20));
+    }
+    // "\${" is a literal "${": drop the backslashes, in one pass.
+    std::string unescaped;
+    unescaped.reserve(out.size());
+    for (size_t at = 0; at < out.size(); ++at) {
+      if (out[at] == '\\' && out.compare(at + 1, 2, "${") == 0) continue;
+      unescaped += out[at];
+    }
+    GRADEML_RETURN_IF_ERROR(SpendText(unescaped.size(), where));
+    return unescaped;
   }
 
   // The data of a foreach or matrix: a string that is exactly "${x}" is the value of x
@@ -417,6 +502,7 @@ class DvcReader {
       const std::vector<Match> matches = FindMatches(node.Scalar());
       if (matches.size() == 1 && matches[0].begin == 0 && matches[0].end == node.Scalar().size()) {
         GRADEML_ASSIGN_OR_RETURN(const Value* v, Lookup(context, matches[0].expr, here));
+        GRADEML_RETURN_IF_ERROR(Spend(*v, here));
         return *v;
       }
       GRADEML_ASSIGN_OR_RETURN(std::string text, Interpolate(node.Scalar(), context, here));
@@ -499,9 +585,13 @@ class DvcReader {
       return Error(LineOf(body),
                    fmt::format("{}'do' must be a mapping (cmd, deps, outs, ...), not {}", where.stage, KindName(body)));
     }
+    GRADEML_RETURN_IF_ERROR(
+        Generate(items.kind == Value::Kind::kMap ? items.fields.size() : items.items.size(), where));
+    GRADEML_RETURN_IF_ERROR(Spend(context, where));
     Value scope = context;
     if (items.kind == Value::Kind::kMap) {
       for (const auto& [k, v] : items.fields) {
+        GRADEML_RETURN_IF_ERROR(Spend(v, where));
         scope.Set("item", v);
         scope.Set("key", Value::Scalar(k));
         GRADEML_RETURN_IF_ERROR(ReadStage(name + "@" + k, line, body, scope, parsed, Origin::kForeach));
@@ -512,6 +602,7 @@ class DvcReader {
     for (const Value& v : items.items) by_index = by_index || v.composite();
     for (size_t i = 0; i < items.items.size(); ++i) {
       const Value& v = items.items[i];
+      GRADEML_RETURN_IF_ERROR(Spend(v, where));
       scope.Set("item", v);
       GRADEML_RETURN_IF_ERROR(ReadStage(name + "@" + (by_index ? std::to_string(i) : ToText(v)), line, body, scope,
                                         parsed, Origin::kForeach));
@@ -541,6 +632,18 @@ class DvcReader {
     for (const Value& list : lists) {
       if (list.items.empty()) return Status::Ok();
     }
+    // The number of combinations, computed before any is made (and without overflow).
+    size_t combinations = 1;
+    for (const Value& list : lists) {
+      if (combinations > kMaxInstancesPerStage / list.items.size()) {
+        return Error(where.line, fmt::format("{}'matrix' has more than {} combinations; GradeML generates at most "
+                                             "{} steps per stage",
+                                             where.stage, kMaxInstancesPerStage, kMaxInstancesPerStage));
+      }
+      combinations *= list.items.size();
+    }
+    GRADEML_RETURN_IF_ERROR(Generate(combinations, where));
+    GRADEML_RETURN_IF_ERROR(Spend(context, where));
     std::vector<size_t> index(lists.size(), 0);
     Value scope = context;
     for (;;) {
@@ -548,6 +651,7 @@ class DvcReader {
       std::string suffix;
       for (size_t i = 0; i < lists.size(); ++i) {
         const Value& v = lists[i].items[index[i]];
+        GRADEML_RETURN_IF_ERROR(Spend(v, where));
         item.Set(names[i], v);
         suffix += (i ? "-" : "") + (v.composite() ? names[i] + std::to_string(index[i]) : ToText(v));
       }
@@ -696,6 +800,7 @@ class DvcReader {
     }
     for (const MapEntry& e : MapEntries(def)) {
       if (e.key.Scalar() == "vars") {
+        GRADEML_RETURN_IF_ERROR(Spend(context, Where{where.stage, LineOf(e.key)}));
         with_vars = context;
         GRADEML_RETURN_IF_ERROR(LoadVars(e.key, e.value, step.cwd, &with_vars));
         for (const char* generated : {"item", "key"}) {  // a foreach/matrix item wins over vars
@@ -735,6 +840,9 @@ class DvcReader {
 
   std::string file_;
   std::string dir_;
+  mutable size_t generated_ = 0;     // foreach and matrix instances so far
+  mutable size_t copied_nodes_ = 0;  // the expansion budget spent so far
+  mutable size_t copied_bytes_ = 0;
 };
 
 }  // namespace

@@ -10,6 +10,10 @@ namespace {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
+// Variables in one `env:` mapping: every step copies the workflow's, and a process's
+// environment is limited anyway (execve's E2BIG).
+constexpr size_t kMaxEnvVariables = 1000;
+
 // Reads one spec file in our format; each method reports errors at the offending node.
 class GrademlReader {
  public:
@@ -62,7 +66,11 @@ class GrademlReader {
       return Error(ValueLine(key, value),
                    fmt::format("{}'env' must be a mapping of variable to value, not {}", where, KindName(value)));
     }
-    for (const MapEntry& e : MapEntries(value)) {
+    const std::vector<MapEntry> entries = MapEntries(value);
+    if (entries.size() > kMaxEnvVariables) {
+      return Error(ValueLine(key, value), fmt::format("{}'env' has more than {} variables", where, kMaxEnvVariables));
+    }
+    for (const MapEntry& e : entries) {
       if (!e.key.IsScalar() || e.key.Scalar().empty() || e.key.Scalar().find('=') != std::string::npos) {
         return Error(LineOf(e.key), fmt::format("{}env: not a variable name", where));
       }

@@ -5,11 +5,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <fstream>
-#include <sstream>
+
+#include "core/text.h"
+#include "workflow/yaml_bounds.h"
 
 namespace grademl::workflow {
 namespace {
+
+// Memory RE2 may use for one expression (compiled program and DFA cache; past it RE2
+// falls back to slower, still linear, matching, and a too large expression is refused).
+constexpr int64_t kRegexMaxMem = 4 << 20;
+// Rules in one file: each holds up to kRegexMaxMem.
+constexpr size_t kMaxRules = 256;
 
 char LowerAscii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
@@ -21,9 +28,9 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-std::string_view GroupText(const std::cmatch& m, int group) {
-  if (group < 0 || static_cast<size_t>(group) >= m.size() || !m[group].matched) return {};
-  return Trim(std::string_view(m[group].first, static_cast<size_t>(m[group].length())));
+std::string_view GroupText(const RegexGroups& m, int group) {
+  if (group < 0 || static_cast<size_t>(group) >= m.size() || m[group].data() == nullptr) return {};
+  return Trim(std::string_view(m[group].data(), m[group].size()));
 }
 
 // Skips a bracket expression starting at s[i] == '['; returns the index after its ']', or
@@ -87,14 +94,69 @@ bool HasTopLevelAlternation(std::string_view s) {
   return false;
 }
 
-StatusOr<std::regex> CompileRegex(const std::string& source, bool ignore_case) {
-  auto flags = std::regex::ECMAScript;
-  if (ignore_case) flags |= std::regex::icase;
-  try {
-    return std::regex(source, flags);
-  } catch (const std::regex_error& e) {
-    return InvalidArgument("bad regular expression '{}': {}", source, e.what());
+// Why RE2 cannot take an expression written for the ECMAScript engine GradeML used before,
+// when the reason is a feature it lacks on purpose (empty otherwise): backreferences and
+// lookaround need backtracking, which is what makes a match take exponential time.
+std::string UnsupportedFeature(std::string_view s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '[') {  // inside a class, \1 and (?= mean other things
+      const size_t after = SkipClass(s, i);
+      if (after == std::string_view::npos) return "";
+      i = after - 1;
+    } else if (s[i] == '\\' && i + 1 < s.size()) {
+      if (s[i + 1] >= '1' && s[i + 1] <= '9') {
+        return fmt::format("backreferences (\\{}) are not supported: rules are matched with RE2, in time linear in "
+                           "the line",
+                           s[i + 1]);
+      }
+      if (s[i + 1] == 'k' && i + 2 < s.size() && s[i + 2] == '<') {
+        return "named backreferences (\\k<name>) are not supported: rules are matched with RE2, in time linear in the "
+               "line";
+      }
+      ++i;
+    } else if (s.substr(i).starts_with("(?=") || s.substr(i).starts_with("(?!") || s.substr(i).starts_with("(?<=") ||
+               s.substr(i).starts_with("(?<!")) {
+      return fmt::format("lookahead and lookbehind ({}...) are not supported: rules are matched with RE2, in time "
+                         "linear in the line",
+                         s.substr(i, s[i + 2] == '<' ? 4 : 3));
+    }
   }
+  return "";
+}
+
+// ECMAScript's \uXXXX is RE2's \x{XXXX}; the rest of the syntax the rules use is common.
+std::string ToRe2Syntax(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size()) {
+      if (s[i + 1] == 'u' && i + 6 <= s.size() &&
+          std::all_of(s.begin() + i + 2, s.begin() + i + 6, [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); })) {
+        out += "\\x{";
+        out += s.substr(i + 2, 4);
+        out += '}';
+        i += 5;
+        continue;
+      }
+      out += s.substr(i, 2);
+      ++i;
+      continue;
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+StatusOr<std::shared_ptr<const re2::RE2>> CompileRegex(const std::string& source, bool ignore_case) {
+  if (const std::string why = UnsupportedFeature(source); !why.empty()) {
+    return InvalidArgument("bad regular expression '{}': {}", source, why);
+  }
+  re2::RE2::Options options;
+  options.set_log_errors(false);
+  options.set_case_sensitive(!ignore_case);
+  options.set_max_mem(kRegexMaxMem);
+  auto re = std::make_shared<const re2::RE2>(ToRe2Syntax(source), options);
+  if (!re->ok()) return InvalidArgument("bad regular expression '{}': {}", source, re->error());
+  return re;
 }
 
 // The capture group a reference names: a number ("2") or a tag name ("fold").
@@ -104,7 +166,7 @@ std::optional<int> ResolveGroup(const LogRule& rule, std::string_view ref) {
     int group = 0;
     auto [ptr, ec] = std::from_chars(ref.data(), ref.data() + ref.size(), group);
     if (ec != std::errc() || ptr != ref.data() + ref.size()) return std::nullopt;
-    if (group < 0 || static_cast<unsigned>(group) > rule.begin.mark_count()) return std::nullopt;
+    if (group < 0 || group > rule.begin->NumberOfCapturingGroups()) return std::nullopt;
     return group;
   }
   for (size_t i = 0; i < rule.tags.size(); ++i)
@@ -137,7 +199,7 @@ Status WalkTemplate(std::string_view tpl, TextFn&& text, RefFn&& placeholder) {
   return Status::Ok();
 }
 
-std::string Render(const LogRule& rule, const std::cmatch& m) {
+std::string Render(const LogRule& rule, const RegexGroups& m) {
   std::string out;
   Status st = WalkTemplate(
       rule.name_template, [&](std::string_view t) { out += t; },
@@ -151,7 +213,7 @@ std::string Render(const LogRule& rule, const std::cmatch& m) {
 
 // Checks a rule's fields against one another; `field` tells which one is at fault.
 Status CheckRule(const LogRule& rule, std::string* field) {
-  unsigned groups = rule.begin.mark_count();
+  const size_t groups = static_cast<size_t>(rule.begin->NumberOfCapturingGroups());
   if (rule.tags.size() > groups) {
     *field = "tags";
     return InvalidArgument("{} tag names given but begin has {} capture group{}", rule.tags.size(), groups,
@@ -212,14 +274,7 @@ class RulesParser {
   explicit RulesParser(const std::string& origin) : origin_(origin) {}
 
   Status Parse(std::string_view text, std::vector<LogRule>* out) {
-    YAML::Node root;
-    try {
-      root = YAML::Load(std::string(text));
-    } catch (const YAML::ParserException& e) {
-      return InvalidArgument("{}:{}: YAML syntax: {}", origin_, e.mark.line + 1, e.msg);
-    } catch (const YAML::Exception& e) {
-      return InvalidArgument("{}: YAML syntax: {}", origin_, e.what());
-    }
+    GRADEML_ASSIGN_OR_RETURN(YAML::Node root, LoadBoundedYaml(text, origin_, YamlLimits(), "YAML syntax: "));
     try {
       return ParseRoot(root, out);
     } catch (const YAML::Exception& e) {  // a conversion the checks above did not foresee
@@ -232,10 +287,11 @@ class RulesParser {
     YAML::Mark mark = node.Mark();
     return mark.is_null() ? 0 : mark.line + 1;
   }
+  // Names, expressions and values quoted in `reason` come from the file: shown escaped.
   Status Error(const YAML::Node& at, const std::string& reason) const {
     int line = Line(at);
-    if (line == 0) return InvalidArgument("{}: {}", origin_, reason);
-    return InvalidArgument("{}:{}: {}", origin_, line, reason);
+    if (line == 0) return InvalidArgument("{}: {}", EscapeControl(origin_), EscapeControl(reason));
+    return InvalidArgument("{}:{}: {}", EscapeControl(origin_), line, EscapeControl(reason));
   }
 
   Status ParseRoot(const YAML::Node& root, std::vector<LogRule>* out) {
@@ -249,6 +305,7 @@ class RulesParser {
     }
     if (!rules || rules->IsNull()) return Status::Ok();  // "rules:" with no entries
     if (!rules->IsSequence()) return Error(*rules, "`rules:` must be a list of rules");
+    if (rules->size() > kMaxRules) return Error(*rules, fmt::format("more than {} rules in one file", kMaxRules));
     for (const YAML::Node& item : *rules) {
       LogRule rule;
       GRADEML_RETURN_IF_ERROR(ParseRule(item, &rule));
@@ -291,7 +348,7 @@ class RulesParser {
     std::string marks = "start";
     for (auto it = node.begin(); it != node.end(); ++it) {
       const std::string k = it->first.Scalar();
-      const YAML::Node v = it->second;  // a copy (a handle): `it->second` lives in a temporary
+      const YAML::Node v = it->second;  // a copy: `it->` returns a temporary (a reference would dangle)
       if (k == "name") {
         GRADEML_RETURN_IF_ERROR(Scalar(v, k, &rule->name));
       } else if (k == "type") {
@@ -550,16 +607,12 @@ StatusOr<LogRuleSet> LogRuleSet::Parse(std::string_view yaml_text, const std::st
 }
 
 StatusOr<LogRuleSet> LogRuleSet::LoadFile(const std::string& path) {
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) return NotFound("{}: no such rules file", path);
-    return ErrnoError(path);
+  StatusOr<std::string> text = ReadBoundedFile(path, YamlLimits().max_file_bytes);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) return NotFound("{}: no such rules file", EscapeControl(path));
+    return Status(text.status().code(), EscapeControl(text.status().message()));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return ErrnoError(path);
-  return Parse(text.str(), path);
+  return Parse(*text, path);
 }
 
 void LogRuleSet::Append(const LogRuleSet& other) {
@@ -621,7 +674,8 @@ void LogPhaseTracker::OnSegment(TimeNs t, std::string_view segment) {
     RuleState& st = state_[i];
     if (rule.end && !st.open.empty() && Passes(rule.end_literal, haystack(rule))) {
       ++regex_runs_;
-      if (std::regex_search(segment.data(), segment.data() + segment.size(), *rule.end)) {
+      if (rule.end->Match(re2::StringPiece(segment.data(), segment.size()), 0, segment.size(), re2::RE2::UNANCHORED,
+                          nullptr, 0)) {
         for (const OpenPhase& open : st.open) builder_->EndPhase(open.id, t);
         st.open.clear();
         ++lines_matched_;
@@ -630,10 +684,13 @@ void LogPhaseTracker::OnSegment(TimeNs t, std::string_view segment) {
     }
     if (!Passes(rule.begin_literal, haystack(rule))) continue;
     ++regex_runs_;
-    std::cmatch m;
-    if (!std::regex_search(segment.data(), segment.data() + segment.size(), m, rule.begin)) continue;
+    groups_.assign(static_cast<size_t>(rule.begin->NumberOfCapturingGroups()) + 1, re2::StringPiece());
+    if (!rule.begin->Match(re2::StringPiece(segment.data(), segment.size()), 0, segment.size(), re2::RE2::UNANCHORED,
+                           groups_.data(), static_cast<int>(groups_.size()))) {
+      continue;
+    }
     ++lines_matched_;
-    OnBegin(t, i, m);
+    OnBegin(t, i, groups_);
     return;
   }
 }
@@ -643,7 +700,7 @@ TimeNs LogPhaseTracker::ParentStart() const {
   return parent ? parent->start_ns : 0;
 }
 
-model::PhaseId LogPhaseTracker::Open(TimeNs start, const LogRule& rule, const std::cmatch& m) {
+model::PhaseId LogPhaseTracker::Open(TimeNs start, const LogRule& rule, const RegexGroups& m) {
   model::PhaseSpec spec;
   spec.parent = parent_;
   spec.name = Render(rule, m);
@@ -661,7 +718,7 @@ model::PhaseId LogPhaseTracker::Open(TimeNs start, const LogRule& rule, const st
   return builder_->BeginPhase(spec);
 }
 
-void LogPhaseTracker::OnBegin(TimeNs t, size_t index, const std::cmatch& m) {
+void LogPhaseTracker::OnBegin(TimeNs t, size_t index, const RegexGroups& m) {
   const LogRule& rule = rules_->rules()[index];
   RuleState& st = state_[index];
   std::string key = rule.key_group != 0 ? std::string(GroupText(m, rule.key_group)) : std::string();

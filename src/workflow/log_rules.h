@@ -5,16 +5,22 @@
 // generic steps, tqdm bars, Python tracebacks) and those of a user rules file (YAML). A
 // LogPhaseTracker follows one step's output and opens and closes phases through the
 // RunBuilder as the rules match. docs/log-rules.md describes the rules and the file format.
+//
+// Expressions are matched with RE2, whose time is linear in the line's length whatever the
+// expression: a user rule such as `(a+)+$` cannot freeze a run. RE2 has no backreferences
+// and no lookaround; a rule that uses them is refused when the rules are loaded.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <regex>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <re2/re2.h>
 
 #include "core/status.h"
 #include "core/time.h"
@@ -25,12 +31,16 @@ namespace grademl::workflow {
 
 // A literal that every match of a regular expression contains, found by reading the
 // expression's source conservatively (an empty text when none is certain). Lets a tracker
-// skip std::regex for the many lines that cannot match.
+// skip the regex engine for the many lines that cannot match.
 struct RequiredLiteral {
   std::string text;        // lower-cased when the expression ignores case
   bool at_start = false;   // the match begins at the start of the line with `text`
 };
 RequiredLiteral FindRequiredLiteral(std::string_view regex_source, bool ignore_case);
+
+// The groups of a match: [0] the whole match, [i] capture group i (data() null when the
+// group did not take part).
+using RegexGroups = std::vector<re2::StringPiece>;
 
 // One rule, with its compiled expressions and what a match means.
 //
@@ -44,8 +54,8 @@ struct LogRule {
   std::string name;            // unique in a set; a user rule replaces a built-in of its name
   std::string type;            // the phase type (the leaf of its type path)
   std::string name_template;   // "epoch {1}", "fold {fold}"; empty rendered name: `type`
-  std::regex begin;
-  std::optional<std::regex> end;
+  std::shared_ptr<const re2::RE2> begin;   // shared: rule sets are copied (Append)
+  std::shared_ptr<const re2::RE2> end;     // null when the rule has none
   bool instant = false;
   bool marks_end = false;
   bool ignore_case = false;
@@ -73,8 +83,10 @@ class LogRuleSet {
  public:
   // The built-in rules, in their order: keras-epoch, epoch, step, tqdm, traceback.
   static LogRuleSet BuiltIn();
-  // A user rules file. Errors read "FILE:LINE: reason" (bad regex, unknown key, missing
-  // begin, YAML syntax, ...), or "FILE: reason" when the file cannot be read.
+  // A user rules file (a regular file of at most 2 MiB, YAML checked as in
+  // yaml_bounds.h). Errors read "FILE:LINE: reason" (bad regex, a feature RE2 lacks,
+  // unknown key, missing begin, YAML syntax, ...), or "FILE: reason" when the file cannot
+  // be read.
   static StatusOr<LogRuleSet> LoadFile(const std::string& path);
   // As LoadFile, from text; `origin` stands for the file name in positions and errors.
   static StatusOr<LogRuleSet> Parse(std::string_view yaml_text, const std::string& origin);
@@ -96,9 +108,8 @@ class LogRuleSet {
 // phase through the RunBuilder. One thread at a time; `rules` and `builder` must outlive it.
 class LogPhaseTracker {
  public:
-  // Segments longer than this are matched on their first kMaxMatchedBytes only: libstdc++'s
-  // std::regex recurses once per character a quantifier consumes (about 300 bytes of stack
-  // each), so a long line could overflow a thread's stack. 2 KiB needs about 600 KiB.
+  // Segments longer than this are matched on their first kMaxMatchedBytes only, which
+  // bounds the matching cost of a line (RE2's time is linear in what it reads).
   static constexpr size_t kMaxMatchedBytes = 2048;
 
   LogPhaseTracker(const LogRuleSet* rules, model::RunBuilder* builder, model::PhaseId parent,
@@ -112,7 +123,8 @@ class LogPhaseTracker {
   void Finish(TimeNs t);
 
   size_t phases_opened() const { return phases_opened_; }
-  // Lines (segments) that some rule took, and those that were run through std::regex.
+  // Lines (segments) that some rule took, and regex engine runs (a segment can be run
+  // through several rules).
   size_t lines_matched() const { return lines_matched_; }
   size_t regex_runs() const { return regex_runs_; }
 
@@ -132,8 +144,8 @@ class LogPhaseTracker {
   void OnSegment(TimeNs t, std::string_view segment);
   // Whether a line (lower-cased for an ignore-case literal) may match.
   static bool Passes(const RequiredLiteral& literal, std::string_view hay);
-  void OnBegin(TimeNs t, size_t index, const std::cmatch& m);
-  model::PhaseId Open(TimeNs start, const LogRule& rule, const std::cmatch& m);
+  void OnBegin(TimeNs t, size_t index, const RegexGroups& m);
+  model::PhaseId Open(TimeNs start, const LogRule& rule, const RegexGroups& m);
   TimeNs ParentStart() const;
 
   const LogRuleSet* rules_;
@@ -145,6 +157,7 @@ class LogPhaseTracker {
   std::vector<RuleState> state_;
   std::string clean_;     // a segment without ANSI escapes
   std::string lowered_;   // a segment lower-cased, for ignore-case pre-filters
+  RegexGroups groups_;         // the groups of the last match
   size_t phases_opened_ = 0;
   size_t lines_matched_ = 0;
   size_t regex_runs_ = 0;

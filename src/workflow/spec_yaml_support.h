@@ -46,7 +46,9 @@ struct MapEntry {
 // Duplicate explicit keys are all listed (yaml-cpp keeps them), for the callers to report.
 std::vector<MapEntry> MapEntries(const YAML::Node& map);
 
-// An InvalidArgument "FILE:LINE: reason" ("FILE: reason" when line is 0).
+// An InvalidArgument "FILE:LINE: reason" ("FILE: reason" when line is 0), with control
+// characters of the file name and of the reason (which quotes names and values from the
+// file) escaped by EscapeControl.
 Status SpecError(const std::string& file, int line, const std::string& reason);
 
 // "a mapping", "a list", "a string" or "empty", for messages about wrong types.
@@ -58,9 +60,16 @@ std::string DirectoryOf(const std::string& file);
 // without a trailing separator.
 std::string ResolvePath(const std::string& base_dir, const std::string& path);
 
-// Reads and parses a YAML file: "FILE: cannot read: REASON" or "FILE:LINE: YAML error".
-// An empty file is a null node.
+// Reads and parses a YAML file within the limits of yaml_bounds.h: "FILE: cannot read:
+// REASON" (kNotFound, kIoError; also for a file that is not regular or too large) or
+// "FILE:LINE: reason" (kInvalidArgument: YAML syntax, alias cycles and bombs, NUL bytes,
+// nesting). An empty file is a null node. After it, walks of the nodes may recurse.
 StatusOr<YAML::Node> ReadYamlFile(const std::string& path);
+
+// The checks and inference common to every format, run on a reader's result: unique names,
+// known `after` names, no output declared by two steps, the dependencies (filled into
+// `parsed.spec.dependencies`), no cycle. Walks the step graph without recursion.
+Status LinkSteps(ParsedSpec& parsed);
 
 // The format readers. `root` is the file's top-level mapping; `path` the file as given.
 StatusOr<ParsedSpec> ParseGrademlSpec(const std::string& path, const YAML::Node& root);

@@ -152,13 +152,17 @@ class Runner {
   }
 
   void LaunchReady() {
+    int running = Running();  // counted once: a workflow may have tens of thousands of steps
     for (size_t i : order_) {
-      if (Running() >= jobs_) return;
+      if (running >= jobs_) return;
       StepRun& s = steps_[i];
       if (s.state != StepState::kPending) continue;
       bool ready = std::all_of(s.needs.begin(), s.needs.end(),
                                [&](size_t n) { return steps_[n].state == StepState::kDone; });
-      if (ready) Launch(i);
+      if (ready) {
+        Launch(i);
+        running = Running();
+      }
     }
   }
 

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -55,13 +56,22 @@ struct WorkflowSpec {
   size_t FindStep(const std::string& name) const;
 };
 
-// True when `arg` names an existing regular file ending in .yaml or .yml (so that
-// `grademl run X` treats it as a workflow rather than a command).
+// True when `arg` ends in .yaml or .yml, whether or not such a file exists: `grademl run X`
+// then reads X as a workflow, so that a missing file or a directory is a one-line error
+// (LoadWorkflowSpec's) rather than a command that fails to start.
 bool LooksLikeWorkflowFile(const std::string& arg);
 
 // Reads the file, detects the format (file name dvc.yaml/dvc.yml or a top-level `stages:`
 // -> DVC; a top-level `steps:` -> ours; else an error), parses it, resolves paths, infers
 // the dependencies and checks them (unknown step names, outputs declared twice, cycles).
+// A file that is not a regular file, or larger than 2 MiB, or whose YAML passes the limits
+// of docs/workflows.md (alias cycles and bombs, nesting, NUL bytes, generated steps) is an
+// error too; loading ends quickly in bounded memory whatever the file holds.
 StatusOr<WorkflowSpec> LoadWorkflowSpec(const std::string& path);
+
+// As LoadWorkflowSpec, from the file's text (for fuzzing and tests): `path` names the file
+// in errors, decides the format by its name and is where relative paths, params.yaml and
+// vars files are looked for.
+StatusOr<WorkflowSpec> ParseWorkflowSpec(std::string_view text, const std::string& path);
 
 }  // namespace grademl::workflow

@@ -75,6 +75,70 @@ TEST(WorkflowE2E, SpecErrorsStopBeforeAnythingRuns) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/g.db"));
 }
 
+// Hostile specs and rules files: each ends at once with exit 2 (1 for a rules file) and one
+// line "grademl: FILE:LINE: reason", and nothing runs: no step, no store.
+TEST(WorkflowE2E, HostileSpecsEndWithOneLineBeforeAnythingRuns) {
+  std::string laughs = "vars:\n  - a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (int i = 1; i < 10; ++i) {
+    laughs += "    a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 9; ++j) laughs += (j ? ", *a" : "*a") + std::to_string(i - 1);
+    laughs += "]\n";
+  }
+  std::string chain_cycle = "steps:\n";
+  for (int i = 0; i < 20000; ++i) {
+    chain_cycle += "  s" + std::to_string(i) + ": {cmd: touch ran.txt, after: [s" + std::to_string((i + 1) % 20000) +
+                   "]}\n";
+  }
+  std::string matrix = "stages:\n  s:\n    matrix:\n";
+  for (int i = 0; i < 9; ++i) matrix += "      m" + std::to_string(i) + ": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n";
+  matrix += "    cmd: touch ran.txt\n";
+  struct Case {
+    std::string file, text, where;
+  };
+  const std::vector<Case> cases = {
+      {"pipeline.yaml", "steps:\n  a:\n    cmd: touch ran.txt\n    env: &e {A: '1', <<: *e}\n", "pipeline.yaml:4:"},
+      {"dvc.yaml", "stages:\n  s:\n    cmd: touch ran.txt\n" + laughs, "dvc.yaml:10: the document has more than 200000 nodes"},
+      {"dvc.yaml", matrix, "dvc.yaml:4:"},
+      {"pipeline.yaml", chain_cycle, "pipeline.yaml:2: steps form a cycle: s0 -> s1"},
+      {"pipeline.yaml", "steps:\n  a:\n    cmd: \"touch ran.txt\\0\"\n", "pipeline.yaml:3: a NUL byte"},
+      {"pipeline.yaml", "steps:\n  \"x\\e[31m\\ny\":\n    cmd: touch ran.txt\n    after: [nope]\n",
+       "pipeline.yaml:4: step 'x\\x1b[31m\\ny': no step named 'nope'"},
+      {"pipeline.yaml", "steps: " + std::string(5000, '[') + std::string(5000, ']') + "\n", "pipeline.yaml:1:"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string dir = FreshDir("workflow_hostile_" + std::to_string(i));
+    std::ofstream(dir + "/" + cases[i].file) << cases[i].text;
+    CommandResult r = RunCommand({GrademlBinary(), "--db", dir + "/g.db", "run", dir + "/" + cases[i].file});
+    EXPECT_EQ(r.exit_code, 2) << i << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("grademl: " + dir + "/" + cases[i].where, 0), 0u) << i << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << i << ": " << r.err;
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << i;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/ran.txt")) << i;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/g.db")) << i;
+  }
+  // A missing .yaml or a directory named like one is a workflow that cannot be read, not a
+  // command: exit 2, one line, no store.
+  for (const std::string name : {"missing.yaml", "folder.yml"}) {
+    const std::string dir = FreshDir("workflow_not_a_file");
+    std::filesystem::create_directory(dir + "/folder.yml");
+    CommandResult r = RunCommand({GrademlBinary(), "--db", dir + "/g.db", "run", dir + "/" + name});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err, "grademl: " + dir + "/" + name + ": cannot read: " +
+                         (name == "missing.yaml" ? "No such file or directory" : "Is a directory") + "\n");
+    EXPECT_FALSE(std::filesystem::exists(dir + "/g.db"));
+  }
+  // A rules file with a backreference is refused before the workflow starts.
+  const std::string dir = FreshDir("workflow_hostile_rules");
+  std::ofstream(dir + "/pipeline.yaml") << "steps:\n  a:\n    cmd: touch ran.txt\n";
+  std::ofstream(dir + "/rules.yaml") << "rules:\n  - name: x\n    type: t\n    begin: '(a+)\\1'\n";
+  CommandResult r =
+      RunCommand({GrademlBinary(), "--db", dir + "/g.db", "run", "--rules", dir + "/rules.yaml", dir + "/pipeline.yaml"});
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.rfind("grademl: " + dir + "/rules.yaml:4: rule 'x': begin: bad regular expression", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ran.txt"));
+}
+
 TEST(WorkflowE2E, JobsLimitSerialisesIndependentSteps) {
   std::string dir = FreshDir("workflow_jobs");
   std::ofstream(dir + "/pipeline.yaml") << "steps:\n  x:\n    cmd: sleep 0.4\n  y:\n    cmd: sleep 0.4\n";

@@ -50,15 +50,17 @@ TEST(WorkflowSpecTest, FindStep) {
   EXPECT_EQ(spec.FindStep("zz"), 3u);
 }
 
-TEST(LooksLikeWorkflowFileTest, WantsAnExistingYamlFile) {
+TEST(LooksLikeWorkflowFileTest, WantsAYamlName) {
   SpecDir dir;
   EXPECT_TRUE(LooksLikeWorkflowFile(dir.Write("pipeline.yaml", "steps: {}\n")));
   EXPECT_TRUE(LooksLikeWorkflowFile(dir.Write("dvc.yml", "")));
   EXPECT_TRUE(LooksLikeWorkflowFile(dir.Write("UPPER.YAML", "")));
   EXPECT_FALSE(LooksLikeWorkflowFile(dir.Write("train.py", "")));
-  EXPECT_FALSE(LooksLikeWorkflowFile(dir.Path("missing.yaml")));
+  // A missing file or a directory is still a workflow: loading it is a one-line error,
+  // where running it as a command reported a failed "command" with misleading figures.
+  EXPECT_TRUE(LooksLikeWorkflowFile(dir.Path("missing.yaml")));
   ASSERT_EQ(mkdir(dir.Path("folder.yaml").c_str(), 0755), 0);
-  EXPECT_FALSE(LooksLikeWorkflowFile(dir.Path("folder.yaml")));
+  EXPECT_TRUE(LooksLikeWorkflowFile(dir.Path("folder.yaml")));
   EXPECT_FALSE(LooksLikeWorkflowFile("python3"));
   EXPECT_FALSE(LooksLikeWorkflowFile(""));
 }
