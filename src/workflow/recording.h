@@ -5,7 +5,15 @@
 //
 // Signals SIGCHLD, SIGINT, SIGTERM, SIGHUP and SIGQUIT are blocked in the calling thread (and
 // so in every thread started after) and arrive through signal_fd(); launched commands get
-// the original mask back.
+// the original mask back. SIGTTOU is blocked too, so that grademl can hand the terminal over
+// and take it back, and write to it while a command holds it.
+//
+// Process groups: every launched command is the leader of a process group of its own, so
+// that a signal reaches all of its processes (SignalTree), not only the direct child. A
+// command launched in the foreground gets the terminal when grademl holds it (stdin is a
+// terminal and grademl is in its foreground group): its reads work and the terminal's
+// Ctrl-C/Ctrl-Z reach it; grademl takes the terminal back when the command ends, and passes
+// a Ctrl-Z stop on to its own job (README.md, "grademl run").
 #pragma once
 
 #include <sys/types.h>
@@ -21,6 +29,10 @@
 #include "model/run_builder.h"
 
 namespace grademl::workflow {
+
+// The sampling intervals `grademl run --interval` accepts (Recording::Start refuses others).
+inline constexpr DurationNs kMinSamplingInterval = kNsPerMs;
+inline constexpr DurationNs kMaxSamplingInterval = 3600 * kNsPerSec;
 
 struct RecordingOptions {
   std::string db_path;
@@ -61,9 +73,13 @@ class Recording {
     std::string cwd;                                        // empty: grademl's
     std::vector<std::pair<std::string, std::string>> env;   // set on top of grademl's environment
     bool capture_output = false;  // stdout/stderr into pipes (non-blocking read ends) instead of grademl's
+    // Give the command the terminal (when grademl holds it). Commands launched otherwise run
+    // in the background of the terminal, and read from /dev/null when stdin is a terminal
+    // (a background process reading the terminal would be stopped).
+    bool foreground = false;
   };
   struct Launched {
-    pid_t pid = -1;
+    pid_t pid = -1;  // also the id of its process group
     std::string error;  // why it could not start ("cannot run 'x': No such file or directory")
     int stdout_fd = -1, stderr_fd = -1;
   };
@@ -82,14 +98,26 @@ class Recording {
     pid_t pid = 0;
     int status = 0;  // as from wait(2)
   };
-  // Reaps every exited child (commands and adopted orphans), telling the monitor.
+  // Reaps every exited child (commands and adopted orphans), telling the monitor. A
+  // foreground command stopped from the terminal (Ctrl-C's sibling Ctrl-Z, or a read in the
+  // background) stops grademl's own job too; when that is continued, so is the command.
   std::vector<Exit> ReapChildren();
+
+  // Sends `signo` to the process groups `groups` (launched pids that are not reaped yet)
+  // and to every other process of the recorded tree that is still running (those that left
+  // their group with setsid or setpgid).
+  void SignalTree(int signo, const std::vector<pid_t>& groups);
+  // Whether any process of the recorded tree is still running (zombies do not count).
+  bool TreeRunning();
+  // Takes the terminal back from a foreground command (a no-op when it was not given).
+  void ReclaimTerminal();
 
   // Ends the run: last pass, every phase closed, info written, final flush. Idempotent.
   Status Finish(std::optional<int> exit_code, std::optional<int> exit_signal, const std::string& error);
 
  private:
   struct Impl;
+  void StopLikeTheCommand();
   explicit Recording(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
