@@ -35,7 +35,9 @@ void ExpectUsageErrors(const std::string& dir, const std::vector<std::vector<std
     EXPECT_TRUE(r.err.rfind("grademl: ", 0) == 0) << what << r.err;
     EXPECT_TRUE(r.out.empty()) << what << r.out;
     EXPECT_FALSE(std::filesystem::exists(db)) << what << ": a run was recorded";
-    if (i < must_say.size() && !must_say[i].empty()) EXPECT_NE(r.err.find(must_say[i]), std::string::npos) << what << r.err;
+    if (i < must_say.size() && !must_say[i].empty()) {
+      EXPECT_NE(r.err.find(must_say[i]), std::string::npos) << what << r.err;
+    }
   }
 }
 

@@ -142,7 +142,9 @@ TEST(SignalE2E, SigtermStopsTheWholeTreeOfAWorkflowStep) {
   json report = ReportJson(db);
   EXPECT_TRUE(report["run"]["complete"].get<bool>());
   for (const json& ph : report["phases"]) {
-    if (ph["type"] == "run/step") EXPECT_EQ(ph["tags"]["exit_code"], "143") << ph["name"];
+    if (ph["type"] == "run/step") {
+      EXPECT_EQ(ph["tags"]["exit_code"], "143") << ph["name"];
+    }
   }
 }
 
@@ -238,15 +240,17 @@ TEST(SignalE2E, ACommandOnATerminalReadsItsInput) {
 TEST(SignalE2E, CtrlCOnATerminalStopsTheCommand) {
   std::string dir = FreshDir("signal_pty_intr");
   PtySession pty({GrademlBinary(), "--db", dir + "/g.db", "run", "--no-report", "--", "/bin/sh", "-c",
-                  "sleep 100 & echo $! > " + dir + "/sleep.pid; echo ready; wait"});
+                  // A grandchild in the foreground (sh ignores SIGINT in what it starts with &).
+                  "sh -c 'echo $$ > " + dir + "/sleep.pid; echo ready; exec sleep 100'; echo not reached"});
   ASSERT_TRUE(pty.ok());
   ASSERT_TRUE(pty.ReadUntil("ready")) << pty.output();
-  pid_t sleeper = ReadPid(dir + "/sleep.pid");
+  pid_t sleeper = WaitForPid(dir + "/sleep.pid");
   std::this_thread::sleep_for(200ms);
   pty.Write("\x03");  // the terminal's INTR character
   EXPECT_EQ(pty.Wait(), 128 + SIGINT) << pty.output();
   std::this_thread::sleep_for(100ms);
-  EXPECT_FALSE(Running(sleeper)) << "the background sleep did not get the Ctrl-C";
+  EXPECT_FALSE(Running(sleeper)) << "the grandchild did not get the Ctrl-C";
+  EXPECT_EQ(pty.output().find("not reached"), std::string::npos) << pty.output();
   KillLeftovers({sleeper});
   EXPECT_EQ(ReportJson(dir + "/g.db")["run"]["exit_signal"].get<int>(), SIGINT);
 }
