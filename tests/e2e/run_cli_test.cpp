@@ -2,7 +2,6 @@
 // out of range are one-line usage errors (exit 2) before anything is recorded, a lone
 // directory or missing workflow file is not taken for a command, untrusted step names reach
 // the terminal escaped, and a command that cannot start does not get misleading figures.
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -21,13 +20,12 @@ void ExpectUsageErrors(const std::string& dir, const std::vector<std::vector<std
                        const std::vector<std::string>& must_say = {}) {
   for (size_t i = 0; i < cases.size(); ++i) {
     std::string db = dir + "/case" + std::to_string(i) + ".db";
-    std::vector<std::string> argv = {GrademlBinary(), "--db", db};
+    // A hang guard: the grademl of before spun forever on --interval 1ns.
+    std::vector<std::string> argv = {"/usr/bin/timeout", "-s", "KILL", "20", GrademlBinary(), "--db", db};
     argv.insert(argv.end(), cases[i].begin(), cases[i].end());
     std::string what;
     for (const auto& a : cases[i]) what += a + " ";
-    auto started = std::chrono::steady_clock::now();
     CommandResult r = RunCommand(argv);
-    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20)) << what;  // a hang guard
     EXPECT_EQ(r.exit_code, 2) << what << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), r.err.find("Run 'grademl --help'") == std::string::npos ? 1 : 2)
         << what << r.err;
@@ -136,8 +134,9 @@ TEST(RunCliE2E, ACommandThatCannotStartGetsNoMisleadingFigures) {
     }
   }
   EXPECT_EQ(processes, 1);
-  for (const json& step : report["critical_path"]) {
-    EXPECT_EQ(step.dump().find("[grademl]"), std::string::npos) << step.dump();
+  // The process never became the command: what bound it is unknown, nothing else.
+  for (const json& b : report["bottlenecks"]) {
+    EXPECT_EQ(b["resource"], "unknown") << b.dump();
   }
 }
 
