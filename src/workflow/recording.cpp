@@ -345,9 +345,9 @@ Recording::Launched Recording::Launch(const LaunchSpec& spec, model::PhaseId par
   };
   pid_t pid = impl_->processes->LaunchRoot(fork_and_exec, spec.argv, start, parent_phase, started);
   if (status_pipe[1] >= 0) close(status_pipe[1]);
-  if (pid > 0 && tty_fd >= 0) {
-    impl_->terminal_group = pid;
-    impl_->foreground_pid = pid;
+  if (pid > 0 && spec.foreground) {
+    impl_->foreground_pid = pid;  // even in the background: a read there stops it (SIGTTIN)
+    if (tty_fd >= 0) impl_->terminal_group = pid;
   }
   if (spec.capture_output) {
     close(out_pipe[1]);
@@ -415,8 +415,10 @@ void Recording::StopLikeTheCommand() {
   pid_t group = impl_->foreground_pid;
   ReclaimTerminal();
   kill(getpid(), SIGSTOP);
-  // Continued (fg or bg). In the foreground again: hand the terminal back first.
-  if (impl_->tty_fd >= 0 && tcgetpgrp(impl_->tty_fd) == getpgrp() && tcsetpgrp(impl_->tty_fd, group) == 0) {
+  // Continued (fg or bg). In the foreground (again, or for the first time after a start in
+  // the background): hand the terminal to the command first.
+  if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp() && tcsetpgrp(STDIN_FILENO, group) == 0) {
+    impl_->tty_fd = STDIN_FILENO;
     impl_->terminal_group = group;
   }
   kill(-group, SIGCONT);
