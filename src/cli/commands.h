@@ -33,7 +33,14 @@ Action RegisterExportCommand(CLI::App& app, CommonOptions& common);
 Action RegisterDiffCommand(CLI::App& app, CommonOptions& common);
 Action RegisterQueryCommand(CLI::App& app, CommonOptions& common);
 
-// Prints "grademl: MESSAGE" on stderr.
+// Checks for numeric options, on the text as given (before CLI11 converts it, so that -5
+// never wraps into a size_t): "-5 is not a whole number from 0 to 1000000". Every numeric
+// flag of every verb has one.
+CLI::Validator WholeNumberIn(long long min, long long max);
+CLI::Validator FiniteNumberIn(double min, double max);
+
+// Prints "grademl: MESSAGE" on stderr, on one line: control characters in MESSAGE (from
+// untrusted names) are shown escaped (EscapeControl).
 void PrintError(const std::string& message);
 
 // Exit codes of grademl itself (a monitored command's own code passes through).

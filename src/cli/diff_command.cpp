@@ -25,9 +25,11 @@ Action RegisterDiffCommand(CLI::App& app, CommonOptions& common) {
   sub->add_option("run_b", opts->run_b, "The run compared: a run id, or -N for the N-th latest")->required();
   sub->add_flag("--json", opts->json, "Print JSON (schema grademl.diff/1, see docs/diff.md)");
   sub->add_option("--min-change", opts->min_change_s,
-                  "Changes smaller than this many seconds are noise (default: 1% of the longer run, at least 0.05)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--top", opts->top, "Changes listed in the text at most (0: all; --json lists every phase)")
+                  "Changes smaller than this many seconds (0 to 1e9) are noise (default: 1% of the longer run, at "
+                  "least 0.05)")
+      ->check(FiniteNumberIn(0, 1e9));
+  sub->add_option("--top", opts->top, "Changes listed in the text at most, 0 to 1000000 (0: all; --json lists every phase)")
+      ->check(WholeNumberIn(0, 1000000))
       ->capture_default_str();
   sub->add_option("--db", common.db_path, "The run database, holding both runs (as before the verb)");
   sub->footer(

@@ -1,8 +1,11 @@
 #include "cli/main_command.h"
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "core/text.h"
 #include "store/database.h"
 
 namespace grademl::cli {
@@ -17,8 +20,37 @@ StatusOr<model::Run> CommonOptions::LoadRun(const std::string& spec) const {
   return db->LoadRun(id);
 }
 
+CLI::Validator WholeNumberIn(long long min, long long max) {
+  std::string range = fmt::format("{} to {}", min, max);
+  return CLI::Validator(
+      [min, max, range](std::string& value) -> std::string {
+        long long n = 0;
+        auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+        if (ec != std::errc() || ptr != value.data() + value.size() || n < min || n > max) {
+          return fmt::format("'{}' is not a whole number from {}", value, range);
+        }
+        return "";
+      },
+      "INT in " + range);
+}
+
+CLI::Validator FiniteNumberIn(double min, double max) {
+  std::string range = fmt::format("{:g} to {:g}", min, max);
+  return CLI::Validator(
+      [min, max, range](std::string& value) -> std::string {
+        double x = 0;
+        auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
+        if (ec != std::errc() || ptr != value.data() + value.size() || !std::isfinite(x) || x < min || x > max) {
+          return fmt::format("'{}' is not a number from {}", value, range);
+        }
+        return "";
+      },
+      "NUMBER in " + range);
+}
+
 void PrintError(const std::string& message) {
-  std::fprintf(stderr, "grademl: %s\n", message.c_str());
+  // Messages carry names from outside (step names, paths, changes): never raw to the terminal.
+  std::fprintf(stderr, "grademl: %s\n", EscapeControl(message).c_str());
   std::fflush(stderr);
 }
 

@@ -402,7 +402,8 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
                      ->capture_default_str();
   auto* csv = sub->add_flag("--csv", opts->csv, "The same as --format csv")->excludes(format);
   sub->add_flag("--json", opts->json, "The same as --format json")->excludes(format)->excludes(csv);
-  sub->add_option("--max-width", opts->max_width, "table: cut cells to this many columns (0: never)")
+  sub->add_option("--max-width", opts->max_width, "table: cut cells to this many columns, 0 to 100000 (0: never)")
+      ->check(WholeNumberIn(0, 100000))
       ->capture_default_str();
   sub->add_flag("--list-views", opts->list_views, "List the views and their columns, then exit");
   sub->add_option("--timeout", opts->timeout_s,

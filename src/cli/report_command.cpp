@@ -39,7 +39,9 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
                   "see docs/html-report.md)")
       ->type_name("FILE")
       ->excludes(json_flag);
-  sub->add_option("--max-phases", opts->max_phases, "Phases shown in the tree before the rest are folded")
+  sub->add_option("--max-phases", opts->max_phases,
+                  "Phases shown in the tree before the rest are folded, 0 to 1000000 (0: all)")
+      ->check(WholeNumberIn(0, 1000000))
       ->capture_default_str();
   sub->add_flag("--color", opts->color, "Colour even when stdout is not a terminal");
   sub->add_flag("--no-color", opts->no_color, "Never colour");

@@ -1,7 +1,9 @@
 // `grademl run [OPTIONS] -- CMD [ARGS...]`: records CMD as a run and reports it.
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 
 #include "analysis/run_analysis.h"
 #include "cli/commands.h"
@@ -29,7 +31,9 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
   sub->footer(
       "A command runs with stdin, stdout and stderr passed through; grademl exits with its exit code\n"
       "(128+N when a signal N killed it, 127 when it could not start). Every process it starts is\n"
-      "followed. SIGINT/SIGTERM/SIGHUP sent to grademl reach the command. The report goes to stderr.\n"
+      "followed. The command runs in a process group of its own (given the terminal when grademl\n"
+      "holds it); SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to grademl reach its whole tree, grademl records\n"
+      "until all of it is gone, and a third signal kills it. The report goes to stderr.\n"
       "A workflow file (GradeML's pipeline YAML or DVC's dvc.yaml, see docs/workflows.md) runs its\n"
       "steps in dependency order, -j at a time, each step a phase; epochs and other phases are\n"
       "recognised in their output (docs/log-rules.md). grademl exits non-zero if a step failed.\n"
@@ -37,7 +41,9 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       "and at the end, and never changes the exit code; one unusable at start is refused before CMD runs.\n"
       "Examples: grademl run -- python3 train.py --epochs 3\n"
       "          grademl run -j 2 examples/digits/pipeline.yaml");
-  sub->add_option("--interval", opts->interval, "Sampling interval, e.g. 100ms, 0.5s")->capture_default_str();
+  sub->add_option("--interval", opts->interval,
+                  "Sampling interval with its unit, from 1ms to 1h, e.g. 100ms, 0.5s (a bare number is refused)")
+      ->capture_default_str();
   sub->add_flag("--no-report", opts->no_report, "Do not print the report when the command ends");
   sub->add_flag("-v,--verbose", opts->verbose, "Say which monitors are on");
   sub->add_flag("--no-auto", opts->no_auto,
@@ -60,8 +66,8 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
             return "";
           },
           "modules,ops"));
-  sub->add_option("-j,--jobs", opts->jobs, "Workflow steps run at once (default: the number of cores)")
-      ->check(CLI::NonNegativeNumber);
+  sub->add_option("-j,--jobs", opts->jobs, "Workflow steps run at once, 0 to 1024 (default 0: the number of cores)")
+      ->check(WholeNumberIn(0, 1024));
   sub->add_option("--rules", opts->rules, "A log rules file for workflow steps (docs/log-rules.md)")
       ->check(CLI::ExistingFile);
   sub->add_option("command", opts->command, "The command and its arguments (after --)")->required();
@@ -76,6 +82,26 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     if (!interval.ok()) {
       PrintError("--interval: " + interval.status().message());
       return kExitUsage;
+    }
+    if (*interval < workflow::kMinSamplingInterval || *interval > workflow::kMaxSamplingInterval) {
+      PrintError("--interval: '" + opts->interval + "' is outside 1ms to 1h");
+      return kExitUsage;
+    }
+    // A lone argument that names a directory or a missing workflow file is a mistake, not a
+    // command: say so before anything is recorded.
+    if (command.size() == 1) {
+      std::error_code ec;
+      const std::string& arg = command[0];
+      std::string ext = std::filesystem::path(arg).extension().string();
+      for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (std::filesystem::is_directory(arg, ec)) {
+        PrintError(arg + " is a directory, not a command or a workflow file");
+        return kExitUsage;
+      }
+      if ((ext == ".yaml" || ext == ".yml") && !std::filesystem::exists(arg, ec)) {
+        PrintError("workflow file " + arg + " does not exist");
+        return kExitUsage;
+      }
     }
     workflow::RecordingOptions options;
     options.db_path = common.ResolvedDbPath();

@@ -1,6 +1,8 @@
 #include "collect/process_tree_monitor.h"
 
 #include <dirent.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -56,6 +58,7 @@ struct ProcessTreeMonitor::Proc {
   int pidfd = -1;
   std::string comm;
 
+  bool never_started = false;  // a launched command whose exec failed: no samples
   bool seen = false;        // read at least once
   uint64_t raw_utime = 0, raw_stime = 0, raw_cutime = 0, raw_cstime = 0;  // ticks at the last read
   int idle_passes = 0;      // reads in a row that found no CPU used
@@ -177,6 +180,42 @@ size_t ProcessTreeMonitor::alive() const {
   return alive_.size();
 }
 
+namespace {
+// Whether a followed process has exited (a zombie counts as exited).
+bool HasExited(pid_t pid, int pidfd) {
+  if (pidfd >= 0) {
+    pollfd fd{pidfd, POLLIN, 0};
+    return poll(&fd, 1, 0) > 0;
+  }
+  return kill(pid, 0) != 0;
+}
+}  // namespace
+
+int ProcessTreeMonitor::SignalOutsideGroups(int signo, const std::vector<pid_t>& skip_groups) {
+  std::lock_guard lock(mu_);
+  if (roots_.empty()) return 0;
+  Discover(WallClock::Now());
+  int sent = 0;
+  for (const auto& [pid, p] : alive_) {
+    if (HasExited(pid, p->pidfd)) continue;
+    pid_t group = getpgid(pid);
+    if (std::find(skip_groups.begin(), skip_groups.end(), group) != skip_groups.end()) continue;
+    long rc = p->pidfd >= 0 ? syscall(SYS_pidfd_send_signal, p->pidfd, signo, nullptr, 0) : kill(pid, signo);
+    if (rc == 0) ++sent;
+  }
+  return sent;
+}
+
+bool ProcessTreeMonitor::AnyRunning() {
+  std::lock_guard lock(mu_);
+  if (roots_.empty()) return false;
+  Discover(WallClock::Now());
+  for (const auto& [pid, p] : alive_) {
+    if (!HasExited(pid, p->pidfd)) return true;
+  }
+  return false;
+}
+
 ProcessTreeMonitor::ProcessRef ProcessTreeMonitor::Lookup(pid_t pid) const {
   std::lock_guard lock(mu_);
   for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) {
@@ -219,12 +258,13 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
     if (name.empty()) name = "[" + p->comm + "]";
   }
   if (start == 0 || start > now) start = now;
-  if (parent) {
-    auto parent_phase = builder_->GetPhase(parent->phase);
-    if (parent_phase && start < parent_phase->start_ns) start = parent_phase->start_ns;
+  // Never before the phase it goes under (start times from /proc are in clock ticks).
+  const model::PhaseId under = parent ? parent->phase : (root_phase ? root_phase : run_phase_);
+  if (auto parent_phase = builder_->GetPhase(under); parent_phase && start < parent_phase->start_ns) {
+    start = parent_phase->start_ns;
   }
 
-  p->phase = builder_->BeginPhase({.parent = parent ? parent->phase : (root_phase ? root_phase : run_phase_),
+  p->phase = builder_->BeginPhase({.parent = under,
                                    .name = name,
                                    .type = std::string(model::kPhaseTypeProcess),
                                    .start_ns = start,
@@ -289,12 +329,16 @@ void ProcessTreeMonitor::AddRootLocked(pid_t pid, const std::vector<std::string>
 }
 
 pid_t ProcessTreeMonitor::LaunchRoot(const std::function<pid_t()>& launch, const std::vector<std::string>& argv,
-                                     TimeNs start_ns, model::PhaseId parent_phase) {
+                                     TimeNs start_ns, model::PhaseId parent_phase,
+                                     const std::function<bool(pid_t)>& started) {
   // Under the lock, so that no pass sees the new child before it is known as a root (it
   // would be taken for an orphan re-parented to grademl).
   std::lock_guard lock(mu_);
   pid_t pid = launch();
-  if (pid > 0) AddRootLocked(pid, argv, start_ns, parent_phase);
+  if (pid > 0) {
+    AddRootLocked(pid, argv, start_ns, parent_phase);
+    if (started && !started(pid)) roots_.back()->never_started = true;
+  }
   return pid;
 }
 
@@ -414,6 +458,7 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
 }
 
 void ProcessTreeMonitor::EmitSamples(Proc* p, TimeNs t) {
+  if (p->never_started) return;
   builder_->AddSample(p->s_user, t, p->own_user);
   builder_->AddSample(p->s_system, t, p->own_system);
   builder_->AddSample(p->s_unseen, t, p->unseen_user + p->unseen_system);
@@ -452,6 +497,7 @@ void ProcessTreeMonitor::MarkGone(Proc* p, TimeNs t) {
   p->state = State::kGone;
   if (p->exit_t == 0) p->exit_t = t;
   alive_.erase(p->pid);
+  gone_[p->pid] = p;
   Unwatch(p);
   // stat stays open: it reads until the parent reaps the process (see ResolveLiveParent).
   p->io_file = ProcFile();
@@ -506,6 +552,10 @@ void ProcessTreeMonitor::Discover(TimeNs now) {
     if (!text.ok()) return;
     ProcessStat st;
     if (!ParseProcessStat(*text, &st)) return;
+    // An exited process of ours that nobody reaped yet (a zombie): followed already. Taken
+    // for a new one, it became a phantom "[grademl]" phase (the comm of a child that had not
+    // exec'd) under the run, an orphan from before the run's own start.
+    if (auto g = gone_.find(pid); g != gone_.end() && g->second->starttime == st.starttime) return;
     candidates.push_back({pid, st.ppid, st.starttime});
   });
   // Parents before children, however the pids are ordered.
@@ -724,6 +774,7 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
     }
   }
   p->state = State::kResolved;
+  if (auto it = gone_.find(p->pid); it != gone_.end() && it->second == p) gone_.erase(it);
   p->stat_file = ProcFile();
   for (size_t i = 0; i < gone.size(); ++i) ResolveDead(gone[i], child_finals[i]);
   EndPhase(p);

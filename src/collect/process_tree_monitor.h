@@ -63,8 +63,12 @@ class ProcessTreeMonitor {
   void AddRoot(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns, model::PhaseId parent_phase = 0);
   // Calls `launch` (which forks and returns the child's pid, or -1) and follows the child as
   // AddRoot does, with no pass in between. `launch` must not call into this monitor.
+  // `started` (optional) is called with the child's pid, still with no pass in between, and
+  // says whether the command really started (its exec succeeded): a child that could not
+  // start is grademl's own copy, so none of its counters are recorded as samples, and the
+  // analyses call its time unknown instead of guessing what bound it.
   pid_t LaunchRoot(const std::function<pid_t()>& launch, const std::vector<std::string>& argv, TimeNs start_ns,
-                   model::PhaseId parent_phase);
+                   model::PhaseId parent_phase, const std::function<bool(pid_t)>& started = nullptr);
   // One sampling pass over the tree.
   void Sample(TimeNs now);
   // An fd that becomes readable when a followed process exits (-1 if pidfds are unsupported).
@@ -77,6 +81,14 @@ class ProcessTreeMonitor {
   void Finish(TimeNs end);
   // Processes followed and alive.
   size_t alive() const;
+  // Sends `signo` to every followed process that is still running and whose process group
+  // is not one of `skip_groups` (those reach it through kill(-group)): processes that left
+  // their command's group (setsid, setpgid) are signalled one by one, through their pidfd
+  // so that a reused pid is never hit. Looks for new processes first. Returns how many.
+  int SignalOutsideGroups(int signo, const std::vector<pid_t>& skip_groups);
+  // Whether a followed process is still running, checked now (not as of the last pass);
+  // processes forked since the last pass are looked for first. Zombies do not count.
+  bool AnyRunning();
   // The phase and resource of the latest followed process with this pid, and when it ended
   // (0 while alive); all 0 if no such process is followed.
   struct ProcessRef {
@@ -106,6 +118,7 @@ class ProcessTreeMonitor {
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Proc>> procs_;           // every process ever followed
   std::unordered_map<pid_t, Proc*> alive_;             // followed and not known to be gone
+  std::unordered_map<pid_t, Proc*> gone_;              // exited, not resolved yet (zombies among them)
   std::unordered_map<pid_t, uint64_t> foreign_;        // pid -> start time, not in the tree
   std::vector<Proc*> roots_;  // launched commands and adopted orphans
   int epoll_fd_ = -1;

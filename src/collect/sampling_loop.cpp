@@ -45,18 +45,20 @@ void SamplingLoop::Loop() {
     next += interval_;
     int64_t mono = WallClock::MonotonicNow();
     if (next < mono) next = mono + interval_ / 2;  // fell behind: do not try to catch up in a burst
-    // Sleep until the next tick, waking early for process exits or a stop request.
+    // Sleep until the next tick, waking early for process exits or a stop request. The
+    // stop fd is looked at once per pass even when sampling took longer than the interval.
     while (true) {
       int64_t left_ns = next - WallClock::MonotonicNow();
-      if (left_ns <= 0) break;
       pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {exit_fd_, POLLIN, 0}};
       int nfds = exit_fd_ >= 0 ? 2 : 1;
-      int timeout_ms = static_cast<int>((left_ns + kNsPerMs - 1) / kNsPerMs);
+      int timeout_ms = left_ns <= 0 ? 0 : static_cast<int>((left_ns + kNsPerMs - 1) / kNsPerMs);
       int ready = poll(fds, nfds, timeout_ms);
       if (ready < 0 && errno != EINTR) break;
-      if (ready <= 0) continue;
-      if (fds[0].revents & POLLIN) return;
-      if (nfds == 2 && (fds[1].revents & POLLIN) && on_exit_fd_) on_exit_fd_(WallClock::Now());
+      if (ready > 0) {
+        if (fds[0].revents & POLLIN) return;
+        if (nfds == 2 && (fds[1].revents & POLLIN) && on_exit_fd_) on_exit_fd_(WallClock::Now());
+      }
+      if (left_ns <= 0) break;
     }
   }
 }

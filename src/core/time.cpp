@@ -76,19 +76,26 @@ StatusOr<DurationNs> ParseDuration(const std::string& text) {
   const char* begin = text.data();
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(begin, end, value);
-  if (ec != std::errc() || ptr == begin) {
+  if (ptr == begin || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
     return InvalidArgument("'{}' is not a duration (expected e.g. 100ms, 0.5s)", text);
   }
   std::string_view unit(ptr, static_cast<size_t>(end - ptr));
   double scale = 0;
-  if (unit.empty() || unit == "ms") scale = 1e6;
+  if (unit.empty()) return InvalidArgument("'{}': add a unit: {}ms or {}s", text, text, text);
+  if (unit == "ms") scale = 1e6;
   else if (unit == "s") scale = 1e9;
   else if (unit == "us") scale = 1e3;
   else if (unit == "ns") scale = 1;
   else if (unit == "m" || unit == "min") scale = 60e9;
-  else return InvalidArgument("'{}': unknown unit '{}' (use ns, us, ms, s or m)", text, unit);
+  else if (unit == "h") scale = 3600e9;
+  else return InvalidArgument("'{}': unknown unit '{}' (use ns, us, ms, s, m or h)", text, unit);
+  if (ec == std::errc::result_out_of_range) {  // past a double's range, either way
+    return InvalidArgument("'{}' is not a duration grademl can use", text);
+  }
   double ns = value * scale;
+  if (std::isnan(ns)) return InvalidArgument("'{}' is not a duration (expected e.g. 100ms, 0.5s)", text);
   if (!(ns >= 1)) return InvalidArgument("'{}': a duration must be positive", text);
+  if (!(ns <= kMaxDurationNs)) return InvalidArgument("'{}' is too long (at most 100 years)", text);
   return static_cast<DurationNs>(ns);
 }
 

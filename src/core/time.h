@@ -38,8 +38,10 @@ std::string FormatDuration(DurationNs ns);
 // "2026-11-22 07:23:52" in local time.
 std::string FormatTimestamp(TimeNs t);
 
-// Parses "100ms", "0.5s", "250us", "2m", "1500ns"; a bare number is milliseconds.
-// InvalidArgument for anything else, zero or negative.
+// Parses "100ms", "0.5s", "250us", "2m", "1h", "1500ns". A bare number is refused ("add a
+// unit: 5ms or 5s"), as are zero, negative, infinite, NaN and durations over 100 years;
+// callers check their own range on top.
+inline constexpr double kMaxDurationNs = 100 * 365.25 * 86400 * 1e9;
 StatusOr<DurationNs> ParseDuration(const std::string& text);
 
 }  // namespace grademl

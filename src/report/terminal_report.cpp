@@ -23,6 +23,9 @@ constexpr std::string_view kRed = "\033[31m";
 constexpr std::string_view kGreen = "\033[32m";
 constexpr std::string_view kYellow = "\033[33m";
 constexpr std::string_view kReset = "\033[0m";
+// Below this run duration, grademl's own CPU time is shown as a time, not a share of one
+// core: its start-up (tens of ms) over a command that ends at once reads as hundreds of %.
+constexpr double kMinDurationForOverheadShareS = 1.0;
 
 // Wraps text in ANSI styles, or leaves it alone when colour is off.
 class Styler {
@@ -101,10 +104,14 @@ void RenderHeader(const model::Run& run, const RunSummary& summary, const Styler
   lines.Add("status", status);
   if (!info.error.empty() && has_exit) lines.Add("error", style(kRed, Sanitize(info.error)));
 
+  // grademl's own CPU time as a share of one core; on a run too short for the share to mean
+  // anything (grademl's start-up dwarfs a command that never ran), the time itself.
   std::string overhead;
-  if (summary.duration_s > 0) {
+  if (summary.duration_s >= kMinDurationForOverheadShareS) {
     overhead = fmt::format("grademl used {} of one core",
                            FormatPercent(info.monitor_cpu_seconds / summary.duration_s));
+  } else if (info.monitor_cpu_seconds > 0) {
+    overhead = fmt::format("grademl used {} of CPU time", FormatDuration(SecondsToNs(info.monitor_cpu_seconds)));
   }
   if (info.interval_ns > 0) {
     if (!overhead.empty()) overhead += ", ";

@@ -1,7 +1,10 @@
 #include "workflow/monitored_command.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
+
+#include <cerrno>
 
 #include "workflow/recording.h"
 
@@ -16,7 +19,7 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
 
   MonitoredCommandResult result;
   result.run_id = recording->run_id();
-  Recording::Launched root = recording->Launch({.argv = argv}, 0);
+  Recording::Launched root = recording->Launch({.argv = argv, .foreground = true}, 0);
   if (!root.error.empty()) {
     if (root.pid > 0) recording->ReapChildren();
     result.exit_code = 127;
@@ -25,11 +28,18 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
     return result;
   }
 
-  // Wait for the command, reaping adopted orphans on the way and passing signals on.
+  // Wait for the command, reaping adopted orphans on the way and passing signals on to its
+  // whole tree. After a signal, recording goes on until every process of the tree is gone.
   int root_status = 0;
   bool root_done = false;
+  bool stopping = false;
   int forwarded = 0;
-  while (!root_done) {
+  while (!root_done || (stopping && recording->TreeRunning())) {
+    pollfd fd{recording->signal_fd(), POLLIN, 0};
+    // Once stopping, look again now and then: the last process may be reaped by another.
+    int ready = poll(&fd, 1, stopping ? 200 : -1);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
     std::optional<Recording::SignalEvent> sig = recording->NextSignal();
     if (!sig) break;
     if (sig->signo == SIGCHLD) {
@@ -39,11 +49,15 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
           root_done = true;
         }
       }
-    } else if (!sig->from_terminal) {
-      // A terminal's Ctrl-C already reached the command (same process group): pass on only
-      // signals sent to grademl alone. The third one kills the command.
+    } else {
+      // Passed on to the command's process group and to the processes that left it (a
+      // terminal's Ctrl-C reaches grademl only when the command does not hold the terminal).
+      // The third one kills.
+      stopping = true;
       ++forwarded;
-      kill(root.pid, forwarded >= 3 ? SIGKILL : sig->signo);
+      std::vector<pid_t> groups;
+      if (!root_done) groups.push_back(root.pid);  // a reaped leader's pid may be reused
+      recording->SignalTree(forwarded >= 3 ? SIGKILL : sig->signo, groups);
     }
   }
   std::optional<int> code, signal;

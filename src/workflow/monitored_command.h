@@ -1,6 +1,8 @@
 // Records one command as a run: opens the store, starts the monitors, launches the command
 // with stdin/stdout/stderr passed through, follows its process tree until it exits, and
-// leaves a complete run in the store. Signals to grademl reach the command; data collected
+// leaves a complete run in the store. The command runs in a process group of its own, in the
+// terminal's foreground when grademl holds it; signals to grademl reach its whole tree, and
+// recording goes on until every process of it is gone. Data collected
 // is written while the run goes on, so even a grademl killed with SIGKILL leaves a
 // readable, incomplete run behind.
 #pragma once

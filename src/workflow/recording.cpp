@@ -161,6 +161,9 @@ struct Recording::Impl {
   std::unique_ptr<store::BackgroundWriter> writer;
   sigset_t original_mask{};
   int signal_fd = -1;
+  int tty_fd = -1;              // grademl's stdin, when it is a terminal that grademl holds
+  pid_t terminal_group = 0;     // the group the terminal was given to (0: grademl has it)
+  pid_t foreground_pid = 0;     // the command launched in the foreground
   bool finished = false;
   std::string events_dir;  // where instrumented processes find the collector's socket
   std::unique_ptr<EventsDirectory> events_folder;  // locked while the run is live
@@ -183,6 +186,9 @@ int Recording::signal_fd() const { return impl_->signal_fd; }
 StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& options,
                                                       const std::vector<std::string>& command,
                                                       const std::string& root_name) {
+  if (options.interval < kMinSamplingInterval || options.interval > kMaxSamplingInterval) {
+    return InvalidArgument("sampling interval {} is outside 1ms to 1h", options.interval);
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   GRADEML_ASSIGN_OR_RETURN(impl->db, store::Database::Open(options.db_path, store::Database::Mode::kReadWrite));
@@ -257,8 +263,11 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   // Block the handled signals before any thread starts, so that all inherit the mask and
   // only the signalfd sees them.
   sigset_t handled = HandledSignals();
-  pthread_sigmask(SIG_BLOCK, &handled, &impl->original_mask);
+  sigset_t blocked = handled;
+  sigaddset(&blocked, SIGTTOU);  // tcsetpgrp and terminal writes from the background
+  pthread_sigmask(SIG_BLOCK, &blocked, &impl->original_mask);
   impl->signal_fd = signalfd(-1, &handled, SFD_CLOEXEC);
+  if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp()) impl->tty_fd = STDIN_FILENO;
   // Orphaned descendants are re-parented to grademl, which reaps them with exact rusage.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 
@@ -330,12 +339,28 @@ Recording::Launched Recording::Launch(const LaunchSpec& spec, model::PhaseId par
   for (auto& e : env_storage) envp.push_back(e.data());
   envp.push_back(nullptr);
   const sigset_t original_mask = impl_->original_mask;
+  const int tty_fd = spec.foreground ? impl_->tty_fd : -1;
+  const bool stdin_null = !spec.foreground && isatty(STDIN_FILENO);
 
   TimeNs start = WallClock::Now();
   auto fork_and_exec = [&]() -> pid_t {
     pid_t pid = fork();
+    if (pid > 0) {
+      // Both sides set the group and the terminal, so that neither order of running races.
+      setpgid(pid, pid);
+      if (tty_fd >= 0) tcsetpgrp(tty_fd, pid);
+    }
     if (pid != 0) return pid;
+    setpgid(0, 0);
+    if (tty_fd >= 0) tcsetpgrp(tty_fd, getpid());  // SIGTTOU is blocked here
     sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+    if (stdin_null) {
+      int null_fd = open("/dev/null", O_RDONLY);
+      if (null_fd >= 0 && null_fd != STDIN_FILENO) {
+        dup2(null_fd, STDIN_FILENO);
+        close(null_fd);
+      }
+    }
     if (spec.capture_output) {
       dup2(out_pipe[1], STDOUT_FILENO);
       dup2(err_pipe[1], STDERR_FILENO);
@@ -351,8 +376,24 @@ Recording::Launched Recording::Launch(const LaunchSpec& spec, model::PhaseId par
     (void)n;
     _exit(127);
   };
-  pid_t pid = impl_->processes->LaunchRoot(fork_and_exec, spec.argv, start, parent_phase);
-  close(status_pipe[1]);
+  // The status pipe closes on a successful exec, or brings errno when the command could not
+  // start; it is read before any pass can sample the child.
+  int err = 0;
+  ssize_t n = -1;
+  auto started = [&](pid_t) {
+    close(status_pipe[1]);
+    status_pipe[1] = -1;
+    do {
+      n = read(status_pipe[0], &err, sizeof err);
+    } while (n < 0 && errno == EINTR);
+    return n != static_cast<ssize_t>(sizeof err);
+  };
+  pid_t pid = impl_->processes->LaunchRoot(fork_and_exec, spec.argv, start, parent_phase, started);
+  if (status_pipe[1] >= 0) close(status_pipe[1]);
+  if (pid > 0 && spec.foreground) {
+    impl_->foreground_pid = pid;  // even in the background: a read there stops it (SIGTTIN)
+    if (tty_fd >= 0) impl_->terminal_group = pid;
+  }
   if (spec.capture_output) {
     close(out_pipe[1]);
     close(err_pipe[1]);
@@ -366,11 +407,6 @@ Recording::Launched Recording::Launch(const LaunchSpec& spec, model::PhaseId par
     }
     return result;
   }
-  int err = 0;
-  ssize_t n;
-  do {
-    n = read(status_pipe[0], &err, sizeof err);
-  } while (n < 0 && errno == EINTR);
   close(status_pipe[0]);
   result.pid = pid;
   if (n == static_cast<ssize_t>(sizeof err)) {
@@ -402,17 +438,56 @@ std::vector<Recording::Exit> Recording::ReapChildren() {
   while (true) {
     int status = 0;
     rusage ru{};
-    pid_t pid = wait4(-1, &status, WNOHANG, &ru);
+    pid_t pid = wait4(-1, &status, WNOHANG | WUNTRACED, &ru);
     if (pid <= 0) break;
+    if (WIFSTOPPED(status)) {
+      if (pid == impl_->foreground_pid) StopLikeTheCommand();
+      continue;
+    }
+    if (pid == impl_->foreground_pid) {
+      ReclaimTerminal();
+      impl_->foreground_pid = 0;
+    }
     impl_->processes->OnReaped(pid, WallClock::Now(), ru);
     exits.push_back({pid, status});
   }
   return exits;
 }
 
+void Recording::StopLikeTheCommand() {
+  // The command's job stopped (Ctrl-Z, or a read while in the background): stop grademl's
+  // job as a shell would see it, and continue the command when grademl is continued.
+  pid_t group = impl_->foreground_pid;
+  ReclaimTerminal();
+  kill(getpid(), SIGSTOP);
+  // Continued (fg or bg). In the foreground (again, or for the first time after a start in
+  // the background): hand the terminal to the command first.
+  if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp() && tcsetpgrp(STDIN_FILENO, group) == 0) {
+    impl_->tty_fd = STDIN_FILENO;
+    impl_->terminal_group = group;
+  }
+  kill(-group, SIGCONT);
+}
+
+void Recording::ReclaimTerminal() {
+  if (impl_->terminal_group == 0) return;
+  impl_->terminal_group = 0;
+  if (impl_->tty_fd >= 0 && tcgetpgrp(impl_->tty_fd) != getpgrp()) tcsetpgrp(impl_->tty_fd, getpgrp());
+}
+
+void Recording::SignalTree(int signo, const std::vector<pid_t>& groups) {
+  for (pid_t group : groups) {
+    if (group > 0) kill(-group, signo);
+  }
+  impl_->processes->SignalOutsideGroups(signo, groups);
+}
+
+bool Recording::TreeRunning() { return impl_->processes->AnyRunning(); }
+
 Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_signal, const std::string& error) {
   if (impl_->finished) return Status::Ok();
   impl_->finished = true;
+  ReclaimTerminal();
   TimeNs end = WallClock::Now();
   impl_->loop->Stop();
   impl_->processes->Finish(end);

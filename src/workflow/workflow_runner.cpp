@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include "core/text.h"
 #include "workflow/log_rules.h"
 
 namespace grademl::workflow {
@@ -22,6 +23,7 @@ enum class StepState { kPending, kRunning, kDone, kFailed, kSkipped };
 // One step while the workflow runs.
 struct StepRun {
   const StepSpec* spec = nullptr;
+  std::string shown;  // the name as printed: control characters escaped (EscapeControl)
   StepState state = StepState::kPending;
   std::vector<size_t> needs;  // indexes of the steps it depends on
   model::PhaseId phase = 0;
@@ -85,7 +87,10 @@ class Runner {
       : spec_(spec), options_(options), recording_(recording), rules_(std::move(rules)),
         console_(options.progress, LongestName(spec)) {
     steps_.resize(spec.steps.size());
-    for (size_t i = 0; i < spec.steps.size(); ++i) steps_[i].spec = &spec.steps[i];
+    for (size_t i = 0; i < spec.steps.size(); ++i) {
+      steps_[i].spec = &spec.steps[i];
+      steps_[i].shown = EscapeControl(spec.steps[i].name);
+    }
     for (const StepDependency& d : spec.dependencies) {
       auto& needs = steps_[d.to].needs;
       if (std::find(needs.begin(), needs.end(), d.from) == needs.end()) needs.push_back(d.from);
@@ -101,7 +106,8 @@ class Runner {
     while (true) {
       SkipUnreachable();
       if (!cancelled_) LaunchReady();
-      if (Running() == 0) break;
+      // After a stop, recording goes on until every process of every step is gone.
+      if (Running() == 0 && (!cancelled_ || !recording_->TreeRunning())) break;
       WaitForEvents();
       DrawProgress();
     }
@@ -119,7 +125,7 @@ class Runner {
  private:
   static size_t LongestName(const WorkflowSpec& spec) {
     size_t w = 4;
-    for (const auto& s : spec.steps) w = std::max(w, s.name.size());
+    for (const auto& s : spec.steps) w = std::max(w, EscapeControl(s.name).size());
     return std::min<size_t>(w, 24);
   }
 
@@ -141,7 +147,7 @@ class Runner {
           if (ns == StepState::kFailed || ns == StepState::kSkipped) {
             s.state = StepState::kSkipped;
             s.skip_reason = steps_[n].spec->name;
-            console_.Status(fmt::format("skip  {} (needs {}, which {})", s.spec->name, s.skip_reason,
+            console_.Status(fmt::format("skip  {} (needs {}, which {})", s.shown, steps_[n].shown,
                                         ns == StepState::kFailed ? "failed" : "did not run"));
             changed = true;
             break;
@@ -189,9 +195,9 @@ class Runner {
     s.fds[0] = launched.stdout_fd;
     s.fds[1] = launched.stderr_fd;
     s.tracker = std::make_unique<LogPhaseTracker>(&rules_, &builder, s.phase, recording_->host(), launched.pid);
-    console_.Status(fmt::format("start {}", spec.name));
+    console_.Status(fmt::format("start {}", s.shown));
     if (!launched.error.empty()) {
-      HandleLine(s, 2, launched.error, WallClock::Now());
+      HandleLine(s, 2, EscapeControl(launched.error), WallClock::Now());
       if (launched.pid > 0) {
         // The child exits with 127 right away; its SIGCHLD ends the step.
         s.exit_code = 127;
@@ -272,7 +278,7 @@ class Runner {
   // One line of a step's output. Its first `fed` bytes went to the log rules already.
   void HandleLine(StepRun& s, int stream, std::string_view text, TimeNs t, size_t fed = 0) {
     if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-    console_.Output(s.spec->name, stream, text);
+    console_.Output(s.shown, stream, text);
     if (s.tracker && fed < text.size()) s.tracker->OnLine(t, text.substr(fed));
     // A progress bar's \r updates: keep the last one.
     std::string_view kept = text;
@@ -306,15 +312,17 @@ class Runner {
       }
       return;
     }
-    // Stop: no new steps. A terminal's Ctrl-C reached the steps already; other signals are
-    // passed on, and the third one kills.
+    // Stop: no new steps. The signal goes on to every step's process group (steps run in
+    // the terminal's background, so a Ctrl-C reaches grademl only) and to the processes
+    // that left them; the third one kills.
     if (!cancelled_) console_.Status("stopping: no new steps will start");
     cancelled_ = true;
-    if (sig->from_terminal) return;
     ++forwarded_;
+    std::vector<pid_t> groups;
     for (StepRun& s : steps_) {
-      if (s.state == StepState::kRunning && s.pid > 0) kill(s.pid, forwarded_ >= 3 ? SIGKILL : sig->signo);
+      if (s.state == StepState::kRunning && s.pid > 0) groups.push_back(s.pid);
     }
+    recording_->SignalTree(forwarded_ >= 3 ? SIGKILL : sig->signo, groups);
   }
 
   void EndStep(StepRun& s, int exit_code) {
@@ -333,8 +341,8 @@ class Runner {
     builder.SetPhaseTag(s.phase, "exit_code", std::to_string(exit_code));
     builder.EndPhase(s.phase, now);
     s.state = exit_code == 0 ? StepState::kDone : StepState::kFailed;
-    console_.Status(exit_code == 0 ? fmt::format("done  {} ({})", s.spec->name, FormatDuration(s.end - s.start))
-                                   : fmt::format("FAILED {} (exit {}, after {})", s.spec->name, exit_code,
+    console_.Status(exit_code == 0 ? fmt::format("done  {} ({})", s.shown, FormatDuration(s.end - s.start))
+                                   : fmt::format("FAILED {} (exit {}, after {})", s.shown, exit_code,
                                                  FormatDuration(s.end - s.start)));
   }
 
@@ -346,7 +354,7 @@ class Runner {
         case StepState::kDone: ++done; break;
         case StepState::kRunning:
           ++running;
-          names += (names.empty() ? "" : ", ") + s.spec->name;
+          names += (names.empty() ? "" : ", ") + s.shown;
           break;
         case StepState::kPending: ++pending; break;
         default: ++failed; break;

@@ -4,7 +4,10 @@
 // dataflow edges. A failing step stops the steps that need it; the others finish.
 // Each step's output is streamed to the terminal with a "step |" prefix, kept in the store
 // (bounded per step) and fed to the log rules; a live progress line shows done / running /
-// pending steps when stderr is a terminal.
+// pending steps when stderr is a terminal. Step names are printed escaped (EscapeControl).
+// Each step runs in a process group of its own, in the terminal's background; a signal to
+// grademl starts no new step and reaches every step's whole tree, and the run ends once
+// every process of it is gone (docs/workflows.md).
 #pragma once
 
 #include <string>

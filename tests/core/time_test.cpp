@@ -22,12 +22,18 @@ TEST(ParseDurationTest, AcceptsUnitsAndRejectsTheRest) {
   EXPECT_EQ(*ParseDuration("0.5s"), 500 * kNsPerMs);
   EXPECT_EQ(*ParseDuration("250us"), 250 * kNsPerUs);
   EXPECT_EQ(*ParseDuration("2m"), 120 * kNsPerSec);
-  EXPECT_EQ(*ParseDuration("40"), 40 * kNsPerMs);
+  EXPECT_EQ(*ParseDuration("1h"), 3600 * kNsPerSec);
+  EXPECT_EQ(*ParseDuration("1e3ms"), kNsPerSec);
+  // A bare number used to mean milliseconds, silently.
+  EXPECT_EQ(ParseDuration("5").status().message(), "'5': add a unit: 5ms or 5s");
+  for (const char* bad : {"inf", "infs", "1e30s", "1e400s", "nan", "nanms", "-infms"}) {
+    EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
+  }
   EXPECT_FALSE(ParseDuration("fast").ok());
   EXPECT_FALSE(ParseDuration("10 parsecs").ok());
   EXPECT_FALSE(ParseDuration("0s").ok());
   EXPECT_FALSE(ParseDuration("-1s").ok());
-  EXPECT_NE(ParseDuration("5h").status().message().find("unknown unit"), std::string::npos);
+  EXPECT_NE(ParseDuration("5d").status().message().find("unknown unit"), std::string::npos);
 }
 
 }  // namespace

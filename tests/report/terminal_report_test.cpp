@@ -220,3 +220,28 @@ TEST(TerminalReportTest, ARunWithoutPhases) {
 
 }  // namespace
 }  // namespace grademl::report
+
+namespace grademl::report {
+namespace {
+
+// grademl's own CPU time over a run: a share of one core from 1 s on; below, the time
+// itself (a command that could not start took 50 ms while grademl's start-up took 288 ms:
+// "576% of one core" said nothing useful).
+TEST(TerminalReportTest, OverheadOfATinyRunIsATimeNotAShare) {
+  for (auto [duration_s, expected] : {std::pair<double, std::string>{0.05, "grademl used 288 ms of CPU time"},
+                                      std::pair<double, std::string>{2.0, "grademl used 14% of one core"}}) {
+    testing::RunFixture f;
+    f.run.info.start_ns = testing::At(0);
+    f.run.info.end_ns = testing::At(duration_s);
+    f.run.info.complete = true;
+    f.run.info.exit_code = 127;
+    f.run.info.monitor_cpu_seconds = 0.288;  // 0.288 s / 2.0 s = 14.4%, shown as 14%
+    f.AddPhase(0, "run", "run", testing::At(0), testing::At(duration_s));
+    std::string text = Render(f.Build());
+    EXPECT_NE(text.find(expected), std::string::npos) << text;
+    EXPECT_EQ(text.find("576"), std::string::npos) << text;
+  }
+}
+
+}  // namespace
+}  // namespace grademl::report
