@@ -68,7 +68,7 @@ SANITIZER_FLAGS_TYPE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELW
 # WhatifE2E's re-runs): a sanitized libgrademl.so cannot be loaded into Debian's Python
 # without preloading the sanitizer runtime, so the Python path is tested in the normal
 # build only (`make test`), as is the python_tests suite and the browser test.
-SANITIZE_E2E := ^(RunCommandE2E\.(TwoProcesses|WritesRightBeforeExit|ArgumentsAreRecorded|ShortLivedChildren|ExitCodeAndStdin|MissingCommand|Sigterm|Sigkill|CorruptDatabase|BadFlag|LsListsRuns)|WorkflowE2E\.(AFailingStep|SpecErrors|JobsLimit|ProgressBars)|QueryE2E\.|AnalysisE2E\.|DiffE2E\.|ExportE2E\.|HtmlReportE2E\.|WhatifE2E\.BadChanges|InstrumentE2E\.CppThreads|EventTransportE2E\.|StoreReliabilityE2E\.(TwoSimultaneousRuns|DamagedStoreIsRefused|FullDiskUnderTheStore|OneOfTwoRecordersKilled))
+SANITIZE_E2E := ^(RunCommandE2E\.(TwoProcesses|WritesRightBeforeExit|ArgumentsAreRecorded|ShortLivedChildren|ExitCodeAndStdin|MissingCommand|Sigterm|Sigkill|CorruptDatabase|BadFlag|LsListsRuns)|WorkflowE2E\.(AFailingStep|SpecErrors|JobsLimit|ProgressBars)|QueryE2E\.|AnalysisE2E\.|DiffE2E\.|ExportE2E\.|HtmlReportE2E\.|WhatifE2E\.BadChanges|InstrumentE2E\.CppThreads|EventTransportE2E\.|StoreReliabilityE2E\.(TwoSimultaneousRuns|DamagedStoreIsRefused|FullDiskUnderTheStore|OneOfTwoRecordersKilled)|SignalE2E\.|RunCliE2E\.)
 # Undefined behaviour and leaks fail; reports go to files (see above).
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer-reports/asan \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer-reports/ubsan
@@ -100,7 +100,7 @@ SANITIZE_EXCLUDE := ^(LogPhaseTrackerTest\.LongLinesFitA1MiBThreadStack|Concurre
 # multi-threaded program). Not the CPU-accounting tests (TwoProcesses, ShortLivedChildren):
 # TSan's own CPU cost in the instrumented helpers breaks their ground-truth comparison.
 TSAN_TESTS := collect_tests instrument_tests store_tests workflow_tests
-TSAN_E2E := ^(RunCommandE2E\.(Sigterm|ExitCodeAndStdin|Sigkill)|WorkflowE2E\.(JobsLimit|ProgressBars|AFailingStep)|InstrumentE2E\.CppThreads|EventTransportE2E\.EventMemoryTruncated|StoreReliabilityE2E\.TwoSimultaneousRuns)
+TSAN_E2E := ^(RunCommandE2E\.(Sigterm|ExitCodeAndStdin|Sigkill)|WorkflowE2E\.(JobsLimit|ProgressBars|AFailingStep)|InstrumentE2E\.CppThreads|EventTransportE2E\.EventMemoryTruncated|StoreReliabilityE2E\.TwoSimultaneousRuns|SignalE2E\.Sigterm)
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=$(CURDIR)/$(TSAN_BUILD)/sanitizer-reports/tsan
 
 $(TSAN_BUILD)/CMakeCache.txt:

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <deque>
 #include <string_view>
 #include <thread>
@@ -487,10 +488,20 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Reco
     *out = "#" + std::to_string(id);  // never defined: a placeholder rather than a stuck thread
     return true;
   };
+  // Times come from an untrusted writer: saturate instead of overflowing (a hostile anchor
+  // or tick value must not be undefined behaviour; such a phase is simply far off).
   auto time_of = [&](uint64_t ticks) -> TimeNs {
     auto d = static_cast<int64_t>(ticks - f->anchor_ticks);
-    if (f->clock == ev::kClockMonotonic) return f->anchor_epoch_ns + d;
-    return f->anchor_epoch_ns + std::llround(static_cast<double>(d) / ticks_per_ns_);
+    if (f->clock != ev::kClockMonotonic) {
+      double scaled = static_cast<double>(d) / ticks_per_ns_;
+      constexpr double kLimit = 9.0e18;  // inside int64_t's range
+      d = scaled >= kLimit ? int64_t(kLimit) : scaled <= -kLimit ? -int64_t(kLimit) : std::llround(scaled);
+    }
+    TimeNs t = 0;
+    if (__builtin_add_overflow(f->anchor_epoch_ns, d, &t)) {
+      t = d > 0 ? std::numeric_limits<TimeNs>::max() : std::numeric_limits<TimeNs>::min();
+    }
+    return t;
   };
   model::PhaseId innermost = t->stack.empty() ? f->proc.phase : t->stack.back();
 
