@@ -20,9 +20,9 @@
 // Each chunk is reserved with fallocate before a thread writes into it; when that fails
 // (memory limit), the thread's events are dropped and counted in dropped_events rather
 // than touching an unbacked page. Nothing lives on disk: a full disk, or deleting or
-// truncating the events directory, cannot reach the memory. The collector maps each
-// received memfd read-only, refuses one without F_SEAL_SHRINK, and frees (punches holes
-// in) chunks it has read to their end and whose thread has moved on, so a long run's
+// truncating the events directory, cannot reach the memory. The collector never maps a
+// received memfd (it reads it with pread, so nothing can fault there either), refuses one
+// without F_SEAL_SHRINK, and frees (punches holes in) chunks it has read to their end and whose thread has moved on, so a long run's
 // memory stays bounded by what is not yet read. A writer never touches a chunk after it
 // moved on, and a punched page would read back as zeros, never fault.
 // Why not a file on disk (version 1): its pages are not reserved by ftruncate (a full disk
