@@ -123,8 +123,9 @@ TEST(WorkflowE2E, HostileSpecsEndWithOneLineBeforeAnythingRuns) {
     std::filesystem::create_directory(dir + "/folder.yml");
     CommandResult r = RunCommand({GrademlBinary(), "--db", dir + "/g.db", "run", dir + "/" + name});
     EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_EQ(r.err, "grademl: " + dir + "/" + name + ": cannot read: " +
-                         (name == "missing.yaml" ? "No such file or directory" : "Is a directory") + "\n");
+    EXPECT_EQ(r.err, name == "missing.yaml"
+                         ? "grademl: workflow file " + dir + "/" + name + " does not exist\n"
+                         : "grademl: " + dir + "/" + name + " is a directory, not a command or a workflow file\n");
     EXPECT_FALSE(std::filesystem::exists(dir + "/g.db"));
   }
   // A rules file with a backreference is refused before the workflow starts.
