@@ -3,11 +3,13 @@
     /usr/bin/python3 python/bench_phase.py [path/to/libgrademl.so]
 
 The enabled figure needs libgrademl.so (argument, $GRADEML_LIBRARY, or build*/); it is
-measured in a child process with GRADEML_EVENTS_DIR set to a temporary directory, for
-the C extension (when built next to the library) and for the ctypes fallback.
+measured in a child process with GRADEML_EVENTS_DIR set to a temporary directory where a
+socket stands in for grademl's collector (a writer with no collector listening stays
+disabled), for the C extension (when built next to the library) and for the ctypes fallback.
 """
 import glob
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,9 +43,16 @@ def measure(label, **env_extra):
     env["PYTHONPATH"] = HERE
     env.update(env_extra)
     with tempfile.TemporaryDirectory() as d:
+        collector = None
         if "GRADEML_LIBRARY" in env:
             env["GRADEML_EVENTS_DIR"] = d
+            # The child's event memory waits in this listening socket's backlog (never read).
+            collector = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            collector.bind(os.path.join(d, "events.sock"))
+            collector.listen(64)
         out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True)
+        if collector is not None:
+            collector.close()
     if out.returncode != 0:
         print(f"{label:<28} failed: {out.stderr.strip()[-300:]}")
         return
