@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <system_error>
+#include <vector>
 
 namespace grademl::fuzz {
 namespace {
@@ -78,6 +79,20 @@ void CheckOneLineError(const Status& status) {
   if (m.find('\n') != std::string::npos || m.find('\r') != std::string::npos) {
     std::fprintf(stderr, "fuzz: the error is not one line: [%s]\n", m.c_str());
     abort();
+  }
+}
+
+void CheckLoadedSpec(const StatusOr<workflow::WorkflowSpec>& spec) {
+  if (!spec.ok()) {
+    CheckOneLineError(spec.status());
+    return;
+  }
+  const std::vector<size_t> order = spec->TopologicalOrder();
+  std::vector<bool> seen(spec->steps.size(), false);
+  if (order.size() != spec->steps.size()) abort();
+  for (size_t i : order) {
+    if (i >= seen.size() || seen[i]) abort();
+    seen[i] = true;
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "workflow/workflow_spec.h"
 
 namespace grademl::fuzz {
 
@@ -33,5 +34,9 @@ SplitInput SplitAtMarker(std::string_view data, std::string_view marker);
 // Aborts (a fuzzer finding) unless a failed status carries a non-empty one-line message:
 // hostile input must end with a one-line error, never a multi-line or empty one.
 void CheckOneLineError(const Status& status);
+
+// What the spec fuzz targets check of a loaded spec: a failure is a one-line error, and a
+// spec that loaded orders every step exactly once. Aborts otherwise.
+void CheckLoadedSpec(const StatusOr<workflow::WorkflowSpec>& spec);
 
 }  // namespace grademl::fuzz

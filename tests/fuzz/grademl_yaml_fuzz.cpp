@@ -15,17 +15,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace grademl;
   const std::string path =
       fuzz::WriteScratch("pipeline.yaml", std::string_view(reinterpret_cast<const char*>(data), size));
-  StatusOr<workflow::WorkflowSpec> spec = workflow::LoadWorkflowSpec(path);
-  if (!spec.ok()) {
-    fuzz::CheckOneLineError(spec.status());
-    return 0;
-  }
-  const std::vector<size_t> order = spec->TopologicalOrder();
-  std::vector<bool> seen(spec->steps.size(), false);
-  if (order.size() != spec->steps.size()) abort();
-  for (size_t i : order) {
-    if (i >= seen.size() || seen[i]) abort();
-    seen[i] = true;
-  }
+  fuzz::CheckLoadedSpec(workflow::LoadWorkflowSpec(path));
   return 0;
 }

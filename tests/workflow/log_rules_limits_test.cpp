@@ -2,7 +2,6 @@
 // oversized expressions, YAML bombs, files that are not files, control characters in
 // errors. Each ends quickly: loaded and matched in linear time, or refused with FILE:LINE.
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -12,6 +11,7 @@
 #include "core/text.h"
 #include "model/run_builder.h"
 #include "workflow/log_rules.h"
+#include "workflow/run_with_deadline.h"
 #include "workflow/spec_test_support.h"
 
 namespace grademl::workflow {
@@ -25,21 +25,6 @@ std::string ParseError(const std::string& yaml) {
 
 std::string Rule(const std::string& begin) {
   return "rules:\n  - name: x\n    type: t\n    begin: '" + begin + "'\n    instant: true\n";
-}
-
-// Runs `body` in a child process that SIGALRM kills after `seconds`: a hang guard that
-// cannot hang the test binary. Returns the child's exit status (0: body returned).
-template <typename Body>
-int RunWithDeadline(int seconds, Body body) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    alarm(static_cast<unsigned>(seconds));
-    body();
-    _exit(0);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 TEST(LogRulesLimitsTest, CatastrophicBacktrackingRuleEndsQuickly) {

@@ -2,7 +2,6 @@
 // long dependency chains and cycles, NUL bytes, control characters, files that are not
 // files. Each must end quickly with a one-line "FILE:LINE: reason" (or load, when valid).
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -10,6 +9,7 @@
 #include <string>
 
 #include "core/text.h"
+#include "workflow/run_with_deadline.h"
 #include "workflow/spec_yaml_support.h"
 #include "workflow/spec_test_support.h"
 #include "workflow/yaml_bounds.h"
@@ -215,21 +215,6 @@ TEST(SpecLimitsTest, InterpolationBombIsRefused) {
   text += "\n";
   const std::string path = dir.Write("dvc.yaml", text);
   EXPECT_EQ(LoadError(path), path + ":5: stage 'a': a string longer than 1 MiB after interpolation");
-}
-
-// Runs `body` in a child process that SIGALRM kills after `seconds`: a hang guard that
-// cannot hang the test binary. Returns the child's exit status (0: body returned).
-template <typename Body>
-int RunWithDeadline(int seconds, Body body) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    alarm(static_cast<unsigned>(seconds));
-    body();
-    _exit(0);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 TEST(SpecLimitsTest, WideParamsAndKeyListsLoadInLinearTime) {
