@@ -82,6 +82,7 @@ TEST(ProcessTreeMonitorTest, SignalsReachProcessesOutsideTheSkippedGroups) {
             pause();
             _exit(0);
           }
+          setpgid(outside, outside);  // here too: it has left the group before `ready` is written
           char c = 'x';
           ssize_t n = write(ready[1], &c, 1);
           (void)n;
