@@ -9,13 +9,15 @@
 #include <string>
 
 #include "core/text.h"
+#include "run_with_deadline.h"
 #include "model/run_builder.h"
 #include "workflow/log_rules.h"
-#include "workflow/run_with_deadline.h"
 #include "workflow/spec_test_support.h"
 
 namespace grademl::workflow {
 namespace {
+
+using grademl::testing::RunWithDeadline;
 
 std::string ParseError(const std::string& yaml) {
   auto rules = LogRuleSet::Parse(yaml, "r.yaml");

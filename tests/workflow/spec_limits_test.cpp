@@ -9,13 +9,15 @@
 #include <string>
 
 #include "core/text.h"
-#include "workflow/run_with_deadline.h"
+#include "run_with_deadline.h"
 #include "workflow/spec_yaml_support.h"
 #include "workflow/spec_test_support.h"
 #include "workflow/yaml_bounds.h"
 
 namespace grademl::workflow {
 namespace {
+
+using grademl::testing::RunWithDeadline;
 
 using testing::Edges;
 using testing::LoadError;

@@ -5,7 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace grademl::workflow {
+namespace grademl::testing {
 
 // Runs `body` in a child process that SIGALRM kills after `seconds`: a hang guard that
 // cannot hang the test binary. Returns the child's exit status (0: body returned).
@@ -22,4 +22,4 @@ int RunWithDeadline(int seconds, Body body) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::testing
