@@ -80,10 +80,17 @@ class TorchTest(unittest.TestCase):
         self.assertEqual(types.count("backward"), 6)   # Tensor.backward -> autograd.backward: once
         self.assertEqual(types.count("optimizer_step"), 6)
         epochs = [p for p in ph if p[1] == "epoch"]
-        self.assertEqual([e[2] for e in epochs], [{"epoch": "1"}, {"epoch": "2"}])
+        workers = str(self.workers)
+        threads = str(torch.get_num_threads())
+        self.assertEqual([e[2] for e in epochs], [
+            {"epoch": "1", "torch_threads": threads, "num_workers": workers, "mode": "train"},
+            {"epoch": "2", "torch_threads": threads, "num_workers": workers, "mode": "train"},
+        ])
         for p in ph:
             if p[1] in ("data_wait", "iteration"):
                 self.assertEqual(p[4], "epoch")
+            if p[1] == "iteration":
+                self.assertEqual(p[2], {"num_workers": workers, "mode": "train"})
             if p[1] in ("forward", "loss", "backward", "optimizer_step"):
                 self.assertEqual(p[4], "iteration")
                 self.assertEqual(p[2], {})
@@ -93,6 +100,7 @@ class TorchTest(unittest.TestCase):
         self.assertEqual(first, ["epoch"] + one * 3 + ["dataloader.next"])
 
     def test_training_loop(self):
+        self.workers = 0
         _train(DataLoader(_dataset(), batch_size=4))
         self._check_training(self.r)
 
@@ -110,6 +118,7 @@ class TorchTest(unittest.TestCase):
         ])
 
     def test_workers(self):
+        self.workers = 2
         _train(DataLoader(_dataset(), batch_size=4, num_workers=2))
         self._check_training(self.r)
 
@@ -127,6 +136,93 @@ class TorchTest(unittest.TestCase):
         ph = self.r.phases()  # balanced
         self.assertEqual([p[0] for p in ph if p[1] == "epoch"], ["epoch"] * 3)
         self.assertEqual([p for p in ph if p[0] == "after"], [("after", None, {}, 0, None)])
+
+    def _modes(self):
+        """[(epoch mode, [iteration modes])] in order."""
+        out = []
+        for n, t, tags, _, parent in self.r.phases():
+            if t == "epoch":
+                out.append((tags.get("mode"), []))
+            elif t == "iteration":
+                out[-1][1].append(tags.get("mode"))
+        return out
+
+    def test_train_and_eval_passes(self):
+        # The MNIST example's shape: per epoch a training pass, then a test pass under
+        # model.eval() + torch.no_grad(), over another DataLoader.
+        train_loader = DataLoader(_dataset(), batch_size=4)  # 3 batches
+        test_loader = DataLoader(_dataset(), batch_size=6)   # 2 batches
+        model = _Model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            model.train()
+            for x, y in train_loader:
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+            model.eval()
+            with torch.no_grad():
+                for x, y in test_loader:
+                    model(x)
+        train, test = ("train", ["train"] * 3), ("eval", ["eval"] * 2)
+        self.assertEqual(self._modes(), [train, test, train, test])
+
+    def test_eval_signals(self):
+        loader = DataLoader(_dataset(), batch_size=6)  # 2 batches
+        model = _Model()
+        # model.eval() alone (grad on): eval
+        model.eval()
+        for x, _ in loader:
+            model(x)
+        # no_grad inside the iteration, model in training mode: eval
+        model.train()
+        for x, _ in loader:
+            with torch.no_grad():
+                model(x)
+        # inference_mode around the loop, no model call at all: eval (grad off at the start)
+        with torch.inference_mode():
+            for _ in loader:
+                pass
+        # a backward pass wins over model.eval() (frozen batch-norm fine-tuning): train
+        model.eval()
+        for x, y in loader:
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+        # no model, grad on, nothing else: train (the default)
+        for _ in loader:
+            pass
+        # an empty pass under no_grad: eval; with grad: train
+        empty = DataLoader(TensorDataset(torch.zeros(0, 4)), batch_size=2)
+        with torch.no_grad():
+            for _ in empty:
+                pass
+        for _ in empty:
+            pass
+        self.assertEqual(self._modes(), [
+            ("eval", ["eval", "eval"]),
+            ("eval", ["eval", "eval"]),
+            ("eval", ["eval", "eval"]),
+            ("train", ["train", "train"]),
+            ("train", ["train", "train"]),
+            ("eval", []),
+            ("train", []),
+        ])
+
+    def test_validation_inside_a_training_iteration(self):
+        # A validation pass nested in a training iteration: each loop gets its own mode.
+        train_loader = DataLoader(_dataset(), batch_size=6)  # 2 batches
+        val_loader = DataLoader(_dataset(), batch_size=12)   # 1 batch
+        model = _Model()
+        for i, (x, y) in enumerate(train_loader):
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            if i == 0:
+                with torch.no_grad():
+                    for vx, _ in val_loader:
+                        model(vx)
+        ph = self.r.phases()
+        epochs = [(tags["mode"], parent) for _, t, tags, _, parent in ph if t == "epoch"]
+        self.assertEqual(epochs, [("train", None), ("eval", "iteration")])
+        iters = [tags["mode"] for _, t, tags, _, _ in ph if t == "iteration"]
+        self.assertEqual(iters, ["train", "eval", "train"])  # in begin order
 
     def test_optimizer_subclass_later(self):
         class MySGD(torch.optim.SGD):
@@ -255,6 +351,116 @@ class IoTest(unittest.TestCase):
             ("savez_compressed", "io", {"path": npz}),
             ("read_csv", "io", {"path": csv}),
         ])
+
+
+class _Boom(Exception):
+    pass
+
+
+class _Exploding:
+    def __reduce__(self):
+        raise _Boom("no pickling")
+
+
+@unittest.skipIf(torch is None, "torch not importable with this interpreter")
+class SerialisationTest(unittest.TestCase):
+    def setUp(self):
+        self.r = use_recorder()
+        self.d = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        disable()
+        self.d.cleanup()
+
+    def _io(self):
+        return [(n, tags) for n, t, tags, _, _ in self.r.phases() if t == "io"]
+
+    def test_pickle_files(self):
+        import pickle
+
+        path = os.path.join(self.d.name, "obj.pkl")
+        obj = {"a": list(range(100))}
+        with open(path, "wb") as f:
+            f.write(b"head")  # bytes = what this call wrote, not the file's size
+            self.assertIsNone(pickle.dump(obj, f))
+        size = os.path.getsize(path) - 4
+        with open(path, "rb") as f:
+            f.read(4)
+            self.assertEqual(pickle.load(f), obj)
+        self.assertEqual(pickle.loads(pickle.dumps(obj)), obj)  # in memory: no phase
+        self.assertEqual(self._io(), [
+            ("pickle.dump", {"path": path, "bytes": str(size)}),
+            ("pickle.load", {"path": path, "bytes": str(size)}),
+        ])
+        # The wrappers are found by reference (pickling a function pickles its name).
+        self.assertIs(pickle.loads(pickle.dumps(pickle.dump)), pickle.dump)
+
+    def test_exceptions_and_results_unchanged(self):
+        import pickle
+
+        path = os.path.join(self.d.name, "bad.pkl")
+        with open(path, "wb") as f:
+            with self.assertRaises(_Boom):
+                pickle.dump(_Exploding(), f)
+        with self.assertRaises(FileNotFoundError):
+            torch.load(os.path.join(self.d.name, "missing.pt"))
+        with open(path, "wb") as f:
+            f.write(b"not a pickle")
+        with open(path, "rb") as f, self.assertRaises(pickle.UnpicklingError):
+            pickle.load(f)
+        # balanced phases, no size for failed calls
+        self.assertEqual([n for n, tags in self._io()], ["pickle.dump", "torch.load", "pickle.load"])
+        self.assertTrue(all("bytes" not in tags for _, tags in self._io()))
+
+    def test_torch_save_load(self):
+        import io
+        import pathlib
+
+        path = pathlib.Path(self.d.name) / "m.pt"
+        state = {"w": torch.arange(10.0)}
+        torch.save(state, path)
+        loaded = torch.load(path)
+        self.assertTrue(torch.equal(loaded["w"], state["w"]))
+        buf = io.BytesIO()
+        torch.serialization.save(state, buf)  # same wrapper under its home module
+        n = buf.tell()
+        buf.seek(0)
+        torch.load(buf)
+        size = str(path.stat().st_size)
+        self.assertEqual(self._io(), [
+            ("torch.save", {"path": str(path), "bytes": size}),  # one phase, no pickle.dump inside
+            ("torch.load", {"path": str(path), "bytes": size}),
+            ("torch.save", {}),  # in memory: no path, no size
+            ("torch.load", {}),
+        ])
+        self.assertGreater(n, 0)
+
+    def test_joblib(self):
+        try:
+            import joblib
+        except ImportError:
+            if os.environ.get("CI") == "true":
+                raise
+            self.skipTest("joblib not importable")
+        path = os.path.join(self.d.name, "j.joblib")
+        data = {"x": list(range(50))}
+        self.assertEqual(joblib.dump(data, path), [path])
+        self.assertEqual(joblib.load(path), data)
+        size = str(os.path.getsize(path))
+        self.assertEqual(self._io(), [
+            ("joblib.dump", {"path": path, "bytes": size}),
+            ("joblib.load", {"path": path, "bytes": size}),
+        ])
+
+    def test_disabled_no_events(self):
+        import pickle
+
+        disable()
+        path = os.path.join(self.d.name, "x.pkl")
+        with open(path, "wb") as f:
+            pickle.dump(1, f)
+        torch.save(1, path)
+        self.assertEqual(self.r.events, [])
 
 
 if __name__ == "__main__":
