@@ -48,6 +48,11 @@ class _Model(torch.nn.Module if torch else object):
         return self.l2(self.act(self.l1(x)))
 
 
+def _without_threads(tags):
+    """A forward phase has torch_threads when it is the process's first or the value changed."""
+    return {k: v for k, v in tags.items() if k != "torch_threads"}
+
+
 def _train(loader, epochs=2):
     model = _Model()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -93,7 +98,7 @@ class TorchTest(unittest.TestCase):
                 self.assertEqual(p[2], {"num_workers": workers, "mode": "train"})
             if p[1] in ("forward", "loss", "backward", "optimizer_step"):
                 self.assertEqual(p[4], "iteration")
-                self.assertEqual(p[2], {})
+                self.assertEqual(_without_threads(p[2]), {})
         # the sequence of one epoch
         first = [p[0] for p in ph[: ph.index(epochs[1])]]
         one = ["dataloader.next", "iteration", "forward", "CrossEntropyLoss", "backward", "optimizer.step"]
@@ -111,11 +116,26 @@ class TorchTest(unittest.TestCase):
         with torch.inference_mode():
             model(torch.randn(2, 4))
         model(torch.randn(2, 4))
-        self.assertEqual(self.r.phases(), [
+        self.assertEqual([(n, t, _without_threads(tags), d, parent) for n, t, tags, d, parent in self.r.phases()], [
             ("forward", "forward", {"mode": "eval"}, 0, None),
             ("forward", "forward", {"mode": "eval"}, 0, None),
             ("forward", "forward", {}, 0, None),
         ])
+
+    def test_threads_tag_on_forward_when_it_changes(self):
+        model = _Model()
+        n = torch.get_num_threads()
+        try:
+            torch.set_num_threads(n + 1)
+            model(torch.randn(2, 4))
+            model(torch.randn(2, 4))
+            torch.set_num_threads(n)
+            model(torch.randn(2, 4))
+            model(torch.randn(2, 4))
+        finally:
+            torch.set_num_threads(n)
+        self.assertEqual([tags for _, _, tags, _, _ in self.r.phases()],
+                         [{"torch_threads": str(n + 1)}, {}, {"torch_threads": str(n)}, {}])
 
     def test_workers(self):
         self.workers = 2

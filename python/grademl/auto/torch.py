@@ -13,7 +13,9 @@ Phases (name / type):
   backward / backward        outermost Tensor.backward / torch.autograd.backward
   optimizer.step / optimizer_step  outermost step() of any torch.optim.Optimizer subclass
   <LossClass> / loss         an outermost call of a loss module (nn.CrossEntropyLoss()(...))
-  process phase              tag torch_threads=N (torch.get_num_threads() at exit)
+  torch_threads=N            torch.get_num_threads(): on every epoch (at its start), and on
+                             the process's first forward phase and any forward phase after
+                             which it changed (programs without a DataLoader have it too)
 
 Train or eval (tag mode on iteration and epoch phases), decided when the phase ends from
 what ran in it on its thread: an iteration in which a backward pass or an optimizer step
@@ -68,8 +70,7 @@ def _detail():
 
 
 def _patch_torch(torch):
-    steps = [_patch_module_call, _patch_backward, _patch_optimizers, _patch_dataloader, _tag_threads_at_exit,
-             _patch_serialization]
+    steps = [_patch_module_call, _patch_backward, _patch_optimizers, _patch_dataloader, _patch_serialization]
     if "ops" in _detail():
         steps.append(_enable_op_detail)
     for fn in steps:
@@ -77,26 +78,6 @@ def _patch_torch(torch):
             fn(torch)
         except Exception as e:
             guard(f"torch:{fn.__name__}", e)
-
-
-def _tag_threads_at_exit(torch):
-    """torch_threads=N (torch.get_num_threads() when the program ends) on the process phase:
-    at exit no phase is open on the main thread, so the tag goes to the process. Forked
-    DataLoader workers leave through os._exit and do not run it."""
-    import atexit
-
-    get_num_threads = torch.get_num_threads
-    pid = os.getpid()
-
-    def tag_threads():
-        if not _g._on or os.getpid() != pid or "torch_threads" in _disabled:
-            return
-        try:
-            _g._b.tag(_g._id("torch_threads"), _g._id(str(get_num_threads())))
-        except Exception as e:
-            guard("torch_threads", e)
-
-    atexit.register(tag_threads)
 
 
 def _patch_serialization(torch):
@@ -147,18 +128,26 @@ def _patch_module_call(torch):
     if orig is None or getattr(orig, "_grademl_wrapped", False):
         return
     is_grad_enabled = torch.is_grad_enabled
+    get_num_threads = torch.get_num_threads
     EVAL = (("mode", "eval"),)
     signals = _signals
+    threads_tagged = [None]  # the torch_threads value last tagged on a forward phase
 
     def tags(args):
         # The forward phase's tag says whether grad was on; an eval-mode model (args[0] is
         # the module) is an evaluation signal for the enclosing iteration too.
+        out = ()
         if is_grad_enabled():
             if args and getattr(args[0], "training", True) is False:
                 signals.eval += 1
-            return ()
-        signals.eval += 1
-        return EVAL
+        else:
+            signals.eval += 1
+            out = EVAL
+        n = get_num_threads()
+        if n != threads_tagged[0]:
+            threads_tagged[0] = n
+            out = out + (("torch_threads", str(n)),)
+        return out
 
     call = orig
     if "modules" in _detail():
