@@ -476,6 +476,38 @@ class SerialisationTest(unittest.TestCase):
             ("joblib.load", {"path": path, "bytes": size}),
         ])
 
+    def test_failing_hook_switches_itself_off(self):
+        import pickle
+
+        from grademl.auto import _disabled
+
+        def broken(*_):
+            raise RuntimeError("recorder broken")
+
+        self.r.begin_typed = broken
+        path = os.path.join(self.d.name, "y.pkl")
+        try:
+            with open(path, "wb") as f:
+                pickle.dump([1, 2], f)  # the program's call still happens
+            with open(path, "rb") as f:
+                self.assertEqual(pickle.load(f), [1, 2])
+            self.assertIn("io", _disabled)
+        finally:
+            _disabled.discard("io")
+        self.assertEqual(self.r.events, [])
+
+    def test_nothing_imported_that_the_program_does_not_import(self):
+        import subprocess
+        import sys
+
+        code = ("import grademl.auto, sys; grademl.auto.install(); "
+                "print(grademl.auto._installed, 'joblib' in sys.modules, 'torch' in sys.modules)")
+        env = dict(os.environ, GRADEML_AUTO_FORCE="1",
+                   PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        env.pop("GRADEML_EVENTS_DIR", None)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.stdout.split(), ["True", "False", "False"], out.stderr)
+
     def test_disabled_no_events(self):
         import pickle
 
