@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <span>
+#include <string>
 #include <tuple>
+#include <vector>
 
 namespace grademl::analysis {
 
@@ -28,8 +30,10 @@ std::string_view ProgramOf(std::string_view name) {
 // What makes siblings interchangeable besides their type: a process's program; for other
 // phases the name without its digits ("shard_3" -> "shard_", "epoch 12" -> "epoch ") and the
 // tags whose values are not numbers ("mode=eval" keeps evaluation apart from training;
-// "epoch=3" is an index). Different steps ("train_cnn", "train_baseline") do different
-// work: they are not compared.
+// "epoch=3" is an index, "num_workers=2" a setting), in key order: a tag set after the phase
+// began (the auto-instrumentation's mode, decided when a pass ends) makes the same kind as
+// one set at its start. Different steps ("train_cnn", "train_baseline") do different work:
+// they are not compared.
 std::string GroupName(const model::Phase& p) {
   if (p.leaf_type() == model::kPhaseTypeProcess) return std::string(ProgramOf(p.name));
   std::string out;
@@ -37,10 +41,13 @@ std::string GroupName(const model::Phase& p) {
   for (char c : p.name) {
     if (c < '0' || c > '9') out += c;
   }
+  std::vector<std::string> kind_tags;
   for (const auto& [key, value] : p.tags) {
     bool number = !value.empty() && value.find_first_not_of("0123456789.-") == std::string::npos;
-    if (!number) out += '\0' + key + '=' + value;
+    if (!number) kind_tags.push_back(key + '=' + value);
   }
+  std::sort(kind_tags.begin(), kind_tags.end());
+  for (const std::string& tag : kind_tags) out += '\0' + tag;
   return out;
 }
 

@@ -47,7 +47,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
   sub->add_flag("--no-report", opts->no_report, "Do not print the report when the command ends");
   sub->add_flag("-v,--verbose", opts->verbose, "Say which monitors are on");
   sub->add_flag("--no-auto", opts->no_auto,
-                "No zero-code instrumentation of Python programs (PyTorch, scikit-learn, pandas/numpy I/O)");
+                "No zero-code instrumentation of Python programs (PyTorch, scikit-learn, pandas/numpy/pickle/joblib/torch I/O)");
   sub->add_option("--auto-detail", opts->auto_detail,
                   "Finer auto-instrumentation, comma-separated: 'modules' adds a phase per PyTorch "
                   "nn.Module call (measured: about 1.3 us per call), 'ops' a phase per ATen operator "

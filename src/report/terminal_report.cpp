@@ -243,12 +243,16 @@ void RenderPhases(const model::Run& run, const RunSummary& summary, const Termin
     std::vector<Item> items;
     Item more{.more = true};
     // Hidden siblings that repeat a type (epochs, iterations, forward/backward passes) are
-    // shown as one row per type; the rest fold into "… N more phases".
-    std::map<std::string_view, std::vector<size_t>> hidden_by_type;
-    std::vector<std::string_view> type_order;
+    // shown as one row per type and mode ("2 × epoch (train)", "2 × epoch (eval)"); the rest
+    // fold into "… N more phases".
+    std::map<std::string, std::vector<size_t>> hidden_by_type;
+    std::vector<std::string> type_order;
     for (size_t m : members) {
       if (visible[m]) continue;
-      std::string_view type = run.phases[m].leaf_type();
+      const model::Phase& p = run.phases[m];
+      std::string type(p.leaf_type());
+      for (const auto& [k, v] : p.tags)
+        if (k == "mode") type += " (" + v + ")";
       auto [it, fresh] = hidden_by_type.try_emplace(type);
       if (fresh) type_order.push_back(type);
       it->second.push_back(m);
@@ -256,10 +260,10 @@ void RenderPhases(const model::Run& run, const RunSummary& summary, const Termin
     for (size_t m : members) {
       if (visible[m]) items.push_back({.phase = m});
     }
-    for (std::string_view type : type_order) {
+    for (const std::string& type : type_order) {
       const std::vector<size_t>& group = hidden_by_type[type];
       bool repeated = group.size() >= 2 && type != model::kPhaseTypeProcess;
-      Item& target = repeated ? items.emplace_back(Item{.more = true, .repeated_type = std::string(type)}) : more;
+      Item& target = repeated ? items.emplace_back(Item{.more = true, .repeated_type = type}) : more;
       for (size_t m : group) {
         const PhaseSummary& ps = summary.phases[m];
         target.more_phases += ps.subtree_phases;
@@ -330,6 +334,8 @@ void RenderPhases(const model::Run& run, const RunSummary& summary, const Termin
     const PhaseSummary& ps = summary.phases[item.phase];
     std::string name = Sanitize(phase.name);
     if (name.empty()) name = "(" + std::string(phase.leaf_type()) + ")";
+    for (const auto& [k, v] : phase.tags)
+      if (k == "mode") name += " (" + Sanitize(v) + ")";  // epoch (train), epoch (eval)
     size_t lead_width = DisplayWidth(row.lead);
     size_t room = options.max_name_width > lead_width + 12 ? options.max_name_width - lead_width : 12;
     row.name = ShortenName(name, room);

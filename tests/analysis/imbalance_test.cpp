@@ -165,6 +165,92 @@ TEST(ImbalanceTest, OnlyLikeNamedPhasesAreCompared) {
   EXPECT_NEAR(out[0].cost_s, 2, kEps);
 }
 
+// Training and evaluation passes (the auto-instrumentation's mode tag) are compared only with
+// their own kind. Expected values by hand, in the comments.
+TEST(ImbalanceTest, TrainAndEvalEpochsAreComparedApart) {
+  {
+    // T 10 s, E 1 s, T 10, E 1, T 10, E 1, T 25, E 1 (touching).
+    RunFixture f;
+    f.run.info.end_ns = Sec(60);
+    auto root = f.AddPhase(0, "run", "run", 0, Sec(60));
+    auto proc = f.AddProcess(root, "python3 mnist.py", 0, Sec(60), 10);
+    double t = 0;
+    model::PhaseId slow = 0;
+    for (int e = 1; e <= 4; ++e) {
+      double train = e == 4 ? 25 : 10;
+      auto id = f.AddPhase(proc, "epoch", "run/process/epoch", Sec(t), Sec(t + train), 10);
+      f.run.phases.back().tags = {{"epoch", std::to_string(e)}, {"num_workers", "2"}, {"mode", "train"}};
+      if (e == 4) slow = id;
+      t += train;
+      f.AddPhase(proc, "epoch", "run/process/epoch", Sec(t), Sec(t + 1), 10);
+      f.run.phases.back().tags = {{"epoch", std::to_string(e)}, {"num_workers", "0"}, {"mode", "eval"}};
+      t += 1;
+    }
+    // Train: 10, 10, 10, 25: median 10, threshold 15, one straggler (1 <= 25% of 4), cost
+    // 25 - 10 = 15 (>= 1% of 60 s). Eval: four times 1 s, balanced. (All eight together:
+    // median 5.5, four of eight over 8.25: a spread, nothing reported.)
+    auto out = FindImbalance(f.Build());
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].kind, ImbalanceKind::kSequential);
+    EXPECT_EQ(out[0].count, 4);
+    EXPECT_EQ(out[0].straggler, slow);
+    EXPECT_EQ(out[0].straggler_count, 1);
+    EXPECT_NEAR(out[0].median_s, 10, kEps);
+    EXPECT_NEAR(out[0].cost_s, 15, kEps);
+    EXPECT_NEAR(out[0].actual_s, 55, kEps);
+    EXPECT_NEAR(out[0].balanced_s, 40, kEps);
+  }
+  {
+    // 2 training passes of 10 s, 8 evaluation passes of 1 s (evaluation every few steps).
+    // Together: median 1, the two training passes (20% of 10) would be stragglers costing
+    // 2 x 9 = 18 s. Apart: two training passes are too few for a median (3), and the
+    // evaluation passes are balanced: nothing.
+    RunFixture f;
+    f.run.info.end_ns = Sec(30);
+    auto root = f.AddPhase(0, "run", "run", 0, Sec(30));
+    auto proc = f.AddProcess(root, "python3 mnist.py", 0, Sec(30), 10);
+    double t = 0;
+    for (int e = 1; e <= 2; ++e) {
+      f.AddPhase(proc, "epoch", "run/process/epoch", Sec(t), Sec(t + 10), 10);
+      f.run.phases.back().tags = {{"epoch", std::to_string(e)}, {"mode", "train"}};
+      t += 10;
+      for (int k = 0; k < 4; ++k) {
+        f.AddPhase(proc, "epoch", "run/process/epoch", Sec(t), Sec(t + 1), 10);
+        f.run.phases.back().tags = {{"epoch", std::to_string(4 * (e - 1) + k + 1)}, {"mode", "eval"}};
+        t += 1;
+      }
+    }
+    EXPECT_TRUE(FindImbalance(f.Build()).empty());
+    for (model::Phase& p : f.run.phases) p.tags.clear();  // the same run without modes
+    auto mixed = FindImbalance(f.Build());
+    ASSERT_EQ(mixed.size(), 1u);
+    EXPECT_EQ(mixed[0].straggler_count, 2);
+    EXPECT_NEAR(mixed[0].cost_s, 18, kEps);
+  }
+}
+
+// The tags that make a kind are compared whatever their order: a tag set when a phase ends
+// (mode) comes after those set when it began, or before them for another source.
+TEST(ImbalanceTest, KindTagsInAnyOrder) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(10);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(10));
+  double durations[] = {1, 1, 1, 4};  // median 1, one straggler costing 3 s
+  double t = 0;
+  model::PhaseId slow = 0;
+  for (int i = 0; i < 4; ++i) {
+    slow = f.AddPhase(root, "iteration", "run/iteration", Sec(t), Sec(t + durations[i]));
+    if (i % 2 == 0) f.run.phases.back().tags = {{"mode", "train"}, {"loader", "mnist"}};
+    else f.run.phases.back().tags = {{"loader", "mnist"}, {"mode", "train"}};
+    t += durations[i];
+  }
+  auto out = FindImbalance(f.Build());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].count, 4);
+  EXPECT_EQ(out[0].straggler, slow);
+  EXPECT_NEAR(out[0].cost_s, 3, kEps);
+}
+
 // Half the iterations slow is a spread of durations (two kinds of batches), not stragglers.
 TEST(ImbalanceTest, ManySlowPhasesAreNotStragglers) {
   RunFixture f;

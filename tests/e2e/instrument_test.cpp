@@ -1,8 +1,12 @@
 // End-to-end tests of instrumentation: real programs under `grademl run`, emitting phases
 // through the C++ API, the Python API and zero-code auto-instrumentation.
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -29,6 +33,22 @@ std::map<std::string, int> CountByLeafType(const json& report) {
 bool HavePythonMl() {
   static const bool have = RunCommand({"/usr/bin/python3", "-c", "import torch, sklearn"}).exit_code == 0;
   return have;
+}
+
+// ML tests skip without Debian's torch/sklearn, but fail in CI (CI=true), where a missing
+// package is a broken setup, not a reason to test less.
+#define REQUIRE_PYTHON_ML()                                                              \
+  do {                                                                                   \
+    if (!HavePythonMl()) {                                                               \
+      const char* ci = std::getenv("CI");                                                \
+      if (ci != nullptr && std::string(ci) == "true") FAIL() << "CI: Debian's python3 with torch, sklearn is needed"; \
+      GTEST_SKIP() << "Debian's python3 with torch, sklearn is needed";                 \
+    }                                                                                    \
+  } while (0)
+
+std::string Tag(const json& phase, const std::string& key) {
+  auto it = phase["tags"].find(key);
+  return it == phase["tags"].end() ? "" : it->get<std::string>();
 }
 
 CommandResult RunPython(const std::string& db, const std::string& script, std::vector<std::string> flags = {}) {
@@ -258,6 +278,186 @@ for _ in range(3):
   EXPECT_EQ(plain["loss"], 3);
   // An unknown detail is a usage error.
   EXPECT_EQ(RunPython(db2, dir + "/net.py", {"--auto-detail", "kernels"}).exit_code, 2);
+}
+
+// An MNIST-shaped script (synthetic data): per epoch a training pass over one DataLoader
+// (2 forked workers) and a test pass over another under model.eval() + torch.no_grad().
+// The epochs and iterations of each are counted apart (mode tag), and carry the DataLoader's
+// num_workers and torch.get_num_threads() as the script itself reports them.
+TEST(InstrumentE2E, TrainAndEvalPassesAreTaggedApart) {
+  REQUIRE_PYTHON_ML();
+  std::string dir = FreshDir("instrument_mnist");
+  std::ofstream(dir + "/mnist.py") << R"(import os, sys
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3)
+        self.fc = nn.Linear(4 * 5 * 5, 10)
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv(x)), 2)
+        return F.log_softmax(self.fc(torch.flatten(x, 1)), dim=1)
+
+def train(model, loader, opt):
+    model.train()
+    for x, y in loader:
+        opt.zero_grad()
+        loss = F.nll_loss(model(x), y)
+        loss.backward()
+        opt.step()
+
+def test(model, loader):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(dim=1) == y).sum().item()
+    return correct
+
+torch.manual_seed(0)
+torch.set_num_threads(2)
+train_set = TensorDataset(torch.randn(64, 1, 12, 12), torch.randint(0, 10, (64,)))
+test_set = TensorDataset(torch.randn(40, 1, 12, 12), torch.randint(0, 10, (40,)))
+train_loader = DataLoader(train_set, batch_size=16, shuffle=True, num_workers=2)
+test_loader = DataLoader(test_set, batch_size=16)
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for epoch in range(2):
+    train(model, train_loader, opt)
+    test(model, test_loader)
+with open(sys.argv[1], "w") as f:
+    f.write(f"pid={os.getpid()}\nthreads={torch.get_num_threads()}\n"
+            f"train_batches={len(train_loader)}\ntest_batches={len(test_loader)}\n")
+)";
+  std::string db = dir + "/g.db";
+  std::string truth = dir + "/truth.txt";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3",
+                                dir + "/mnist.py", truth});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The numbers of batches from the dataset sizes: ceil(64 / 16) and ceil(40 / 16); the script
+  // says the same (len(loader)).
+  ASSERT_EQ(ReadTruth(truth, "train_batches"), 4);
+  ASSERT_EQ(ReadTruth(truth, "test_batches"), 3);
+  std::string threads = std::to_string(static_cast<int>(ReadTruth(truth, "threads")));
+  int64_t pid = static_cast<int64_t>(ReadTruth(truth, "pid"));
+
+  json report = ReportJson(db);
+  std::map<int64_t, const json*> by_id;
+  for (const json& p : report["phases"]) by_id[p["id"].get<int64_t>()] = &p;
+  std::map<std::string, int> epochs, iterations;  // mode -> count
+  std::string first_forward_threads = "(no forward phase)";
+  int64_t first_forward_start = std::numeric_limits<int64_t>::max();
+  for (const json& p : report["phases"]) {
+    std::string mode = Tag(p, "mode");
+    if (LeafType(p) == "epoch") {
+      ++epochs[mode];
+      EXPECT_EQ(Tag(p, "num_workers"), mode == "train" ? "2" : "0");
+      EXPECT_EQ(Tag(p, "torch_threads"), threads);
+    } else if (LeafType(p) == "iteration") {
+      ++iterations[mode];
+      EXPECT_EQ(Tag(p, "num_workers"), mode == "train" ? "2" : "0");
+      const json& epoch = *by_id.at(p["parent"].get<int64_t>());
+      EXPECT_EQ(LeafType(epoch), "epoch");
+      EXPECT_EQ(Tag(epoch, "mode"), mode);  // a pass's iterations have its mode
+    } else if (LeafType(p) == "forward" && p["pid"] == pid && p["start_ns"].get<int64_t>() < first_forward_start) {
+      first_forward_start = p["start_ns"].get<int64_t>();
+      first_forward_threads = Tag(p, "torch_threads");
+    }
+  }
+  EXPECT_EQ(epochs, (std::map<std::string, int>{{"train", 2}, {"eval", 2}}));
+  EXPECT_EQ(iterations, (std::map<std::string, int>{{"train", 2 * 4}, {"eval", 2 * 3}}));
+  EXPECT_EQ(first_forward_threads, threads);
+  // The straggler check compares epochs with their own kind: two of each, too few for a median.
+  for (const json& im : report["imbalance"]) {
+    const json& straggler = *by_id.at(im["straggler"].get<int64_t>());
+    EXPECT_NE(LeafType(straggler), "epoch") << im.dump();
+    if (LeafType(straggler) == "iteration") {
+      EXPECT_NE(Tag(straggler, "mode"), "") << im.dump();
+    }
+  }
+
+  // The text report counts them apart: "epoch (train)" rows, or one "N × epoch (train)" row.
+  CommandResult text = RunCommand({GrademlBinary(), "--db", db, "report"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  std::map<std::string, int> shown;
+  std::istringstream lines(text.out);
+  for (std::string line; std::getline(lines, line);) {
+    for (std::string mode : {"train", "eval"}) {
+      std::string label = "epoch (" + mode + ")";
+      size_t at = line.find(label);
+      if (at == std::string::npos) continue;
+      size_t times = line.find(" × " + label);
+      if (times == std::string::npos) {
+        shown[mode] += 1;
+        continue;
+      }
+      size_t digits = times;
+      while (digits > 0 && std::isdigit(static_cast<unsigned char>(line[digits - 1]))) --digits;
+      shown[mode] += std::stoi(line.substr(digits, times - digits));
+    }
+  }
+  EXPECT_EQ(shown, (std::map<std::string, int>{{"train", 2}, {"eval", 2}})) << text.out;
+}
+
+// pickle, joblib and torch.save/torch.load under auto-instrumentation: an io phase per call,
+// with the file's path and its size in bytes (the script reports the sizes it saw).
+TEST(InstrumentE2E, SerialisationIoPhases) {
+  REQUIRE_PYTHON_ML();
+  std::string dir = FreshDir("instrument_serialisation");
+  std::ofstream(dir + "/save.py") << R"(import os, pickle, sys
+import joblib, torch
+d = os.path.dirname(os.path.abspath(__file__))
+obj = {"w": list(range(1000))}
+p = os.path.join(d, "obj.pkl")
+with open(p, "wb") as f:
+    pickle.dump(obj, f)
+with open(p, "rb") as f:
+    assert pickle.load(f) == obj
+j = os.path.join(d, "obj.joblib")
+joblib.dump(obj, j)
+assert joblib.load(j) == obj
+t = os.path.join(d, "model.pt")
+torch.save(torch.nn.Linear(64, 64).state_dict(), t)
+torch.load(t)
+try:
+    torch.load(os.path.join(d, "missing.pt"))
+except FileNotFoundError:
+    pass
+with open(sys.argv[1], "w") as f:
+    for name in (p, j, t):
+        f.write(f"{os.path.basename(name)}={os.path.getsize(name)}\n")
+)";
+  std::string db = dir + "/g.db";
+  std::string truth = dir + "/truth.txt";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3",
+                                dir + "/save.py", truth});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, std::string> size_of = {
+      {"obj.pkl", std::to_string(static_cast<int64_t>(ReadTruth(truth, "obj.pkl")))},
+      {"obj.joblib", std::to_string(static_cast<int64_t>(ReadTruth(truth, "obj.joblib")))},
+      {"model.pt", std::to_string(static_cast<int64_t>(ReadTruth(truth, "model.pt")))},
+  };
+  std::vector<std::string> seen;
+  json report = ReportJson(db);  // not a temporary: the loop holds a reference into it
+  for (const json& p : report["phases"]) {
+    if (LeafType(p) != "io") continue;
+    std::string path = Tag(p, "path");
+    std::string base = path.substr(path.rfind('/') + 1);
+    seen.push_back(p["name"].get<std::string>() + " " + base);
+    if (base == "missing.pt") {
+      EXPECT_EQ(Tag(p, "bytes"), "") << "a failed load has no size";
+    } else {
+      EXPECT_EQ(Tag(p, "bytes"), size_of[base]) << base;
+      EXPECT_EQ(path, dir + "/" + base);
+    }
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"pickle.dump obj.pkl", "pickle.load obj.pkl", "joblib.dump obj.joblib",
+                                            "joblib.load obj.joblib", "torch.save model.pt", "torch.load model.pt",
+                                            "torch.load missing.pt"}));
 }
 
 TEST(InstrumentE2E, AutoInstrumentedSklearnAndPandas) {

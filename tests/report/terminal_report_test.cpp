@@ -63,6 +63,46 @@ TEST(TerminalReportTest, RepeatedHiddenPhasesFoldByType) {
   EXPECT_NE(text.find("… 1 more phase"), std::string::npos) << text;
 }
 
+// Training and evaluation passes (tag mode) fold apart: "2 × epoch (train)", "2 × epoch (eval)".
+TEST(TerminalReportTest, RepeatedPhasesFoldApartByMode) {
+  testing::RunFixture f;
+  f.run.info.start_ns = testing::At(0);
+  f.run.info.end_ns = testing::At(100);
+  f.run.info.complete = true;
+  auto root = f.AddPhase(0, "run", "run", testing::At(0), testing::At(100));
+  auto proc = f.AddPhase(root, "python3 mnist.py", "run/process", testing::At(0), testing::At(100));
+  double t = 0;
+  for (int e = 0; e < 2; ++e) {
+    f.AddPhase(proc, "epoch", "run/process/epoch", testing::At(t), testing::At(t + 10));
+    f.run.phases.back().tags = {{"epoch", std::to_string(e + 1)}, {"mode", "train"}};
+    f.AddPhase(proc, "epoch", "run/process/epoch", testing::At(t + 10), testing::At(t + 11));
+    f.run.phases.back().tags = {{"epoch", std::to_string(e + 1)}, {"mode", "eval"}};
+    t += 11;
+  }
+  for (int i = 0; i < 2; ++i) {  // an untrusted mode value is escaped
+    f.AddPhase(proc, "epoch", "run/process/epoch", testing::At(30 + i), testing::At(30.5 + i));
+    f.run.phases.back().tags = {{"mode", "x\x1b[2J"}};
+  }
+  TerminalReportOptions options;
+  options.max_phases = 2;  // run and the process: every epoch hidden
+  std::string text = Render(f.Build(), options);
+  EXPECT_NE(text.find("2 × epoch (train)"), std::string::npos) << text;
+  EXPECT_NE(text.find("Σ 20.00 s"), std::string::npos) << text;
+  EXPECT_NE(text.find("2 × epoch (eval)"), std::string::npos) << text;
+  EXPECT_NE(text.find("Σ 2.00 s"), std::string::npos) << text;
+  EXPECT_NE(text.find("2 × epoch (x?[2J)"), std::string::npos) << text;  // Sanitize: ? for a control character
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+  // Shown one by one, each says its mode.
+  text = Render(f.run, {.max_phases = 0});
+  int train = 0, eval = 0;
+  for (const std::string& line : Lines(text)) {
+    train += line.find("epoch (train)") != std::string::npos;
+    eval += line.find("epoch (eval)") != std::string::npos;
+  }
+  EXPECT_EQ(train, 2) << text;
+  EXPECT_EQ(eval, 2) << text;
+}
+
 TEST(TerminalReportTest, TheGoldenComparisonCanFail) {
   if (testing::UpdatingGoldens()) GTEST_SKIP() << "updating goldens";
   EXPECT_NONFATAL_FAILURE(ExpectMatchesGolden(Render(BasicRun()) + "x", "basic_run.txt"), "differs");

@@ -2,15 +2,28 @@
 
 Phases (name / type):
   epoch / epoch              each DataLoader.__iter__ (tag epoch=k, per DataLoader object),
-                             until the iterator is exhausted, dropped, or a new one made
+                             until the iterator is exhausted, dropped, or a new one made;
+                             tags mode=train|eval, num_workers=N, torch_threads=N
   dataloader.next / data_wait  each __next__ on that iterator (also the final one that
                              raises StopIteration)
-  iteration / iteration      from a batch's arrival to the next __next__
+  iteration / iteration      from a batch's arrival to the next __next__; tags
+                             mode=train|eval, num_workers=N
   forward / forward          outermost nn.Module.__call__ per thread (tag mode=eval when
                              grad is disabled: torch.no_grad() / inference_mode)
   backward / backward        outermost Tensor.backward / torch.autograd.backward
   optimizer.step / optimizer_step  outermost step() of any torch.optim.Optimizer subclass
   <LossClass> / loss         an outermost call of a loss module (nn.CrossEntropyLoss()(...))
+  torch_threads=N            torch.get_num_threads(): on every epoch (at its start), and on
+                             the process's first forward phase and any forward phase after
+                             which it changed (programs without a DataLoader have it too)
+
+Train or eval (tag mode on iteration and epoch phases), decided when the phase ends from
+what ran in it on its thread: an iteration in which a backward pass or an optimizer step
+ran is "train"; otherwise it is "eval" when grad was disabled (torch.no_grad() /
+inference_mode()) at its start or at a forward / loss call in it, or a model called in it
+was in eval mode (model.training False); otherwise "train". An epoch is "train" when any of
+its iterations was, else "eval" when any was; an epoch without iterations is "eval" when
+grad was disabled at its start.
 
 Opt-in finer detail (GRADEML_AUTO_DETAIL, comma-separated; `grademl run --auto-detail`):
   modules: <ModuleClass> / module   every nn.Module call, nested as the modules are
@@ -29,6 +42,25 @@ from . import _disabled, guard
 _tls = threading.local()  # forward / backward / step nesting depth per thread
 
 
+class _Signals(threading.local):
+    """Per thread, what ran so far that tells training from evaluation: backward passes and
+    optimizer steps (train), forward / loss calls with grad disabled or a model in eval mode
+    (eval). An iteration compares the counts at its start and end (nested loops each see
+    their own share)."""
+
+    def __init__(self):
+        self.train = 0
+        self.eval = 0
+
+
+_signals = _Signals()
+
+
+def _count_train(args=None):
+    _signals.train += 1
+    return ()
+
+
 def register_hooks(register):
     register("torch", _patch_torch)
 
@@ -38,7 +70,7 @@ def _detail():
 
 
 def _patch_torch(torch):
-    steps = [_patch_module_call, _patch_backward, _patch_optimizers, _patch_dataloader]
+    steps = [_patch_module_call, _patch_backward, _patch_optimizers, _patch_dataloader, _patch_serialization]
     if "ops" in _detail():
         steps.append(_enable_op_detail)
     for fn in steps:
@@ -46,6 +78,14 @@ def _patch_torch(torch):
             fn(torch)
         except Exception as e:
             guard(f"torch:{fn.__name__}", e)
+
+
+def _patch_serialization(torch):
+    """torch.save / torch.load: phases "torch.save" / "torch.load" of type io (see io.py)."""
+    from . import io as _io
+
+    _io.patch_function(torch, "save", "torch.save", 1, also=getattr(torch, "serialization", None))
+    _io.patch_function(torch, "load", "torch.load", 0, also=getattr(torch, "serialization", None))
 
 
 # ------------------------------------------------------------------ outermost-only wrappers
@@ -67,7 +107,7 @@ def _outermost(func, name, ptype, attr, tags_fn=None, hook=None):
             finally:
                 setattr(tls, attr, depth)
         try:
-            _g._begin_typed(name, ptype, tags_fn() if tags_fn else ())
+            _g._begin_typed(name, ptype, tags_fn(args) if tags_fn else ())
         except Exception as e:
             guard(hook, e)
             return func(*args, **kwargs)
@@ -88,10 +128,26 @@ def _patch_module_call(torch):
     if orig is None or getattr(orig, "_grademl_wrapped", False):
         return
     is_grad_enabled = torch.is_grad_enabled
+    get_num_threads = torch.get_num_threads
     EVAL = (("mode", "eval"),)
+    signals = _signals
+    threads_tagged = [None]  # the torch_threads value last tagged on a forward phase
 
-    def tags():
-        return () if is_grad_enabled() else EVAL
+    def tags(args):
+        # The forward phase's tag says whether grad was on; an eval-mode model (args[0] is
+        # the module) is an evaluation signal for the enclosing iteration too.
+        out = ()
+        if is_grad_enabled():
+            if args and getattr(args[0], "training", True) is False:
+                signals.eval += 1
+        else:
+            signals.eval += 1
+            out = EVAL
+        n = get_num_threads()
+        if n != threads_tagged[0]:
+            threads_tagged[0] = n
+            out = out + (("torch_threads", str(n)),)
+        return out
 
     call = orig
     if "modules" in _detail():
@@ -179,12 +235,12 @@ def _every_module(orig):
 def _patch_backward(torch):
     ag = torch.autograd
     if not getattr(ag.backward, "_grademl_wrapped", False):
-        w = _outermost(ag.backward, "backward", "backward", "bwd")
+        w = _outermost(ag.backward, "backward", "backward", "bwd", _count_train)
         ag.backward = w
     T = torch.Tensor
     tb = T.__dict__.get("backward")
     if tb is not None and not getattr(tb, "_grademl_wrapped", False):
-        T.backward = _outermost(tb, "backward", "backward", "bwd")
+        T.backward = _outermost(tb, "backward", "backward", "bwd", _count_train)
 
 
 def _patch_optimizers(torch):
@@ -195,7 +251,7 @@ def _patch_optimizers(torch):
             step = cls.__dict__.get("step")
             if step is None or getattr(step, "_grademl_wrapped", False) or isinstance(step, (staticmethod, classmethod)):
                 return
-            cls.step = _outermost(step, "optimizer.step", "optimizer_step", "opt")
+            cls.step = _outermost(step, "optimizer.step", "optimizer_step", "opt", _count_train)
         except Exception as e:
             guard("optimizer.step", e)
 
@@ -219,10 +275,19 @@ def _patch_optimizers(torch):
 
 # ------------------------------------------------------------------ DataLoader
 
-class _LoaderState:
-    """Per DataLoader object: epoch count and what is open (on which thread)."""
+def _tag_innermost(key, value):
+    try:
+        _g._b.tag(_g._id(key), _g._id(value))
+    except Exception as e:
+        guard("dataloader:tag", e)
 
-    __slots__ = ("epoch", "epoch_open", "iter_open", "thread", "it_ref", "__weakref__")
+
+class _LoaderState:
+    """Per DataLoader object: epoch count, what is open (on which thread), and what the open
+    epoch and iteration saw so far (for their mode tag)."""
+
+    __slots__ = ("epoch", "epoch_open", "iter_open", "thread", "it_ref", "epoch_grad", "train_iters",
+                 "eval_iters", "iter_grad", "iter_train0", "iter_eval0", "workers_tag", "__weakref__")
 
     def __init__(self):
         self.epoch = 0
@@ -230,6 +295,47 @@ class _LoaderState:
         self.iter_open = False
         self.thread = None
         self.it_ref = None
+        self.epoch_grad = True   # grad enabled when the epoch began
+        self.train_iters = 0     # iterations of the open epoch found train / eval
+        self.eval_iters = 0
+        self.iter_grad = True    # grad enabled when the open iteration began
+        self.iter_train0 = 0     # _signals at the open iteration's start
+        self.iter_eval0 = 0
+        self.workers_tag = None  # ("num_workers", "N")
+
+    def begin_iteration(self, grad_enabled):
+        _g._begin_typed("iteration", "iteration", (self.workers_tag,) if self.workers_tag else ())
+        self.iter_open = True
+        self.iter_grad = grad_enabled
+        self.iter_train0 = _signals.train
+        self.iter_eval0 = _signals.eval
+
+    def end_iteration(self):
+        """Tags the open iteration (innermost on this thread) with its mode and ends it."""
+        self.iter_open = False
+        if _signals.train != self.iter_train0:
+            mode = "train"
+        elif not self.iter_grad or _signals.eval != self.iter_eval0:
+            mode = "eval"
+        else:
+            mode = "train"
+        if mode == "train":
+            self.train_iters += 1
+        else:
+            self.eval_iters += 1
+        _tag_innermost("mode", mode)
+        _g._end()
+
+    def end_epoch(self):
+        self.epoch_open = False
+        if self.train_iters:
+            mode = "train"
+        elif self.eval_iters:
+            mode = "eval"
+        else:
+            mode = "train" if self.epoch_grad else "eval"
+        _tag_innermost("mode", mode)
+        _g._end()
 
     def close(self):
         # Only on the thread that opened the phases (end() pops this thread's stack).
@@ -237,11 +343,9 @@ class _LoaderState:
             self.epoch_open = self.iter_open = False
             return
         if self.iter_open:
-            self.iter_open = False
-            _g._end()
+            self.end_iteration()
         if self.epoch_open:
-            self.epoch_open = False
-            _g._end()
+            self.end_epoch()
 
 
 def _patch_dataloader(torch):
@@ -254,6 +358,8 @@ def _patch_dataloader(torch):
     if getattr(orig_iter, "_grademl_wrapped", False):
         return
     states = weakref.WeakKeyDictionary()  # DataLoader -> _LoaderState (no attribute on the user's object)
+    is_grad_enabled = torch.is_grad_enabled
+    get_num_threads = torch.get_num_threads
 
     def _on_iter_dead(ref, st_ref):
         st = st_ref()
@@ -274,7 +380,14 @@ def _patch_dataloader(torch):
             st.close()  # a new iterator ends the previous epoch
             st.epoch += 1
             st.thread = threading.get_ident()
-            _g._begin_typed("epoch", "epoch", (("epoch", str(st.epoch)),))
+            st.epoch_grad = is_grad_enabled()
+            st.train_iters = st.eval_iters = 0
+            workers = getattr(self, "num_workers", None)
+            st.workers_tag = ("num_workers", str(workers)) if isinstance(workers, int) else None
+            tags = [("epoch", str(st.epoch)), ("torch_threads", str(get_num_threads()))]
+            if st.workers_tag:
+                tags.append(st.workers_tag)
+            _g._begin_typed("epoch", "epoch", tags)
             st.epoch_open = True
         except Exception as e:
             guard("dataloader", e)
@@ -299,8 +412,7 @@ def _patch_dataloader(torch):
             return orig_next(self)
         try:
             if st.iter_open:
-                st.iter_open = False
-                _g._end()
+                st.end_iteration()
             _g._begin_typed("dataloader.next", "data_wait")
         except Exception as e:
             guard("dataloader", e)
@@ -315,8 +427,10 @@ def _patch_dataloader(torch):
             _g._end()
             raise
         _g._end()
-        _g._begin_typed("iteration", "iteration")
-        st.iter_open = True
+        try:
+            st.begin_iteration(is_grad_enabled())
+        except Exception as e:
+            guard("dataloader", e)
         return batch
 
     __iter__._grademl_wrapped = True
