@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -46,4 +47,21 @@ struct ErrorCase {
 // "grademl: " (one line when the exit code is 1) and that nothing went to stdout.
 void ExpectErrors(const std::vector<std::string>& command, const std::vector<ErrorCase>& cases);
 
+// Whether Debian's /usr/bin/python3 can import these modules ("torch, sklearn"); cached.
+bool HavePythonModules(const std::string& modules);
+
 }  // namespace grademl::testing
+
+// ML tests skip without Debian's Python packages, but fail in CI (CI=true), where a missing
+// package is a broken setup, not a reason to test less.
+#define REQUIRE_PYTHON_MODULES(modules)                                                        \
+  do {                                                                                         \
+    if (!::grademl::testing::HavePythonModules(modules)) {                                     \
+      const char* ci_ = std::getenv("CI");                                                     \
+      if (ci_ != nullptr && std::string(ci_) == "true")                                        \
+        FAIL() << "CI: Debian's /usr/bin/python3 cannot import " << (modules)                  \
+               << " (scripts/bootstrap installs python3-torch, -sklearn, -pandas)";           \
+      GTEST_SKIP() << "Debian's /usr/bin/python3 cannot import " << (modules)                  \
+                   << " (scripts/bootstrap installs python3-torch, -sklearn, -pandas)";       \
+    }                                                                                          \
+  } while (0)

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -135,6 +137,17 @@ void ExpectErrors(const std::vector<std::string>& command, const std::vector<Err
     }
     EXPECT_TRUE(e.out.empty()) << what << ": " << e.out;
   }
+}
+
+bool HavePythonModules(const std::string& modules) {
+  static std::mutex mu;
+  static std::map<std::string, bool> known;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(modules);
+  if (it != known.end()) return it->second;
+  bool have = RunCommand({"/usr/bin/python3", "-c", "import " + modules}).exit_code == 0;
+  known.emplace(modules, have);
+  return have;
 }
 
 }  // namespace grademl::testing

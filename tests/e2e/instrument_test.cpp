@@ -30,21 +30,8 @@ std::map<std::string, int> CountByLeafType(const json& report) {
   return counts;
 }
 
-bool HavePythonMl() {
-  static const bool have = RunCommand({"/usr/bin/python3", "-c", "import torch, sklearn"}).exit_code == 0;
-  return have;
-}
 
-// ML tests skip without Debian's torch/sklearn, but fail in CI (CI=true), where a missing
-// package is a broken setup, not a reason to test less.
-#define REQUIRE_PYTHON_ML()                                                              \
-  do {                                                                                   \
-    if (!HavePythonMl()) {                                                               \
-      const char* ci = std::getenv("CI");                                                \
-      if (ci != nullptr && std::string(ci) == "true") FAIL() << "CI: Debian's python3 with torch, sklearn is needed"; \
-      GTEST_SKIP() << "Debian's python3 with torch, sklearn is needed";                 \
-    }                                                                                    \
-  } while (0)
+#define REQUIRE_PYTHON_ML() REQUIRE_PYTHON_MODULES("torch, sklearn")
 
 std::string Tag(const json& phase, const std::string& key) {
   auto it = phase["tags"].find(key);
@@ -83,7 +70,7 @@ TEST(InstrumentE2E, CppThreadsPhasesNestPerThread) {
 }
 
 TEST(InstrumentE2E, PythonApiPhasesTagsAndCounters) {
-  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3 is needed";
+  REQUIRE_PYTHON_ML();
   std::string dir = FreshDir("instrument_python_api");
   std::ofstream(dir + "/script.py") << R"(import grademl, time
 assert grademl.enabled()
@@ -125,7 +112,7 @@ helper()
 // The default database path is relative (.grademl/grademl.db) and workflow steps run in
 // their own directories: instrumented steps must still find the events directory.
 TEST(InstrumentE2E, RelativeDatabaseAndStepsInOtherDirectories) {
-  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3 is needed";
+  REQUIRE_PYTHON_ML();
   std::string dir = FreshDir("instrument_relative_db");
   std::filesystem::create_directories(dir + "/work");
   std::ofstream(dir + "/work/step.py") << "import grademl\nwith grademl.phase(\"inside_step\"):\n    pass\n";
@@ -140,7 +127,7 @@ TEST(InstrumentE2E, RelativeDatabaseAndStepsInOtherDirectories) {
 }
 
 TEST(InstrumentE2E, SigkilledProcessKeepsItsCommittedEvents) {
-  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3 is needed";
+  REQUIRE_PYTHON_ML();
   std::string dir = FreshDir("instrument_sigkill");
   std::ofstream(dir + "/script.py") << R"(import grademl, os, signal
 grademl.begin("doomed")
@@ -164,7 +151,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 }
 
 TEST(InstrumentE2E, AutoInstrumentedTorchLoopWithWorkers) {
-  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3-torch is needed";
+  REQUIRE_PYTHON_ML();
   std::string dir = FreshDir("instrument_torch");
   std::ofstream(dir + "/train.py") << R"(import torch
 torch.manual_seed(0)
@@ -204,7 +191,7 @@ with torch.no_grad():
 
 // --auto-detail modules: a phase per nn.Module call, nested as the modules are.
 TEST(InstrumentE2E, ModuleDetailIsOptIn) {
-  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3-torch is needed";
+  REQUIRE_PYTHON_ML();
   std::string dir = FreshDir("instrument_modules");
   std::ofstream(dir + "/net.py") << R"(import torch
 net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
@@ -233,7 +220,7 @@ for _ in range(5):
 // --auto-detail ops: a phase per ATen operator, inside the forward and backward phases; a
 // loss module's call is a "loss" phase of its own.
 TEST(InstrumentE2E, OpDetailIsOptIn) {
-  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3-torch is needed";
+  REQUIRE_PYTHON_ML();
   std::string dir = FreshDir("instrument_ops");
   std::ofstream(dir + "/net.py") << R"(import torch
 net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
@@ -461,7 +448,7 @@ with open(sys.argv[1], "w") as f:
 }
 
 TEST(InstrumentE2E, AutoInstrumentedSklearnAndPandas) {
-  if (!HavePythonMl()) GTEST_SKIP() << "Debian's python3-sklearn is needed";
+  REQUIRE_PYTHON_MODULES("sklearn, pandas");
   std::string dir = FreshDir("instrument_sklearn");
   std::ofstream(dir + "/fit.py") << R"(import pandas as pd
 from sklearn.datasets import load_digits
