@@ -5,6 +5,7 @@
 // expectations are derived from those, with the tolerances stated. The machine may be busy
 // (other tests): time spent runnable but waiting for a CPU is CPU contention, and the
 // checks allow for it where the whole machine's CPU was full.
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
@@ -125,6 +126,35 @@ TEST(KernelTimeE2E, SystemTimeWritingToStorageIsDiskAndOtherSystemCallsAreCpu) {
   EXPECT_LE(touch.seconds["memory"], truth("touch", "system_s") + Tolerance(truth("touch", "system_s")))
       << Describe(touch);
   EXPECT_GE(touch.seconds["memory"], 0.5 * truth("touch", "system_s")) << Describe(touch);
+}
+
+// `import torch` faults in tens of thousands of pages (mapping its libraries) while the
+// interpreter runs the imported code in user space: memory is at most the system time the
+// kernel measured for the process, not a share of its user time.
+TEST(KernelTimeE2E, ImportTorchIsMemoryBoundAtMostForItsSystemTime) {
+  if (RunCommand({"/usr/bin/python3", "-c", "import torch"}).exit_code != 0) {
+    if (const char* ci = std::getenv("CI"); ci != nullptr && std::string(ci) == "true") {
+      FAIL() << "Debian's python3-torch is not installed (CI=true: scripts/bootstrap installs it)";
+    }
+    GTEST_SKIP() << "Debian's python3-torch is not installed (scripts/bootstrap installs it)";
+  }
+  std::string dir = FreshDir("import_torch");
+  std::string db = dir + "/g.db";
+  std::ofstream(dir + "/imp.py") << R"(import os, resource, sys
+import torch
+r = resource.getrusage(resource.RUSAGE_SELF)
+with open(sys.argv[1], 'w') as f:
+    f.write(f'pid={os.getpid()}\nuser_s={r.ru_utime}\nsystem_s={r.ru_stime}\nminor_faults={r.ru_minflt}\n')
+)";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3",
+                                dir + "/imp.py", dir + "/truth"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = ReportJson(db);
+  double system_s = ReadTruth(dir + "/truth", "system_s");
+  Bound b = BoundOf(report, ReadTruth(dir + "/truth", "pid"));
+  EXPECT_LE(b.seconds["memory"], system_s + Tolerance(system_s))
+      << Describe(b) << "; getrusage: user " << ReadTruth(dir + "/truth", "user_s") << " s, system " << system_s
+      << " s, " << ReadTruth(dir + "/truth", "minor_faults") << " faults";
 }
 
 }  // namespace
