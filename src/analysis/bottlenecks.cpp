@@ -330,8 +330,15 @@ struct IntervalUse {
   double faults = 0, major_faults = 0;
   double storage_bytes = 0;    // read_bytes + write_bytes
   double call_bytes = 0;       // read_chars + write_chars
+  // CPU (user + system), its system part and page faults over a window of samples around
+  // the interval (CPU times come in 10 ms ticks; one interval's split is coarse).
+  double window_cpu = 0, window_system = 0, window_faults = 0;
+  double window_run = 0, window_dt = 0;  // the main thread on a CPU over the window, its length (s)
   bool has_sched = false, has_disk_wait = false;
 };
+
+// Samples on each side of an interval over which its system share and fault rate are read.
+constexpr size_t kShareWindow = 2;
 
 // The heart of the analysis: splits one interval of one process into categories. `kids`
 // holds the seconds of the process's children over the interval by category (their
@@ -382,8 +389,15 @@ Cats ClassifyInterval(const IntervalUse& u, const HostWindow& h, const Cats& kid
   //    (populating and reclaiming pages). Never more than the system time: faults are
   //    handled in the kernel.
   // The rest of the system time (other system calls) is CPU, counted in kCpuSystem too.
+  // CPU times come in clock ticks (10 ms): the system share and the fault rate are read over
+  // the interval and its neighbours (IntervalUse::window_*), and the interval's system time
+  // is that share of its CPU time (of its time on a CPU when no tick fell in it).
   double cpu_time = u.cpu > 0 ? u.cpu : run;
-  double kernel = u.cpu > 0 ? std::clamp(u.system, 0.0, u.cpu) : 0.0;
+  double window_cpu = u.window_cpu > 0 ? u.window_cpu : u.cpu;
+  double window_system = u.window_cpu > 0 ? u.window_system : u.system;
+  double window_faults = u.window_cpu > 0 ? u.window_faults : u.faults;
+  double system_share = window_cpu > 0 ? std::clamp(window_system / window_cpu, 0.0, 1.0) : 0.0;
+  double kernel = system_share * cpu_time;
   double kernel_disk = 0, kernel_net = 0, kernel_memory = 0;
   if (kernel > 0 && u.storage_bytes / dt >= o.disk_min_bytes_per_s) {
     kernel_disk = std::min(kernel, u.storage_bytes / o.io_bytes_per_kernel_s);
@@ -392,11 +406,11 @@ Cats ClassifyInterval(const IntervalUse& u, const HostWindow& h, const Cats& kid
   if (kernel > kernel_disk && socket_bytes / dt >= o.net_min_bytes_per_s) {
     kernel_net = std::min(kernel - kernel_disk, socket_bytes / o.io_bytes_per_kernel_s);
   }
-  if (cpu_time > 0 && u.faults / cpu_time >= o.fault_rate_per_cpu_s) {
+  if (window_cpu > 0 && window_faults / window_cpu >= o.fault_rate_per_cpu_s) {
     kernel_memory = kernel - kernel_disk - kernel_net;
   }
   double kernel_cpu = std::max(kernel - kernel_disk - kernel_net - kernel_memory, 0.0);
-  auto share = [&](double seconds) { return u.cpu > 0 ? seconds / u.cpu : 0.0; };
+  auto share = [&](double seconds) { return cpu_time > 0 ? seconds / cpu_time : 0.0; };
   bound(BoundResource::kDisk, run * share(kernel_disk), h.disk_busy >= o.saturation);
   bound(BoundResource::kNet, run * share(kernel_net), h.net_util >= o.saturation);
   bound(BoundResource::kMemory, run * share(kernel_memory), memory_saturated);
@@ -422,7 +436,11 @@ Cats ClassifyInterval(const IntervalUse& u, const HostWindow& h, const Cats& kid
   }
 
   // Asleep while the process's other threads compute: bound by CPU.
+  // (Over the window too: a tick of another interval's CPU must not look like a thread.)
   double other_cores = std::max(u.cpu - run, 0.0) / dt;
+  if (u.has_sched && u.window_dt > 0) {
+    other_cores = std::min(other_cores, std::max(u.window_cpu - u.window_run, 0.0) / u.window_dt);
+  }
   if (other_cores >= o.other_threads_min_cores) {
     bound(BoundResource::kCpu, sleep, cpu_saturated);
     return out;
@@ -867,6 +885,16 @@ class Analyzer {
         u.faults = std::max(v_min[i + 1] - v_min[i], 0.0) + u.major_faults;
         u.storage_bytes = std::max(v_rb[i + 1] - v_rb[i] + v_wb[i + 1] - v_wb[i], 0.0);
         u.call_bytes = std::max(v_rc[i + 1] - v_rc[i] + v_wc[i + 1] - v_wc[i], 0.0);
+        {
+          size_t lo = i >= kShareWindow ? i - kShareWindow : 0, hi = std::min(i + 1 + kShareWindow, n - 1);
+          while (hi > i + 1 && g[hi] > covered_end) --hi;  // not past the last sample
+          double sys_w = std::max(v_sys[hi] - v_sys[lo], 0.0);
+          u.window_system = sys_w;
+          u.window_cpu = std::max(v_user[hi] - v_user[lo], 0.0) + sys_w;
+          u.window_faults = std::max(v_min[hi] - v_min[lo] + v_maj[hi] - v_maj[lo], 0.0);
+          u.window_run = std::max(v_run[hi] - v_run[lo], 0.0);
+          u.window_dt = Seconds(g[lo], g[hi]);
+        }
         if (p.kid_cats.empty()) {
           c = ClassifyInterval(u, host.Over(a, b, host_hint), Cats{}, 0.0, o_);
         } else {

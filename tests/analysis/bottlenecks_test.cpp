@@ -326,6 +326,38 @@ TEST(BottlenecksTest, PageFaultDominatedCpuIsMemoryBound) {
   ExpectConsistent(b);
 }
 
+// CPU times come in 10 ms ticks: a process on a CPU 30% of each 100 ms interval, all of it
+// in the kernel faulting pages, may see the 90 ms of system time of three intervals counted
+// in one of them and none in the two others. Its system share is read over neighbouring intervals, so all of its time
+// on a CPU is memory, not a third of it.
+TEST(BottlenecksTest, TheSystemShareIsReadAcrossClockTicks) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(3);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(3));
+  auto p = f.AddProcess(root, "toucher", 0, Sec(3), 10);
+  auto res = f.last_process_resource;
+  std::vector<Sample> run, sys, user, faults, zero;
+  for (int k = 0; k <= 30; ++k) {
+    double t = 0.1 * k;
+    run.push_back({Sec(t), 0.3 * t});
+    sys.push_back({Sec(t), 0.09 * (k / 3)});  // +0.09 every third sample
+    user.push_back({Sec(t), 0});
+    faults.push_back({Sec(t), 60000 * t});
+    zero.push_back({Sec(t), 0});
+  }
+  f.Counter(res, metric::kProcSchedRun, run);
+  f.Counter(res, metric::kProcSchedWait, zero);
+  f.Counter(res, metric::kProcStateDiskWait, zero);
+  f.Counter(res, metric::kProcCpuSystem, sys);
+  f.Counter(res, metric::kProcCpuUser, user);
+  f.Counter(res, metric::kProcMinorFaults, faults);
+  f.Counter(res, metric::kProcMajorFaults, zero);
+  Bottlenecks b = FindBottlenecks(f.Build());
+  EXPECT_NEAR(b.Find(p)->bound_s[kMemory], 0.9, 1e-6);
+  EXPECT_NEAR(b.Find(p)->bound_s[kCpu], 0, 1e-6);
+  ExpectConsistent(b);
+}
+
 TEST(BottlenecksTest, PagingUnderFullMemoryIsAMemoryBound) {
   RunFixture f;
   f.run.info.end_ns = Sec(4);
