@@ -334,6 +334,7 @@ struct IntervalUse {
   // the interval (CPU times come in 10 ms ticks; one interval's split is coarse).
   double window_cpu = 0, window_system = 0, window_faults = 0;
   double window_run = 0, window_dt = 0;  // the main thread on a CPU over the window, its length (s)
+  double window_net_wait = 0;            // the main thread asleep on a socket over the window (s)
   bool has_sched = false, has_disk_wait = false;
 };
 
@@ -384,7 +385,9 @@ Cats ClassifyInterval(const IntervalUse& u, const HostWindow& h, const Cats& kid
   //    more) justify up to bytes / io_bytes_per_kernel_s of it: disk (the write path,
   //    submitting and completing requests, fsync);
   //  - bytes through read()/write() beyond storage, no more than the host's network moved
-  //    in the interval (net_min_bytes_per_s or more), the same way: network (socket I/O);
+  //    in the interval (net_min_bytes_per_s or more), the same way: network (socket I/O),
+  //    when the main thread was seen asleep on a socket around the interval (state.net_wait:
+  //    reads of cached files or pipes while other programs use the network are no socket I/O);
   //  - page faults at fault_rate_per_cpu_s or more per CPU-second: the rest of it is memory
   //    (populating and reclaiming pages). Never more than the system time: faults are
   //    handled in the kernel.
@@ -403,7 +406,7 @@ Cats ClassifyInterval(const IntervalUse& u, const HostWindow& h, const Cats& kid
     kernel_disk = std::min(kernel, u.storage_bytes / o.io_bytes_per_kernel_s);
   }
   double socket_bytes = std::min(std::max(u.call_bytes - u.storage_bytes, 0.0), h.net_bytes_per_s * dt);
-  if (kernel > kernel_disk && socket_bytes / dt >= o.net_min_bytes_per_s) {
+  if (kernel > kernel_disk && socket_bytes / dt >= o.net_min_bytes_per_s && u.window_net_wait > 0) {
     kernel_net = std::min(kernel - kernel_disk, socket_bytes / o.io_bytes_per_kernel_s);
   }
   if (window_cpu > 0 && window_faults / window_cpu >= o.fault_rate_per_cpu_s) {
@@ -893,6 +896,7 @@ class Analyzer {
           u.window_cpu = std::max(v_user[hi] - v_user[lo], 0.0) + sys_w;
           u.window_faults = std::max(v_min[hi] - v_min[lo] + v_maj[hi] - v_maj[lo], 0.0);
           u.window_run = std::max(v_run[hi] - v_run[lo], 0.0);
+          u.window_net_wait = std::max(v_net[hi] - v_net[lo], 0.0);
           u.window_dt = Seconds(g[lo], g[hi]);
         }
         if (p.kid_cats.empty()) {

@@ -195,15 +195,20 @@ TEST(BottlenecksTest, SystemTimeMovingSocketBytesIsNetwork) {
   RunFixture f;
   f.run.info.end_ns = Sec(4);
   auto root = f.AddPhase(0, "run", "run", 0, Sec(4));
-  auto p = AddProc(f, root, 10, 0, 2, {.run = 1, .user = 0.2, .system = 0.8, .rc = 100e6});
+  // On a CPU 90% of the time, asleep on its socket the rest.
+  auto p = AddProc(f, root, 10, 0, 2, {.run = 0.9, .user = 0.18, .system = 0.72, .rc = 100e6, .net_wait = 0.1});
   auto q = AddProc(f, root, 11, 2, 4, {.run = 1, .user = 0.2, .system = 0.8, .rc = 100e6});
+  // The network moves, but the process never waits on a socket: reading cached files.
+  auto c = AddProc(f, root, 12, 0, 2, {.run = 1, .user = 0.2, .system = 0.8, .rc = 100e6});
   auto host = f.AddResource(0, ResourceKind::kHost, "node1");
   auto eth = f.AddResource(host, ResourceKind::kNet, "eth0");
   f.Counter(eth, metric::kNetRxBytes, {{Sec(0), 0}, {Sec(2), 200e6}, {Sec(4), 200e6}});
   f.Counter(eth, metric::kNetTxBytes, {{Sec(0), 0}, {Sec(4), 0}});
   Bottlenecks b = FindBottlenecks(f.Build());
-  EXPECT_NEAR(b.Find(p)->bound_s[kNet], 1.6, 1e-9);
-  EXPECT_NEAR(b.Find(p)->bound_s[kCpu], 0.4, 1e-9);
+  EXPECT_NEAR(b.Find(p)->bound_s[kNet], 0.2 + 1.8 * 0.8, 1e-9);
+  EXPECT_NEAR(b.Find(p)->bound_s[kCpu], 1.8 * 0.2, 1e-9);
+  EXPECT_NEAR(b.Find(c)->bound_s[kNet], 0, 1e-9);
+  EXPECT_NEAR(b.Find(c)->bound_s[kCpu], 2, 1e-9);
   EXPECT_NEAR(b.Find(q)->bound_s[kNet], 0, 1e-9);
   EXPECT_NEAR(b.Find(q)->bound_s[kCpu], 2, 1e-9);
   EXPECT_NEAR(b.Find(q)->cpu_system_s, 1.6, 1e-9);
