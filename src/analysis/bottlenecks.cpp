@@ -51,7 +51,8 @@ constexpr int kSat = kBoundResourceCount;
 constexpr int kWaitChild = 2 * kBoundResourceCount;
 constexpr int kWait = kWaitChild + 1;
 constexpr int kUnknown = kWait + 1;
-constexpr int kCats = kUnknown + 1;
+constexpr int kCpuSystem = kUnknown + 1;  // of the CPU-bound time, the kernel's (not I/O, not faults)
+constexpr int kCats = kCpuSystem + 1;
 using Cats = std::array<double, kCats>;
 
 void AddScaled(Cats& to, const Cats& from, double scale) {
@@ -74,6 +75,7 @@ void AddTo(PhaseBottlenecks& out, const Cats& c, double scale) {
   out.waiting_child_s += c[kWaitChild] * scale;
   out.waiting_s += c[kWait] * scale;
   out.unknown_s += c[kUnknown] * scale;
+  out.cpu_system_s += c[kCpuSystem] * scale;
 }
 
 // Finds i with t[i] <= x < t[i + 1] (clamped to [0, n - 2]) for mostly increasing x:
@@ -328,8 +330,16 @@ struct IntervalUse {
   double faults = 0, major_faults = 0;
   double storage_bytes = 0;    // read_bytes + write_bytes
   double call_bytes = 0;       // read_chars + write_chars
+  // CPU (user + system), its system part and page faults over a window of samples around
+  // the interval (CPU times come in 10 ms ticks; one interval's split is coarse).
+  double window_cpu = 0, window_system = 0, window_faults = 0;
+  double window_run = 0, window_dt = 0;  // the main thread on a CPU over the window, its length (s)
+  double window_net_wait = 0;            // the main thread asleep on a socket over the window (s)
   bool has_sched = false, has_disk_wait = false;
 };
+
+// Samples on each side of an interval over which its system share and fault rate are read.
+constexpr size_t kShareWindow = 2;
 
 // The heart of the analysis: splits one interval of one process into categories. `kids`
 // holds the seconds of the process's children over the interval by category (their
@@ -367,18 +377,49 @@ Cats ClassifyInterval(const IntervalUse& u, const HostWindow& h, const Cats& kid
   }
   double sleep = std::max(dt - run - wait - disk, 0.0);
 
-  // On a CPU: memory when page faults dominate (their system time), CPU otherwise.
+  // On a CPU: the process's CPU time is its user time and its system (kernel) time
+  // (cpu.user, cpu.system: all threads; their shares split the main thread's time on a CPU).
+  // User time is CPU work. System time is the kernel working for the process, and goes to
+  // the resource it worked for, as far as the interval's evidence justifies it:
+  //  - storage bytes moved (io.read_bytes + io.write_bytes, at disk_min_bytes_per_s or
+  //    more) justify up to bytes / io_bytes_per_kernel_s of it: disk (the write path,
+  //    submitting and completing requests, fsync);
+  //  - bytes through read()/write() beyond storage, no more than the host's network moved
+  //    in the interval (net_min_bytes_per_s or more), the same way: network (socket I/O),
+  //    when the main thread was seen asleep on a socket around the interval (state.net_wait:
+  //    reads of cached files or pipes while other programs use the network are no socket I/O);
+  //  - page faults at fault_rate_per_cpu_s or more per CPU-second: the rest of it is memory
+  //    (populating and reclaiming pages). Never more than the system time: faults are
+  //    handled in the kernel.
+  // The rest of the system time (other system calls) is CPU, counted in kCpuSystem too.
+  // CPU times come in clock ticks (10 ms): the system share and the fault rate are read over
+  // the interval and its neighbours (IntervalUse::window_*), and the interval's system time
+  // is that share of its CPU time (of its time on a CPU when no tick fell in it).
   double cpu_time = u.cpu > 0 ? u.cpu : run;
-  double memory_share = 0;
-  if (cpu_time > 0 && u.faults / cpu_time >= o.fault_rate_per_cpu_s) {
-    // The system share of the CPU time at least; under a hypervisor much of a page fault's
-    // cost shows as user time (nested paging), so the fault rate itself sets a floor: half
-    // the CPU time at the threshold, all of it from twice the threshold.
-    double by_rate = std::min(1.0, u.faults / cpu_time / (2 * o.fault_rate_per_cpu_s));
-    memory_share = u.cpu > 0 ? std::max(std::clamp(u.system / u.cpu, 0.0, 1.0), by_rate) : 1.0;
+  double window_cpu = u.window_cpu > 0 ? u.window_cpu : u.cpu;
+  double window_system = u.window_cpu > 0 ? u.window_system : u.system;
+  double window_faults = u.window_cpu > 0 ? u.window_faults : u.faults;
+  double system_share = window_cpu > 0 ? std::clamp(window_system / window_cpu, 0.0, 1.0) : 0.0;
+  double kernel = system_share * cpu_time;
+  double kernel_disk = 0, kernel_net = 0, kernel_memory = 0;
+  if (kernel > 0 && u.storage_bytes / dt >= o.disk_min_bytes_per_s) {
+    kernel_disk = std::min(kernel, u.storage_bytes / o.io_bytes_per_kernel_s);
   }
-  bound(BoundResource::kMemory, run * memory_share, memory_saturated);
-  bound(BoundResource::kCpu, run * (1 - memory_share), cpu_saturated);
+  double socket_bytes = std::min(std::max(u.call_bytes - u.storage_bytes, 0.0), h.net_bytes_per_s * dt);
+  if (kernel > kernel_disk && socket_bytes / dt >= o.net_min_bytes_per_s && u.window_net_wait > 0) {
+    kernel_net = std::min(kernel - kernel_disk, socket_bytes / o.io_bytes_per_kernel_s);
+  }
+  if (window_cpu > 0 && window_faults / window_cpu >= o.fault_rate_per_cpu_s) {
+    kernel_memory = kernel - kernel_disk - kernel_net;
+  }
+  double kernel_cpu = std::max(kernel - kernel_disk - kernel_net - kernel_memory, 0.0);
+  auto share = [&](double seconds) { return cpu_time > 0 ? seconds / cpu_time : 0.0; };
+  bound(BoundResource::kDisk, run * share(kernel_disk), h.disk_busy >= o.saturation);
+  bound(BoundResource::kNet, run * share(kernel_net), h.net_util >= o.saturation);
+  bound(BoundResource::kMemory, run * share(kernel_memory), memory_saturated);
+  double run_cpu = run * (1 - share(kernel_disk) - share(kernel_net) - share(kernel_memory));
+  bound(BoundResource::kCpu, std::max(run_cpu, 0.0), cpu_saturated);
+  out[kCpuSystem] += run * share(kernel_cpu);
   // Runnable but not running: the CPU is the limit (the machine's, or the process's quota).
   bound(BoundResource::kCpu, wait, cpu_saturated);
   // Disk wait: paging when major faults come with full memory; the disk otherwise.
@@ -398,7 +439,11 @@ Cats ClassifyInterval(const IntervalUse& u, const HostWindow& h, const Cats& kid
   }
 
   // Asleep while the process's other threads compute: bound by CPU.
+  // (Over the window too: a tick of another interval's CPU must not look like a thread.)
   double other_cores = std::max(u.cpu - run, 0.0) / dt;
+  if (u.has_sched && u.window_dt > 0) {
+    other_cores = std::min(other_cores, std::max(u.window_cpu - u.window_run, 0.0) / u.window_dt);
+  }
   if (other_cores >= o.other_threads_min_cores) {
     bound(BoundResource::kCpu, sleep, cpu_saturated);
     return out;
@@ -413,6 +458,7 @@ Cats ClassifyInterval(const IntervalUse& u, const HostWindow& h, const Cats& kid
       out[r] += kids[r] * scale;
       out[kSat + r] += kids[kSat + r] * scale;
     }
+    out[kCpuSystem] += kids[kCpuSystem] * scale;
     residual = (kids[kWaitChild] + kids[kWait] + kids[kUnknown]) * scale;
     rest = sleep - share;
   }
@@ -842,6 +888,17 @@ class Analyzer {
         u.faults = std::max(v_min[i + 1] - v_min[i], 0.0) + u.major_faults;
         u.storage_bytes = std::max(v_rb[i + 1] - v_rb[i] + v_wb[i + 1] - v_wb[i], 0.0);
         u.call_bytes = std::max(v_rc[i + 1] - v_rc[i] + v_wc[i + 1] - v_wc[i], 0.0);
+        {
+          size_t lo = i >= kShareWindow ? i - kShareWindow : 0, hi = std::min(i + 1 + kShareWindow, n - 1);
+          while (hi > i + 1 && g[hi] > covered_end) --hi;  // not past the last sample
+          double sys_w = std::max(v_sys[hi] - v_sys[lo], 0.0);
+          u.window_system = sys_w;
+          u.window_cpu = std::max(v_user[hi] - v_user[lo], 0.0) + sys_w;
+          u.window_faults = std::max(v_min[hi] - v_min[lo] + v_maj[hi] - v_maj[lo], 0.0);
+          u.window_run = std::max(v_run[hi] - v_run[lo], 0.0);
+          u.window_net_wait = std::max(v_net[hi] - v_net[lo], 0.0);
+          u.window_dt = Seconds(g[lo], g[hi]);
+        }
         if (p.kid_cats.empty()) {
           c = ClassifyInterval(u, host.Over(a, b, host_hint), Cats{}, 0.0, o_);
         } else {
@@ -933,6 +990,7 @@ class Analyzer {
       out.bound_s[r] = std::max(out.bound_s[r], 0.0);
       out.saturated_s[r] = std::clamp(out.saturated_s[r], 0.0, out.bound_s[r]);
     }
+    out.cpu_system_s = std::clamp(out.cpu_system_s, 0.0, out.bound_s[static_cast<int>(BoundResource::kCpu)]);
     out.waiting_child_s = std::max(out.waiting_child_s, 0.0);
     out.waiting_s = std::max(out.waiting_s, 0.0);
     out.unknown_s = std::max(out.unknown_s, 0.0);

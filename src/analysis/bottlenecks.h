@@ -37,6 +37,11 @@ struct PhaseBottlenecks {
   double waiting_child_s = 0;  // waiting on a child process that was itself not bound by anything measured
   double waiting_s = 0;        // sleeping / locks / idle: bound by nothing measured
   double unknown_s = 0;        // not covered by samples (or by any process)
+  // Of bound_s[cpu], the part the kernel spent on the process's behalf (system CPU time)
+  // on work other than storage or socket I/O and page faults, which go to disk, network and
+  // memory: system calls, scheduling, locks. The rest of bound_s[cpu] is user time or
+  // waiting for a CPU. Not a category of its own: it does not add to duration_s.
+  double cpu_system_s = 0;
 
   double bound(BoundResource r) const { return bound_s[static_cast<int>(r)]; }
   double saturated(BoundResource r) const { return saturated_s[static_cast<int>(r)]; }
@@ -65,8 +70,17 @@ struct BottleneckOptions {
   // the process is bound by CPU (worker or intra-op threads), not waiting.
   double other_threads_min_cores = 0.5;
   // Page faults (minor + major) per CPU-second at or above which the system part of the
-  // CPU time is counted as memory (the kernel populating or reclaiming pages).
+  // CPU time (what storage and socket I/O do not explain) is counted as memory: the kernel
+  // populating or reclaiming pages. User time is never memory.
   double fault_rate_per_cpu_s = 50000;
+  // Bytes of storage or socket I/O that justify one second of system CPU as work for the
+  // disk or the network (the write path, fsync, socket copies): a process's system time
+  // counts as disk up to its storage bytes / this, as network up to its socket bytes / this.
+  // 50 MB per CPU-second is 10-20x what this project's VM spends per byte of buffered
+  // writes with fsync (about 0.5-1 GB per system CPU-second), so the I/O that really
+  // happened explains the kernel time, and a process making other system calls while it
+  // writes a trickle of logs keeps them as CPU.
+  double io_bytes_per_kernel_s = 50e6;
   // The busiest GPU at or above this utilisation while a process sleeps: it waits on the GPU.
   double gpu_active = 0.5;
   // A sleeping process moving at least this many bytes per second through read()/write()

@@ -5,6 +5,9 @@
 #include <map>
 #include <unordered_map>
 
+#include "analysis/series_math.h"
+#include "model/metric_names.h"
+
 namespace grademl::analysis {
 namespace {
 
@@ -40,6 +43,76 @@ std::vector<std::string_view> Words(std::string_view text) {
   return words;
 }
 
+// A program that runs another one given on its command line: `timeout 60 CMD`, `nice -n 5
+// CMD`. Its options that take a separate argument, and how many plain arguments come
+// before the command (timeout's duration, taskset's mask, chrt's priority).
+struct WrapperSpec {
+  std::string_view name;
+  std::vector<std::string_view> options_with_argument;
+  int positionals = 0;
+};
+
+const std::vector<WrapperSpec>& Wrappers() {
+  static const std::vector<WrapperSpec> wrappers = {
+      {"time", {"-f", "--format", "-o", "--output"}, 0},
+      {"timeout", {"-s", "--signal", "-k", "--kill-after"}, 1},
+      {"nice", {"-n", "--adjustment"}, 0},
+      {"env", {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}, 0},
+      {"stdbuf", {"-i", "-o", "-e", "--input", "--output", "--error"}, 0},
+      {"taskset", {}, 1},
+      {"ionice", {"-c", "--class", "-n", "--classdata"}, 0},
+      {"nohup", {}, 0},
+      {"chrt", {"-T", "--sched-runtime", "-P", "--sched-period", "-D", "--sched-deadline"}, 1},
+      {"setsid", {}, 0},
+      {"numactl", {"-N", "-m", "-C", "-p", "-i", "-P", "--cpunodebind", "--membind", "--physcpubind",
+                   "--interleave", "--preferred"}, 0},
+  };
+  return wrappers;
+}
+
+const WrapperSpec* FindWrapper(std::string_view program) {
+  for (const WrapperSpec& w : Wrappers()) {
+    if (w.name == program) return &w;
+  }
+  return nullptr;
+}
+
+// Shells running a command string: `sh -c '...'`.
+bool IsShellWithCommand(const std::vector<std::string_view>& words) {
+  if (words.empty()) return false;
+  std::string_view prog = Basename(words[0]);
+  if (prog != "sh" && prog != "bash" && prog != "dash" && prog != "zsh" && prog != "ksh") return false;
+  return std::find(words.begin() + 1, words.end(), "-c") != words.end();
+}
+
+// The index of the wrapped command's first word when words[i] is a known wrapper (with its
+// options and arguments skipped); i itself when it is not; words.size() when the wrapper
+// names no command.
+size_t SkipWrapper(const std::vector<std::string_view>& words, size_t i) {
+  const WrapperSpec* w = i < words.size() ? FindWrapper(Basename(words[i])) : nullptr;
+  if (w == nullptr) return i;
+  int positionals = w->positionals;
+  size_t j = i + 1;
+  while (j < words.size()) {
+    std::string_view word = words[j];
+    if (word == "--") return j + 1;
+    if (word.size() > 1 && word.starts_with('-')) {
+      bool takes = word.find('=') == std::string_view::npos &&
+                   std::find(w->options_with_argument.begin(), w->options_with_argument.end(), word) !=
+                       w->options_with_argument.end();
+      j += takes ? 2 : 1;
+    } else if (w->name == "env" && word.find('=') != std::string_view::npos) {
+      ++j;
+    } else if (positionals > 0) {
+      --positionals;
+      ++j;
+    } else {
+      return j;
+    }
+  }
+  return words.size();
+}
+
 // A category whose time moved by less than this did not change (the bottleneck analysis's
 // rounding moves categories by nanoseconds).
 constexpr double kMinCategoryChangeS = 0.001;
@@ -66,19 +139,78 @@ class KeyTrie {
   std::map<std::pair<int, std::string>, int> index_;
 };
 
-// The key node of every phase, in run.phases order; 0 for a root. See run_diff.h for the
-// elements and the chains.
-std::vector<int> PhaseKeyNodes(const model::Run& run, KeyTrie& trie) {
+// A wrapper fork-and-waits for the one program it runs: `time`, `timeout` and shells
+// (`sh -c`) do; the other known wrappers exec, so a process of theirs with a child and CPU
+// time of its own is the program they ran, read before the exec.
+bool ForksToWrap(std::string_view program) { return program == "time" || program == "timeout"; }
+
+// "Almost no" CPU time or storage I/O of its own, for a process with one child to be a
+// wrapper whatever its name: at most 0.1 s plus 2% of its duration, and 1 MiB.
+constexpr double kWrapperMaxCpuS = 0.1;
+constexpr double kWrapperMaxCpuFraction = 0.02;
+constexpr double kWrapperMaxIoBytes = 1 << 20;
+
+// Whether a process phase is a wrapper around its only child process (see run_diff.h).
+bool IsWrapperProcess(const model::Run& run, const model::Phase& p, TimeNs run_end) {
+  namespace metric = model::metric;
+  std::vector<std::string_view> words = Words(p.name);
+  if (words.empty()) return false;
+  std::string_view prog = Basename(words[0]);
+  if (prog.size() > 2 && prog.front() == '[' && prog.back() == ']') prog = prog.substr(1, prog.size() - 2);
+  if (ForksToWrap(prog) || IsShellWithCommand(words)) return true;
+  const model::Resource* r = run.ProcessResourceOf(p.id);
+  const model::Series* user = r == nullptr ? nullptr : run.FindSeries(r->id, metric::kProcCpuUser);
+  if (user == nullptr) return false;  // no data: only a wrapper by name
+  double cpu = LastValue(SamplesOf(user)) + LastValue(SamplesOf(run.FindSeries(r->id, metric::kProcCpuSystem))) +
+               LastValue(SamplesOf(run.FindSeries(r->id, metric::kProcCpuUnseenChildren)));
+  double io = LastValue(SamplesOf(run.FindSeries(r->id, metric::kProcReadBytes))) +
+              LastValue(SamplesOf(run.FindSeries(r->id, metric::kProcWriteBytes)));
+  double duration = NsToSeconds((p.ended() ? p.end_ns : run_end) - p.start_ns);
+  return cpu <= kWrapperMaxCpuS + kWrapperMaxCpuFraction * std::max(duration, 0.0) && io <= kWrapperMaxIoBytes;
+}
+
+// The key nodes of a run's phases, and what the diff needs to know about them.
+struct KeyNodes {
+  std::vector<int> keys;       // per phase, in run.phases order; 0 for a root
+  std::vector<char> wrapper;   // a process wrapping its only child (left out of its descendants' keys)
+  std::vector<char> top_level;  // a child of the root, or below it through wrappers only
+  std::vector<int> unwrapped;  // a wrapper's innermost wrapped program's key; the key for the others
+};
+
+// The key node of every phase; 0 for a root. See run_diff.h for the elements and the chains.
+KeyNodes PhaseKeyNodes(const model::Run& run, KeyTrie& trie) {
   const size_t n = run.phases.size();
   std::unordered_map<model::PhaseId, size_t> index;
   index.reserve(n);
   for (size_t i = 0; i < n; ++i) index[run.phases[i].id] = i;
-  // Per phase: the node of the chain of every element (the key of a process) and of the
-  // chain without processes (the key of any other phase).
-  std::vector<int> full(n, 0), typed(n, 0), keys(n, 0);
-  std::vector<char> state(n, 0);  // 0: not yet, 1: on the stack, 2: done
   const model::Phase* run_root = run.Root();
-  std::vector<size_t> stack;
+  const TimeNs run_end = run.EffectiveEnd();
+  // Wrappers: process phases whose only child phase is a process.
+  KeyNodes out;
+  out.wrapper.assign(n, 0);
+  out.top_level.assign(n, 0);
+  std::vector<int> children(n, 0);
+  std::vector<size_t> only_child(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    auto it = run.phases[i].parent == 0 ? index.end() : index.find(run.phases[i].parent);
+    if (it == index.end() || it->second == i) continue;
+    ++children[it->second];
+    only_child[it->second] = i;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const model::Phase& p = run.phases[i];
+    if (children[i] == 1 && p.leaf_type() == model::kPhaseTypeProcess &&
+        run.phases[only_child[i]].leaf_type() == model::kPhaseTypeProcess) {
+      out.wrapper[i] = IsWrapperProcess(run, p, run_end);
+    }
+  }
+  // Per phase: the node of the chain of every element but wrappers (the key of a process,
+  // and what its descendants' process keys continue from), the same with the wrapper's own
+  // element (a wrapper's key), and the chain without processes (the key of any other phase).
+  std::vector<int> through(n, 0), typed(n, 0), keys(n, 0);
+  std::vector<char> state(n, 0);  // 0: not yet, 1: on the stack, 2: done
+  std::vector<size_t> stack, order;
+  order.reserve(n);
   for (size_t start = 0; start < n; ++start) {
     if (state[start] == 2) continue;
     // Climb to the first computed (or missing) ancestor, then compute down.
@@ -97,12 +229,18 @@ std::vector<int> PhaseKeyNodes(const model::Run& run, KeyTrie& trie) {
       const model::Phase& p = run.phases[i];
       auto it = p.parent == 0 ? index.end() : index.find(p.parent);
       state[i] = 2;
-      if (it == index.end() || state[it->second] != 2 || it->second == i) continue;  // a root: the run itself
+      order.push_back(i);
+      if (it == index.end() || state[it->second] != 2 || it->second == i) {  // a root: the run itself
+        out.wrapper[i] = 0;
+        continue;
+      }
       size_t parent = it->second;
       const bool process = p.leaf_type() == model::kPhaseTypeProcess;
       const bool step = !process && p.leaf_type() == "step" && run_root != nullptr && p.parent == run_root->id;
       std::string element;
-      if (process) {
+      if (process && out.wrapper[i] && (ForksToWrap(Basename(Words(p.name)[0])) || IsShellWithCommand(Words(p.name)))) {
+        element = std::string(Basename(Words(p.name)[0]));  // `timeout`, `sh`: not the program they run
+      } else if (process) {
         element = ProgramLabel(p.name);
       } else if (step) {
         element = p.name;
@@ -110,12 +248,20 @@ std::vector<int> PhaseKeyNodes(const model::Run& run, KeyTrie& trie) {
         element = std::string(p.leaf_type());
         if (element.empty()) element = p.name;
       }
-      full[i] = trie.Child(full[parent], element);
+      int full = trie.Child(through[parent], element);
+      through[i] = process && out.wrapper[i] ? through[parent] : full;
       typed[i] = process ? typed[parent] : trie.Child(typed[parent], element);
-      keys[i] = process ? full[i] : typed[i];
+      keys[i] = process ? full : typed[i];
+      out.top_level[i] = (run_root != nullptr && p.parent == run_root->id) ||
+                         (out.wrapper[parent] && out.top_level[parent]);
     }
   }
-  return keys;
+  out.unwrapped = keys;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (out.wrapper[*it]) out.unwrapped[*it] = out.unwrapped[only_child[*it]];
+  }
+  out.keys = std::move(keys);
+  return out;
 }
 
 std::string JoinKey(const std::vector<std::string>& path) {
@@ -128,6 +274,7 @@ struct Accumulator {
   DiffSide side;
   DiffKind kind = DiffKind::kPhase;
   bool top_level = false;
+  bool wrapper = false;
   bool seen = false;
   TimeNs first_start = 0;
 };
@@ -173,7 +320,7 @@ void AddPhase(const model::Run& run, const RunAnalysis& analysis, size_t i, Time
 }
 
 // Aggregates every phase of a run by key node, and the root apart.
-void Aggregate(const model::Run& run, const RunAnalysis& analysis, const std::vector<int>& nodes,
+void Aggregate(const model::Run& run, const RunAnalysis& analysis, const KeyNodes& key_nodes,
                std::map<int, Accumulator>& keys, Accumulator& root) {
   const TimeNs run_start = analysis.summary.start_ns != 0 ? analysis.summary.start_ns : run.info.start_ns;
   std::unordered_map<model::PhaseId, bool> critical;
@@ -181,6 +328,7 @@ void Aggregate(const model::Run& run, const RunAnalysis& analysis, const std::ve
   std::unordered_map<model::PhaseId, double> slack;
   for (const StepSlack& s : analysis.critical_path.slack) slack[s.id] = s.slack_s;
   const model::Phase* run_root = run.Root();
+  const std::vector<int>& nodes = key_nodes.keys;
   for (size_t i = 0; i < run.phases.size(); ++i) {
     const model::Phase& p = run.phases[i];
     Accumulator* acc = nullptr;
@@ -191,12 +339,13 @@ void Aggregate(const model::Run& run, const RunAnalysis& analysis, const std::ve
       acc = &keys[nodes[i]];
       if (!acc->seen) {
         acc->seen = true;
-        acc->top_level = run_root != nullptr && p.parent == run_root->id;
+        acc->top_level = key_nodes.top_level[i];
         acc->kind = p.leaf_type() == model::kPhaseTypeProcess ? DiffKind::kProcess
                     : acc->top_level && p.leaf_type() == "step" ? DiffKind::kStep
                                                                  : DiffKind::kPhase;
       }
     }
+    if (key_nodes.wrapper[i]) acc->wrapper = true;
     AddPhase(run, analysis, i, run_start, acc->side, acc->first_start);
     if (critical.count(p.id)) acc->side.critical = true;
     if (auto it = slack.find(p.id); it != slack.end()) {
@@ -235,15 +384,16 @@ void Compare(PhaseDiff& d, double min_change_s) {
 }
 
 // The top-level keys on a critical path, in path order, repeats folded.
-std::vector<std::string> CriticalKeys(const model::Run& run, const RunAnalysis& analysis, const std::vector<int>& nodes,
+std::vector<std::string> CriticalKeys(const model::Run& run, const RunAnalysis& analysis, const KeyNodes& key_nodes,
                                       const KeyTrie& trie) {
   std::unordered_map<model::PhaseId, size_t> index;
   for (size_t i = 0; i < run.phases.size(); ++i) index[run.phases[i].id] = i;
   std::vector<std::string> out;
   for (model::PhaseId id : analysis.critical_path.path.TopLevel()) {
     auto it = index.find(id);
-    if (it == index.end() || nodes[it->second] == 0) continue;
-    std::string key = JoinKey(trie.Path(nodes[it->second]));
+    // A wrapper stands for the program it ran, so that adding `timeout` changes no path.
+    if (it == index.end() || key_nodes.keys[it->second] == 0) continue;
+    std::string key = JoinKey(trie.Path(key_nodes.unwrapped[it->second]));
     if (out.empty() || out.back() != key) out.push_back(std::move(key));
   }
   return out;
@@ -273,11 +423,10 @@ std::string_view DiffKindName(DiffKind kind) {
 std::string ProgramLabel(std::string_view command) {
   std::vector<std::string_view> words = Words(command);
   size_t i = 0;
-  // `env [-i] [NAME=VALUE]... PROGRAM`: the program.
-  if (!words.empty() && Basename(words[0]) == "env") {
-    ++i;
-    while (i < words.size() && (words[i].find('=') != std::string_view::npos || words[i].starts_with('-'))) ++i;
-    if (i == words.size()) return "env";
+  // `env A=1 nice -n 5 PROGRAM ...`: the program (a wrapper that exec'd it, read before it did).
+  for (size_t next = SkipWrapper(words, i); next != i; next = SkipWrapper(words, i)) {
+    if (next >= words.size()) return std::string(Basename(words[i]));
+    i = next;
   }
   if (i >= words.size()) return command.empty() ? "?" : std::string(command);
   // "[sh]": the process's short name, read when its command line could not be (it had
@@ -305,7 +454,7 @@ std::string ProgramLabel(std::string_view command) {
 
 std::vector<std::vector<std::string>> PhaseKeyPaths(const model::Run& run) {
   KeyTrie trie;
-  std::vector<int> nodes = PhaseKeyNodes(run, trie);
+  std::vector<int> nodes = PhaseKeyNodes(run, trie).keys;
   std::vector<std::vector<std::string>> paths;
   paths.reserve(nodes.size());
   for (int node : nodes) paths.push_back(trie.Path(node));
@@ -326,7 +475,7 @@ RunDiff DiffRuns(const model::Run& a, const RunAnalysis& analysis_a, const model
                                      options.min_change_floor_s);
 
   KeyTrie trie;
-  const std::vector<int> nodes_a = PhaseKeyNodes(a, trie), nodes_b = PhaseKeyNodes(b, trie);
+  const KeyNodes nodes_a = PhaseKeyNodes(a, trie), nodes_b = PhaseKeyNodes(b, trie);
   std::map<int, Accumulator> keys_a, keys_b;
   Accumulator root_a, root_b;
   Aggregate(a, analysis_a, nodes_a, keys_a, root_a);
@@ -342,6 +491,7 @@ RunDiff DiffRuns(const model::Run& a, const RunAnalysis& analysis_a, const model
     PhaseDiff& d = merged[node];
     d.kind = acc.kind;
     d.top_level = acc.top_level;
+    d.wrapper = acc.wrapper;
     d.a = acc.side;
   }
   for (auto& [node, acc] : keys_b) {
@@ -351,12 +501,19 @@ RunDiff DiffRuns(const model::Run& a, const RunAnalysis& analysis_a, const model
       d.kind = acc.kind;
       d.top_level = acc.top_level;
     }
+    d.top_level = d.top_level || acc.top_level;
+    d.wrapper = d.wrapper || acc.wrapper;
     d.b = acc.side;
   }
   for (auto& [node, d] : merged) {
     d.path = trie.Path(node);
     d.key = JoinKey(d.path);
     Compare(d, diff.min_change_s);
+    // A wrapper added or removed (`timeout 60 CMD` for `CMD`) took its program's time, which
+    // is compared under the program's own key: it is listed, not counted as a change.
+    if (d.wrapper && (d.status == PhaseDiff::Status::kAdded || d.status == PhaseDiff::Status::kRemoved)) {
+      d.significant = false;
+    }
     if (!d.significant) {
       ++diff.unchanged;
     } else if (d.status == PhaseDiff::Status::kAdded) {
@@ -375,7 +532,7 @@ RunDiff DiffRuns(const model::Run& a, const RunAnalysis& analysis_a, const model
   });
 
   for (size_t i = 0; i < diff.phases.size(); ++i) {
-    if (diff.phases[i].top_level) diff.top_level.push_back(i);
+    if (diff.phases[i].top_level && !diff.phases[i].wrapper) diff.top_level.push_back(i);
   }
   std::stable_sort(diff.top_level.begin(), diff.top_level.end(), [&](size_t x, size_t y) {
     const PhaseDiff& p = diff.phases[x];

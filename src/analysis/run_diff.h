@@ -12,6 +12,15 @@
 //     short name, `[sh]`, because it exited before its command line was read, is `sh`);
 //   - any other phase is its type (the last element of its type path): `epoch`, `forward`.
 //
+// Wrappers are left out of their descendants' keys, so that adding or removing one between
+// runs changes no other key. A wrapper is a process whose only child phase is a process,
+// and that is `time`, `timeout` or a shell given `-c`, or has almost no CPU time or storage
+// I/O of its own (0.1 s plus 2% of its duration, 1 MiB). It keeps a key of its own
+// (`timeout`, `sh`), but one added or removed is not a significant change. Wrappers that
+// exec the program (`env`, `nice`, `nohup`, `stdbuf`, `taskset`, `ionice`, `chrt`,
+// `setsid`, `numactl`, and `time`/`timeout` too) are skipped in the command line of the
+// process they became: `nice -n 5 python3 x.py` is `python3 x.py`.
+//
 // A process's key is the chain of its ancestors' elements and its own:
 // `train/sh/python3 train.py`. Any other phase's key leaves the processes out:
 // `train/epoch/iteration`, the same whether the epochs came from the step's output (log
@@ -72,7 +81,8 @@ struct PhaseDiff {
   std::string key;                // elements joined by '/': "train/epoch"
   std::vector<std::string> path;  // the elements: {"train", "epoch"} (raw, not sanitized)
   DiffKind kind = DiffKind::kPhase;
-  bool top_level = false;         // a child of the root: a step, or a single command's process
+  bool top_level = false;         // a child of the root (or below it through wrappers only): a step, or a single command's process
+  bool wrapper = false;           // a process wrapping one other (`timeout`, `time`, `sh -c`): see above
   DiffSide a, b;
   Status status = Status::kUnchanged;
   bool significant = false;       // |delta_s| is at least the noise floor (RunDiff::min_change_s)
@@ -106,7 +116,8 @@ struct RunDiff {
   // Every key of either run: the significant ones first, then the rest, each group by
   // |delta_s| descending (path ascending on ties).
   std::vector<PhaseDiff> phases;
-  // Indexes into phases of the top-level keys, in order of their first start in run A, then
+  // Indexes into phases of the top-level keys (wrappers left out: their programs stand for
+  // them), in order of their first start in run A, then
   // those only in run B in order of their first start there.
   std::vector<size_t> top_level;
   // The keys of the top-level phases on each run's critical path, in path order, repeats
@@ -117,7 +128,8 @@ struct RunDiff {
 };
 
 // The element of a process's key: "python3 train.py", "sh", "python3 -m pkg.mod", from the
-// phase's name (a command line). Exposed for tests.
+// phase's name (a command line), known wrappers skipped ("timeout 60 python3 x.py" is
+// "python3 x.py"). Exposed for tests.
 std::string ProgramLabel(std::string_view command);
 
 // The key path of every phase of an indexed run, in run.phases order; the root's is empty.

@@ -443,8 +443,9 @@ RunSummary SummarizeRun(const Run& run) {
     const model::Resource* proc = run.ProcessResourceOf(phase.id);
     if (proc == nullptr) continue;
     ps.process_count = 1;
-    ps.self_cpu_seconds = LastValue(SamplesOf(run.FindSeries(proc->id, metric::kProcCpuUser))) +
-                          LastValue(SamplesOf(run.FindSeries(proc->id, metric::kProcCpuSystem))) +
+    ps.self_user_cpu_seconds = LastValue(SamplesOf(run.FindSeries(proc->id, metric::kProcCpuUser)));
+    ps.self_system_cpu_seconds = LastValue(SamplesOf(run.FindSeries(proc->id, metric::kProcCpuSystem)));
+    ps.self_cpu_seconds = ps.self_user_cpu_seconds + ps.self_system_cpu_seconds +
                           LastValue(SamplesOf(run.FindSeries(proc->id, metric::kProcCpuUnseenChildren)));
     ps.self_read_bytes = LastValue(SamplesOf(run.FindSeries(proc->id, metric::kProcReadBytes)));
     ps.self_write_bytes = LastValue(SamplesOf(run.FindSeries(proc->id, metric::kProcWriteBytes)));
@@ -460,6 +461,8 @@ RunSummary SummarizeRun(const Run& run) {
   for (size_t i = 0; i < n; ++i) {
     PhaseSummary& ps = summary.phases[i];
     ps.cpu_seconds = ps.self_cpu_seconds;
+    ps.user_cpu_seconds = ps.self_user_cpu_seconds;
+    ps.system_cpu_seconds = ps.self_system_cpu_seconds;
     ps.read_bytes = ps.self_read_bytes;
     ps.write_bytes = ps.self_write_bytes;
   }
@@ -468,6 +471,8 @@ RunSummary SummarizeRun(const Run& run) {
     for (size_t c : forest.children[*it]) {
       const PhaseSummary& cs = summary.phases[c];
       ps.cpu_seconds += cs.cpu_seconds;
+      ps.user_cpu_seconds += cs.user_cpu_seconds;
+      ps.system_cpu_seconds += cs.system_cpu_seconds;
       ps.read_bytes += cs.read_bytes;
       ps.write_bytes += cs.write_bytes;
       ps.process_count += cs.process_count;

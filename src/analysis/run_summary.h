@@ -26,6 +26,12 @@ struct PhaseSummary {
   double self_cpu_seconds = 0;   // user + system + unseen children of the own process
   double cpu_seconds = 0;        // inclusive
   double avg_cores = 0;          // cpu_seconds / duration_s
+  // cpu_seconds split into user and system (kernel) time, own and inclusive. CPU of unseen
+  // children (cpu.unseen_children) has no such split: it is in neither.
+  double self_user_cpu_seconds = 0;
+  double self_system_cpu_seconds = 0;
+  double user_cpu_seconds = 0;
+  double system_cpu_seconds = 0;
   double self_read_bytes = 0;    // io.read_bytes of the own process
   double self_write_bytes = 0;   // io.write_bytes of the own process
   double read_bytes = 0;         // inclusive

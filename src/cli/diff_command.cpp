@@ -35,7 +35,9 @@ Action RegisterDiffCommand(CLI::App& app, CommonOptions& common) {
   sub->footer(
       "Phases are matched by their place in the tree: a workflow step by its name, a process by its\n"
       "program (python3 train.py), any other phase by its type (epoch, iteration), so train/epoch of\n"
-      "one run meets train/epoch of the other however many epochs each had.\n"
+      "one run meets train/epoch of the other however many epochs each had. Wrappers (time, timeout,\n"
+      "sh -c, env, nice, ... or a process with one child and almost no work of its own) are left out\n"
+      "of the keys, so python3 x.py meets timeout 60 python3 x.py.\n"
       "Examples: grademl diff -2 -1   (the latest run against the one before)\n"
       "          grademl diff 3 5 --json");
   return [opts, &common]() -> int {

@@ -420,6 +420,7 @@ json RenderDiffJson(const model::Run& a, const model::Run& b, const RunDiff& dif
               {"path", path},
               {"kind", analysis::DiffKindName(d.kind)},
               {"top_level", d.top_level},
+              {"wrapper", d.wrapper},
               {"status", StatusName(d.status)},
               {"significant", d.significant},
               {"rank", d.significant ? json(++rank) : json(nullptr)},

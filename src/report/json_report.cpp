@@ -33,6 +33,10 @@ json PhaseJson(const model::Phase& phase, const analysis::PhaseSummary& ps) {
       {"duration_s", ps.duration_s},
       {"cpu_seconds", ps.cpu_seconds},
       {"self_cpu_seconds", ps.self_cpu_seconds},
+      {"user_cpu_seconds", ps.user_cpu_seconds},
+      {"system_cpu_seconds", ps.system_cpu_seconds},
+      {"self_user_cpu_seconds", ps.self_user_cpu_seconds},
+      {"self_system_cpu_seconds", ps.self_system_cpu_seconds},
       {"avg_cores", ps.avg_cores},
       {"peak_rss_bytes", Bytes(ps.peak_rss_bytes)},
       {"self_peak_rss_bytes", Bytes(ps.self_peak_rss_bytes)},
@@ -124,10 +128,12 @@ static void AnalysisJson(const analysis::RunAnalysis& a, json& out) {
   for (const analysis::PhaseBottlenecks& b : a.bottlenecks.phases) {
     for (int r = 0; r < analysis::kBoundResourceCount; ++r) {
       if (b.bound_s[r] <= 0) continue;
-      bottlenecks.push_back({{"phase", b.phase},
-                             {"resource", analysis::BoundResourceName(static_cast<analysis::BoundResource>(r))},
-                             {"seconds", b.bound_s[r]},
-                             {"saturated_seconds", b.saturated_s[r]}});
+      json entry = {{"phase", b.phase},
+                    {"resource", analysis::BoundResourceName(static_cast<analysis::BoundResource>(r))},
+                    {"seconds", b.bound_s[r]},
+                    {"saturated_seconds", b.saturated_s[r]}};
+      if (r == static_cast<int>(analysis::BoundResource::kCpu)) entry["system_seconds"] = b.cpu_system_s;
+      bottlenecks.push_back(std::move(entry));
     }
     double waiting = b.total_waiting_s();
     if (waiting > 0) {

@@ -544,7 +544,8 @@ std::vector<const model::Phase*> LimitRows(const model::Run& run, double run_s) 
   return rows;
 }
 
-// "cpu 92% (machine full 40%), waiting 5%": the resources and waits of at least 5%.
+// "cpu 92% (sys 30%, machine full 40%), waiting 5%": the resources and waits of at least
+// 5%; "sys" is the CPU-bound time the kernel spent on system calls (not I/O, not faults).
 std::string LimitText(const analysis::PhaseBottlenecks& b) {
   if (b.duration_s <= 0) return "-";
   std::vector<std::pair<double, std::string>> parts;
@@ -553,9 +554,14 @@ std::string LimitText(const analysis::PhaseBottlenecks& b) {
     if (share < 0.05) continue;
     std::string text = fmt::format("{} {}", analysis::BoundResourceName(static_cast<analysis::BoundResource>(r)),
                                    FormatPercent(share));
-    if (b.saturated_s[r] >= 0.05 * b.duration_s) {
-      text += fmt::format(" (machine full {})", FormatPercent(b.saturated_s[r] / b.duration_s));
+    std::vector<std::string> notes;
+    if (r == static_cast<int>(analysis::BoundResource::kCpu) && b.cpu_system_s >= 0.05 * b.duration_s) {
+      notes.push_back(fmt::format("sys {}", FormatPercent(b.cpu_system_s / b.duration_s)));
     }
+    if (b.saturated_s[r] >= 0.05 * b.duration_s) {
+      notes.push_back(fmt::format("machine full {}", FormatPercent(b.saturated_s[r] / b.duration_s)));
+    }
+    if (!notes.empty()) text += " (" + Join(notes, ", ") + ")";
     parts.emplace_back(share, std::move(text));
   }
   double waiting = b.total_waiting_s() / b.duration_s;

@@ -126,6 +126,26 @@ TEST(ProgramLabelTest, NamesTheProgramAndAnInterpretersScript) {
   EXPECT_EQ(ProgramLabel(""), "?");
 }
 
+// Wrappers that exec the program, read before they did: the program they run.
+TEST(ProgramLabelTest, SkipsKnownWrappersAndTheirArguments) {
+  EXPECT_EQ(ProgramLabel("timeout 60 /usr/bin/python3 x.py"), "python3 x.py");
+  EXPECT_EQ(ProgramLabel("timeout -s KILL -k 5 1.5m python3 x.py --a 1"), "python3 x.py");
+  EXPECT_EQ(ProgramLabel("nice -n 5 python3 x.py"), "python3 x.py");
+  EXPECT_EQ(ProgramLabel("nice -5 gzip -9 f"), "gzip");
+  EXPECT_EQ(ProgramLabel("env -u HOME A=1 nice nohup python3 x.py"), "python3 x.py");
+  EXPECT_EQ(ProgramLabel("stdbuf -oL -e 0 python3 x.py"), "python3 x.py");
+  EXPECT_EQ(ProgramLabel("taskset -c 0-1 python3 x.py"), "python3 x.py");
+  EXPECT_EQ(ProgramLabel("taskset 0x3 python3 x.py"), "python3 x.py");
+  EXPECT_EQ(ProgramLabel("ionice -c 2 -n 7 python3 x.py"), "python3 x.py");
+  EXPECT_EQ(ProgramLabel("/usr/bin/time -v -o t.txt python3 x.py"), "python3 x.py");
+  EXPECT_EQ(ProgramLabel("chrt -f 10 python3 x.py"), "python3 x.py");
+  EXPECT_EQ(ProgramLabel("numactl --cpunodebind=0 --membind 0 python3 x.py"), "python3 x.py");
+  EXPECT_EQ(ProgramLabel("setsid -w -- python3 x.py"), "python3 x.py");
+  EXPECT_EQ(ProgramLabel("timeout 60"), "timeout");  // no command: the wrapper itself
+  EXPECT_EQ(ProgramLabel("env"), "env");
+  EXPECT_EQ(ProgramLabel("timely python3 x.py"), "timely");  // not a wrapper
+}
+
 std::string Joined(const std::vector<std::string>& path) {
   std::string out;
   for (const auto& e : path) out += (out.empty() ? "" : "/") + e;
@@ -149,11 +169,12 @@ TEST(PhaseKeyPathsTest, StepNamesProgramsAndTypesWithoutProcessesBelowTheStep) {
   EXPECT_TRUE(paths[w.root - 1].empty());
   EXPECT_EQ(Joined(paths[train - 1]), "train");
   EXPECT_EQ(Joined(paths[sh - 1]), "train/sh");
-  EXPECT_EQ(Joined(paths[py - 1]), "train/sh/python3 train.py");
+  // `sh -c` with one child is a wrapper: left out of the keys below it.
+  EXPECT_EQ(Joined(paths[py - 1]), "train/python3 train.py");
   EXPECT_EQ(Joined(paths[epoch - 1]), "train/epoch");
   EXPECT_EQ(Joined(paths[logged - 1]), "train/epoch");  // the same key, from the step's output
   EXPECT_EQ(Joined(paths[it - 1]), "train/epoch/iteration");
-  EXPECT_EQ(Joined(paths[worker - 1]), "train/sh/python3 train.py/epoch/python3 train.py");
+  EXPECT_EQ(Joined(paths[worker - 1]), "train/python3 train.py/epoch/python3 train.py");
   EXPECT_EQ(Joined(paths[prep_epoch - 1]), "prepare/epoch");  // not merged with train's epochs
 }
 
@@ -292,6 +313,78 @@ TEST(RunDiffTest, TopLevelOrderAndCriticalPath) {
   EXPECT_NEAR(*train->a.slack_s, 0, 1e-9);
   EXPECT_EQ(train->a.first_id, 4);  // wf, prepare, its process, then train
   EXPECT_NEAR(train->b.first_start_s, 2.05, 1e-9);
+}
+
+// `grademl run -- python3 x.py` against `grademl run -- timeout 60 python3 x.py` (a process
+// of its own that waits for python) and `/usr/bin/time -v sh -c 'python3 x.py; true'`.
+model::Run SingleCommand(int64_t id, const std::vector<std::string>& wrappers, double end = 3,
+                         const std::string& program = "/usr/bin/python3 x.py") {
+  RunFixture f;
+  f.run.info.id = id;
+  f.run.info.end_ns = Sec(end);
+  model::PhaseId parent = f.AddPhase(0, "run", "run", 0, Sec(end));
+  int32_t pid = 100;
+  for (const std::string& w : wrappers) {
+    parent = AddProc(f, parent, w, pid++, {{.start = 0, .end = end, .run = 0}});
+  }
+  AddProc(f, parent, program, pid, {{.start = 0, .end = end, .run = 1}});
+  return f.Build();
+}
+
+RunDiff DiffOf(const model::Run& a, const model::Run& b) {
+  RunAnalysis aa = AnalyzeRun(a);
+  RunAnalysis ab = AnalyzeRun(b);
+  return DiffRuns(a, aa, b, ab);
+}
+
+TEST(RunDiffTest, MatchesProcessesThroughAddedOrRemovedWrappers) {
+  model::Run plain = SingleCommand(1, {});
+  for (const auto& wrappers : std::vector<std::vector<std::string>>{
+           {"timeout 60 /usr/bin/python3 x.py"},
+           {"/usr/bin/time -v sh -c /usr/bin/python3 x.py; true", "sh -c /usr/bin/python3 x.py; true"},
+           {"python3 launch.py"}}) {  // one child, almost no CPU of its own: a wrapper whatever its name
+    model::Run wrapped = SingleCommand(2, wrappers, 3.5);
+    for (bool forward : {true, false}) {
+      RunDiff d = forward ? DiffOf(plain, wrapped) : DiffOf(wrapped, plain);
+      const PhaseDiff* py = Find(d, "python3 x.py");
+      ASSERT_NE(py, nullptr) << wrappers[0];
+      EXPECT_EQ(py->status, PhaseDiff::Status::kChanged) << wrappers[0];
+      EXPECT_EQ(py->a.count, 1);
+      EXPECT_EQ(py->b.count, 1);
+      EXPECT_NEAR(py->delta_s, forward ? 0.5 : -0.5, 1e-6);
+      EXPECT_TRUE(py->top_level) << wrappers[0];
+      EXPECT_EQ(d.added + d.removed, 0) << wrappers[0];
+      for (const PhaseDiff& p : d.phases) {
+        if (p.key == "python3 x.py") continue;
+        EXPECT_TRUE(p.wrapper) << p.key;  // timeout, time, sh, python3 launch.py: listed, not significant
+        EXPECT_FALSE(p.significant) << p.key;
+        EXPECT_EQ(p.status, forward ? PhaseDiff::Status::kAdded : PhaseDiff::Status::kRemoved) << p.key;
+      }
+      // The critical path goes through the same program.
+      EXPECT_EQ(d.critical_path_a, (std::vector<std::string>{"python3 x.py"})) << wrappers[0];
+      EXPECT_EQ(d.critical_path_b, (std::vector<std::string>{"python3 x.py"})) << wrappers[0];
+    }
+  }
+}
+
+TEST(RunDiffTest, AProcessWithWorkOfItsOwnOrSeveralChildrenIsNoWrapper) {
+  // A launcher that computes (1 core for 3 s) before waiting on its one child is a program.
+  RunFixture f;
+  f.run.info.id = 3;
+  f.run.info.end_ns = Sec(3);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(3));
+  auto launcher = AddProc(f, root, "python3 launch.py", 100, {{.start = 0, .end = 3, .run = 1}});
+  auto py = AddProc(f, launcher, "python3 x.py", 101, {{.start = 0, .end = 3, .run = 1}});
+  // A shell running two commands is not a wrapper either.
+  auto sh = AddProc(f, root, "sh -c a; b", 102, {{.start = 0, .end = 3}});
+  auto a = AddProc(f, sh, "a", 103, {{.start = 0, .end = 1}});
+  auto b = AddProc(f, sh, "b", 104, {{.start = 1, .end = 3}});
+  const model::Run& run = f.Build();
+  auto paths = PhaseKeyPaths(run);
+  EXPECT_EQ(Joined(paths[py - 1]), "python3 launch.py/python3 x.py");
+  EXPECT_EQ(Joined(paths[a - 1]), "sh/a");
+  EXPECT_EQ(Joined(paths[b - 1]), "sh/b");
+  (void)root;
 }
 
 TEST(RunDiffTest, ARunAgainstItselfHasNoChanges) {
