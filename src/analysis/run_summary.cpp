@@ -320,6 +320,7 @@ HostSummary SummarizeHost(const Run& run, const model::Resource& host,
                           const std::unordered_map<model::ResourceId, std::vector<size_t>>& children) {
   HostSummary out;
   out.name = host.name.empty() ? host.host : host.name;
+  out.resource = host.id;
   std::vector<const model::Resource*> cores;
   // Breadth-first over the host's resource subtree; processes are not host resources.
   std::vector<const model::Resource*> queue{&host};
@@ -482,6 +483,16 @@ RunSummary SummarizeRun(const Run& run) {
   for (const model::Resource& r : run.resources) {
     if (r.kind == model::ResourceKind::kHost) summary.hosts.push_back(SummarizeHost(run, r, children));
   }
+  // Load from outside the run, and whether it makes the run noisy.
+  std::vector<OutsideLoad> outside = MeasureOutsideLoad(run);
+  for (HostSummary& h : summary.hosts) {
+    for (const OutsideLoad& o : outside) {
+      if (o.host_resource == h.resource) h.other_processes = o;
+    }
+  }
+  NoiseVerdict noise = JudgeNoise(outside);
+  summary.noisy = noise.noisy;
+  summary.noisy_reason = noise.reason;
   return summary;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/outside_load.h"
 #include "core/time.h"
 #include "model/run.h"
 
@@ -93,11 +94,14 @@ struct GpuSummary {
 // One host's resources; a section is absent (nullopt / empty) when nothing was recorded.
 struct HostSummary {
   std::string name;
+  model::ResourceId resource = 0;  // the host resource
   std::optional<CpuSummary> cpu;
   std::optional<MemorySummary> memory;
   std::vector<DiskSummary> disks;
   std::vector<NetSummary> nets;
   std::vector<GpuSummary> gpus;
+  // What processes outside the run used meanwhile (absent in runs recorded before it was measured).
+  std::optional<OutsideLoad> other_processes;
 };
 
 // Everything a report shows about a run, besides the model itself.
@@ -107,6 +111,9 @@ struct RunSummary {
   double duration_s = 0;
   std::vector<PhaseSummary> phases;  // same order as Run::phases
   std::vector<HostSummary> hosts;    // in the order of the host resources
+  // Load from outside the run was significant (analysis/outside_load.h: JudgeNoise).
+  bool noisy = false;
+  std::string noisy_reason;          // empty when not noisy
 
   // The summary of a phase, or nullptr.
   const PhaseSummary* FindPhase(model::PhaseId id) const;

@@ -311,7 +311,7 @@ json Chart(std::string title, std::string unit, json series, double max = model:
 // Host plots: CPU (busy and iowait cores), memory used, disk and network throughput, GPUs.
 json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
   struct HostData {
-    std::vector<double> busy, iowait, mem, disk_read, disk_write, net_rx, net_tx;
+    std::vector<double> busy, iowait, mem, disk_read, disk_write, net_rx, net_tx, other_cpu;
     double cores = 0, mem_capacity = model::kNoCapacity;
     std::vector<std::pair<std::string, std::vector<double>>> gpu_util, gpu_mem;
   };
@@ -352,6 +352,9 @@ json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
         if (name == model::metric::kNetRxBytes) AddInto(host_of(r->host).net_rx, OnGrid(s, grid));
         if (name == model::metric::kNetTxBytes) AddInto(host_of(r->host).net_tx, OnGrid(s, grid));
         break;
+      case model::ResourceKind::kHost:
+        if (name == model::metric::kOtherCpu) host_of(r->host).other_cpu = OnGrid(s, grid);
+        break;
       case model::ResourceKind::kGpu:
         if (name == model::metric::kGpuUtilization) host_of(r->host).gpu_util.emplace_back(r->name, OnGrid(s, grid));
         if (name == model::metric::kGpuMemoryUsed) host_of(r->host).gpu_mem.emplace_back(r->name, OnGrid(s, grid));
@@ -385,6 +388,11 @@ json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
       if (!h.net_rx.empty()) series.push_back({{"label", "received"}, {"values", Values(h.net_rx)}});
       if (!h.net_tx.empty()) series.push_back({{"label", "sent"}, {"values", Values(h.net_tx)}});
       charts.push_back(Chart("Network", "bytes/s", std::move(series)));
+    }
+    if (AnyPositive(h.other_cpu)) {
+      charts.push_back(Chart("CPU of processes outside the run", "cores",
+                             json::array({{{"label", "outside the run"}, {"values", Values(h.other_cpu)}}}),
+                             h.cores > 0 ? h.cores : model::kNoCapacity));
     }
     if (!h.gpu_util.empty()) {
       json series = json::array();
@@ -602,6 +610,22 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
   run_json["duration_s"] = Round(analysis.summary.duration_s, 6);
   run_json["command_line"] = Text(JoinCommand(run.info.command));
   run_json["phase_count"] = run.phases.size();
+  // Load from outside the run: the noisy flag, and per host the processes that used most CPU.
+  run_json["noisy"] = analysis.summary.noisy;
+  run_json["noisy_reason"] = analysis.summary.noisy ? json(Text(analysis.summary.noisy_reason)) : json(nullptr);
+  json other = json::array();
+  for (const analysis::HostSummary& h : analysis.summary.hosts) {
+    if (!h.other_processes) continue;
+    json top = json::array();
+    for (const analysis::OutsideProcess& p : h.other_processes->top) {
+      top.push_back({{"pid", p.pid}, {"command", Text(p.command)}, {"cpu_seconds", Round(p.cpu_seconds)}});
+    }
+    other.push_back({{"host", Text(h.name)},
+                     {"cpu_seconds", Round(h.other_processes->cpu_seconds)},
+                     {"avg_cores", Round(h.other_processes->avg_cores, 3)},
+                     {"top", std::move(top)}});
+  }
+  run_json["other_processes"] = std::move(other);
 
   // Timeline.
   TimelineLayout layout = LayoutTimeline(run, analysis.summary, std::max<size_t>(options.max_timeline_phases, 1));

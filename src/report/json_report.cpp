@@ -91,6 +91,21 @@ json HostJson(const analysis::HostSummary& host) {
                     {"power_limit_w", NumberOrNull(g.power_limit_w)}});
   }
   out["gpus"] = gpus;
+  out["other_processes"] = nullptr;
+  if (host.other_processes) {
+    const analysis::OutsideLoad& o = *host.other_processes;
+    json top = json::array();
+    for (const analysis::OutsideProcess& p : o.top) {
+      top.push_back({{"pid", p.pid},
+                     {"command", Text(p.command)},
+                     {"cpu_seconds", p.cpu_seconds},
+                     {"peak_rss_bytes", Bytes(p.peak_rss_bytes)}});
+    }
+    out["other_processes"] = {{"cpu_seconds", o.cpu_seconds},
+                              {"avg_cores", o.avg_cores},
+                              {"peak_rss_bytes", Bytes(o.peak_rss_bytes)},
+                              {"top", std::move(top)}};
+  }
   return out;
 }
 
@@ -178,6 +193,8 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
   const analysis::RunSummary& summary = analysis.summary;
   json run_json = RunInfoJson(run.info);
   run_json["duration_s"] = summary.duration_s;
+  run_json["noisy"] = summary.noisy;
+  run_json["noisy_reason"] = summary.noisy ? Text(summary.noisy_reason) : json(nullptr);
 
   json phases = json::array();
   for (size_t i = 0; i < run.phases.size(); ++i) {

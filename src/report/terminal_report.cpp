@@ -118,6 +118,7 @@ void RenderHeader(const model::Run& run, const RunSummary& summary, const Styler
     overhead += fmt::format("sampling every {}", FormatDuration(info.interval_ns));
   }
   if (!overhead.empty()) lines.Add("overhead", overhead);
+  if (summary.noisy) lines.Add("noisy", style(kYellow, "yes: " + Sanitize(summary.noisy_reason)));
   lines.Render(out, style);
 }
 
@@ -473,6 +474,15 @@ void RenderHost(const analysis::HostSummary& host, const Styler& style, std::str
       parts.push_back(text);
     }
     lines.Add("GPU " + Sanitize(gpu.name), Join(parts, ", "));
+  }
+  // Load from processes outside the run, with the ones that used the most CPU.
+  if (const auto& other = host.other_processes) {
+    std::string text = fmt::format("{:.2f} CPU-s ({:.2f} cores on average), peak RSS {}", other->cpu_seconds,
+                                   other->avg_cores, FormatBytes(other->peak_rss_bytes));
+    lines.Add("other processes", text);
+    for (size_t i = 0; i < other->top.size() && i < 3; ++i) {
+      lines.Add(i == 0 ? "most CPU" : "", Sanitize(analysis::DescribeOutsideProcess(other->top[i])));
+    }
   }
   if (lines.empty()) return;
   out += '\n' + style(kBold, title) + '\n';
