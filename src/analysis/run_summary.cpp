@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "analysis/host_devices.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 
@@ -321,6 +322,8 @@ HostSummary SummarizeHost(const Run& run, const model::Resource& host,
   HostSummary out;
   out.name = host.name.empty() ? host.host : host.name;
   out.resource = host.id;
+  // Which disks and interfaces count: one rule for every analysis and report.
+  HostDevices devices = DevicesOfHost(run, host.host.empty() ? host.name : host.host);
   std::vector<const model::Resource*> cores;
   // Breadth-first over the host's resource subtree; processes are not host resources.
   std::vector<const model::Resource*> queue{&host};
@@ -355,6 +358,7 @@ HostSummary SummarizeHost(const Run& run, const model::Resource& host,
         SampleSpan busy = SamplesOf(SeriesOf(run, r, metric::kDiskBusy));
         if (read.empty() && write.empty() && busy.empty()) break;
         DiskSummary disk{.name = r.name, .read_bytes = CounterIncrease(read), .write_bytes = CounterIncrease(write)};
+        disk.counted = devices.Counts(r);
         DurationNs span = SampledSpan(busy);
         if (span > 0) disk.avg_busy = std::clamp(CounterIncrease(busy) / NsToSeconds(span), 0.0, 1.0);
         out.disks.push_back(disk);
@@ -367,6 +371,7 @@ HostSummary SummarizeHost(const Run& run, const model::Resource& host,
         NetSummary net{.name = r.name,
                        .rx_bytes = CounterIncrease(SamplesOf(rx)),
                        .tx_bytes = CounterIncrease(SamplesOf(tx))};
+        net.counted = devices.Counts(r);
         if (rx != nullptr && rx->info.has_capacity()) net.capacity_bytes_per_s = rx->info.capacity;
         else if (tx != nullptr && tx->info.has_capacity()) net.capacity_bytes_per_s = tx->info.capacity;
         out.nets.push_back(net);

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "analysis/host_devices.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 #include "report/json_report.h"
@@ -321,9 +322,18 @@ json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
     if (!hosts.count(h)) host_order.push_back(h);
     return hosts[h];
   };
+  // Which disks and interfaces count (no dm-* over recorded disks, no partitions, no
+  // loopback): the same rule as every analysis.
+  std::unordered_set<model::ResourceId> counted;
+  for (const analysis::HostDevices& d : analysis::ListHostDevices(run)) {
+    for (const model::Resource* r : d.disks) counted.insert(r->id);
+    for (const model::Resource* r : d.nets) counted.insert(r->id);
+  }
   for (const model::Series& s : run.series) {
     const model::Resource* r = run.FindResource(s.info.resource);
     if (r == nullptr || r->kind == model::ResourceKind::kProcess) continue;
+    bool device = r->kind == model::ResourceKind::kDisk || r->kind == model::ResourceKind::kNet;
+    if (device && counted.count(r->id) == 0) continue;
     const std::string& name = s.info.name;
     switch (r->kind) {
       case model::ResourceKind::kCore: {
@@ -348,7 +358,6 @@ json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
         if (name == model::metric::kDiskWriteBytes) AddInto(host_of(r->host).disk_write, OnGrid(s, grid));
         break;
       case model::ResourceKind::kNet:
-        if (r->name == "lo") break;  // loopback traffic never leaves the host
         if (name == model::metric::kNetRxBytes) AddInto(host_of(r->host).net_rx, OnGrid(s, grid));
         if (name == model::metric::kNetTxBytes) AddInto(host_of(r->host).net_tx, OnGrid(s, grid));
         break;

@@ -69,7 +69,8 @@ json HostJson(const analysis::HostSummary& host) {
     disks.push_back({{"name", Text(d.name)},
                      {"read_bytes", Bytes(d.read_bytes)},
                      {"write_bytes", Bytes(d.write_bytes)},
-                     {"avg_busy", d.avg_busy}});
+                     {"avg_busy", d.avg_busy},
+                     {"counted", d.counted}});
   }
   out["disks"] = disks;
   json nets = json::array();
@@ -77,7 +78,8 @@ json HostJson(const analysis::HostSummary& host) {
     nets.push_back({{"name", Text(n.name)},
                     {"rx_bytes", Bytes(n.rx_bytes)},
                     {"tx_bytes", Bytes(n.tx_bytes)},
-                    {"capacity_bytes_per_s", NumberOrNull(n.capacity_bytes_per_s)}});
+                    {"capacity_bytes_per_s", NumberOrNull(n.capacity_bytes_per_s)},
+                    {"counted", n.counted}});
   }
   out["nets"] = nets;
   json gpus = json::array();

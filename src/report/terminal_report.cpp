@@ -437,10 +437,11 @@ void RenderHost(const analysis::HostSummary& host, const Styler& style, std::str
     text += ", average " + FormatBytes(mem->avg_used_bytes);
     lines.Add("memory", text);
   }
-  // Idle devices are left out (the JSON report has them all).
+  // Idle devices, and those that repeat others' traffic (dm-* over recorded disks,
+  // partitions, loopback: analysis/host_devices.h), are left out (the JSON report has them all).
   bool any_disk_io = false;
   for (const auto& disk : host.disks) {
-    if (disk.read_bytes <= 0 && disk.write_bytes <= 0 && disk.avg_busy <= 0) continue;
+    if (!disk.counted || (disk.read_bytes <= 0 && disk.write_bytes <= 0 && disk.avg_busy <= 0)) continue;
     any_disk_io = true;
     lines.Add("disk " + Sanitize(disk.name),
               fmt::format("read {}, wrote {}, busy {} of the time", FormatBytes(disk.read_bytes),
@@ -449,7 +450,7 @@ void RenderHost(const analysis::HostSummary& host, const Styler& style, std::str
   if (!host.disks.empty() && !any_disk_io) lines.Add("disks", "no I/O");
   bool any_traffic = false;
   for (const auto& net : host.nets) {
-    if (net.rx_bytes <= 0 && net.tx_bytes <= 0) continue;
+    if (!net.counted || (net.rx_bytes <= 0 && net.tx_bytes <= 0)) continue;
     any_traffic = true;
     lines.Add("net " + Sanitize(net.name),
               fmt::format("received {}, sent {}", FormatBytes(net.rx_bytes), FormatBytes(net.tx_bytes)));
