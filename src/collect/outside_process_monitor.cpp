@@ -64,6 +64,7 @@ OutsideProcessMonitor::OutsideProcessMonitor(model::RunBuilder* builder, model::
       page_size_(static_cast<double>(sysconf(_SC_PAGESIZE))) {
   if (options_.self_pid == 0) options_.self_pid = getpid();
   if (options_.idle_every < 1) options_.idle_every = 1;
+  if (options_.list_every < 1) options_.list_every = 1;
   proc_fd_ = open(options_.proc_root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (proc_fd_ >= 0) {
     int dup_fd = fcntl(proc_fd_, F_DUPFD_CLOEXEC, 0);
@@ -246,12 +247,27 @@ void OutsideProcessMonitor::Claim(Entry& parent, TimeNs now) {
   parent.carried = parent.pool;
 }
 
-void OutsideProcessMonitor::Sample(TimeNs now) {
-  if (proc_dir_ == nullptr || finished_) return;
-  double cpu0 = ThreadCpuNs();
-  ++pass_;
-  ++stats_.passes;
-  // 1. List /proc: which processes exist now.
+bool OutsideProcessMonitor::PidsAllocated() {
+  // The last field of /proc/loadavg is the most recently allocated pid (threads included).
+  if (!loadavg_.is_open()) {
+    if (auto f = ProcFile::Open(options_.proc_root + "/loadavg"); f.ok()) loadavg_ = std::move(*f);
+  }
+  if (!loadavg_.is_open()) return true;
+  auto text = loadavg_.Read();
+  if (!text.ok()) return true;
+  std::string_view t = *text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.remove_suffix(1);
+  uint64_t last_pid = 0;
+  if (!ParseU64(t.substr(t.rfind(' ') + 1), &last_pid)) return true;
+  bool changed = last_pid != last_pid_;
+  last_pid_ = last_pid;
+  return changed;
+}
+
+void OutsideProcessMonitor::List(TimeNs now) {
+  ++stats_.listings;
+  listed_pass_ = pass_;
+  // Which processes exist now.
   std::vector<pid_t> fresh;
   DIR* dir = static_cast<DIR*>(proc_dir_);
   rewinddir(dir);
@@ -270,7 +286,7 @@ void OutsideProcessMonitor::Sample(TimeNs now) {
     }
   }
   stats_.listed = listed;
-  // 2. Gone since the last pass: their tails are in their parents' counters.
+  // Gone since the last listing: their totals are in their parents' counters.
   std::vector<std::shared_ptr<Entry>> gone;
   for (auto it = entries_.begin(); it != entries_.end();) {
     if (it->second->listed_pass != pass_) {
@@ -281,8 +297,8 @@ void OutsideProcessMonitor::Sample(TimeNs now) {
     }
   }
   Vanish(std::move(gone));
-  // 3. New processes: read at once; theirs or ours by ancestry (parents may come later in
-  // the listing, so resolve until nothing changes).
+  // New processes: read at once; theirs or ours by ancestry (parents may come later in the
+  // listing, so resolve until nothing changes).
   std::vector<std::shared_ptr<Entry>> added;
   for (pid_t pid : fresh) {
     if (pid == options_.self_pid) {
@@ -306,17 +322,27 @@ void OutsideProcessMonitor::Sample(TimeNs now) {
       if (!e->ours && IsOurs(e->ppid)) e->ours = changed = true;
     }
   }
-  // 4. Read the others: active ones every pass, idle ones now and then, parents of vanished
-  // children now.
+}
+
+bool OutsideProcessMonitor::ReadDue(TimeNs now) {
+  bool relist = false;
   std::vector<pid_t> reused;
   for (auto& [pid, e] : entries_) {
     if (e->ours || e->read_pass == pass_) continue;
     bool due = e->idle_reads < kIdleAfterReads || (pass_ + pid) % options_.idle_every == 0 || pending_.count(pid);
-    // A failed read of a process that is gone: the next listing says so.
-    if (due && !ReadStat(*e, now) && e->reused) reused.push_back(pid);
+    if (!due) continue;
+    if (!ReadStat(*e, now)) {
+      if (e->reused) {
+        reused.push_back(pid);
+      } else {
+        relist = true;  // gone: a listing says so
+      }
+    } else if (e->pool > 0 && pending_.count(pid) == 0) {
+      relist = true;  // it reaped children nobody claimed yet: find out which vanished
+    }
   }
   for (pid_t pid : reused) {
-    // Exited between two listings, and its pid went to a new process.
+    // Exited since it was last read, and its pid went to a new process.
     auto it = entries_.find(pid);
     std::vector<std::shared_ptr<Entry>> old{std::move(it->second)};
     entries_.erase(it);
@@ -328,7 +354,30 @@ void OutsideProcessMonitor::Sample(TimeNs now) {
     e->ours = IsOurs(e->ppid);
     entries_[pid] = std::move(e);
   }
-  // 5. Reaped children's CPU, and the totals.
+  return relist;
+}
+
+void OutsideProcessMonitor::Sample(TimeNs now) {
+  if (proc_dir_ == nullptr || finished_) return;
+  double cpu0 = ThreadCpuNs();
+  ++pass_;
+  ++stats_.passes;
+  // 1. List /proc when a pid was allocated since (a new process), and now and then anyway.
+  bool listed = false;
+  bool new_pids = PidsAllocated();
+  if (pass_ == 1 || pass_ - listed_pass_ >= options_.list_every || new_pids) {
+    List(now);
+    listed = true;
+  }
+  // 2. Read the others: active ones every pass, idle ones now and then, parents of vanished
+  // children now. A process that vanished, or a parent that reaped a child, calls for a
+  // listing in this very pass, so that a vanished child is matched with its parent's
+  // reaped-children counters before those are taken for unseen children's.
+  if (ReadDue(now) && !listed) {
+    List(now);
+    ReadDue(now);
+  }
+  // 3. Reaped children's CPU, and the totals.
   for (auto& [pid, e] : entries_) {
     if (!e->ours && e->read_pass == pass_) Claim(*e, now);
   }

@@ -1,8 +1,9 @@
 // OutsideProcessMonitor: measures the load that processes NOT in the run put on the host
 // while it is recorded, so that a run slowed by another program says so (and names it).
 //
-// Each pass lists /proc (one getdents walk) and reads /proc/PID/stat of the processes outside
-// the run: grademl itself and every descendant of it (the run's processes, orphans re-parented
+// A pass lists /proc (one getdents walk) when a pid was allocated since the last pass (read
+// from /proc/loadavg), when a process it reads vanished or reaped a child, and at least every
+// `list_every` passes; it reads /proc/PID/stat of the processes outside the run: grademl itself and every descendant of it (the run's processes, orphans re-parented
 // to grademl) are left out; grademl's own CPU is RunInfo::monitor_cpu_seconds. A process that
 // used no CPU for kIdleAfterReads reads in a row is read only every `idle_every` passes
 // (counters are cumulative, so nothing is lost but its RSS's freshness).
@@ -29,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "collect/proc_file.h"
 #include "core/time.h"
 #include "model/run_builder.h"
 
@@ -40,7 +42,10 @@ class OutsideProcessMonitor {
     std::string proc_root = "/proc";
     pid_t self_pid = 0;   // grademl: it and its descendants are not outside (0: getpid())
     size_t top = 5;       // outside_process resources declared by Finish()
-    int idle_every = 10;  // an idle process is read every this many passes
+    int idle_every = 50;  // an idle process is read every this many passes (5 s at 10 Hz)
+    // /proc is listed when a pid was allocated since the last pass, when a process vanished
+    // or reaped a child, and at least every this many passes.
+    int list_every = 10;
     // Processes that used less CPU than this are never declared as top offenders.
     double min_top_cpu_seconds = 0.01;
   };
@@ -60,6 +65,7 @@ class OutsideProcessMonitor {
   struct Stats {
     int64_t passes = 0;
     int64_t stat_reads = 0;      // /proc/PID/stat reads in all
+    int64_t listings = 0;        // walks of /proc
     int64_t followed = 0;        // outside processes alive at the last pass
     int64_t listed = 0;          // /proc entries at the last pass
     DurationNs cpu_ns = 0;       // the sampling thread's CPU time inside Sample()
@@ -90,6 +96,9 @@ class OutsideProcessMonitor {
   struct Entry;
   struct Pending;
 
+  bool PidsAllocated();
+  void List(TimeNs now);
+  bool ReadDue(TimeNs now);  // true when a listing is called for
   bool ReadStat(Entry& e, TimeNs now);
   void ReadCommand(Entry& e);
   void Vanish(std::vector<std::shared_ptr<Entry>> gone);
@@ -108,6 +117,9 @@ class OutsideProcessMonitor {
   std::string buffer_;
 
   int64_t pass_ = 0;
+  int64_t listed_pass_ = 0;
+  ProcFile loadavg_;
+  uint64_t last_pid_ = 0;
   bool finished_ = false;
   std::unordered_map<pid_t, std::shared_ptr<Entry>> entries_;   // listed at the last pass
   std::vector<std::shared_ptr<Entry>> dead_;                    // outside, exited, used CPU
