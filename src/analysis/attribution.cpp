@@ -994,10 +994,8 @@ class Attributor {
   }
 
   Source HostDiskBytesSource(const HostDomain& h, std::string_view name) const {
-    std::vector<SampleSpan> parts;
-    for (const model::Resource* d : CountedDisks(h)) parts.push_back(SamplesOf(run_.FindSeries(d->id, name)));
     Source s;
-    s.samples = SumCounters(parts);
+    s.samples = SumOfCounters(run_, CountedDisks(h), name);  // host_devices.h
     return s;
   }
 
