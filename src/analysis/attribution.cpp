@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "analysis/nnls.h"
+#include "analysis/host_devices.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 
@@ -668,6 +669,7 @@ void SweepRows(std::span<const Event> ev, std::span<const TimeNs> bounds, const 
 struct HostDomain {
   std::string name;
   std::vector<const model::Resource*> cores, disks, nets, gpus;
+  HostDevices devices;  // which of its disks and interfaces count (host_devices.h)
   const model::Resource* memory = nullptr;
   size_t core_count = 0;  // cores with series
   double memory_capacity = kNaN;
@@ -910,6 +912,7 @@ class Attributor {
       }
     }
     for (HostDomain& h : hosts_) {
+      h.devices = DevicesOfHost(run_, h.name);
       for (const model::Resource* c : h.cores) {
         if (!SamplesOf(run_.FindSeries(c->id, metric::kCoreUser)).empty() ||
             !SamplesOf(run_.FindSeries(c->id, metric::kCoreSystem)).empty()) {
@@ -980,21 +983,19 @@ class Attributor {
     return s;
   }
 
-  // The disks whose bytes count: device-mapper and md devices repeat the traffic of the disks
-  // beneath them, so they count only on a host that has nothing else.
+  // The disks whose bytes count (host_devices.h: no dm-*/md* over recorded disks, no
+  // partitions of recorded disks, no loop/RAM devices).
   std::vector<const model::Resource*> CountedDisks(const HostDomain& h) const {
-    std::vector<const model::Resource*> real;
+    std::vector<const model::Resource*> counted;
     for (const model::Resource* d : h.disks) {
-      if (!d->name.starts_with("dm-") && !d->name.starts_with("md")) real.push_back(d);
+      if (h.devices.Counts(*d)) counted.push_back(d);
     }
-    return real.empty() ? h.disks : real;
+    return counted;
   }
 
   Source HostDiskBytesSource(const HostDomain& h, std::string_view name) const {
-    std::vector<SampleSpan> parts;
-    for (const model::Resource* d : CountedDisks(h)) parts.push_back(SamplesOf(run_.FindSeries(d->id, name)));
     Source s;
-    s.samples = SumCounters(parts);
+    s.samples = SumOfCounters(run_, CountedDisks(h), name);  // host_devices.h
     return s;
   }
 
@@ -1487,6 +1488,7 @@ class Attributor {
     };
     for (const model::Resource* d : CountedDisks(host)) add(kMDiskBusy, d, metric::kDiskBusy, false);
     for (const model::Resource* n : host.nets) {
+      if (!host.devices.Counts(*n)) continue;  // loopback never leaves the host (host_devices.h)
       add(kMNetRx, n, metric::kNetRxBytes, false);
       add(kMNetTx, n, metric::kNetTxBytes, false);
     }

@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "analysis/host_devices.h"
 #include "model/metric_names.h"
 
 namespace grademl::analysis {
@@ -178,8 +179,10 @@ class HostTimeline {
     };
     std::vector<Link> links;
     const model::Series *mem_used = nullptr, *mem_avail = nullptr;
+    const HostDevices devices = DevicesOfHost(run, host);  // which disks count
     for (const model::Resource& r : run.resources) {
       if (r.host != host) continue;
+      if (r.kind == ResourceKind::kDisk && !devices.Counts(r)) continue;
       auto add = [&](std::vector<const model::Series*>& to, std::string_view name) {
         if (const model::Series* s = run.FindSeries(r.id, name)) {
           to.push_back(s);
@@ -197,8 +200,9 @@ class HostTimeline {
         case ResourceKind::kDisk: add(disks, metric::kDiskBusy); break;
         case ResourceKind::kGpu: add(gpus, metric::kGpuUtilization); break;
         case ResourceKind::kNet: {
-          // Loopback counts too: a socket to a local service (a database, a data server) is
-          // waited on like a remote one. It has no speed, so it never saturates.
+          // Loopback counts too, as evidence of socket traffic only (host_devices.h): a socket
+          // to a local service is waited on like a remote one. It has no speed, so it never
+          // saturates.
           const model::Series* rx = run.FindSeries(r.id, metric::kNetRxBytes);
           const model::Series* tx = run.FindSeries(r.id, metric::kNetTxBytes);
           if (rx) all.push_back(rx);

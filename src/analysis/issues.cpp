@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/outside_load.h"
 #include "analysis/schedule_graph.h"
 #include "analysis/whatif.h"
 
@@ -220,9 +221,15 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
       double saving = estimate.Saving({change});
       std::string saturated;
       if (b->saturated_s[r] >= 0.05 * bound) {
-        saturated = fmt::format(" (the machine's {} {} full for {} of that)", MachinePart(res),
+        saturated = fmt::format("the machine's {} {} full for {} of that", MachinePart(res),
                                 res == BoundResource::kCpu ? "were" : "was", Percent(b->saturated_s[r] / bound));
       }
+      // Contention for the CPU from outside the run: name who held it.
+      if (res == BoundResource::kCpu) {
+        std::string outside = OutsideContentionClause(run, p->host, p->start_ns, p->end_ns != 0 ? p->end_ns : run_end);
+        if (!outside.empty()) saturated += (saturated.empty() ? "" : "; ") + outside;
+      }
+      if (!saturated.empty()) saturated = " (" + saturated + ")";
       add(p->id, std::string(BoundResourceName(res)), {change}, saving,
           fmt::format("{} is {} {} of its time{}{}; making {} {:g}x faster would save {}.", Label(*p),
                       BoundAdjective(res), Percent(bound / d), saturated, where, WorkNoun(res), options.speedup,

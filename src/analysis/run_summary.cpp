@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "analysis/host_devices.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 
@@ -320,6 +321,9 @@ HostSummary SummarizeHost(const Run& run, const model::Resource& host,
                           const std::unordered_map<model::ResourceId, std::vector<size_t>>& children) {
   HostSummary out;
   out.name = host.name.empty() ? host.host : host.name;
+  out.resource = host.id;
+  // Which disks and interfaces count: one rule for every analysis and report.
+  HostDevices devices = DevicesOfHost(run, host.host.empty() ? host.name : host.host);
   std::vector<const model::Resource*> cores;
   // Breadth-first over the host's resource subtree; processes are not host resources.
   std::vector<const model::Resource*> queue{&host};
@@ -354,6 +358,7 @@ HostSummary SummarizeHost(const Run& run, const model::Resource& host,
         SampleSpan busy = SamplesOf(SeriesOf(run, r, metric::kDiskBusy));
         if (read.empty() && write.empty() && busy.empty()) break;
         DiskSummary disk{.name = r.name, .read_bytes = CounterIncrease(read), .write_bytes = CounterIncrease(write)};
+        disk.counted = devices.Counts(r);
         DurationNs span = SampledSpan(busy);
         if (span > 0) disk.avg_busy = std::clamp(CounterIncrease(busy) / NsToSeconds(span), 0.0, 1.0);
         out.disks.push_back(disk);
@@ -366,6 +371,7 @@ HostSummary SummarizeHost(const Run& run, const model::Resource& host,
         NetSummary net{.name = r.name,
                        .rx_bytes = CounterIncrease(SamplesOf(rx)),
                        .tx_bytes = CounterIncrease(SamplesOf(tx))};
+        net.counted = devices.Counts(r);
         if (rx != nullptr && rx->info.has_capacity()) net.capacity_bytes_per_s = rx->info.capacity;
         else if (tx != nullptr && tx->info.has_capacity()) net.capacity_bytes_per_s = tx->info.capacity;
         out.nets.push_back(net);
@@ -487,6 +493,16 @@ RunSummary SummarizeRun(const Run& run) {
   for (const model::Resource& r : run.resources) {
     if (r.kind == model::ResourceKind::kHost) summary.hosts.push_back(SummarizeHost(run, r, children));
   }
+  // Load from outside the run, and whether it makes the run noisy.
+  std::vector<OutsideLoad> outside = MeasureOutsideLoad(run);
+  for (HostSummary& h : summary.hosts) {
+    for (const OutsideLoad& o : outside) {
+      if (o.host_resource == h.resource) h.other_processes = o;
+    }
+  }
+  NoiseVerdict noise = JudgeNoise(outside);
+  summary.noisy = noise.noisy;
+  summary.noisy_reason = noise.reason;
   return summary;
 }
 

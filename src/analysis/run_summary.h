@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/outside_load.h"
 #include "core/time.h"
 #include "model/run.h"
 
@@ -72,6 +73,9 @@ struct DiskSummary {
   double read_bytes = 0;
   double write_bytes = 0;
   double avg_busy = 0;  // fraction of the time the disk had I/O in flight
+  // Whether it counts towards the host's storage totals (analysis/host_devices.h): false for
+  // dm-*/md* on top of recorded disks, partitions of recorded disks, loop/ram devices.
+  bool counted = true;
 };
 
 // One network interface over the run.
@@ -80,6 +84,7 @@ struct NetSummary {
   double rx_bytes = 0;
   double tx_bytes = 0;
   double capacity_bytes_per_s = model::kNoCapacity;  // the link speed, when known
+  bool counted = true;  // false for loopback, whose traffic never leaves the host (analysis/host_devices.h)
 };
 
 // One GPU over the run.
@@ -99,11 +104,14 @@ struct GpuSummary {
 // One host's resources; a section is absent (nullopt / empty) when nothing was recorded.
 struct HostSummary {
   std::string name;
+  model::ResourceId resource = 0;  // the host resource
   std::optional<CpuSummary> cpu;
   std::optional<MemorySummary> memory;
   std::vector<DiskSummary> disks;
   std::vector<NetSummary> nets;
   std::vector<GpuSummary> gpus;
+  // What processes outside the run used meanwhile (absent in runs recorded before it was measured).
+  std::optional<OutsideLoad> other_processes;
 };
 
 // Everything a report shows about a run, besides the model itself.
@@ -113,6 +121,9 @@ struct RunSummary {
   double duration_s = 0;
   std::vector<PhaseSummary> phases;  // same order as Run::phases
   std::vector<HostSummary> hosts;    // in the order of the host resources
+  // Load from outside the run was significant (analysis/outside_load.h: JudgeNoise).
+  bool noisy = false;
+  std::string noisy_reason;          // empty when not noisy
 
   // The summary of a phase, or nullptr.
   const PhaseSummary* FindPhase(model::PhaseId id) const;

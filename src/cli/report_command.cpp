@@ -27,7 +27,8 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
   auto opts = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("report",
                                     "Print the report of a run: the phase tree, what limited each part (CPU, memory, "
-                                    "disk, network, GPU, waiting), the critical path, host use, and the top issues "
+                                    "disk, network, GPU, waiting), the critical path, host use and the load from processes "
+                                    "outside the run (a run they loaded is flagged noisy), and the top issues "
                                     "ranked by the seconds fixing them would save; or write it as JSON (--json) or as a "
                                     "self-contained HTML page (--html FILE)");
   sub->add_option("run", opts->run, "Run id, or -N for the N-th latest (default: the latest run)");

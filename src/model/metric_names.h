@@ -58,6 +58,16 @@ inline constexpr std::string_view kDiskBusy = "disk.busy";               // coun
 inline constexpr std::string_view kNetRxBytes = "net.rx_bytes";  // counter, bytes
 inline constexpr std::string_view kNetTxBytes = "net.tx_bytes";  // counter, bytes
 
+// --- host (ResourceKind::kHost): load from processes NOT in the run (grademl itself excluded:
+// its own CPU is RunInfo::monitor_cpu_seconds). Seen by listing /proc at every pass. ---
+// CPU of those processes since the run started, their reaped children's included.
+inline constexpr std::string_view kOtherCpu = "other.cpu";  // counter, s
+// The sum of their RSS (shared pages counted once per process).
+inline constexpr std::string_view kOtherRss = "other.rss";  // gauge, bytes
+// The same two series on each outside_process resource (the top CPU users outside the
+// run): other.cpu is 0 when it was first seen using CPU and its total at its last use;
+// other.rss is one sample, its peak RSS, at the time of that peak.
+
 // --- gpu[index] (ResourceKind::kGpu) ---
 inline constexpr std::string_view kGpuUtilization = "gpu.utilization";    // gauge, fraction 0..1 (capacity 1)
 inline constexpr std::string_view kGpuMemoryUsed = "gpu.memory_used";     // gauge, bytes (capacity = total)

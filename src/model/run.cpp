@@ -14,13 +14,15 @@ std::string_view ResourceKindName(ResourceKind kind) {
     case ResourceKind::kNet: return "net";
     case ResourceKind::kGpu: return "gpu";
     case ResourceKind::kProcess: return "process";
+    case ResourceKind::kOutsideProcess: return "outside_process";
   }
   return "unknown";
 }
 
 std::optional<ResourceKind> ParseResourceKind(std::string_view name) {
   for (auto kind : {ResourceKind::kHost, ResourceKind::kCpu, ResourceKind::kCore, ResourceKind::kMemory,
-                    ResourceKind::kDisk, ResourceKind::kNet, ResourceKind::kGpu, ResourceKind::kProcess}) {
+                    ResourceKind::kDisk, ResourceKind::kNet, ResourceKind::kGpu, ResourceKind::kProcess,
+                    ResourceKind::kOutsideProcess}) {
     if (ResourceKindName(kind) == name) return kind;
   }
   return std::nullopt;

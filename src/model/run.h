@@ -86,12 +86,15 @@ struct LogLine {
   bool operator==(const LogLine&) const = default;
 };
 
-enum class ResourceKind { kHost, kCpu, kCore, kMemory, kDisk, kNet, kGpu, kProcess };
+enum class ResourceKind { kHost, kCpu, kCore, kMemory, kDisk, kNet, kGpu, kProcess, kOutsideProcess };
 std::string_view ResourceKindName(ResourceKind kind);
 std::optional<ResourceKind> ParseResourceKind(std::string_view name);
 
 // A node of the resource tree: host -> cpu -> core, memory, disk[dev], net[if], gpu[i],
-// process[pid]. A process resource points at the phase of that process.
+// process[pid]. A process resource points at the phase of that process. An outside_process
+// resource (under the host) is one of the processes NOT in the run that used the most CPU
+// while it was recorded: its name is the command line, its pid the pid, and it carries the
+// other.cpu / other.rss series (src/model/metric_names.h).
 struct Resource {
   ResourceId id = 0;
   ResourceId parent = 0;

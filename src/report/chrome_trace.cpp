@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/critical_path.h"
+#include "analysis/host_devices.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 #include "report/text_format.h"
@@ -500,8 +501,17 @@ class TraceBuilder {
       }
     }
     for (const auto& [host, spans] : cpu) WriteRate(tracks_[host_tracks_.at(host)].pid, "CPU busy", "fraction", spans, cores[host]);
+    // Disks and interfaces that repeat others' traffic (analysis/host_devices.h) are left out.
+    std::unordered_set<model::ResourceId> counted;
+    for (const analysis::HostDevices& d : analysis::ListHostDevices(run_)) {
+      for (const model::Resource* r : d.disks) counted.insert(r->id);
+      for (const model::Resource* r : d.nets) counted.insert(r->id);
+    }
     for (const model::Resource& r : run_.resources) {
       if (r.kind == model::ResourceKind::kProcess || r.kind == model::ResourceKind::kHost) continue;
+      if ((r.kind == model::ResourceKind::kDisk || r.kind == model::ResourceKind::kNet) && counted.count(r.id) == 0) {
+        continue;
+      }
       int64_t pid = tracks_[host_tracks_.at(HostOf(r))].pid;
       std::string name = ValidUtf8(r.name);
       auto rate = [&](std::string_view series, const std::string& label) {

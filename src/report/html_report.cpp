@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "analysis/host_devices.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 #include "report/json_report.h"
@@ -311,7 +312,7 @@ json Chart(std::string title, std::string unit, json series, double max = model:
 // Host plots: CPU (busy and iowait cores), memory used, disk and network throughput, GPUs.
 json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
   struct HostData {
-    std::vector<double> busy, iowait, mem, disk_read, disk_write, net_rx, net_tx;
+    std::vector<double> busy, iowait, mem, disk_read, disk_write, net_rx, net_tx, other_cpu;
     double cores = 0, mem_capacity = model::kNoCapacity;
     std::vector<std::pair<std::string, std::vector<double>>> gpu_util, gpu_mem;
   };
@@ -321,9 +322,18 @@ json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
     if (!hosts.count(h)) host_order.push_back(h);
     return hosts[h];
   };
+  // Which disks and interfaces count (no dm-* over recorded disks, no partitions, no
+  // loopback): the same rule as every analysis.
+  std::unordered_set<model::ResourceId> counted;
+  for (const analysis::HostDevices& d : analysis::ListHostDevices(run)) {
+    for (const model::Resource* r : d.disks) counted.insert(r->id);
+    for (const model::Resource* r : d.nets) counted.insert(r->id);
+  }
   for (const model::Series& s : run.series) {
     const model::Resource* r = run.FindResource(s.info.resource);
     if (r == nullptr || r->kind == model::ResourceKind::kProcess) continue;
+    bool device = r->kind == model::ResourceKind::kDisk || r->kind == model::ResourceKind::kNet;
+    if (device && counted.count(r->id) == 0) continue;
     const std::string& name = s.info.name;
     switch (r->kind) {
       case model::ResourceKind::kCore: {
@@ -348,9 +358,11 @@ json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
         if (name == model::metric::kDiskWriteBytes) AddInto(host_of(r->host).disk_write, OnGrid(s, grid));
         break;
       case model::ResourceKind::kNet:
-        if (r->name == "lo") break;  // loopback traffic never leaves the host
         if (name == model::metric::kNetRxBytes) AddInto(host_of(r->host).net_rx, OnGrid(s, grid));
         if (name == model::metric::kNetTxBytes) AddInto(host_of(r->host).net_tx, OnGrid(s, grid));
+        break;
+      case model::ResourceKind::kHost:
+        if (name == model::metric::kOtherCpu) host_of(r->host).other_cpu = OnGrid(s, grid);
         break;
       case model::ResourceKind::kGpu:
         if (name == model::metric::kGpuUtilization) host_of(r->host).gpu_util.emplace_back(r->name, OnGrid(s, grid));
@@ -385,6 +397,11 @@ json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
       if (!h.net_rx.empty()) series.push_back({{"label", "received"}, {"values", Values(h.net_rx)}});
       if (!h.net_tx.empty()) series.push_back({{"label", "sent"}, {"values", Values(h.net_tx)}});
       charts.push_back(Chart("Network", "bytes/s", std::move(series)));
+    }
+    if (AnyPositive(h.other_cpu)) {
+      charts.push_back(Chart("CPU of processes outside the run", "cores",
+                             json::array({{{"label", "outside the run"}, {"values", Values(h.other_cpu)}}}),
+                             h.cores > 0 ? h.cores : model::kNoCapacity));
     }
     if (!h.gpu_util.empty()) {
       json series = json::array();
@@ -602,6 +619,22 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
   run_json["duration_s"] = Round(analysis.summary.duration_s, 6);
   run_json["command_line"] = Text(JoinCommand(run.info.command));
   run_json["phase_count"] = run.phases.size();
+  // Load from outside the run: the noisy flag, and per host the processes that used most CPU.
+  run_json["noisy"] = analysis.summary.noisy;
+  run_json["noisy_reason"] = analysis.summary.noisy ? json(Text(analysis.summary.noisy_reason)) : json(nullptr);
+  json other = json::array();
+  for (const analysis::HostSummary& h : analysis.summary.hosts) {
+    if (!h.other_processes) continue;
+    json top = json::array();
+    for (const analysis::OutsideProcess& p : h.other_processes->top) {
+      top.push_back({{"pid", p.pid}, {"command", Text(p.command)}, {"cpu_seconds", Round(p.cpu_seconds)}});
+    }
+    other.push_back({{"host", Text(h.name)},
+                     {"cpu_seconds", Round(h.other_processes->cpu_seconds)},
+                     {"avg_cores", Round(h.other_processes->avg_cores, 3)},
+                     {"top", std::move(top)}});
+  }
+  run_json["other_processes"] = std::move(other);
 
   // Timeline.
   TimelineLayout layout = LayoutTimeline(run, analysis.summary, std::max<size_t>(options.max_timeline_phases, 1));

@@ -73,7 +73,8 @@ json HostJson(const analysis::HostSummary& host) {
     disks.push_back({{"name", Text(d.name)},
                      {"read_bytes", Bytes(d.read_bytes)},
                      {"write_bytes", Bytes(d.write_bytes)},
-                     {"avg_busy", d.avg_busy}});
+                     {"avg_busy", d.avg_busy},
+                     {"counted", d.counted}});
   }
   out["disks"] = disks;
   json nets = json::array();
@@ -81,7 +82,8 @@ json HostJson(const analysis::HostSummary& host) {
     nets.push_back({{"name", Text(n.name)},
                     {"rx_bytes", Bytes(n.rx_bytes)},
                     {"tx_bytes", Bytes(n.tx_bytes)},
-                    {"capacity_bytes_per_s", NumberOrNull(n.capacity_bytes_per_s)}});
+                    {"capacity_bytes_per_s", NumberOrNull(n.capacity_bytes_per_s)},
+                    {"counted", n.counted}});
   }
   out["nets"] = nets;
   json gpus = json::array();
@@ -95,6 +97,21 @@ json HostJson(const analysis::HostSummary& host) {
                     {"power_limit_w", NumberOrNull(g.power_limit_w)}});
   }
   out["gpus"] = gpus;
+  out["other_processes"] = nullptr;
+  if (host.other_processes) {
+    const analysis::OutsideLoad& o = *host.other_processes;
+    json top = json::array();
+    for (const analysis::OutsideProcess& p : o.top) {
+      top.push_back({{"pid", p.pid},
+                     {"command", Text(p.command)},
+                     {"cpu_seconds", p.cpu_seconds},
+                     {"peak_rss_bytes", Bytes(p.peak_rss_bytes)}});
+    }
+    out["other_processes"] = {{"cpu_seconds", o.cpu_seconds},
+                              {"avg_cores", o.avg_cores},
+                              {"peak_rss_bytes", Bytes(o.peak_rss_bytes)},
+                              {"top", std::move(top)}};
+  }
   return out;
 }
 
@@ -184,6 +201,8 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
   const analysis::RunSummary& summary = analysis.summary;
   json run_json = RunInfoJson(run.info);
   run_json["duration_s"] = summary.duration_s;
+  run_json["noisy"] = summary.noisy;
+  run_json["noisy_reason"] = summary.noisy ? Text(summary.noisy_reason) : json(nullptr);
 
   json phases = json::array();
   for (size_t i = 0; i < run.phases.size(); ++i) {

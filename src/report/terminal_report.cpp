@@ -118,6 +118,7 @@ void RenderHeader(const model::Run& run, const RunSummary& summary, const Styler
     overhead += fmt::format("sampling every {}", FormatDuration(info.interval_ns));
   }
   if (!overhead.empty()) lines.Add("overhead", overhead);
+  if (summary.noisy) lines.Add("noisy", style(kYellow, "yes: " + Sanitize(summary.noisy_reason)));
   lines.Render(out, style);
 }
 
@@ -442,10 +443,11 @@ void RenderHost(const analysis::HostSummary& host, const Styler& style, std::str
     text += ", average " + FormatBytes(mem->avg_used_bytes);
     lines.Add("memory", text);
   }
-  // Idle devices are left out (the JSON report has them all).
+  // Idle devices, and those that repeat others' traffic (dm-* over recorded disks,
+  // partitions, loopback: analysis/host_devices.h), are left out (the JSON report has them all).
   bool any_disk_io = false;
   for (const auto& disk : host.disks) {
-    if (disk.read_bytes <= 0 && disk.write_bytes <= 0 && disk.avg_busy <= 0) continue;
+    if (!disk.counted || (disk.read_bytes <= 0 && disk.write_bytes <= 0 && disk.avg_busy <= 0)) continue;
     any_disk_io = true;
     lines.Add("disk " + Sanitize(disk.name),
               fmt::format("read {}, wrote {}, busy {} of the time", FormatBytes(disk.read_bytes),
@@ -454,7 +456,7 @@ void RenderHost(const analysis::HostSummary& host, const Styler& style, std::str
   if (!host.disks.empty() && !any_disk_io) lines.Add("disks", "no I/O");
   bool any_traffic = false;
   for (const auto& net : host.nets) {
-    if (net.rx_bytes <= 0 && net.tx_bytes <= 0) continue;
+    if (!net.counted || (net.rx_bytes <= 0 && net.tx_bytes <= 0)) continue;
     any_traffic = true;
     lines.Add("net " + Sanitize(net.name),
               fmt::format("received {}, sent {}", FormatBytes(net.rx_bytes), FormatBytes(net.tx_bytes)));
@@ -479,6 +481,15 @@ void RenderHost(const analysis::HostSummary& host, const Styler& style, std::str
       parts.push_back(text);
     }
     lines.Add("GPU " + Sanitize(gpu.name), Join(parts, ", "));
+  }
+  // Load from processes outside the run, with the ones that used the most CPU.
+  if (const auto& other = host.other_processes) {
+    std::string text = fmt::format("{:.2f} CPU-s ({:.2f} cores on average), peak RSS {}", other->cpu_seconds,
+                                   other->avg_cores, FormatBytes(other->peak_rss_bytes));
+    lines.Add("other processes", text);
+    for (size_t i = 0; i < other->top.size() && i < 3; ++i) {
+      lines.Add(i == 0 ? "most CPU" : "", Sanitize(analysis::DescribeOutsideProcess(other->top[i])));
+    }
   }
   if (lines.empty()) return;
   out += '\n' + style(kBold, title) + '\n';

@@ -18,6 +18,7 @@
 #include "instrument/event_format.h"
 #include "collect/gpu_monitor.h"
 #include "collect/host_monitor.h"
+#include "collect/outside_process_monitor.h"
 #include "collect/process_tree_monitor.h"
 #include "collect/sampling_loop.h"
 #include "store/background_writer.h"
@@ -156,6 +157,7 @@ struct Recording::Impl {
   bool host_ok = false;
   std::unique_ptr<collect::GpuMonitor> gpu_monitor;
   std::unique_ptr<collect::ProcessTreeMonitor> processes;
+  std::unique_ptr<collect::OutsideProcessMonitor> outside;  // load from processes not in the run
   std::unique_ptr<collect::EventCollector> events;  // phases from instrumented processes
   std::unique_ptr<collect::SamplingLoop> loop;
   std::unique_ptr<store::BackgroundWriter> writer;
@@ -285,8 +287,11 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
       std::fprintf(stderr, "grademl: in-process events off: %s\n", impl->events->listen_error().c_str());
     }
   }
+  impl->outside = std::make_unique<collect::OutsideProcessMonitor>(&builder, host_resource, info.host,
+                                                                   collect::OutsideProcessMonitor::Options{});
   std::vector<collect::SamplingLoop::Sampler> samplers;
   samplers.push_back([raw](TimeNs now) { raw->processes->Sample(now); });
+  samplers.push_back([raw](TimeNs now) { raw->outside->Sample(now); });
   if (raw->events) samplers.push_back([raw](TimeNs now) { raw->events->Poll(now); });
   if (raw->host_ok) samplers.push_back([raw](TimeNs now) { raw->host_monitor->Sample(now); });
   if (raw->gpu_monitor) samplers.push_back([raw](TimeNs now) { raw->gpu_monitor->Sample(now); });
@@ -491,6 +496,17 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   TimeNs end = WallClock::Now();
   impl_->loop->Stop();
   impl_->processes->Finish(end);
+  impl_->outside->Finish(end);
+  if (impl_->options.verbose) {
+    const collect::OutsideProcessMonitor::Stats& o = impl_->outside->stats();
+    std::fprintf(stderr,
+                 "grademl: outside processes: %.2f CPU-s; sampler: %lld passes, %.1f us CPU per pass, %lld stat "
+                 "reads, %lld processes followed, %lld listed at the last pass\n",
+                 impl_->outside->cpu_seconds(), static_cast<long long>(o.passes),
+                 o.passes > 0 ? static_cast<double>(o.cpu_ns) / 1e3 / static_cast<double>(o.passes) : 0.0,
+                 static_cast<long long>(o.stat_reads), static_cast<long long>(o.followed),
+                 static_cast<long long>(o.listed));
+  }
   if (impl_->events) {
     // After the processes: open phases end when their process ended.
     impl_->events->Finish(end);

@@ -35,7 +35,11 @@ function header(data) {
     el('h1', {}, `GradeML report · run ${run.id}`),
     el('div', { class: 'command', title: run.cwd ? `in ${run.cwd}` : '' }, run.command_line),
     el('dl', { class: 'facts' }, ...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
-    run.error ? el('p', { class: 'error' }, run.error) : null);
+    run.error ? el('p', { class: 'error' }, run.error) : null,
+    run.noisy ? el('p', { class: 'noisy' }, `Noisy run: ${run.noisy_reason}.`) : null,
+    ...(run.other_processes || []).filter((o) => o.top.length).map((o) =>
+      el('p', { class: 'outside' }, `Outside the run on ${o.host}: ${o.cpu_seconds.toFixed(2)} CPU-s (${o.avg_cores.toFixed(2)} cores on average); most CPU: ` +
+        o.top.slice(0, 3).map((p) => `${p.command} (pid ${p.pid}, ${p.cpu_seconds.toFixed(2)} s)`).join('; '))));
 }
 
 function issuesSection(data, showPhase) {

@@ -1,0 +1,117 @@
+#include "analysis/outside_load.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "analysis/series_math.h"
+#include "core/text.h"
+#include "model/metric_names.h"
+
+namespace grademl::analysis {
+
+namespace metric = model::metric;
+
+namespace {
+
+std::string HostName(const model::Resource& r) { return r.host.empty() ? r.name : r.host; }
+
+// The outside_process resources under a host resource, the most CPU first.
+std::vector<OutsideProcess> TopOf(const model::Run& run, model::ResourceId host) {
+  std::vector<OutsideProcess> out;
+  for (const model::Resource& r : run.resources) {
+    if (r.kind != model::ResourceKind::kOutsideProcess || r.parent != host) continue;
+    SampleSpan cpu = SamplesOf(run.FindSeries(r.id, metric::kOtherCpu));
+    SampleSpan rss = SamplesOf(run.FindSeries(r.id, metric::kOtherRss));
+    OutsideProcess p{.pid = r.pid, .command = r.name, .cpu_seconds = CounterIncrease(cpu),
+                     .peak_rss_bytes = GaugeMax(rss)};
+    if (!cpu.empty()) {
+      p.first_t = cpu.front().t;
+      p.last_t = cpu.back().t;
+    }
+    out.push_back(std::move(p));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const OutsideProcess& a, const OutsideProcess& b) { return a.cpu_seconds > b.cpu_seconds; });
+  return out;
+}
+
+}  // namespace
+
+std::string DescribeOutsideProcess(const OutsideProcess& p) {
+  std::string command = EscapeControl(p.command);
+  if (command.size() > 60) command = command.substr(0, 57) + "...";
+  return fmt::format("{} (pid {}, {:.2f} CPU-s)", command, p.pid, p.cpu_seconds);
+}
+
+std::vector<OutsideLoad> MeasureOutsideLoad(const model::Run& run) {
+  std::vector<OutsideLoad> out;
+  for (const model::Resource& r : run.resources) {
+    if (r.kind != model::ResourceKind::kHost) continue;
+    const model::Series* cpu = run.FindSeries(r.id, metric::kOtherCpu);
+    if (cpu == nullptr || cpu->samples.empty()) continue;
+    OutsideLoad load;
+    load.host_resource = r.id;
+    load.host = HostName(r);
+    load.cpu_seconds = CounterIncrease(cpu->samples);
+    load.peak_rss_bytes = GaugeMax(SamplesOf(run.FindSeries(r.id, metric::kOtherRss)));
+    DurationNs span = SampledSpan(cpu->samples);
+    if (span > 0) load.avg_cores = load.cpu_seconds / NsToSeconds(span);
+    load.top = TopOf(run, r.id);
+    out.push_back(std::move(load));
+  }
+  return out;
+}
+
+NoiseVerdict JudgeNoise(const std::vector<OutsideLoad>& load, const NoiseOptions& options) {
+  NoiseVerdict verdict;
+  const OutsideLoad* worst = nullptr;
+  for (const OutsideLoad& l : load) {
+    if (l.cpu_seconds < options.min_cpu_seconds || l.avg_cores < options.min_avg_cores) continue;
+    if (worst == nullptr || l.avg_cores > worst->avg_cores) worst = &l;
+  }
+  if (worst == nullptr) return verdict;
+  verdict.noisy = true;
+  verdict.reason = fmt::format("processes outside the run used {:.2f} CPU-s on {} ({:.2f} cores on average)",
+                               worst->cpu_seconds, EscapeControl(worst->host), worst->avg_cores);
+  if (!worst->top.empty()) verdict.reason += "; most: " + DescribeOutsideProcess(worst->top.front());
+  return verdict;
+}
+
+std::string OutsideContentionClause(const model::Run& run, const std::string& host, TimeNs a, TimeNs b,
+                                    const NoiseOptions& options) {
+  if (b <= a) return "";
+  for (const model::Resource& r : run.resources) {
+    if (r.kind != model::ResourceKind::kHost || HostName(r) != host) continue;
+    SampleSpan cpu = SamplesOf(run.FindSeries(r.id, metric::kOtherCpu));
+    if (cpu.empty()) return "";
+    double used = CounterValueAt(cpu, b) - CounterValueAt(cpu, a);
+    double cores = used / NsToSeconds(b - a);
+    if (cores < options.min_avg_cores) return "";
+    // The top processes by what they used inside the window (their counters are linear
+    // between their first and last use).
+    std::vector<std::pair<double, OutsideProcess>> inside;
+    for (OutsideProcess& p : TopOf(run, r.id)) {
+      SampleSpan s = SamplesOf(run.FindSeries(
+          [&] {
+            for (const model::Resource& o : run.resources)
+              if (o.kind == model::ResourceKind::kOutsideProcess && o.parent == r.id && o.pid == p.pid &&
+                  o.name == p.command)
+                return o.id;
+            return model::ResourceId{0};
+          }(),
+          metric::kOtherCpu));
+      double in = CounterValueAt(s, b) - CounterValueAt(s, a);
+      if (in >= 0.1 * used && in > 0) inside.emplace_back(in, std::move(p));
+    }
+    std::stable_sort(inside.begin(), inside.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    std::string clause = fmt::format("processes outside the run used {:.2f} cores meanwhile", cores);
+    for (size_t i = 0; i < inside.size() && i < 2; ++i) {
+      clause += (i == 0 ? ", most: " : "; ") + DescribeOutsideProcess(inside[i].second);
+    }
+    return clause;
+  }
+  return "";
+}
+
+}  // namespace grademl::analysis
