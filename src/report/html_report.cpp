@@ -424,7 +424,7 @@ struct AttributedPlot {
 };
 constexpr AttributedPlot kAttributedPlots[] = {
     {analysis::attributed::kCpu, "CPU", "cores"},
-    {analysis::attributed::kRss, "Memory", "bytes"},
+    {analysis::attributed::kRss, "Memory (PSS)", "bytes"},
     {analysis::attributed::kReadBytes, "Storage read", "bytes/s"},
     {analysis::attributed::kWriteBytes, "Storage write", "bytes/s"},
     {analysis::attributed::kGpuUtilization, "GPU utilisation", "fraction"},

@@ -36,6 +36,8 @@ json PhaseJson(const model::Phase& phase, const analysis::PhaseSummary& ps) {
       {"avg_cores", ps.avg_cores},
       {"peak_rss_bytes", Bytes(ps.peak_rss_bytes)},
       {"self_peak_rss_bytes", Bytes(ps.self_peak_rss_bytes)},
+      {"peak_pss_bytes", Bytes(ps.peak_pss_bytes)},
+      {"self_peak_pss_bytes", Bytes(ps.self_peak_pss_bytes)},
       {"read_bytes", Bytes(ps.read_bytes)},
       {"write_bytes", Bytes(ps.write_bytes)},
       {"self_read_bytes", Bytes(ps.self_read_bytes)},
@@ -178,6 +180,8 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
   const analysis::RunSummary& summary = analysis.summary;
   json run_json = RunInfoJson(run.info);
   run_json["duration_s"] = summary.duration_s;
+  run_json["peak_pss_bytes"] = Bytes(summary.peak_pss_bytes);
+  run_json["peak_rss_bytes"] = Bytes(summary.peak_rss_bytes);
 
   json phases = json::array();
   for (size_t i = 0; i < run.phases.size(); ++i) {
