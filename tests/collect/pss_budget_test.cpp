@@ -128,7 +128,7 @@ TEST(PssBudgetTest, CheapReadsRefreshEverySharingProcessAboutOnceASecond) {
 TEST(PssBudgetTest, CostlyReadsStayWithinTheBudgetAfterTheFirstReads) {
   PausingTree tree;
   ProcessTreeMonitor monitor(&tree.builder, tree.run, tree.host, "h",
-                             {.pss = {.forced_cost_ns = 10 * kNsPerMs}});
+                             {.pss = {.core_fraction = 0.004, .forced_cost_ns = 10 * kNsPerMs}});
   tree.Launch(monitor, 2);
   PausingTree::Run(monitor, 10);
   // First reads are never deferred (3 x 10 ms of debt); refreshes then get 0.4% of 10 s
