@@ -472,8 +472,13 @@ void ProcessTreeMonitor::EmitSamples(Proc* p, TimeNs t) {
   builder_->AddSample(p->s_unseen, t, p->unseen_user + p->unseen_system);
   builder_->AddSample(p->s_rss, t, p->rss);
   double pss = p->rss;
-  if (p->rss > 0 && p->pss_sharing && p->pss_t != 0)
+  if (p->rss > 0 && p->pss_sharing && p->pss_t != 0) {
     pss = PssBudget::Estimate(p->pss_at_read, p->rss_at_pss_read, p->rss);
+  } else if (p->rss > 0 && p->pss_sharing && p->parent && p->parent->state == State::kAlive) {
+    // A fork not read yet (the budget is in debt): its parent's pages are taken as shared
+    // and counted with the parent.
+    pss = std::max(0.0, p->rss - p->parent->rss);
+  }
   builder_->AddSample(p->s_pss, t, pss);
   // Own I/O: what the kernel reports minus what was handed to reaped children.
   const model::SeriesId io_series[4] = {p->s_rb, p->s_wb, p->s_rc, p->s_wc};
@@ -631,7 +636,7 @@ void ProcessTreeMonitor::SamplePss(const std::vector<Proc*>& order, TimeNs now) 
   pss_budget_.Refill(now);
   struct Due {
     Proc* p;
-    bool first;  // never read, or its relatives changed: not deferred
+    bool first;  // never read: may take the budget into debt
     double urgency;
   };
   std::vector<Due> due;
@@ -642,8 +647,10 @@ void ProcessTreeMonitor::SamplePss(const std::vector<Proc*>& order, TimeNs now) 
     p->pss_sharing = family > 0;
     if (!p->pss_sharing) continue;
     DurationNs since = now - p->pss_t;
-    if (p->pss_t == 0 || family != p->pss_family) {
+    if (p->pss_t == 0) {
       due.push_back({p, true, 0});
+    } else if (family != p->pss_family) {
+      due.push_back({p, false, std::numeric_limits<double>::infinity()});
     } else if (pss_budget_.RefreshDue(since, p->rss, p->rss_at_pss_read)) {
       due.push_back({p, false, PssBudget::Urgency(p->rss, p->rss_at_pss_read, since)});
     }
@@ -671,9 +678,10 @@ void ProcessTreeMonitor::SamplePss(const std::vector<Proc*>& order, TimeNs now) 
     if (!text.ok() || !ParseSmapsRollup(*text, &rollup)) continue;
     p->pss_t = now;
     p->pss_at_read = static_cast<double>(rollup.pss_bytes);
-    // The PSS read and the stat read a moment apart: the estimate adds later RSS changes
-    // to the RSS smaps_rollup saw itself.
-    p->rss_at_pss_read = static_cast<double>(rollup.rss_bytes);
+    // The estimate adds later changes of the stat RSS (the same source as later ones: the
+    // kernel's RSS counters are per-CPU approximations, up to hundreds of kB off the page
+    // walk smaps_rollup does, so the two are never mixed).
+    p->rss_at_pss_read = p->rss;
     int family = p->parent && p->parent->state == State::kAlive ? 1 : 0;
     for (Proc* c : p->children) family += c->state == State::kAlive ? 1 : 0;
     p->pss_family = family;

@@ -7,11 +7,13 @@
 // - Only processes whose pages can be shared with another followed process read PSS: those
 //   with a followed parent or a followed child alive (forked workers share their parent's
 //   pages copy-on-write). A process with no followed relative reports its RSS as its PSS.
-// - A sharing process's first read happens in the pass that first sees it, and a process
-//   whose relatives came or went is read again at once; both are charged to the budget
-//   but never deferred (so a fresh fork never shows its parent's pages twice).
-// - Other reads refresh a value when the RSS moved by 5% or more since the last read, or
-//   the last read is 1 s old, largest RSS change first, as long as the budget has credit.
+// - A sharing process's first read happens in the pass that first sees it: charged to the
+//   budget, which may go into debt for it (up to `max_debt`), so that a fresh fork does
+//   not show its parent's pages twice. Beyond that debt a fork not read yet counts as its
+//   RSS beyond its parent's (the parent's pages taken as shared, counted with the parent).
+// - Refreshes, as long as the budget has credit: first processes whose followed relatives
+//   came or went since their last read, then those whose RSS moved by 5% or more since it,
+//   largest change first, then those whose last read is 1 s old or more.
 // - The budget is a bucket of CPU time filled at `core_fraction` of wall time (0.1% of a
 //   core: the rest of the monitor takes 0.3-0.45% at 10 Hz with 200 processes, and the whole
 //   must stay under 0.5%) and drained by the measured CPU time of every read (thread CPU
