@@ -85,6 +85,7 @@ struct ProcessTreeMonitor::Proc {
   TimeNs pss_t = 0;         // when smaps_rollup was last read (0: never)
   double pss_at_read = 0, rss_at_pss_read = 0;
   int pss_family = 0;       // followed relatives alive at that read
+  bool pss_unreadable = false;  // smaps_rollup cannot be opened: RSS stands for PSS
 
   // What has been handed to exited children out of this process's reaped-children counters.
   Totals children_explained{};
@@ -644,7 +645,7 @@ void ProcessTreeMonitor::SamplePss(const std::vector<Proc*>& order, TimeNs now) 
     if (p->state != State::kAlive || p->read_pass != pass_ || p->rss <= 0) continue;
     int family = p->parent && p->parent->state == State::kAlive ? 1 : 0;
     for (Proc* c : p->children) family += c->state == State::kAlive ? 1 : 0;
-    p->pss_sharing = family > 0;
+    p->pss_sharing = family > 0 && !p->pss_unreadable;
     if (!p->pss_sharing) continue;
     DurationNs since = now - p->pss_t;
     if (p->pss_t == 0) {
@@ -664,7 +665,9 @@ void ProcessTreeMonitor::SamplePss(const std::vector<Proc*>& order, TimeNs now) 
     if (!p->smaps_rollup_file.is_open()) {
       auto f = ProcFile::Open(options_.proc_root + "/" + std::to_string(p->pid) + "/smaps_rollup");
       if (!f.ok()) {
-        p->pss_sharing = false;  // no smaps_rollup (old kernel, no permission): RSS it is
+        // No smaps_rollup (a kernel before 4.14, no permission): RSS it is, for good.
+        p->pss_sharing = false;
+        p->pss_unreadable = true;
         continue;
       }
       p->smaps_rollup_file = std::move(*f);
