@@ -637,7 +637,7 @@ void ProcessTreeMonitor::SamplePss(const std::vector<Proc*>& order, TimeNs now) 
   pss_budget_.Refill(now);
   struct Due {
     Proc* p;
-    bool first;  // never read: may take the budget into debt
+    int kind;  // 0: never read, 1: relatives changed (both may take the budget into debt), 2: refresh
     double urgency;
   };
   std::vector<Due> due;
@@ -649,18 +649,21 @@ void ProcessTreeMonitor::SamplePss(const std::vector<Proc*>& order, TimeNs now) 
     if (!p->pss_sharing) continue;
     DurationNs since = now - p->pss_t;
     if (p->pss_t == 0) {
-      due.push_back({p, true, 0});
+      due.push_back({p, 0, 0});
     } else if (family != p->pss_family) {
-      due.push_back({p, false, std::numeric_limits<double>::infinity()});
+      due.push_back({p, 1, 0});
     } else if (pss_budget_.RefreshDue(since, p->rss, p->rss_at_pss_read)) {
-      due.push_back({p, false, PssBudget::Urgency(p->rss, p->rss_at_pss_read, since)});
+      due.push_back({p, 2, PssBudget::Urgency(p->rss, p->rss_at_pss_read, since)});
     }
   }
   std::stable_sort(due.begin(), due.end(), [](const Due& a, const Due& b) {
-    return a.first != b.first ? a.first : a.urgency > b.urgency;
+    return a.kind != b.kind ? a.kind < b.kind : a.urgency > b.urgency;
   });
   for (const Due& d : due) {
-    if (d.first ? !pss_budget_.CanReadFirst() : !pss_budget_.CanRefresh()) continue;
+    bool can = d.kind == 0 ? pss_budget_.CanReadFirst()
+               : d.kind == 1 ? pss_budget_.CanReadAfterFamilyChange()
+                             : pss_budget_.CanRefresh();
+    if (!can) continue;
     Proc* p = d.p;
     if (!p->smaps_rollup_file.is_open()) {
       auto f = ProcFile::Open(options_.proc_root + "/" + std::to_string(p->pid) + "/smaps_rollup");

@@ -11,9 +11,11 @@
 //   budget, which may go into debt for it (up to `max_debt`), so that a fresh fork does
 //   not show its parent's pages twice. Beyond that debt a fork not read yet counts as its
 //   RSS beyond its parent's (the parent's pages taken as shared, counted with the parent).
-// - Refreshes, as long as the budget has credit: first processes whose followed relatives
-//   came or went since their last read, then those whose RSS moved by 5% or more since it,
-//   largest change first, then those whose last read is 1 s old or more.
+// - A process whose followed relatives came or went since its last read (its share of the
+//   pages changed: a second worker forked after the first was read) is read again in that
+//   pass, also into debt, but only up to half of `max_debt`.
+// - Refreshes, as long as the budget has credit: processes whose RSS moved by 5% or more
+//   since their last read, largest change first, then those whose last read is 1 s old.
 // - The budget is a bucket of CPU time filled at `core_fraction` of wall time (0.1% of a
 //   core: the rest of the monitor takes 0.3-0.45% at 10 Hz with 200 processes, and the whole
 //   must stay under 0.5%) and drained by the measured CPU time of every read (thread CPU
@@ -46,8 +48,11 @@ class PssBudget {
   void Refill(TimeNs now);
   // Whether a refresh (a read that could wait) may run now.
   bool CanRefresh() const { return bank_ns_ > 0; }
-  // Whether a first read (or a read after relatives changed) may run now.
+  // Whether a first read may run now.
   bool CanReadFirst() const { return bank_ns_ > -options_.max_debt_ns; }
+  // Whether a read after a process's relatives came or went may run now: it may take the
+  // budget into debt too, but only half as far (the rest is kept for first reads).
+  bool CanReadAfterFamilyChange() const { return bank_ns_ > -options_.max_debt_ns / 2; }
   // Charges one read that took `measured_ns` of CPU time (replaced by the test hook's cost).
   void Charge(DurationNs measured_ns);
 

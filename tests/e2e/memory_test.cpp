@@ -20,14 +20,24 @@ const json* PhaseWithPid(const json& report, int pid) {
   return nullptr;
 }
 
-TEST(MemoryE2E, SharedPagesOfForkedWorkersCountOnceInTheTreePeak) {
-  std::string dir = FreshDir("shared_memory_tree");
+void ExpectTreePeakByPss(const std::string& name, const std::string& gap_ms);
+
+TEST(MemoryE2E, SharedPagesOfForkedWorkersCountOnceInTheTreePeak) { ExpectTreePeakByPss("shared_memory_tree", "0"); }
+
+// The second worker is forked 400 ms after the first, which was read by then: the parent's
+// and first worker's shares change without their RSS changing, and must be read again.
+TEST(MemoryE2E, WorkersForkedOneByOneStillCountSharedPagesOnce) {
+  ExpectTreePeakByPss("shared_memory_tree_gap", "400");
+}
+
+void ExpectTreePeakByPss(const std::string& name, const std::string& gap_ms) {
+  std::string dir = FreshDir(name);
   std::string db = dir + "/grademl.db";
   std::string truth = dir + "/truth";
   // 160 MB in the parent, read by 2 forked children: by RSS the tree holds ~480 MB, by PSS
   // (the truth: what each process's own smaps_rollup says at the peak) ~160 MB.
   CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--",
-                                HelperBinary("shared_memory_tree"), truth, "160", "2", "1500"});
+                                HelperBinary("shared_memory_tree"), truth, "160", "2", "1500", gap_ms});
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   json report = ReportJson(db);

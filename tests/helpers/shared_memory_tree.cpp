@@ -3,7 +3,8 @@
 // and once all are alive and have read everything, each process appends its own
 // /proc/self/smaps_rollup Pss and Rss (bytes) to TRUTH as "pss_<i>=..." / "rss_<i>=..."
 // lines (i = 0 for the parent), plus "pid_<i>=...". All then hold for HOLD_MS and exit 0.
-// usage: shared_memory_tree TRUTH MB N HOLD_MS
+// GAP_MS (optional) spaces the forks, as a DataLoader starting its workers one by one.
+// usage: shared_memory_tree TRUTH MB N HOLD_MS [GAP_MS]
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,14 +41,15 @@ void WriteTruth(const char* path, int index) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: shared_memory_tree TRUTH MB N HOLD_MS\n");
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr, "usage: shared_memory_tree TRUTH MB N HOLD_MS [GAP_MS]\n");
     return 2;
   }
   const char* truth = argv[1];
   size_t bytes = static_cast<size_t>(std::atol(argv[2])) << 20;
   int children = std::atoi(argv[3]);
   useconds_t hold_us = static_cast<useconds_t>(std::atol(argv[4])) * 1000;
+  useconds_t gap_us = argc > 5 ? static_cast<useconds_t>(std::atol(argv[5])) * 1000 : 0;
   auto* data = static_cast<unsigned char*>(std::malloc(bytes));
   if (data == nullptr) return 4;
   for (size_t i = 0; i < bytes; i += 4096) data[i] = static_cast<unsigned char>(i / 4096 + 1);
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
   if (pipe(ready) != 0 || pipe(go) != 0) return 5;
   std::vector<pid_t> pids;
   for (int c = 1; c <= children; ++c) {
+    if (c > 1 && gap_us > 0) usleep(gap_us);
     pid_t pid = fork();
     if (pid < 0) return 6;
     if (pid == 0) {
