@@ -633,6 +633,18 @@ void ProcessTreeMonitor::Sample(TimeNs now) {
   }
 }
 
+// The followed processes a process can share pages with: its parent and the parent's
+// other children, and its own children (alive ones). A change means its share changed.
+int ProcessTreeMonitor::PssFamily(const Proc* p) {
+  int family = 0;
+  if (p->parent && p->parent->state == State::kAlive) {
+    family += 1;
+    for (const Proc* s : p->parent->children) family += s != p && s->state == State::kAlive ? 1 : 0;
+  }
+  for (const Proc* c : p->children) family += c->state == State::kAlive ? 1 : 0;
+  return family;
+}
+
 void ProcessTreeMonitor::SamplePss(const std::vector<Proc*>& order, TimeNs now) {
   pss_budget_.Refill(now);
   struct Due {
@@ -642,9 +654,16 @@ void ProcessTreeMonitor::SamplePss(const std::vector<Proc*>& order, TimeNs now) 
   };
   std::vector<Due> due;
   for (Proc* p : order) {
-    if (p->state != State::kAlive || p->read_pass != pass_ || p->rss <= 0) continue;
-    int family = p->parent && p->parent->state == State::kAlive ? 1 : 0;
-    for (Proc* c : p->children) family += c->state == State::kAlive ? 1 : 0;
+    if (p->state != State::kAlive) continue;
+    int family = PssFamily(p);
+    if (p->read_pass != pass_) {
+      // Not read this pass (idle): read now if its share changed (a sibling or child came
+      // or went), so that its PSS is not left stale at the moment a new fork adds to the sum.
+      if (p->pss_t == 0 || family == p->pss_family || p->pss_unreadable) continue;
+      if (!pss_budget_.CanReadAfterFamilyChange()) continue;
+      if (!ReadProc(p, now, false, false) || p->cpu_final) continue;  // its exit is handled as usual
+    }
+    if (p->rss <= 0) continue;
     p->pss_sharing = family > 0 && !p->pss_unreadable;
     if (!p->pss_sharing) continue;
     DurationNs since = now - p->pss_t;
@@ -688,9 +707,7 @@ void ProcessTreeMonitor::SamplePss(const std::vector<Proc*>& order, TimeNs now) 
     // kernel's RSS counters are per-CPU approximations, up to hundreds of kB off the page
     // walk smaps_rollup does, so the two are never mixed).
     p->rss_at_pss_read = p->rss;
-    int family = p->parent && p->parent->state == State::kAlive ? 1 : 0;
-    for (Proc* c : p->children) family += c->state == State::kAlive ? 1 : 0;
-    p->pss_family = family;
+    p->pss_family = PssFamily(p);
   }
 }
 

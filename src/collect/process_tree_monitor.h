@@ -146,6 +146,7 @@ class ProcessTreeMonitor {
   void EmitSamples(Proc* p, TimeNs t);
   // Reads PSS where pages can be shared and the budget allows (pss_budget.h).
   void SamplePss(const std::vector<Proc*>& order, TimeNs now);
+  static int PssFamily(const Proc* p);
   void MarkGone(Proc* p, TimeNs t);
   // True once an exited process has been reaped by its parent.
   bool Reaped(Proc* p);
