@@ -86,6 +86,7 @@ struct ProcessTreeMonitor::Proc {
   double pss_at_read = 0, rss_at_pss_read = 0;
   int pss_family = 0;       // followed relatives alive at that read
   bool pss_unreadable = false;  // smaps_rollup cannot be opened: RSS stands for PSS
+  int alive_children = 0;   // followed children alive, counted at each pass (SamplePss)
 
   // What has been handed to exited children out of this process's reaped-children counters.
   Totals children_explained{};
@@ -635,13 +636,10 @@ void ProcessTreeMonitor::Sample(TimeNs now) {
 
 // The followed processes a process can share pages with: its parent and the parent's
 // other children, and its own children (alive ones). A change means its share changed.
+// Uses alive_children, counted at the start of SamplePss.
 int ProcessTreeMonitor::PssFamily(const Proc* p) {
-  int family = 0;
-  if (p->parent && p->parent->state == State::kAlive) {
-    family += 1;
-    for (const Proc* s : p->parent->children) family += s != p && s->state == State::kAlive ? 1 : 0;
-  }
-  for (const Proc* c : p->children) family += c->state == State::kAlive ? 1 : 0;
+  int family = p->alive_children;
+  if (p->parent && p->parent->state == State::kAlive) family += p->parent->alive_children;  // itself for the parent
   return family;
 }
 
@@ -653,6 +651,10 @@ void ProcessTreeMonitor::SamplePss(const std::vector<Proc*>& order, TimeNs now) 
     double urgency;
   };
   std::vector<Due> due;
+  for (Proc* p : order) p->alive_children = 0;
+  for (Proc* p : order) {
+    if (p->state == State::kAlive && p->parent) ++p->parent->alive_children;
+  }
   for (Proc* p : order) {
     if (p->state != State::kAlive) continue;
     int family = PssFamily(p);
