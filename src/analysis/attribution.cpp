@@ -1360,14 +1360,17 @@ class Attributor {
 
   // ---- processes ----
 
-  // The per-process sources of one process: CPU, storage bytes, RSS.
+  // The per-process sources of one process: CPU, storage bytes, memory (PSS).
   std::array<Source, 4> ProcessSources(const ProcessDomain& d) const {
     std::array<Source, 4> s;
     auto of = [&](std::string_view name) { return SamplesOf(run_.FindSeries(d.resource->id, name)); };
     TimeNs start = table_.start[d.phase];
     s[0].samples =
         SumCounters({of(metric::kProcCpuUser), of(metric::kProcCpuSystem), of(metric::kProcCpuUnseenChildren)});
-    SampleSpan rb = of(metric::kProcReadBytes), wb = of(metric::kProcWriteBytes), rss = of(metric::kProcRss);
+    SampleSpan rb = of(metric::kProcReadBytes), wb = of(metric::kProcWriteBytes), rss = of(metric::kProcPss);
+    // Memory by PSS, so that pages shared by forked processes are held once in the stack;
+    // RSS for runs recorded before memory.pss.
+    if (rss.empty()) rss = of(metric::kProcRss);
     s[1].samples.assign(rb.begin(), rb.end());
     s[2].samples.assign(wb.begin(), wb.end());
     for (int i = 0; i < 3; ++i) PrependProcessStart(s[i].samples, start);

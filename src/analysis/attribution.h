@@ -100,7 +100,9 @@ inline constexpr std::string_view kCpu = "cpu";
 // bytes from / to storage: a process's; a host's disks where no process has data.
 inline constexpr std::string_view kReadBytes = "io.read_bytes";
 inline constexpr std::string_view kWriteBytes = "io.write_bytes";
-inline constexpr std::string_view kRss = "memory.rss";                  // byte-s of resident memory (process)
+// byte-s of memory held by processes: their PSS (memory.pss) where recorded, so that pages
+// shared between processes count once; RSS in runs recorded before PSS. (The name is kept.)
+inline constexpr std::string_view kRss = "memory.rss";
 inline constexpr std::string_view kDiskBusy = "disk.busy";              // disk-s (host disks)
 inline constexpr std::string_view kNetRx = "net.rx_bytes";              // bytes (host interfaces)
 inline constexpr std::string_view kNetTx = "net.tx_bytes";              // bytes

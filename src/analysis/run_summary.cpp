@@ -147,9 +147,10 @@ PhaseForest BuildForest(const Run& run) {
   return forest;
 }
 
-// Fills peak_rss_bytes of every phase; tracks[i] is phase i's own process RSS (may be empty).
+// Fills `peak` (peak_rss_bytes or peak_pss_bytes) of every phase; tracks[i] is phase i's own
+// process memory gauge (may be empty).
 void ComputeSubtreePeaks(const PhaseForest& forest, const std::vector<RssTrack>& tracks,
-                         std::vector<PhaseSummary>& out) {
+                         std::vector<PhaseSummary>& out, double PhaseSummary::*peak) {
   size_t n = tracks.size();
   std::vector<TimeNs> xs;
   for (const RssTrack& track : tracks) {
@@ -218,7 +219,7 @@ void ComputeSubtreePeaks(const PhaseForest& forest, const std::vector<RssTrack>&
       for (size_t c : forest.children[v]) {
         if (c != heavy[v]) apply_subtree(c, 1.0);
       }
-      out[v].peak_rss_bytes = std::max(0.0, tree.Max());
+      out[v].*peak = std::max(0.0, tree.Max());
       if (!keep) apply_subtree(v, -1.0);
     }
   }
@@ -436,7 +437,7 @@ RunSummary SummarizeRun(const Run& run) {
 
   size_t n = run.phases.size();
   summary.phases.resize(n);
-  std::vector<RssTrack> tracks(n);
+  std::vector<RssTrack> tracks(n), pss_tracks(n);
   for (size_t i = 0; i < n; ++i) {
     const model::Phase& phase = run.phases[i];
     PhaseSummary& ps = summary.phases[i];
@@ -459,6 +460,12 @@ RunSummary SummarizeRun(const Run& run) {
     if (rss != nullptr && !rss->samples.empty()) {
       ps.self_peak_rss_bytes = GaugeMax(rss->samples);
       tracks[i] = RssTrack{.samples = rss->samples, .end_ns = ps.end_ns};
+    }
+    const model::Series* pss = run.FindSeries(proc->id, metric::kProcPss);
+    if (pss == nullptr || pss->samples.empty()) pss = rss;  // recorded before memory.pss
+    if (pss != nullptr && !pss->samples.empty()) {
+      ps.self_peak_pss_bytes = GaugeMax(pss->samples);
+      pss_tracks[i] = RssTrack{.samples = pss->samples, .end_ns = ps.end_ns};
     }
   }
 
@@ -486,7 +493,14 @@ RunSummary SummarizeRun(const Run& run) {
     }
     ps.avg_cores = ps.duration_s > 0 ? ps.cpu_seconds / ps.duration_s : 0.0;
   }
-  ComputeSubtreePeaks(forest, tracks, summary.phases);
+  ComputeSubtreePeaks(forest, tracks, summary.phases, &PhaseSummary::peak_rss_bytes);
+  ComputeSubtreePeaks(forest, pss_tracks, summary.phases, &PhaseSummary::peak_pss_bytes);
+  auto non_empty = [](std::vector<RssTrack> all) {
+    std::erase_if(all, [](const RssTrack& t) { return t.samples.empty(); });
+    return all;
+  };
+  summary.peak_rss_bytes = PeakOfSum(non_empty(tracks));
+  summary.peak_pss_bytes = PeakOfSum(non_empty(pss_tracks));
 
   std::unordered_map<model::ResourceId, std::vector<size_t>> children;
   for (size_t i = 0; i < run.resources.size(); ++i) children[run.resources[i].parent].push_back(i);

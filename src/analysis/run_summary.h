@@ -38,7 +38,12 @@ struct PhaseSummary {
   double read_bytes = 0;         // inclusive
   double write_bytes = 0;        // inclusive
   double self_peak_rss_bytes = 0;  // the own process's highest RSS
-  double peak_rss_bytes = 0;     // the most RSS the subtree's processes held at once
+  double peak_rss_bytes = 0;     // the most RSS the subtree's processes held at once (counts
+                                 // pages shared between them once per process)
+  double self_peak_pss_bytes = 0;  // the own process's highest PSS
+  // The most memory the subtree's processes held at once: the peak over time of the sum of
+  // their PSS (memory.pss; RSS for runs recorded without it), so shared pages count once.
+  double peak_pss_bytes = 0;
   int64_t process_count = 0;     // processes in the subtree, this phase's own included
   int64_t subtree_phases = 0;    // phases in the subtree, this phase included
 };
@@ -124,6 +129,10 @@ struct RunSummary {
   // Load from outside the run was significant (analysis/outside_load.h: JudgeNoise).
   bool noisy = false;
   std::string noisy_reason;          // empty when not noisy
+  // The most memory all the run's processes held at once: by PSS (shared pages once), and
+  // by RSS (shared pages once per process that maps them).
+  double peak_pss_bytes = 0;
+  double peak_rss_bytes = 0;
 
   // The summary of a phase, or nullptr.
   const PhaseSummary* FindPhase(model::PhaseId id) const;

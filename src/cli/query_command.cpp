@@ -36,8 +36,8 @@ const QueryView kAttributionView = {
         {"phase_id", "INTEGER", "the phase"},
         {"name", "TEXT", "the phase's name"},
         {"metric", "TEXT",
-         "`cpu`, `io.read_bytes`, `io.write_bytes`, `memory.rss`, `disk.busy`, `net.rx_bytes`, `net.tx_bytes`, "
-         "`gpu.utilization`, `gpu.memory_used`"},
+         "`cpu`, `io.read_bytes`, `io.write_bytes`, `memory.rss` (by PSS where recorded), `disk.busy`, "
+         "`net.rx_bytes`, `net.tx_bytes`, `gpu.utilization`, `gpu.memory_used`"},
         {"unit", "TEXT", "`core-s`, `bytes`, `byte-s`, `disk-s`, `GPU-s`"},
         {"usage", "REAL", "what the phase used, its subtree included"},
         {"self_usage", "REAL", "what the phase used itself: usage minus its children's"},

@@ -9,7 +9,9 @@
 #include "cli/commands.h"
 #include "report/terminal_report.h"
 #include "store/database.h"
+#include "workflow/log_rules.h"
 #include "workflow/monitored_command.h"
+#include "workflow/output_relay.h"
 #include "workflow/workflow_runner.h"
 #include "workflow/workflow_spec.h"
 
@@ -68,7 +70,11 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
           "modules,ops"));
   sub->add_option("-j,--jobs", opts->jobs, "Workflow steps run at once, 0 to 1024 (default 0: the number of cores)")
       ->check(WholeNumberIn(0, 1024));
-  sub->add_option("--rules", opts->rules, "A log rules file for workflow steps (docs/log-rules.md)")
+  sub->add_option("--rules", opts->rules,
+                  "A log rules file (docs/log-rules.md): for workflow steps; for a single command, its "
+                  "output is then read too (stdout/stderr still passed through byte for byte, by a relay "
+                  "that outlives grademl; a terminal is left as it is and not read) and matched by these "
+                  "rules and the built-in ones")
       ->check(CLI::ExistingFile);
   sub->add_option("command", opts->command, "The command and its arguments (after --)")->required();
   sub->prefix_command();
@@ -110,6 +116,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     options.auto_instrument = !opts->no_auto;
     options.auto_detail = opts->auto_detail;
     StatusOr<workflow::MonitoredCommandResult> result = Status(StatusCode::kInternal, "not run");
+    std::unique_ptr<workflow::OutputRelay> relay;  // a single command's output, for --rules
     if (command.size() == 1 && workflow::LooksLikeWorkflowFile(command[0])) {
       auto spec = workflow::LoadWorkflowSpec(command[0]);
       if (!spec.ok()) {
@@ -132,6 +139,21 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
         result->error = "step(s) failed: " + list;
       }
       if (!run->recording_error.empty()) PrintError(run->recording_error);
+    } else if (!opts->rules.empty()) {
+      // Log rules for a single command: its output is read through a relay.
+      auto user_rules = workflow::LogRuleSet::LoadFile(opts->rules);
+      if (!user_rules.ok()) {
+        PrintError(user_rules.status().message());
+        return kExitUsage;
+      }
+      user_rules->Append(workflow::LogRuleSet::BuiltIn());
+      auto started = workflow::OutputRelay::Start();
+      if (!started.ok()) {
+        PrintError(started.status().message());
+        return kExitFailure;
+      }
+      relay = std::move(*started);
+      result = workflow::RecordCommand(options, command, &*user_rules, relay.get());
     } else {
       result = workflow::RecordCommand(options, command);
     }
@@ -153,6 +175,11 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
         std::string text = report::RenderTerminalReport(*run, analysis, ropts);
         std::fprintf(stderr, "\n%s", text.c_str());
       }
+    }
+    if (relay) {
+      std::fflush(stdout);
+      std::fflush(stderr);
+      relay->Finish(2 * kNsPerSec);  // its last bytes out before grademl's exit
     }
     return result->exit_code;
   };

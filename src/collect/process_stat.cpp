@@ -82,4 +82,12 @@ bool IsSocketWaitChannel(std::string_view wchan) {
   return false;
 }
 
+bool ParseSmapsRollup(std::string_view text, ProcessMemoryRollup* out) {
+  uint64_t rss_kb = 0, pss_kb = 0;
+  if (!FindKeyedU64(text, "Rss", &rss_kb) || !FindKeyedU64(text, "Pss", &pss_kb)) return false;
+  out->rss_bytes = rss_kb * 1024;
+  out->pss_bytes = pss_kb * 1024;
+  return true;
+}
+
 }  // namespace grademl::collect

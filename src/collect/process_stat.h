@@ -51,6 +51,13 @@ struct ProcessContextSwitches {
 };
 bool ParseProcessContextSwitches(std::string_view text, ProcessContextSwitches* out);
 
+// /proc/PID/smaps_rollup: the process's resident memory (Rss) and its proportional set size
+// (Pss: each resident page divided by the number of processes mapping it), in bytes.
+struct ProcessMemoryRollup {
+  uint64_t rss_bytes = 0, pss_bytes = 0;
+};
+bool ParseSmapsRollup(std::string_view text, ProcessMemoryRollup* out);
+
 // argv from /proc/PID/cmdline (NUL-separated) joined with spaces, at most max_len bytes
 // ("..." marks a cut). Empty for kernel threads and zombies.
 std::string FormatCmdline(std::string_view raw, size_t max_len = 400);

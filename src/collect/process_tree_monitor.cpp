@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,8 +54,8 @@ struct ProcessTreeMonitor::Proc {
   model::ResourceId resource = 0;
   model::SeriesId s_user = 0, s_system = 0, s_unseen = 0, s_rss = 0, s_rb = 0, s_wb = 0, s_rc = 0, s_wc = 0,
                   s_threads = 0, s_vcsw = 0, s_ivcsw = 0, s_sched_run = 0, s_sched_wait = 0, s_disk_wait = 0,
-                  s_minflt = 0, s_majflt = 0, s_net_wait = 0;
-  ProcFile stat_file, io_file, status_file, schedstat_file, wchan_file;
+                  s_minflt = 0, s_majflt = 0, s_net_wait = 0, s_pss = 0;
+  ProcFile stat_file, io_file, status_file, schedstat_file, wchan_file, smaps_rollup_file;
   int pidfd = -1;
   std::string comm;
 
@@ -79,6 +80,13 @@ struct ProcessTreeMonitor::Proc {
   double disk_wait = 0;     // estimated seconds the main thread spent in state D
   double net_wait = 0;      // estimated seconds the main thread slept on a socket
   bool on_socket = false;   // the last read found it asleep on a socket
+  // PSS (pss_budget.h): the last smaps_rollup read, and whether pages can be shared now.
+  bool pss_sharing = false;
+  TimeNs pss_t = 0;         // when smaps_rollup was last read (0: never)
+  double pss_at_read = 0, rss_at_pss_read = 0;
+  int pss_family = 0;       // followed relatives alive at that read
+  bool pss_unreadable = false;  // smaps_rollup cannot be opened: RSS stands for PSS
+  int alive_children = 0;   // followed children alive, counted at each pass (SamplePss)
 
   // What has been handed to exited children out of this process's reaped-children counters.
   Totals children_explained{};
@@ -165,7 +173,8 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
       seconds_per_tick_(1.0 / static_cast<double>(sysconf(_SC_CLK_TCK))),
       page_size_(static_cast<double>(sysconf(_SC_PAGESIZE))),
       self_pid_(getpid()),
-      proc_dir_(std::make_unique<ProcDirectory>(options_.proc_root)) {
+      proc_dir_(std::make_unique<ProcDirectory>(options_.proc_root)),
+      pss_budget_(options_.pss) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
 }
 
@@ -283,6 +292,7 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   p->s_system = series(metric::kProcCpuSystem, metric::kUnitSeconds, SeriesKind::kCounter);
   p->s_unseen = series(metric::kProcCpuUnseenChildren, metric::kUnitSeconds, SeriesKind::kCounter);
   p->s_rss = series(metric::kProcRss, metric::kUnitBytes, SeriesKind::kGauge);
+  p->s_pss = series(metric::kProcPss, metric::kUnitBytes, SeriesKind::kGauge);
   p->s_rb = series(metric::kProcReadBytes, metric::kUnitBytes, SeriesKind::kCounter);
   p->s_wb = series(metric::kProcWriteBytes, metric::kUnitBytes, SeriesKind::kCounter);
   p->s_rc = series(metric::kProcReadChars, metric::kUnitBytes, SeriesKind::kCounter);
@@ -463,6 +473,15 @@ void ProcessTreeMonitor::EmitSamples(Proc* p, TimeNs t) {
   builder_->AddSample(p->s_system, t, p->own_system);
   builder_->AddSample(p->s_unseen, t, p->unseen_user + p->unseen_system);
   builder_->AddSample(p->s_rss, t, p->rss);
+  double pss = p->rss;
+  if (p->rss > 0 && p->pss_sharing && p->pss_t != 0) {
+    pss = PssBudget::Estimate(p->pss_at_read, p->rss_at_pss_read, p->rss);
+  } else if (p->rss > 0 && p->pss_sharing && p->parent && p->parent->state == State::kAlive) {
+    // A fork not read yet (the budget is in debt): its parent's pages are taken as shared
+    // and counted with the parent.
+    pss = std::max(0.0, p->rss - p->parent->rss);
+  }
+  builder_->AddSample(p->s_pss, t, pss);
   // Own I/O: what the kernel reports minus what was handed to reaped children.
   const model::SeriesId io_series[4] = {p->s_rb, p->s_wb, p->s_rc, p->s_wc};
   double dt = p->emitted_t != 0 && t > p->emitted_t ? NsToSeconds(t - p->emitted_t) : 0;
@@ -504,6 +523,7 @@ void ProcessTreeMonitor::MarkGone(Proc* p, TimeNs t) {
   p->status_file = ProcFile();
   p->schedstat_file = ProcFile();
   p->wchan_file = ProcFile();
+  p->smaps_rollup_file = ProcFile();
 }
 
 bool ProcessTreeMonitor::Reaped(Proc* p) {
@@ -607,10 +627,100 @@ void ProcessTreeMonitor::Sample(TimeNs now) {
   for (Proc* p : order) {
     if (p->state == State::kAlive) ResolveLiveParent(p, now);
   }
+  SamplePss(order, now);
   // Emit only now: a parent's own I/O is known once its exited children took their share.
   for (Proc* p : order) {
     if (p->state == State::kAlive && p->read_pass == pass_) EmitSamples(p, now);
   }
+}
+
+// The followed processes a process can share pages with: its parent and the parent's
+// other children, and its own children (alive ones). A change means its share changed.
+// Uses alive_children, counted at the start of SamplePss.
+int ProcessTreeMonitor::PssFamily(const Proc* p) {
+  int family = p->alive_children;
+  if (p->parent && p->parent->state == State::kAlive) family += p->parent->alive_children;  // itself for the parent
+  return family;
+}
+
+void ProcessTreeMonitor::SamplePss(const std::vector<Proc*>& order, TimeNs now) {
+  pss_budget_.Refill(now);
+  struct Due {
+    Proc* p;
+    int kind;  // 0: never read, 1: relatives changed (both may take the budget into debt), 2: refresh
+    double urgency;
+  };
+  std::vector<Due> due;
+  for (Proc* p : order) p->alive_children = 0;
+  for (Proc* p : order) {
+    if (p->state == State::kAlive && p->parent) ++p->parent->alive_children;
+  }
+  for (Proc* p : order) {
+    if (p->state != State::kAlive) continue;
+    int family = PssFamily(p);
+    if (p->read_pass != pass_) {
+      // Not read this pass (idle): read now if its share changed (a sibling or child came
+      // or went), so that its PSS is not left stale at the moment a new fork adds to the sum.
+      if (p->pss_t == 0 || family == p->pss_family || p->pss_unreadable) continue;
+      if (!pss_budget_.CanReadAfterFamilyChange()) continue;
+      if (!ReadProc(p, now, false, false) || p->cpu_final) continue;  // its exit is handled as usual
+    }
+    if (p->rss <= 0) continue;
+    p->pss_sharing = family > 0 && !p->pss_unreadable;
+    if (!p->pss_sharing) continue;
+    DurationNs since = now - p->pss_t;
+    if (p->pss_t == 0) {
+      due.push_back({p, 0, 0});
+    } else if (family != p->pss_family) {
+      due.push_back({p, 1, 0});
+    } else if (pss_budget_.RefreshDue(since, p->rss, p->rss_at_pss_read)) {
+      due.push_back({p, 2, PssBudget::Urgency(p->rss, p->rss_at_pss_read, since)});
+    }
+  }
+  std::stable_sort(due.begin(), due.end(), [](const Due& a, const Due& b) {
+    return a.kind != b.kind ? a.kind < b.kind : a.urgency > b.urgency;
+  });
+  for (const Due& d : due) {
+    bool can = d.kind == 0 ? pss_budget_.CanReadFirst()
+               : d.kind == 1 ? pss_budget_.CanReadAfterFamilyChange()
+                             : pss_budget_.CanRefresh();
+    if (!can) continue;
+    Proc* p = d.p;
+    if (!p->smaps_rollup_file.is_open()) {
+      auto f = ProcFile::Open(options_.proc_root + "/" + std::to_string(p->pid) + "/smaps_rollup");
+      if (!f.ok()) {
+        // No smaps_rollup (a kernel before 4.14, no permission): RSS it is, for good.
+        p->pss_sharing = false;
+        p->pss_unreadable = true;
+        continue;
+      }
+      p->smaps_rollup_file = std::move(*f);
+    }
+    timespec before{}, after{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &before);
+    auto text = p->smaps_rollup_file.Read();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &after);
+    pss_budget_.Charge((after.tv_sec - before.tv_sec) * kNsPerSec + (after.tv_nsec - before.tv_nsec));
+    ProcessMemoryRollup rollup;
+    if (!text.ok() || !ParseSmapsRollup(*text, &rollup)) continue;
+    p->pss_t = now;
+    p->pss_at_read = static_cast<double>(rollup.pss_bytes);
+    // The estimate adds later changes of the stat RSS (the same source as later ones: the
+    // kernel's RSS counters are per-CPU approximations, up to hundreds of kB off the page
+    // walk smaps_rollup does, so the two are never mixed).
+    p->rss_at_pss_read = p->rss;
+    p->pss_family = PssFamily(p);
+  }
+}
+
+uint64_t ProcessTreeMonitor::pss_reads() const {
+  std::lock_guard lock(mu_);
+  return pss_budget_.reads();
+}
+
+DurationNs ProcessTreeMonitor::pss_spent_ns() const {
+  std::lock_guard lock(mu_);
+  return pss_budget_.spent_ns();
 }
 
 void ProcessTreeMonitor::HandleExitNotifications(TimeNs now) {

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "collect/proc_file.h"
+#include "collect/pss_budget.h"
 #include "model/run_builder.h"
 
 namespace grademl::collect {
@@ -50,6 +51,7 @@ class ProcessTreeMonitor {
   struct Options {
     std::string proc_root = "/proc";
     int slow_every = 10;  // read /proc/PID/status (context switches) every N passes
+    PssBudget::Options pss;  // when smaps_rollup is read (memory.pss; see pss_budget.h)
   };
 
   ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseId run_phase, model::ResourceId host_resource,
@@ -97,6 +99,9 @@ class ProcessTreeMonitor {
     TimeNs end_ns = 0;
   };
   ProcessRef Lookup(pid_t pid) const;
+  // smaps_rollup reads so far and the CPU time they were charged (for tests and benchmarks).
+  uint64_t pss_reads() const;
+  DurationNs pss_spent_ns() const;
 
   // Counters shared out between a parent and its exited children, in this order.
   enum Metric { kUser, kSystem, kReadBytes, kWriteBytes, kReadChars, kWriteChars, kNumMetrics };
@@ -128,6 +133,7 @@ class ProcessTreeMonitor {
   std::unique_ptr<class ProcDirectory> proc_dir_;
   ProcFile loadavg_;
   uint64_t last_pid_seen_ = 0;
+  PssBudget pss_budget_;
 
   Proc* Follow(pid_t pid, Proc* parent, TimeNs now, const std::string& fallback_name, TimeNs start_hint,
                model::PhaseId root_phase);
@@ -138,6 +144,9 @@ class ProcessTreeMonitor {
   // so whatever can still be read is final.
   bool ReadProc(Proc* p, TimeNs now, bool slow, bool exited);
   void EmitSamples(Proc* p, TimeNs t);
+  // Reads PSS where pages can be shared and the budget allows (pss_budget.h).
+  void SamplePss(const std::vector<Proc*>& order, TimeNs now);
+  static int PssFamily(const Proc* p);
   void MarkGone(Proc* p, TimeNs t);
   // True once an exited process has been reaped by its parent.
   bool Reaped(Proc* p);

@@ -16,6 +16,11 @@ inline constexpr std::string_view kProcCpuSystem = "cpu.system";        // count
 // children); counted here so that no CPU time vanishes.
 inline constexpr std::string_view kProcCpuUnseenChildren = "cpu.unseen_children";  // counter, s
 inline constexpr std::string_view kProcRss = "memory.rss";              // gauge, bytes
+// Proportional set size: resident pages, each divided by the number of processes mapping
+// it, so that the PSS of processes sharing pages (forked workers) adds up to their real
+// footprint. Read from smaps_rollup within a CPU budget and estimated from RSS between
+// reads; a process with no followed relative reports its RSS (collect/pss_budget.h).
+inline constexpr std::string_view kProcPss = "memory.pss";              // gauge, bytes
 inline constexpr std::string_view kProcReadBytes = "io.read_bytes";     // counter, bytes from storage
 inline constexpr std::string_view kProcWriteBytes = "io.write_bytes";   // counter, bytes to storage
 inline constexpr std::string_view kProcReadChars = "io.read_chars";     // counter, bytes via read()-like calls

@@ -77,6 +77,13 @@ std::optional<Phase> RunBuilder::GetPhase(PhaseId id) const {
   return it->second;
 }
 
+std::unordered_set<std::string> RunBuilder::PhaseLeafTypes() const {
+  std::lock_guard lock(mu_);
+  std::unordered_set<std::string> out;
+  for (const auto& [id, phase] : phases_) out.emplace(phase.leaf_type());
+  return out;
+}
+
 void RunBuilder::AddEdge(const Edge& edge) {
   std::lock_guard lock(mu_);
   new_edges_.push_back(edge);

@@ -71,6 +71,8 @@ class RunBuilder {
   void RenamePhase(PhaseId id, const std::string& name);
   // A copy of the phase, or nullopt for an unknown id.
   std::optional<Phase> GetPhase(PhaseId id) const;
+  // The leaf types of every phase so far (process, epoch, ...).
+  std::unordered_set<std::string> PhaseLeafTypes() const;
 
   void AddEdge(const Edge& edge);
 

@@ -480,6 +480,8 @@ class TraceBuilder {
                            analysis::SamplesOf(run_.FindSeries(r.id, metric::kProcCpuSystem))};
       WriteRate(pid, "CPU", "cores", cpu);
       WriteGauge(pid, "RSS", "bytes", run_.FindSeries(r.id, metric::kProcRss));
+      // PSS: shared pages divided among the processes mapping them (sums without overcount).
+      WriteGauge(pid, "PSS", "bytes", run_.FindSeries(r.id, metric::kProcPss));
       SampleSpan read[1] = {analysis::SamplesOf(run_.FindSeries(r.id, metric::kProcReadBytes))};
       WriteRate(pid, "disk read", "bytes/s", read);
       SampleSpan write[1] = {analysis::SamplesOf(run_.FindSeries(r.id, metric::kProcWriteBytes))};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <string_view>
 #include <unordered_map>
@@ -441,7 +442,7 @@ struct AttributedPlot {
 };
 constexpr AttributedPlot kAttributedPlots[] = {
     {analysis::attributed::kCpu, "CPU", "cores"},
-    {analysis::attributed::kRss, "Memory", "bytes"},
+    {analysis::attributed::kRss, "Memory (PSS)", "bytes"},
     {analysis::attributed::kReadBytes, "Storage read", "bytes/s"},
     {analysis::attributed::kWriteBytes, "Storage write", "bytes/s"},
     {analysis::attributed::kGpuUtilization, "GPU utilisation", "fraction"},
@@ -458,6 +459,33 @@ std::vector<model::PhaseId> StackedPhases(const model::Run& run) {
 }
 
 std::string PhaseLabel(const model::Phase& p) { return Text(p.name.empty() ? std::string(p.leaf_type()) : p.name); }
+
+// Stacked layers of the "who used what" plots: repeated phases (100 epochs of one process,
+// 50 identical workers) are one layer and one legend entry, "epoch ×100", instead of one
+// each. Processes group by name (their command line), other phases by their type (epochs
+// named "epoch 1", "epoch 2"... are still epochs). Groups keep the order of their first phase.
+struct LayerGroup {
+  std::string label;
+  std::vector<model::PhaseId> phases;
+};
+std::vector<LayerGroup> GroupLayers(const model::Run& run, const std::vector<model::PhaseId>& ids) {
+  std::vector<LayerGroup> groups;
+  std::map<std::string, size_t> index;
+  for (model::PhaseId id : ids) {
+    const model::Phase* p = run.FindPhase(id);
+    if (p == nullptr) continue;
+    bool process = p->leaf_type() == model::kPhaseTypeProcess;
+    std::string key = process ? "p:" + p->name : "t:" + std::string(p->leaf_type());
+    auto [it, added] = index.emplace(key, groups.size());
+    if (added) groups.push_back({process ? PhaseLabel(*p) : Text(std::string(p->leaf_type())), {}});
+    groups[it->second].phases.push_back(id);
+  }
+  // A phase alone in its group keeps its own name.
+  for (LayerGroup& g : groups) {
+    if (g.phases.size() == 1) g.label = PhaseLabel(*run.FindPhase(g.phases[0]));
+  }
+  return groups;
+}
 
 // Per-step plots (from the attribution's per-phase series) and the stacked usage per phase.
 void AttributionCharts(const model::Run& run, const analysis::Attribution& attribution, const analysis::TimeGrid& grid,
@@ -480,17 +508,26 @@ void AttributionCharts(const model::Run& run, const analysis::Attribution& attri
     ++charted;
     groups.push_back({{"title", "Step " + PhaseLabel(*p)}, {"phase", step}, {"charts", std::move(charts)}});
   }
-  std::vector<model::PhaseId> layers = StackedPhases(run);
+  std::vector<LayerGroup> layers = GroupLayers(run, StackedPhases(run));
   for (const AttributedPlot& plot : kAttributedPlots) {
     const analysis::MetricAttribution* m = attribution.Find(plot.metric);
     if (m == nullptr) continue;
     json series = json::array();
-    std::vector<double> sum(grid.slices, 0);
-    for (model::PhaseId id : layers) {
-      std::vector<double> v = PhaseRate(*m, id, grid);
-      if (!AnyPositive(v)) continue;
-      AddInto(sum, v);
-      series.push_back({{"label", PhaseLabel(*run.FindPhase(id))}, {"phase", id}, {"values", Values(v)}});
+    for (const LayerGroup& group : layers) {
+      std::vector<double> v(grid.slices, 0);
+      size_t used = 0;
+      for (model::PhaseId id : group.phases) {
+        std::vector<double> one = PhaseRate(*m, id, grid);
+        if (!AnyPositive(one)) continue;
+        AddInto(v, one);
+        ++used;
+      }
+      if (used == 0) continue;
+      json layer = {{"label", used > 1 ? group.label + " \u00d7" + std::to_string(used) : group.label}};
+      if (group.phases.size() == 1) layer["phase"] = group.phases[0];
+      else layer["count"] = used;
+      layer["values"] = Values(v);
+      series.push_back(std::move(layer));
     }
     // What the host measured beyond the phases (other load), from the host resources.
     std::vector<double> other(grid.slices, 0);

@@ -40,6 +40,8 @@ json PhaseJson(const model::Phase& phase, const analysis::PhaseSummary& ps) {
       {"avg_cores", ps.avg_cores},
       {"peak_rss_bytes", Bytes(ps.peak_rss_bytes)},
       {"self_peak_rss_bytes", Bytes(ps.self_peak_rss_bytes)},
+      {"peak_pss_bytes", Bytes(ps.peak_pss_bytes)},
+      {"self_peak_pss_bytes", Bytes(ps.self_peak_pss_bytes)},
       {"read_bytes", Bytes(ps.read_bytes)},
       {"write_bytes", Bytes(ps.write_bytes)},
       {"self_read_bytes", Bytes(ps.self_read_bytes)},
@@ -203,6 +205,8 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
   run_json["duration_s"] = summary.duration_s;
   run_json["noisy"] = summary.noisy;
   run_json["noisy_reason"] = summary.noisy ? Text(summary.noisy_reason) : json(nullptr);
+  run_json["peak_pss_bytes"] = Bytes(summary.peak_pss_bytes);
+  run_json["peak_rss_bytes"] = Bytes(summary.peak_rss_bytes);
 
   json phases = json::array();
   for (size_t i = 0; i < run.phases.size(); ++i) {

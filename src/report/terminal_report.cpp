@@ -128,12 +128,12 @@ void RenderHeader(const model::Run& run, const RunSummary& summary, const Styler
 struct Row {
   std::string lead;  // tree drawing
   std::string name;
-  std::array<std::string, 7> cells;  // start, duration, CPU, cores, peak mem, read, written
+  std::array<std::string, 7> cells;  // start, duration, CPU, cores, peak PSS, read, written
   bool header = false;
   bool more = false;  // a "… N more phases" line
 };
 
-constexpr std::array<const char*, 7> kColumnTitles{"start", "duration", "CPU time", "cores", "peak mem", "read",
+constexpr std::array<const char*, 7> kColumnTitles{"start", "duration", "CPU time", "cores", "peak PSS", "read",
                                                    "written"};
 
 // Shortens a command-line-like name to `width` columns: first the directories of paths go,
@@ -346,7 +346,7 @@ void RenderPhases(const model::Run& run, const RunSummary& summary, const Termin
     bool has_processes = ps.process_count > 0;
     row.cells[2] = ps.cpu_seconds > 0 ? FormatSeconds(ps.cpu_seconds) : "-";
     row.cells[3] = has_processes && ps.duration_s > 0 ? fmt::format("{:.2f}", ps.avg_cores) : "-";
-    row.cells[4] = BytesOrDash(ps.peak_rss_bytes);
+    row.cells[4] = BytesOrDash(ps.peak_pss_bytes);
     row.cells[5] = BytesOrDash(ps.read_bytes);
     row.cells[6] = BytesOrDash(ps.write_bytes);
     rows.push_back(std::move(row));
@@ -380,8 +380,9 @@ void RenderPhases(const model::Run& run, const RunSummary& summary, const Termin
     RightTrim(line);
     out += line + '\n';
   }
-  out += style(kDim, "CPU time, cores, peak mem, read and written include everything a phase started.") + '\n';
-  out += style(kDim, "cores = CPU time / duration; peak mem = most memory (RSS) in use at once;") + '\n';
+  out += style(kDim, "CPU time, cores, peak PSS, read and written include everything a phase started.") + '\n';
+  out += style(kDim, "cores = CPU time / duration; peak PSS = most memory in use at once, by proportional") + '\n';
+  out += style(kDim, "set size (pages shared between processes counted once; per-process RSS: report --json);") + '\n';
   out += style(kDim, "read/written = bytes from/to storage devices.") + '\n';
   if (any_open) out += style(kYellow, "* still running when grademl stopped: times are lower bounds.") + '\n';
 }

@@ -4,14 +4,107 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include <cerrno>
+#include <unistd.h>
 
+#include <cerrno>
+#include <unordered_set>
+
+#include "workflow/log_rules.h"
+#include "workflow/output_relay.h"
 #include "workflow/recording.h"
 
 namespace grademl::workflow {
+namespace {
+
+// Reads a single command's output from the relay's taps and hands its lines to the log
+// rules. The phases go to a scratch builder first, and into the run only at the end, once
+// the in-process events are known (see AddPhasesTo).
+class CommandLogReader {
+ public:
+  CommandLogReader(const LogRuleSet* rules, OutputRelay* relay, model::PhaseId parent, TimeNs start,
+                   const std::string& host, pid_t pid)
+      : relay_(relay),
+        parent_(parent),
+        scratch_parent_(scratch_.BeginPhase({.name = "run", .type = "run", .start_ns = start, .host = host})),
+        tracker_(rules, &scratch_, scratch_parent_, host, pid) {}
+
+  // The taps to poll.
+  void AddFds(std::vector<pollfd>& fds) const {
+    for (int k = 1; k <= 2; ++k) {
+      if (!eof_[k - 1] && relay_->tap_fd(k) >= 0) fds.push_back({relay_->tap_fd(k), POLLIN, 0});
+    }
+  }
+  // Reads whatever the taps hold now.
+  void Read() {
+    char buf[65536];
+    for (int k = 0; k < 2; ++k) {
+      int fd = relay_->tap_fd(k + 1);
+      while (fd >= 0 && !eof_[k]) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;  // EAGAIN
+        if (n == 0) {
+          eof_[k] = true;
+          break;
+        }
+        Feed(k, std::string_view(buf, static_cast<size_t>(n)), WallClock::Now());
+      }
+    }
+  }
+  // The last unfinished lines count as lines; every phase still open ends at `end`.
+  void Finish(TimeNs end) {
+    for (std::string& part : partial_) {
+      if (!part.empty()) tracker_.OnLine(end, part);
+      part.clear();
+    }
+    tracker_.Finish(end);
+  }
+  // Adds the log rules' phases to the run, but none of a type the run's in-process events
+  // recorded already (auto-instrumented epochs): those are the same epochs seen twice.
+  void AddPhasesTo(model::RunBuilder& builder) {
+    std::unordered_set<std::string> recorded = builder.PhaseLeafTypes();
+    for (const model::Phase& p : scratch_.TakeDelta(true).phases) {
+      if (p.id == scratch_parent_ || recorded.count(std::string(p.leaf_type()))) continue;
+      model::PhaseId id = builder.BeginPhase({.parent = parent_,
+                                              .name = p.name,
+                                              .type = std::string(p.leaf_type()),
+                                              .start_ns = p.start_ns,
+                                              .host = p.host,
+                                              .pid = p.pid,
+                                              .tags = p.tags});
+      if (p.ended()) builder.EndPhase(id, p.end_ns);
+    }
+  }
+
+ private:
+  void Feed(int k, std::string_view text, TimeNs t) {
+    // Lines end at \n; a progress bar's \r redraws count as lines too (as for steps).
+    std::string& part = partial_[k];
+    for (char c : text) {
+      if (c == '\n' || c == '\r') {
+        tracker_.OnLine(t, part);
+        part.clear();
+      } else if (part.size() < kMaxLine) {
+        part.push_back(c);
+      }
+    }
+  }
+
+  static constexpr size_t kMaxLine = 64 * 1024;
+  OutputRelay* relay_;
+  model::PhaseId parent_;
+  model::RunBuilder scratch_{model::RunInfo{}};
+  model::PhaseId scratch_parent_;  // stands for the run's phase in scratch_
+  LogPhaseTracker tracker_;
+  std::string partial_[2];
+  bool eof_[2] = {false, false};
+};
+
+}  // namespace
 
 StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
-                                               const std::vector<std::string>& argv) {
+                                               const std::vector<std::string>& argv, const LogRuleSet* rules,
+                                               OutputRelay* relay) {
   if (argv.empty()) return InvalidArgument("no command given (usage: grademl run [OPTIONS] -- CMD [ARGS...])");
   std::string name;
   for (const auto& a : argv) name += (name.empty() ? "" : " ") + a;
@@ -28,6 +121,25 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
     return result;
   }
 
+  std::unique_ptr<CommandLogReader> log_reader;
+  if (rules != nullptr && relay != nullptr && relay->relaying()) {
+    auto run_phase = recording->builder().GetPhase(recording->run_phase());
+    log_reader = std::make_unique<CommandLogReader>(rules, relay, recording->run_phase(),
+                                                    run_phase ? run_phase->start_ns : WallClock::Now(),
+                                                    recording->host(), root.pid);
+    recording->OnEventsFinal([&](TimeNs end) {
+      // What the command printed last may still be on its way through the relay.
+      for (int i = 0; i < 20; ++i) {
+        std::vector<pollfd> taps;
+        log_reader->AddFds(taps);
+        if (taps.empty() || poll(taps.data(), taps.size(), 50) <= 0) break;
+        log_reader->Read();
+      }
+      log_reader->Finish(end);
+      log_reader->AddPhasesTo(recording->builder());
+    });
+  }
+
   // Wait for the command, reaping adopted orphans on the way and passing signals on to its
   // whole tree. After a signal, recording goes on until every process of the tree is gone.
   int root_status = 0;
@@ -35,11 +147,14 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
   bool stopping = false;
   int forwarded = 0;
   while (!root_done || (stopping && recording->TreeRunning())) {
-    pollfd fd{recording->signal_fd(), POLLIN, 0};
+    std::vector<pollfd> fds = {{recording->signal_fd(), POLLIN, 0}};
+    if (log_reader) log_reader->AddFds(fds);
     // Once stopping, look again now and then: the last process may be reaped by another.
-    int ready = poll(&fd, 1, stopping ? 200 : -1);
+    int ready = poll(fds.data(), fds.size(), stopping ? 200 : -1);
     if (ready < 0 && errno != EINTR) break;
     if (ready <= 0) continue;
+    if (log_reader) log_reader->Read();
+    if (!(fds[0].revents & POLLIN)) continue;
     std::optional<Recording::SignalEvent> sig = recording->NextSignal();
     if (!sig) break;
     if (sig->signo == SIGCHLD) {

@@ -24,7 +24,15 @@ struct MonitoredCommandResult {
 
 // Errors that stop anything from running (an unusable database) come back as a Status; a
 // command that cannot be started is a result with exit code 127 and a failed run stored.
+//
+// With `rules` and a `relay` (output_relay.h) that relays at least one stream, the lines
+// the command prints there are matched by the log rules: their phases (epochs, steps, ...)
+// go under the run's phase, with the command's pid, except phases of a type that the
+// command's in-process events (auto-instrumentation, libgrademl) recorded anywhere in the
+// run: those would count the same epochs twice.
 StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
-                                               const std::vector<std::string>& argv);
+                                               const std::vector<std::string>& argv,
+                                               const class LogRuleSet* rules = nullptr,
+                                               class OutputRelay* relay = nullptr);
 
 }  // namespace grademl::workflow

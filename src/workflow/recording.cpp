@@ -514,6 +514,7 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
     impl_->events.reset();
   }
   impl_->events_folder.reset();  // everything is in the store now
+  if (on_events_final_) on_events_final_(end);
   model::RunBuilder& builder = *impl_->builder;
   builder.EndPhase(impl_->run_phase, end);
   builder.UpdateRunInfo([&](model::RunInfo& i) {

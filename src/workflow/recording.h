@@ -20,6 +20,7 @@
 
 #include <memory>
 #include <optional>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -114,9 +115,14 @@ class Recording {
 
   // Ends the run: last pass, every phase closed, info written, final flush. Idempotent.
   Status Finish(std::optional<int> exit_code, std::optional<int> exit_signal, const std::string& error);
+  // Called by Finish once the processes and in-process events are final, before the run's
+  // phase ends and the store is flushed (log-rule phases are added there, see
+  // monitored_command.cpp).
+  void OnEventsFinal(std::function<void(TimeNs end)> fn) { on_events_final_ = std::move(fn); }
 
  private:
   struct Impl;
+  std::function<void(TimeNs)> on_events_final_;
   void StopLikeTheCommand();
   explicit Recording(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -202,3 +202,60 @@ TEST(HtmlReportTest, EmptyRunStillRenders) {
 
 }  // namespace
 }  // namespace grademl::report
+
+namespace grademl::report {
+namespace {
+
+// The labels of the stacked "who used what" plot of one metric.
+std::vector<std::string> StackedLabels(const json& d, const std::string& metric) {
+  std::vector<std::string> out;
+  for (const json& c : d["stacked"]) {
+    if (c["metric"] != metric) continue;
+    for (const json& s : c["series"]) out.push_back(s["label"]);
+  }
+  return out;
+}
+
+// 100 epochs of one process are one legend entry, "epoch ×100", not 100; their layer holds
+// all their usage.
+TEST(HtmlReportTest, RepeatedEpochsAreOneStackedLayer) {
+  RunFixture f;
+  f.run.info.start_ns = 0;
+  f.run.info.end_ns = Sec(100);
+  auto root = f.AddPhase(0, "python train.py", "run", 0, Sec(100));
+  auto proc = f.AddProcess(root, "python train.py", 0, Sec(100), 10);
+  f.Counter(f.last_process_resource, model::metric::kProcCpuUser, {{0, 0}, {Sec(100), 100}});
+  for (int e = 0; e < 100; ++e) {
+    f.AddPhase(proc, "epoch " + std::to_string(e + 1), "run/process/epoch", Sec(e), Sec(e + 1), 10);
+  }
+  json d = Data(f.Build());
+  EXPECT_EQ(StackedLabels(d, "cpu"), (std::vector<std::string>{"epoch \u00d7100"}));
+  for (const json& c : d["stacked"]) {
+    if (c["metric"] != "cpu") continue;
+    double total = 0;
+    for (const json& v : c["series"][0]["values"]) total += v.is_number() ? v.get<double>() : 0.0;
+    EXPECT_NEAR(total / 40.0 * 100.0, 100.0, 5.0);  // 40 slices of 2.5 s: 1 core all along
+    EXPECT_EQ(c["series"][0]["count"], 100);
+  }
+}
+
+// 50 identical workers (a DataLoader's, named like their parent) are one entry; a different
+// process keeps its own.
+TEST(HtmlReportTest, IdenticalWorkerProcessesAreOneStackedLayer) {
+  RunFixture f;
+  f.run.info.start_ns = 0;
+  f.run.info.end_ns = Sec(10);
+  auto root = f.AddPhase(0, "python main.py", "run", 0, Sec(10));
+  auto main_proc = f.AddProcess(root, "python main.py", 0, Sec(10), 10);
+  for (int w = 0; w < 50; ++w) {
+    f.AddProcess(main_proc, "python main.py", Sec(1), Sec(9), 100 + w);
+    f.Counter(f.last_process_resource, model::metric::kProcCpuUser, {{Sec(1), 0}, {Sec(9), 4}});
+  }
+  f.AddProcess(main_proc, "gzip out.txt", Sec(2), Sec(8), 99);
+  f.Counter(f.last_process_resource, model::metric::kProcCpuUser, {{Sec(2), 0}, {Sec(8), 3}});
+  json d = Data(f.Build());
+  EXPECT_EQ(StackedLabels(d, "cpu"), (std::vector<std::string>{"python main.py \u00d750", "gzip out.txt"}));
+}
+
+}  // namespace
+}  // namespace grademl::report

@@ -107,7 +107,7 @@ function whatifSection(data) {
 }
 
 const METRIC_LABELS = {
-  cpu: 'CPU', 'memory.rss': 'Memory', 'io.read_bytes': 'Read', 'io.write_bytes': 'Written', 'disk.busy': 'Disk busy',
+  cpu: 'CPU', 'memory.rss': 'Memory (PSS)', 'io.read_bytes': 'Read', 'io.write_bytes': 'Written', 'disk.busy': 'Disk busy',
   'net.rx_bytes': 'Received', 'net.tx_bytes': 'Sent', 'gpu.utilization': 'GPU', 'gpu.memory_used': 'GPU memory',
 };
 
