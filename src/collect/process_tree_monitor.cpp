@@ -53,7 +53,8 @@ struct ProcessTreeMonitor::Proc {
   model::ResourceId resource = 0;
   model::SeriesId s_user = 0, s_system = 0, s_unseen = 0, s_rss = 0, s_rb = 0, s_wb = 0, s_rc = 0, s_wc = 0,
                   s_threads = 0, s_vcsw = 0, s_ivcsw = 0, s_sched_run = 0, s_sched_wait = 0, s_disk_wait = 0,
-                  s_minflt = 0, s_majflt = 0, s_net_wait = 0;
+                  s_minflt = 0, s_majflt = 0, s_net_wait = 0, s_affinity = 0, s_quota = 0;
+  TimeNs limits_due = 0;    // when the CPU limits are read again
   ProcFile stat_file, io_file, status_file, schedstat_file, wchan_file;
   int pidfd = -1;
   std::string comm;
@@ -165,7 +166,8 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
       seconds_per_tick_(1.0 / static_cast<double>(sysconf(_SC_CLK_TCK))),
       page_size_(static_cast<double>(sysconf(_SC_PAGESIZE))),
       self_pid_(getpid()),
-      proc_dir_(std::make_unique<ProcDirectory>(options_.proc_root)) {
+      proc_dir_(std::make_unique<ProcDirectory>(options_.proc_root)),
+      cpu_limits_(std::make_unique<CpuLimitsReader>(CpuLimitsReader::Paths{options_.proc_root, options_.cgroup_root})) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
 }
 
@@ -296,6 +298,9 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   p->s_minflt = series(metric::kProcMinorFaults, metric::kUnitCount, SeriesKind::kCounter);
   p->s_majflt = series(metric::kProcMajorFaults, metric::kUnitCount, SeriesKind::kCounter);
   p->s_net_wait = series(metric::kProcStateNetWait, metric::kUnitSeconds, SeriesKind::kCounter);
+  p->s_affinity = series(metric::kProcCpuAffinity, metric::kUnitCount, SeriesKind::kGauge);
+  p->s_quota = series(metric::kProcCpuQuota, metric::kUnitCores, SeriesKind::kGauge);
+  RecordCpuLimits(p, now);
 
   if (epoll_fd_ >= 0) {
     p->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -484,6 +489,14 @@ void ProcessTreeMonitor::EmitSamples(Proc* p, TimeNs t) {
   builder_->AddSample(p->s_net_wait, t, p->net_wait);
 }
 
+void ProcessTreeMonitor::RecordCpuLimits(Proc* p, TimeNs t) {
+  if (t < p->limits_due) return;
+  p->limits_due = t + CpuLimitsReader::kQuotaTtlNs;
+  CpuLimits limits = cpu_limits_->Read(p->pid, t);
+  if (limits.affinity_cores > 0) builder_->AddSample(p->s_affinity, t, limits.affinity_cores);
+  if (limits.quota_cores > 0) builder_->AddSample(p->s_quota, t, limits.quota_cores);
+}
+
 void ProcessTreeMonitor::Unwatch(Proc* p) {
   if (p->pidfd >= 0) {
     if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p->pidfd, nullptr);
@@ -610,6 +623,7 @@ void ProcessTreeMonitor::Sample(TimeNs now) {
   // Emit only now: a parent's own I/O is known once its exited children took their share.
   for (Proc* p : order) {
     if (p->state == State::kAlive && p->read_pass == pass_) EmitSamples(p, now);
+    if (slow && p->state == State::kAlive) RecordCpuLimits(p, now);
   }
 }
 

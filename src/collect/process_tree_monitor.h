@@ -29,6 +29,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "collect/cpu_limits.h"
 #include "collect/proc_file.h"
 #include "model/run_builder.h"
 
@@ -50,6 +51,7 @@ class ProcessTreeMonitor {
   struct Options {
     std::string proc_root = "/proc";
     int slow_every = 10;  // read /proc/PID/status (context switches) every N passes
+    std::string cgroup_root = "/sys/fs/cgroup";  // where CPU quotas are read (collect/cpu_limits.h)
   };
 
   ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseId run_phase, model::ResourceId host_resource,
@@ -128,6 +130,7 @@ class ProcessTreeMonitor {
   std::unique_ptr<class ProcDirectory> proc_dir_;
   ProcFile loadavg_;
   uint64_t last_pid_seen_ = 0;
+  std::unique_ptr<CpuLimitsReader> cpu_limits_;
 
   Proc* Follow(pid_t pid, Proc* parent, TimeNs now, const std::string& fallback_name, TimeNs start_hint,
                model::PhaseId root_phase);
@@ -138,6 +141,8 @@ class ProcessTreeMonitor {
   // so whatever can still be read is final.
   bool ReadProc(Proc* p, TimeNs now, bool slow, bool exited);
   void EmitSamples(Proc* p, TimeNs t);
+  // Reads the cores the process may use (affinity, cgroup quota) when due, and records them.
+  void RecordCpuLimits(Proc* p, TimeNs t);
   void MarkGone(Proc* p, TimeNs t);
   // True once an exited process has been reaped by its parent.
   bool Reaped(Proc* p);
