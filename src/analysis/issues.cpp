@@ -258,11 +258,11 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
                               use.processes == 1 ? "" : "es", CoreCount(used));
         }
         add(p->id, "underused_cores", {change}, saving,
-            fmt::format("{} used {} of {} ({}) for {} while {} of the host's {} cores sat idle{}; at most {} could "
+            fmt::format("{} used {} of {} ({}) for {}{} while {} of the host's {} cores sat idle; at most {} could "
                         "be saved if it used {} ({}; assumes its CPU work scales perfectly).",
                         Label(*p), Cores(used), CoreCount(use.available_cores),
                         use.available_from == "host" ? "the host's" : use.available_from, Seconds(cpu),
-                        Cores(use.host_idle_cores), use.host_cores, where,
+                        critical ? " on the critical path" : "", Cores(use.host_idle_cores), use.host_cores,
                         saving_text(saving), n >= use.available_cores ? "all of them" : CoreCount(n), lever));
         underused = saving >= options.min_impact_s && saving >= options.min_impact_fraction * run_s;
       }

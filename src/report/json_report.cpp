@@ -47,7 +47,7 @@ json PhaseJson(const model::Phase& phase, const analysis::PhaseSummary& ps) {
 
 // Threads and cores of a step or process (analysis/core_use.h).
 json CoreUseJson(const analysis::PhaseCoreUse& u) {
-  return {{"threads", u.peak_threads},
+  return {{"threads", u.peak_threads > 0 ? json(u.peak_threads) : json(nullptr)},
           {"processes", u.processes},
           {"avg_used", u.avg_cores},
           {"peak_used", u.peak_cores},
