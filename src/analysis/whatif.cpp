@@ -399,6 +399,10 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
                                      ? fmt::format(" (of {:g} available, {})", use.available_cores, use.available_from)
                                      : std::string(),
                                  f);
+            if (use.host_cores > 0) {
+              detail += fmt::format("; {:.1f} of the host's {} cores were idle meanwhile", use.host_idle_cores,
+                                    use.host_cores);
+            }
             if (tops.size() > 1) detail = "the first: " + detail;
           }
         }
@@ -427,7 +431,8 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
       if (lever) {
         result.notes.push_back(fmt::format(
             "{}: {} CPU-bound in {} ({}) scaled by cores used / {} ({}): assumes the CPU-bound part scales "
-            "perfectly with {}, so the saving is an upper bound",
+            "perfectly with {} on free cores (other load on the host is not modelled), so the saving is an upper "
+            "bound",
             ch.text, Seconds(total / 1e9), Phases(tops.size()), NameList(g, tops),
             ch.kind == WhatifChange::Kind::kThreads ? "min(N, cores available)" : "N", detail,
             ch.kind == WhatifChange::Kind::kThreads ? "threads" : "cores"));
