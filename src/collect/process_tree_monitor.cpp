@@ -377,6 +377,7 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
   // its counters are final only when no thread is left.
   bool renamed = p->seen && st.comm != p->comm;
   if (renamed) {
+    p->limits_due = 0;  // it exec'd: its CPU limits may have changed too (taskset, numactl)
     p->comm = std::string(st.comm);
     if (auto cmdline = ReadFileOnce(options_.proc_root + "/" + std::to_string(p->pid) + "/cmdline"); cmdline.ok()) {
       std::string name = FormatCmdline(*cmdline);
