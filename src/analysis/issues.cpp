@@ -240,7 +240,7 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
     if (const double cpu = b->bound(BoundResource::kCpu); d >= options.underused_min_s && cpu >= options.min_share * d) {
       PhaseCoreUse use = use_of(p->id);
       const double used = CoresUsedWhileCpuBound(use, cpu);
-      const double spare = use.available_cores - used;
+      const double spare = use.available_cores - std::max(used, 1.0);  // as the threads lever counts it
       if (used > 0 && spare >= options.underused_min_spare_cores && use.host_cores > 0 &&
           use.host_idle_cores >= options.underused_min_idle_cores && (critical || step_slack < cpu * spare / use.available_cores)) {
         const int n = std::max(2, static_cast<int>(std::floor(use.available_cores + 1e-9)));

@@ -386,7 +386,10 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
         for (int32_t k : tops) {
           const model::PhaseId id = g.phase[static_cast<size_t>(k)]->id;
           PhaseCoreUse use = options.core_use(id);
-          const double used = CoresUsedWhileCpuBound(use, options.bound_seconds(id, "cpu"));
+          // A CPU-bound phase asked for at least one whole core: less than that is contention,
+          // which more threads do not remove (each thread gets the same share, at best).
+          const double measured = CoresUsedWhileCpuBound(use, options.bound_seconds(id, "cpu"));
+          const double used = measured > 0 ? std::max(measured, 1.0) : 0.0;
           double target = ch.count;
           if (ch.kind == WhatifChange::Kind::kThreads && use.available_cores > 0) {
             target = std::min(target, use.available_cores);
@@ -394,7 +397,8 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
           double f = used > 0 && target > 0 ? std::min(used / target, kMaxFactor) : 1.0;
           top_factor[static_cast<size_t>(k)] = f;
           if (detail.empty()) {
-            detail = fmt::format("{:.2f} cores used while CPU-bound -> {:g}{}, x{:.3g}", used, target,
+            detail = fmt::format("{:.2f} cores used while CPU-bound{} -> {:g}{}, x{:.3g}", measured,
+                                 measured < used ? " (counted as 1: the rest was contention)" : "", target,
                                  ch.kind == WhatifChange::Kind::kThreads && use.available_cores > 0
                                      ? fmt::format(" (of {:g} available, {})", use.available_cores, use.available_from)
                                      : std::string(),

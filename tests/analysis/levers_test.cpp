@@ -179,6 +179,18 @@ TEST(WhatifLeverTest, FewerThreadsThanUsedIsSlower) {
   EXPECT_NEAR(x.Saving("#" + std::to_string(x.crunch) + ":threads=1"), -52, 1e-3);
 }
 
+TEST(WhatifLeverTest, ContentionIsNotRemovedByMoreThreads) {
+  Crunch x(0.5, 0, /*host_idle=*/false);  // 26 CPU-seconds in 52 s CPU-bound: half a core
+  const std::string id = "#" + std::to_string(x.crunch);
+  // Counted as 1 core (not 0.5): 52 x (1 - 1/2) = 26 s, not 52 x (1 - 0.5/2) = 39 s.
+  EXPECT_NEAR(x.Saving(id + ":threads=2"), 26, 1e-3);
+  auto r = SimulateWhatif(x.f.run, {*ParseWhatifChange(id + ":threads=2")}, x.Options());
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(r->notes[0].find("0.50 cores used while CPU-bound (counted as 1: the rest was contention) -> 2"),
+            std::string::npos)
+      << r->notes[0];
+}
+
 TEST(WhatifLeverTest, ACgroupQuotaCapsThreads) {
   Crunch x(1, 1.5);
   // 52 x (1 - 1/1.5) = 17.333 s.
