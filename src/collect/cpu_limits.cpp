@@ -1,5 +1,6 @@
 #include "collect/cpu_limits.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -95,7 +96,12 @@ std::optional<double> ParseCpuMax(std::string_view text) {
 CpuLimits CpuLimitsReader::Read(pid_t pid, TimeNs now) {
   CpuLimits limits;
   const std::string base = paths_.proc_root + "/" + std::to_string(pid);
-  if (auto status = ReadFileOnce(base + "/status"); status.ok()) {
+  // The real /proc: one syscall instead of formatting the whole status file (~4x cheaper).
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (paths_.proc_root == "/proc" && sched_getaffinity(pid, sizeof(set), &set) == 0) {
+    limits.affinity_cores = CPU_COUNT(&set);
+  } else if (auto status = ReadFileOnce(base + "/status"); status.ok()) {
     std::string_view text = *status;
     constexpr std::string_view kKey = "Cpus_allowed_list:";
     size_t at = text.find(kKey);
