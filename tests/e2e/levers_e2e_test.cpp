@@ -4,6 +4,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <regex>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -53,6 +56,50 @@ TEST(LeversE2E, APinnedCommandHasOneCoreAvailableAndTheThreadsLeverKeepsToIt) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_EQ(bad.err, "grademl: bad change '#" + id + ":threads=0': threads must be from 1 to 4096 (at character " +
                          std::to_string(id.size() + 11) + ")\n");
+}
+
+// A torch DataLoader loading in the main process (num_workers=0, an expensive __getitem__):
+// the data_wait issue names the num_workers lever, and its saving is at most the time the
+// loop waited for batches (the sum of the data_wait phases, read from the report).
+TEST(LeversE2E, AMainProcessDataLoaderIsToldToUseWorkers) {
+  if (RunCommand({"/usr/bin/python3", "-c", "import torch"}).exit_code != 0) {
+    const char* ci = std::getenv("CI");
+    if (ci != nullptr && std::string(ci) == "true") FAIL() << "CI=true and Debian's python3-torch is missing";
+    GTEST_SKIP() << "Debian's python3-torch is needed";
+  }
+  std::string dir = FreshDir("levers_loader");
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3",
+                                std::string(GRADEML_SOURCE_DIR) + "/bench/validation/lever_loader.py", "0", "320"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = ReportJson(db);
+  double waited = 0;
+  int waits = 0;
+  for (const json& p : report["phases"]) {
+    const std::string type = p["type"];
+    if (type.size() >= 10 && type.ends_with("/data_wait")) {
+      waited += p["duration_s"].get<double>();
+      ++waits;
+    }
+  }
+  ASSERT_EQ(waits, 21) << "320 samples in batches of 16, and the final StopIteration";
+  const json* issue = nullptr;
+  for (const json& i : report["issues"]) {
+    if (i["kind"] == "data_wait") issue = &i;
+  }
+  ASSERT_NE(issue, nullptr) << report["issues"].dump();
+  const std::string change = (*issue)["change"];
+  EXPECT_TRUE(std::regex_match(change, std::regex("#[0-9]+:num_workers=[1-4]"))) << change;
+  EXPECT_GT((*issue)["impact_seconds"].get<double>(), 0);
+  EXPECT_LE((*issue)["impact_seconds"].get<double>(), waited + 1e-6);
+  EXPECT_NE((*issue)["text"].get<std::string>().find("loaded in the main process (num_workers=0)"), std::string::npos);
+
+  CommandResult w = RunCommand({GrademlBinary(), "--db", db, "whatif", change, "--json"});
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  json out = json::parse(w.out);
+  EXPECT_NEAR(out["baseline_s"].get<double>() - out["predicted_s"].get<double>(), (*issue)["impact_seconds"].get<double>(),
+              1e-6);
+  EXPECT_NE(out["changes"][0]["note"].get<std::string>().find("21 data waits"), std::string::npos) << out.dump();
 }
 
 }  // namespace
