@@ -390,10 +390,41 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
     int more = critical_path.jobs * 2;
     std::string change = fmt::format("jobs={}", more);
     double saving = estimate.Saving({change});
+    // The step that waited longest with its inputs ready, and one that held a slot then.
+    std::string example;
+    {
+      std::unordered_map<model::PhaseId, TimeNs> ready;
+      for (const model::Edge& e : run.edges) {
+        const model::Phase* from = run.FindPhase(e.from);
+        if (from != nullptr) ready[e.to] = std::max(ready[e.to], from->end_ns != 0 ? from->end_ns : run_end);
+      }
+      const model::Phase* waiter = nullptr;
+      TimeNs longest = 0, ready_at = 0;
+      for (model::PhaseId id : run.ChildrenOf(root->id)) {
+        const model::Phase* st = run.FindPhase(id);
+        if (st == nullptr || st->leaf_type() != "step") continue;
+        TimeNs r = std::max(root->start_ns, ready.count(id) ? ready[id] : root->start_ns);
+        if (st->start_ns - r > longest) longest = st->start_ns - r, waiter = st, ready_at = r;
+      }
+      if (waiter != nullptr && NsToSeconds(longest) >= 0.1) {
+        const model::Phase* holder = nullptr;
+        for (model::PhaseId id : run.ChildrenOf(root->id)) {
+          const model::Phase* st = run.FindPhase(id);
+          if (st != nullptr && st != waiter && st->leaf_type() == "step" && st->start_ns <= ready_at &&
+              (st->end_ns == 0 || st->end_ns > ready_at)) {
+            holder = st;
+            break;
+          }
+        }
+        example = fmt::format(" ({} waited {} with its inputs ready{})", Shorten(waiter->name, 40),
+                              Seconds(NsToSeconds(longest)),
+                              holder != nullptr ? "; it could have run alongside " + Shorten(holder->name, 40) : "");
+      }
+    }
     add(root->id, "concurrency", {change}, saving,
-        fmt::format("Steps ran at most {} at a time (-j {}) and ready steps waited for a free slot; with -j {} "
+        fmt::format("Steps ran at most {} at a time (-j {}) and ready steps waited for a free slot{}; with -j {} "
                     "the run would be {} shorter.",
-                    critical_path.jobs, critical_path.jobs, more, saving_text(saving)));
+                    critical_path.jobs, critical_path.jobs, example, more, saving_text(saving)));
   }
 
   std::stable_sort(issues.begin(), issues.end(),

@@ -17,6 +17,7 @@ using model::PhaseId;
 using model::ResourceKind;
 using testing::RunFixture;
 using testing::Sec;
+using testing::Workflow;
 
 constexpr double kEps = 1e-6;
 
@@ -304,6 +305,28 @@ TEST(IssuesLeverTest, AMainProcessDataLoaderGetsTheNumWorkersLever) {
   EXPECT_EQ(issues[0].change, "#" + std::to_string(x.process) + ":num_workers=1");
   EXPECT_NEAR(issues[0].impact_s, 1.1, 1e-3);
   EXPECT_NE(issues[0].text.find("loaded in the main process (num_workers=0)"), std::string::npos) << issues[0].text;
+}
+
+TEST(IssuesLeverTest, AConcurrencyLimitNamesAStepThatCouldHaveRunAlongsideAnother) {
+  // -j 1: a [0, 2], b [2, 5] (no inputs: ready at 0), c [5, 6] after a (ready at 2, while b
+  // held the one slot). With -j 2: a and b from 0, c at 2 after a: the run ends at 3.
+  Workflow w(6, 1);
+  PhaseId a = w.Step("a", 0, 2);
+  w.Step("b", 2, 5);
+  w.Step("c", 5, 6, {a});
+  const model::Run& run = w.Build();
+  std::vector<Issue> issues = RankIssues(run, Bottlenecks{}, {}, FindCriticalPath(run));
+  const Issue* concurrency = nullptr;
+  for (const Issue& i : issues) {
+    if (i.kind == "concurrency") concurrency = &i;
+  }
+  ASSERT_NE(concurrency, nullptr);
+  EXPECT_EQ(concurrency->change, "jobs=2");
+  EXPECT_NEAR(concurrency->impact_s, 3, 0.1);
+  EXPECT_NE(concurrency->text.find("ready steps waited for a free slot (c waited 3.00 s with its inputs ready; it "
+                                   "could have run alongside b); with -j 2"),
+            std::string::npos)
+      << concurrency->text;
 }
 
 }  // namespace
