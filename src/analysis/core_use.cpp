@@ -122,11 +122,13 @@ PhaseCoreUse CoreUseOf(const model::Run& run, model::PhaseId id, const CoreUseOp
   std::vector<double> per_window(windows, 0.0);
   std::vector<double> threads_at(windows, 0.0);
   double quota_limited = 0, affinity_limited = 0;
+  double top_cpu = 0;
   for (const ProcessTrack& p : procs) {
     std::vector<TimeNs> clamped(bounds.size());
     for (size_t i = 0; i < bounds.size(); ++i) clamped[i] = std::clamp(bounds[i], p.start_ns, std::max(p.start_ns, p.end_ns));
     std::vector<double> cpu = CpuAt(run, *p.resource, clamped);
-    use.cpu_seconds += std::max(0.0, cpu.back() - cpu.front());
+    const double own_cpu = std::max(0.0, cpu.back() - cpu.front());
+    use.cpu_seconds += own_cpu;
     for (size_t i = 0; i < windows; ++i) per_window[i] += std::max(0.0, cpu[i + 1] - cpu[i]);
 
     SampleSpan threads = SamplesOf(run.FindSeries(p.resource->id, metric::kProcThreads));
@@ -135,6 +137,10 @@ PhaseCoreUse CoreUseOf(const model::Run& run, model::PhaseId id, const CoreUseOp
       if (s.t >= std::max(start, p.start_ns) && s.t <= std::min(end, p.end_ns)) own_peak = std::max(own_peak, s.v);
     }
     use.peak_threads = std::max(use.peak_threads, static_cast<int64_t>(own_peak));
+    if (own_cpu > top_cpu) {
+      top_cpu = own_cpu;
+      use.top_process_threads = static_cast<int64_t>(own_peak);
+    }
     for (size_t i = 0; i < windows; ++i) {
       TimeNs mid = bounds[i] + (bounds[i + 1] - bounds[i]) / 2;
       if (mid >= p.start_ns && mid <= p.end_ns) threads_at[i] += GaugeValueAt(threads, mid);
@@ -154,6 +160,7 @@ PhaseCoreUse CoreUseOf(const model::Run& run, model::PhaseId id, const CoreUseOp
     use.peak_threads = std::max(use.peak_threads, static_cast<int64_t>(threads_at[i]));
   }
   if (use.duration_s > 0) use.avg_cores = use.cpu_seconds / use.duration_s;
+  if (use.cpu_seconds > 0) use.top_process_share = top_cpu / use.cpu_seconds;
   use.peak_cores = std::max(use.peak_cores, use.avg_cores);
   if (use.available_cores > 0) {
     use.available_from = quota_limited == use.available_cores ? "cgroup quota" : "affinity";

@@ -21,6 +21,10 @@ struct PhaseCoreUse {
   double peak_cores = 0;      // the most cores busy over one window (CoreUseOptions::window_s)
   int64_t peak_threads = 0;   // the most threads its processes ran at once (sampled)
   int64_t processes = 0;      // processes in the phase's subtree (1 for a phase inside a process)
+  // The process that used the most CPU: its share of cpu_seconds and its most threads (a
+  // shell wrapping one single-threaded program: 1 thread, ~100%).
+  double top_process_share = 0;
+  int64_t top_process_threads = 0;
   // Cores it could have used: min(CPU affinity, cgroup quota) of its processes (the largest
   // among them), else the host's cores; 0 when nothing is known.
   double available_cores = 0;

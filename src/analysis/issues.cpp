@@ -250,8 +250,9 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
         if (use.torch_threads) {
           lever = fmt::format("torch used {} thread{} (torch.set_num_threads({}))", *use.torch_threads,
                               *use.torch_threads == 1 ? "" : "s", n);
-        } else if (use.peak_threads <= 1 && use.processes <= 1) {
-          lever = fmt::format("it ran one thread: split its work among {} threads or processes", n);
+        } else if ((use.peak_threads <= 1 && use.processes <= 1) ||
+                   (use.top_process_threads == 1 && use.top_process_share >= 0.9)) {
+          lever = fmt::format("its work ran in one thread: split it among {} threads or processes", n);
         } else {
           lever = fmt::format("it ran {} thread{} in {} process{} but kept {} busy: more of them must do CPU work",
                               use.peak_threads, use.peak_threads == 1 ? "" : "s", use.processes,

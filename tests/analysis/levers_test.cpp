@@ -268,10 +268,36 @@ TEST(IssuesLeverTest, UnderusedCoresNamesTheLeverAndABound) {
   EXPECT_NEAR(i.impact_s, 26, 1e-3);
   EXPECT_EQ(i.text,
             "Process 'crunch' used 1.0 of 2 cores (affinity) for 52.00 s on the critical path while 1.0 of the host's "
-            "2 cores sat idle; at most 26.00 s (43% of the run) could be saved if it used all of them (it ran one "
-            "thread: split its work among 2 threads or processes; assumes its CPU work scales perfectly).");
+            "2 cores sat idle; at most 26.00 s (43% of the run) could be saved if it used all of them (its work "
+            "ran in one thread: split it among 2 threads or processes; assumes its CPU work scales perfectly).");
   // The generic "2x faster CPU" issue for the same time is not repeated.
   for (const Issue& other : issues) EXPECT_NE(other.kind, "cpu");
+}
+
+TEST(IssuesLeverTest, AWrapperShellDoesNotHideASingleThread) {
+  // crunch under a shell (idle, 1 thread): 2 processes, 2 threads, but the work is crunch's.
+  Crunch x;
+  RunFixture& f = x.f;
+  PhaseId sh = f.AddProcess(x.root, "sh -c crunch", Sec(4), Sec(56), 99);
+  f.Counter(f.last_process_resource, metric::kProcCpuUser, {{Sec(4), 0}, {Sec(56), 0.01}});
+  f.Gauge(f.last_process_resource, metric::kProcThreads, {{Sec(4), 1}});
+  f.run.phases[static_cast<size_t>(x.crunch - 1)].parent = sh;  // crunch now runs under sh
+  f.run.phases[static_cast<size_t>(x.crunch - 1)].type = "run/process/process";
+  f.Build();
+  x.b.phases.push_back({.phase = sh, .duration_s = 52});
+  x.b.phases.back().bound_s[static_cast<int>(BoundResource::kCpu)] = 52;
+  PhaseCoreUse u = CoreUseOf(f.run, sh);
+  EXPECT_EQ(u.processes, 2);
+  EXPECT_EQ(u.peak_threads, 2);
+  EXPECT_EQ(u.top_process_threads, 1);
+  EXPECT_NEAR(u.top_process_share, 52 / 52.01, 1e-6);
+  std::vector<Issue> issues = RankIssues(f.run, x.b, {}, FindCriticalPath(f.run));
+  ASSERT_FALSE(issues.empty());
+  EXPECT_EQ(issues[0].kind, "underused_cores");
+  // The issue is about crunch itself (a wrapper whose one child is most of it is represented by
+  // that child); a workflow step wrapping both is judged by top_process_* above.
+  EXPECT_EQ(issues[0].phase, x.crunch);
+  EXPECT_NE(issues[0].text.find("its work ran in one thread"), std::string::npos) << issues[0].text;
 }
 
 TEST(IssuesLeverTest, UnderusedCoresNamesTorchThreads) {
