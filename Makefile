@@ -47,6 +47,7 @@ bench-html: build
 # construction, and what-if predictions checked by really re-running the changed workflow.
 validate: build
 	$(PYTHON) bench/validation/run_validation.py --grademl $(GRADEML) $(VALIDATE_ARGS)
+	$(PYTHON) bench/validation/levers.py --grademl $(GRADEML) --check
 
 # --- Sanitizers and fuzzers (docs/reliability.md; .ci/run runs them after `make test`) ------
 # Each has its own build tree; benches are not built there. Sanitizer reports go to files

@@ -74,9 +74,10 @@ std::string_view MachinePart(BoundResource r) {
 // Asks the what-if engine; 0 when the change cannot be simulated.
 class ImpactEstimator {
  public:
-  ImpactEstimator(const model::Run& run, const Bottlenecks& bottlenecks)
+  ImpactEstimator(const model::Run& run, const Bottlenecks& bottlenecks, const CoreUse* core_use)
       : run_(run), graph_(ScheduleGraph::Build(run)) {
     options_.bound_seconds = BoundSecondsOf(bottlenecks);
+    options_.core_use = CoreUseOfRun(run, core_use);
     options_.critical_path.max_links = 0;
     options_.critical_path.max_depth = 0;
   }
@@ -171,9 +172,27 @@ std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bot
   };
 }
 
+std::function<PhaseCoreUse(model::PhaseId)> CoreUseOfRun(const model::Run& run, const CoreUse* core_use) {
+  return [&run, core_use](model::PhaseId id) {
+    if (core_use != nullptr) {
+      if (const PhaseCoreUse* u = core_use->Find(id)) return *u;
+    }
+    return CoreUseOf(run, id);
+  };
+}
+
+namespace {
+std::string Cores(double n) { return fmt::format("{:.1f}", n); }
+std::string CoreCount(double n) {
+  std::string s = fmt::format("{:.1f}", n);
+  if (s.ends_with(".0")) s.resize(s.size() - 2);
+  return s == "1" ? "1 core" : s + " cores";
+}
+}  // namespace
+
 std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
-                              const IssueOptions& options) {
+                              const IssueOptions& options, const CoreUse* core_use) {
   std::vector<Issue> issues;
   const model::Phase* root = run.Root();
   if (root == nullptr) return issues;
@@ -181,7 +200,13 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
   double run_s = critical_path.makespan_s > 0 ? critical_path.makespan_s : DurationS(*root, run_end);
   if (run_s <= 0) return issues;
 
-  ImpactEstimator estimate(run, bottlenecks);
+  CoreUse computed;
+  if (core_use == nullptr) {
+    computed = FindCoreUse(run);
+    core_use = &computed;
+  }
+  ImpactEstimator estimate(run, bottlenecks, core_use);
+  auto use_of = CoreUseOfRun(run, core_use);
   std::unordered_set<model::PhaseId> on_path;
   for (const CriticalLink& l : critical_path.path.links) on_path.insert(l.id);
   std::unordered_map<model::PhaseId, double> slack;
@@ -211,9 +236,44 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
     const double step_slack = it == slack.end() ? 0.0 : it->second;
     const bool critical = on_path.count(p->id) != 0;
     std::string where = critical ? " and on the critical path" : "";
+    // Under-used cores: CPU-bound on fewer cores than it may use while the host's idle.
+    bool underused = false;
+    if (const double cpu = b->bound(BoundResource::kCpu); d >= options.underused_min_s && cpu >= options.min_share * d) {
+      PhaseCoreUse use = use_of(p->id);
+      const double used = CoresUsedWhileCpuBound(use, cpu);
+      const double spare = use.available_cores - std::max(used, 1.0);  // as the threads lever counts it
+      if (used > 0 && spare >= options.underused_min_spare_cores && use.host_cores > 0 &&
+          use.host_idle_cores >= options.underused_min_idle_cores && (critical || step_slack < cpu * spare / use.available_cores)) {
+        const int n = std::max(2, static_cast<int>(std::floor(use.available_cores + 1e-9)));
+        std::string change = fmt::format("#{}:threads={}", p->id, n);
+        double saving = estimate.Saving({change});
+        std::string lever;
+        if (use.torch_threads) {
+          lever = fmt::format("torch used {} thread{} (torch.set_num_threads({}))", *use.torch_threads,
+                              *use.torch_threads == 1 ? "" : "s", n);
+        } else if ((use.peak_threads <= 1 && use.processes <= 1) ||
+                   (use.top_process_threads == 1 && use.top_process_share >= 0.9)) {
+          lever = fmt::format("its work ran in one thread: split it among {} threads or processes", n);
+        } else {
+          lever = fmt::format("it ran {} thread{} in {} process{} but kept {} busy: more of them must do CPU work",
+                              use.peak_threads, use.peak_threads == 1 ? "" : "s", use.processes,
+                              use.processes == 1 ? "" : "es", CoreCount(used));
+        }
+        add(p->id, "underused_cores", {change}, saving,
+            fmt::format("{} used {} of {} ({}) for {}{} while {} of the host's {} cores sat idle; at most {} could "
+                        "be saved if it used {} ({}; assumes its CPU work scales perfectly).",
+                        Label(*p), Cores(used), CoreCount(use.available_cores),
+                        use.available_from == "host" ? "the host's" : use.available_from, Seconds(cpu),
+                        critical ? " on the critical path" : "", Cores(use.host_idle_cores), use.host_cores,
+                        saving_text(saving), n >= use.available_cores ? "all of them" : CoreCount(n), lever));
+        underused = saving >= options.min_impact_s && saving >= options.min_impact_fraction * run_s;
+      }
+    }
     for (int r = 0; r < kBoundResourceCount; ++r) {
       const double bound = b->bound_s[r];
       if (bound < options.min_share * d) continue;
+      // The under-used cores issue names the concrete lever for this CPU time.
+      if (underused && r == static_cast<int>(BoundResource::kCpu)) continue;
       // Saving at most (1 - factor) * bound; a step whose slack covers that cannot save anything.
       if (!critical && step_slack >= (1 - factor) * bound) continue;
       auto res = static_cast<BoundResource>(r);
@@ -301,9 +361,31 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
       for (const model::Resource& r : run.resources) {
         if (r.kind == model::ResourceKind::kProcess && r.pid == pid) process = r.phase;
       }
-      std::string change = "type:data_wait*0";
-      double saving = estimate.Saving({change});
       const model::Phase* p = run.FindPhase(process);
+      // Loading in the main process (num_workers=0, or no worker processes): the lever is workers.
+      bool main_process_loading = false;
+      int n = 1;
+      if (p != nullptr) {
+        PhaseCoreUse use = use_of(process);
+        bool has_children = false;
+        for (model::PhaseId c : run.ChildrenOf(process)) {
+          const model::Phase* k = run.FindPhase(c);
+          if (k != nullptr && k->leaf_type() == model::kPhaseTypeProcess) has_children = true;
+        }
+        main_process_loading = use.num_workers ? *use.num_workers == 0 : !has_children;
+        n = std::clamp(static_cast<int>(std::lround(use.available_cores)) - 1, 1, 4);
+      }
+      if (main_process_loading) {
+        std::string change = fmt::format("#{}:num_workers={}", process, n);
+        double saving = estimate.Saving({change});
+        add(process, "data_wait", {change}, saving,
+            fmt::format("Training waited {} in total for batches its DataLoader loaded in the main process "
+                        "(num_workers=0){}; with num_workers={} loading would overlap compute: at most {} could be "
+                        "saved (assumes the workers get cores of their own).",
+                        Seconds(total), p != nullptr ? " in " + Label(*p) : std::string(), n, saving_text(saving)));
+      }
+      std::string change = "type:data_wait*0";
+      double saving = main_process_loading ? 0 : estimate.Saving({change});
       add(process, "data_wait", {change}, saving,
           fmt::format("Training waited {} in total for the next batch from its DataLoader{}; with batches always "
                       "ready (more workers, prefetching) the run would be {} shorter.",
@@ -316,10 +398,41 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
     int more = critical_path.jobs * 2;
     std::string change = fmt::format("jobs={}", more);
     double saving = estimate.Saving({change});
+    // The step that waited longest with its inputs ready, and one that held a slot then.
+    std::string example;
+    {
+      std::unordered_map<model::PhaseId, TimeNs> ready;
+      for (const model::Edge& e : run.edges) {
+        const model::Phase* from = run.FindPhase(e.from);
+        if (from != nullptr) ready[e.to] = std::max(ready[e.to], from->end_ns != 0 ? from->end_ns : run_end);
+      }
+      const model::Phase* waiter = nullptr;
+      TimeNs longest = 0, ready_at = 0;
+      for (model::PhaseId id : run.ChildrenOf(root->id)) {
+        const model::Phase* st = run.FindPhase(id);
+        if (st == nullptr || st->leaf_type() != "step") continue;
+        TimeNs r = std::max(root->start_ns, ready.count(id) ? ready[id] : root->start_ns);
+        if (st->start_ns - r > longest) longest = st->start_ns - r, waiter = st, ready_at = r;
+      }
+      if (waiter != nullptr && NsToSeconds(longest) >= 0.1) {
+        const model::Phase* holder = nullptr;
+        for (model::PhaseId id : run.ChildrenOf(root->id)) {
+          const model::Phase* st = run.FindPhase(id);
+          if (st != nullptr && st != waiter && st->leaf_type() == "step" && st->start_ns <= ready_at &&
+              (st->end_ns == 0 || st->end_ns > ready_at)) {
+            holder = st;
+            break;
+          }
+        }
+        example = fmt::format(" ({} waited {} with its inputs ready{})", Shorten(waiter->name, 40),
+                              Seconds(NsToSeconds(longest)),
+                              holder != nullptr ? "; it could have run alongside " + Shorten(holder->name, 40) : "");
+      }
+    }
     add(root->id, "concurrency", {change}, saving,
-        fmt::format("Steps ran at most {} at a time (-j {}) and ready steps waited for a free slot; with -j {} "
+        fmt::format("Steps ran at most {} at a time (-j {}) and ready steps waited for a free slot{}; with -j {} "
                     "the run would be {} shorter.",
-                    critical_path.jobs, critical_path.jobs, more, saving_text(saving)));
+                    critical_path.jobs, critical_path.jobs, example, more, saving_text(saving)));
   }
 
   std::stable_sort(issues.begin(), issues.end(),

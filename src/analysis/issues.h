@@ -4,7 +4,8 @@
 // RankIssues proposes candidates from the other analyses — a step (or top-level process)
 // bound by one resource, one that mostly waits, imbalanced parallel work, slow repeated
 // phases (stragglers), time waiting on a DataLoader, a step concurrency limit that held work
-// back — asks the what-if engine what a concrete change would save (the bound time 2x
+// back, a step or process using fewer cores than it may while the host's cores sit idle
+// (underused_cores) — asks the what-if engine what a concrete change would save (the bound time 2x
 // faster, the wait gone, the siblings balanced, stragglers as fast as the median, more
 // steps at once), and keeps those that would save something, the largest first.
 // A pure function: it never prints.
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "analysis/bottlenecks.h"
+#include "analysis/core_use.h"
 #include "analysis/critical_path.h"
 #include "analysis/imbalance.h"
 #include "model/run.h"
@@ -26,9 +28,11 @@ namespace grademl::analysis {
 struct Issue {
   model::PhaseId phase = 0;  // the phase it is about (for imbalance: the slowest sibling)
   // "cpu", "memory", "disk", "network", "gpu" (bound by that resource), "waiting",
-  // "imbalance", "straggler", "data_wait", "concurrency".
+  // "imbalance", "straggler", "data_wait", "concurrency", "underused_cores".
   std::string kind;
-  double impact_s = 0;         // what the change would save, by the what-if engine
+  // What the change would save, by the what-if engine. For levers whose effect depends on how
+  // well the work scales (underused_cores, num_workers), an upper bound.
+  double impact_s = 0;
   double impact_fraction = 0;  // impact_s / the run's duration
   std::string change;          // the what-if change behind impact_s (`grademl whatif RUN CHANGE`)
   std::string text;            // one plain sentence
@@ -47,15 +51,26 @@ struct IssueOptions {
   double min_share = 0.2;
   // At most this many phases are considered (the longest first): each costs a replay.
   size_t max_candidates = 24;
+  // underused_cores: a phase at least this long, CPU-bound at least min_share of it, using at
+  // least this many cores fewer than it may, while at least this many of the host's cores
+  // were idle on average.
+  double underused_min_s = 1.0;
+  double underused_min_spare_cores = 0.5;
+  double underused_min_idle_cores = 0.5;
 };
 
 // Seconds of a phase's time bound by a resource ("cpu", ..., "gpu", or "waiting" for
 // total_waiting_s()), from the bottleneck analysis: the what-if engine's provider.
 std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bottlenecks& bottlenecks);
 
-// Ranks the issues of an indexed run, the largest impact first.
+// Ranks the issues of an indexed run, the largest impact first. `core_use` (FindCoreUse),
+// when given, saves computing it again.
 std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
-                              const IssueOptions& options = {});
+                              const IssueOptions& options = {}, const CoreUse* core_use = nullptr);
+
+// The what-if engine's core-use provider: the phase's entry in `core_use` when it has one,
+// else CoreUseOf(run, id).
+std::function<PhaseCoreUse(model::PhaseId)> CoreUseOfRun(const model::Run& run, const CoreUse* core_use);
 
 }  // namespace grademl::analysis

@@ -8,7 +8,8 @@ RunAnalysis AnalyzeRun(const model::Run& run) {
   a.bottlenecks = FindBottlenecks(run);
   a.imbalance = FindImbalance(run);
   a.critical_path = FindCriticalPath(run);
-  a.issues = RankIssues(run, a.bottlenecks, a.imbalance, a.critical_path);
+  a.core_use = FindCoreUse(run);
+  a.issues = RankIssues(run, a.bottlenecks, a.imbalance, a.critical_path, {}, &a.core_use);
   return a;
 }
 

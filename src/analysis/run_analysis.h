@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "analysis/bottlenecks.h"
+#include "analysis/core_use.h"
 #include "analysis/critical_path.h"
 #include "analysis/imbalance.h"
 #include "analysis/issues.h"
@@ -20,6 +21,7 @@ struct RunAnalysis {
   std::vector<Imbalance> imbalance;
   CriticalPathResult critical_path;
   std::vector<Issue> issues;
+  CoreUse core_use;  // threads, cores used and available per step and process
 };
 
 // Runs every analysis on an indexed run.

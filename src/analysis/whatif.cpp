@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <optional>
 
 #include "analysis/schedule_graph.h"
 
@@ -36,6 +37,51 @@ StatusOr<WhatifChange> ParseJobs(std::string_view text, size_t at) {
   ch.text = std::string(text);
   ch.jobs = jobs;
   return ch;
+}
+
+constexpr int kMaxLeverCount = 4096;
+
+// SEL:threads=N, SEL:cores=N, SEL:num_workers=N; nullopt when the text is none of them.
+std::optional<StatusOr<WhatifChange>> ParseLever(std::string_view text, size_t eq) {
+  std::string_view lhs = text.substr(0, eq);
+  const size_t colon = lhs.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  std::string_view name = lhs.substr(colon + 1);
+  WhatifChange ch;
+  if (name == "threads") {
+    ch.kind = WhatifChange::Kind::kThreads;
+  } else if (name == "cores") {
+    ch.kind = WhatifChange::Kind::kCores;
+  } else if (name == "num_workers") {
+    ch.kind = WhatifChange::Kind::kNumWorkers;
+  } else {
+    return std::nullopt;
+  }
+  ch.text = std::string(text);
+  std::string_view digits = text.substr(eq + 1);
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), ch.count);
+  if (digits.empty() || ec == std::errc::invalid_argument || ptr != digits.data() + digits.size()) {
+    return BadChange(text, digits.empty() || ec == std::errc::invalid_argument ? eq + 1 : static_cast<size_t>(ptr - text.data()),
+                     fmt::format("expected a whole number of {} after '='", name));
+  }
+  if (ec != std::errc() || ch.count < 1 || ch.count > kMaxLeverCount) {
+    return BadChange(text, eq + 1, fmt::format("{} must be from 1 to {}", name, kMaxLeverCount));
+  }
+  if (colon == 0) return BadChange(text, 0, fmt::format("expected a phase selector before ':{}'", name));
+  auto sel = ChangeSelector(text, lhs.substr(0, colon), 0);
+  if (!sel.ok()) return sel.status();
+  ch.selector = std::move(*sel);
+  return ch;
+}
+
+std::optional<int64_t> TagCount(const model::Phase& p, std::string_view key) {
+  for (const auto& [k, v] : p.tags) {
+    if (k != key) continue;
+    int64_t n = 0;
+    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec == std::errc() && ptr == v.data() + v.size() && n >= 0) return n;
+  }
+  return std::nullopt;
 }
 
 // "a, b, c and 4 more"
@@ -103,6 +149,9 @@ StatusOr<WhatifChange> ParseWhatifChange(std::string_view text) {
   }
   const size_t eq = text.rfind('=');
   const size_t star = text.rfind('*');
+  if (eq != std::string_view::npos && (star == std::string_view::npos || eq > star)) {
+    if (auto lever = ParseLever(text, eq)) return *lever;
+  }
   std::string_view lhs;
   bool set_zero = false;
   if (eq != std::string_view::npos && (star == std::string_view::npos || eq > star)) {
@@ -172,6 +221,10 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
   for (const WhatifChange& ch : changes) {
     if (ch.kind == WhatifChange::Kind::kResource && !options.bound_seconds) {
       return FailedPrecondition("change '{}': resource changes need the bottleneck analysis", ch.text);
+    }
+    if ((ch.kind == WhatifChange::Kind::kThreads || ch.kind == WhatifChange::Kind::kCores) &&
+        (!options.bound_seconds || !options.core_use)) {
+      return FailedPrecondition("change '{}': thread and core changes need the bottleneck and core-use analyses", ch.text);
     }
     if (ch.kind == WhatifChange::Kind::kScale || ch.kind == WhatifChange::Kind::kBalance) ++scaling;
   }
@@ -280,11 +333,91 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
                                            Phases(balanced), groups == 1 ? "is " + Seconds(longest_cut)
                                                                          : "are " + Seconds(longest_cut) + " in all"));
       }
-    } else {  // kResource
+    } else if (ch.kind == WhatifChange::Kind::kNumWorkers) {
+      // Each data wait after the first of its parent (the epoch) overlaps the previous
+      // iteration's compute C: its loading L (the wait itself with no workers; W (wait + C)
+      // with W workers already, from the num_workers tag) spread over N workers.
+      size_t waits = 0, tagged = 0;
+      double before = 0, after = 0;
+      for (size_t k = 1; k < n; ++k) {
+        if (!(matched[k] || covered[k]) || g.phase[k]->leaf_type() != "data_wait") continue;
+        const int32_t node = static_cast<int32_t>(k);
+        const double wait = static_cast<double>(g.duration(node));
+        ++waits;
+        before += wait;
+        const int32_t parent = g.parent[k];
+        if (wait <= 0 || node - 1 < g.child_begin(parent) || g.phase[k - 1]->leaf_type() != "iteration") {
+          after += wait;  // the first batch of an epoch: no compute to overlap with
+          continue;
+        }
+        const double compute = static_cast<double>(g.duration(node - 1));
+        int64_t workers = 0;
+        for (int32_t a = parent; a >= 0; a = a > 0 ? g.parent[static_cast<size_t>(a)] : -1) {
+          if (auto w = TagCount(*g.phase[static_cast<size_t>(a)], "num_workers")) {
+            workers = *w;
+            ++tagged;
+            break;
+          }
+        }
+        const double load = workers == 0 ? wait : static_cast<double>(workers) * (wait + compute);
+        const double predicted = std::max(0.0, load / ch.count - compute);
+        own[k] *= predicted / wait;
+        after += predicted;
+      }
+      if (waits == 0) {
+        result.notes.push_back(fmt::format("{}: no data waits (DataLoader batches) in the {} matched; nothing changes",
+                                           ch.text, Phases(tops.size())));
+      } else {
+        result.notes.push_back(fmt::format(
+            "{}: {} data waits ({}) become {}: each batch's loading, spread over {} worker{}, overlaps the previous "
+            "iteration's compute, max(compute, load/N) per iteration; the first batch of an epoch keeps its wait; "
+            "loading is taken to be in the main process{}; workers are assumed to have cores of their own and to "
+            "start at no cost",
+            ch.text, waits, Seconds(before / 1e9), Seconds(after / 1e9), ch.count, ch.count == 1 ? "" : "s",
+            tagged == waits ? " unless tagged num_workers (it was)" : " (num_workers=0) unless tagged num_workers"));
+      }
+    } else {  // kResource, kThreads, kCores
+      const bool lever = ch.kind != WhatifChange::Kind::kResource;
+      const std::string_view resource = lever ? std::string_view("cpu") : std::string_view(ch.resource);
+      // The factor of each top's bound time; the phases below a top take its factor.
+      std::vector<double> top_factor(n, ch.factor);
+      std::string detail;
+      if (lever) {
+        for (int32_t k : tops) {
+          const model::PhaseId id = g.phase[static_cast<size_t>(k)]->id;
+          PhaseCoreUse use = options.core_use(id);
+          // A CPU-bound phase asked for at least one whole core: less than that is contention,
+          // which more threads do not remove (each thread gets the same share, at best).
+          const double measured = CoresUsedWhileCpuBound(use, options.bound_seconds(id, "cpu"));
+          const double used = measured > 0 ? std::max(measured, 1.0) : 0.0;
+          double target = ch.count;
+          if (ch.kind == WhatifChange::Kind::kThreads && use.available_cores > 0) {
+            target = std::min(target, use.available_cores);
+          }
+          double f = used > 0 && target > 0 ? std::min(used / target, kMaxFactor) : 1.0;
+          top_factor[static_cast<size_t>(k)] = f;
+          if (detail.empty()) {
+            detail = fmt::format("{:.2f} cores used while CPU-bound{} -> {:g}{}, x{:.3g}", measured,
+                                 measured < used ? " (counted as 1: the rest was contention)" : "", target,
+                                 ch.kind == WhatifChange::Kind::kThreads && use.available_cores > 0
+                                     ? fmt::format(" (of {:g} available, {})", use.available_cores, use.available_from)
+                                     : std::string(),
+                                 f);
+            if (use.host_cores > 0) {
+              detail += fmt::format("; {:.1f} of the host's {} cores were idle meanwhile", use.host_idle_cores,
+                                    use.host_cores);
+            }
+            if (tops.size() > 1) detail = "the first: " + detail;
+          }
+        }
+        for (size_t k = 1; k < n; ++k) {
+          if (covered[k]) top_factor[k] = top_factor[static_cast<size_t>(g.parent[k])];
+        }
+      }
       bound.assign(n, 0.0);
       for (size_t k = 0; k < n; ++k) {
         if (matched[k] || covered[k]) {
-          bound[k] = std::max(0.0, options.bound_seconds(g.phase[k]->id, ch.resource)) * 1e9;
+          bound[k] = std::max(0.0, options.bound_seconds(g.phase[k]->id, resource)) * 1e9;
         }
       }
       double total = 0;
@@ -297,7 +430,17 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
         const double own_time = static_cast<double>(OwnTime(g, node));
         if (own_time <= 0) continue;
         const double own_bound = std::clamp(bound[k] - in_children, 0.0, own_time);
-        reduction[k] += (1 - ch.factor) * own_bound / own_time;
+        reduction[k] += (1 - top_factor[k]) * own_bound / own_time;
+      }
+      if (lever) {
+        result.notes.push_back(fmt::format(
+            "{}: {} CPU-bound in {} ({}) scaled by cores used / {} ({}): assumes the CPU-bound part scales "
+            "perfectly with {} on free cores (other load on the host is not modelled), so the saving is an upper "
+            "bound",
+            ch.text, Seconds(total / 1e9), Phases(tops.size()), NameList(g, tops),
+            ch.kind == WhatifChange::Kind::kThreads ? "min(N, cores available)" : "N", detail,
+            ch.kind == WhatifChange::Kind::kThreads ? "threads" : "cores"));
+        continue;
       }
       result.notes.push_back(fmt::format("{}: {} bound by {} in {} ({}) {}", ch.text, Seconds(total / 1e9), ch.resource,
                                          Phases(tops.size()), NameList(g, tops),

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/core_use.h"
 #include "analysis/critical_path.h"
 #include "analysis/phase_selector.h"
 #include "core/status.h"
@@ -29,15 +30,21 @@ inline constexpr std::array<std::string_view, 6> kWhatifResources = {"cpu", "mem
 //   SEL:RES=0         remove that time
 //   balance:SEL       set concurrent same-type siblings among the selected to their mean
 //   jobs=N, -j N, -jN run at most N steps at a time
+//   SEL:threads=N     the selected phases' CPU-bound time scaled by used / min(N, available)
+//                     cores: perfect scaling of the CPU-bound part (an upper bound on the saving)
+//   SEL:cores=N       the same with N cores to use whatever the affinity and quota: used / N
+//   SEL:num_workers=N data loading in N DataLoader workers: each data wait after the first of
+//                     its epoch becomes max(0, load/N - compute of the previous iteration)
 // SEL is a phase selector (analysis/phase_selector.h): GLOB, type:GLOB or #ID.
 struct WhatifChange {
-  enum class Kind { kScale, kResource, kBalance, kJobs };
+  enum class Kind { kScale, kResource, kBalance, kJobs, kThreads, kCores, kNumWorkers };
   Kind kind = Kind::kScale;
   std::string text;        // as written
   PhaseSelector selector;  // all but kJobs
   double factor = 1;       // kScale: of the duration; kResource: of the bound time
   std::string resource;    // kResource: one of kWhatifResources
   int jobs = 0;            // kJobs: >= 1
+  int count = 0;           // kThreads, kCores, kNumWorkers: N (>= 1)
 };
 
 // Parses one change. Errors are one line naming the change and the 1-based position of the
@@ -49,6 +56,9 @@ struct WhatifOptions {
   // Seconds of the phase's time (its whole subtree's) during which it was bound by the
   // resource (one of kWhatifResources). Needed by resource changes only; unset, they fail.
   std::function<double(model::PhaseId, std::string_view resource)> bound_seconds;
+  // The core use of a phase (analysis/core_use.h: CoreUseOf). Needed by threads=N and
+  // cores=N (with bound_seconds); unset, they fail.
+  std::function<PhaseCoreUse(model::PhaseId)> core_use;
   // Limits of the critical paths listed in the result.
   CriticalPathOptions critical_path;
 };

@@ -234,6 +234,11 @@ Action RegisterWhatifCommand(CLI::App& app, CommonOptions& common) {
       "                     (cpu, memory, disk, network, gpu, waiting)\n"
       "  balance:SEL        concurrent same-type siblings take their mean duration\n"
       "  jobs=N, -j N       run at most N workflow steps at a time\n"
+      "  SEL:threads=N      their CPU-bound time x cores used / min(N, cores available)\n"
+      "  SEL:cores=N        their CPU-bound time x cores used / N\n"
+      "                     (both assume perfect scaling: the saving is an upper bound)\n"
+      "  SEL:num_workers=N  DataLoader loading in N workers, overlapping compute:\n"
+      "                     max(compute, load/N) per iteration\n"
       "RUN, when given, comes first: a run id, -N for the N-th latest, or latest.\n"
       "A glob ending in * needs a second one before the factor: train_**0.5.");
   return [opts, sub, &common]() -> int {
@@ -280,11 +285,14 @@ Action RegisterWhatifCommand(CLI::App& app, CommonOptions& common) {
     // bottleneck analysis, run only when a change asks for it.
     analysis::Bottlenecks bottlenecks;
     bool resources = std::any_of(changes.begin(), changes.end(), [](const analysis::WhatifChange& c) {
-      return c.kind == analysis::WhatifChange::Kind::kResource;
+      return c.kind == analysis::WhatifChange::Kind::kResource || c.kind == analysis::WhatifChange::Kind::kThreads ||
+             c.kind == analysis::WhatifChange::Kind::kCores;
     });
     if (resources) {
       bottlenecks = analysis::FindBottlenecks(*run);
       options.bound_seconds = analysis::BoundSecondsOf(bottlenecks);
+      // threads=N / cores=N: the cores each selected phase used and could use.
+      options.core_use = analysis::CoreUseOfRun(*run, nullptr);
     }
     auto result = analysis::SimulateWhatif(*run, changes, options);
     if (!result.ok()) {

@@ -54,7 +54,8 @@ struct ProcessTreeMonitor::Proc {
   model::ResourceId resource = 0;
   model::SeriesId s_user = 0, s_system = 0, s_unseen = 0, s_rss = 0, s_rb = 0, s_wb = 0, s_rc = 0, s_wc = 0,
                   s_threads = 0, s_vcsw = 0, s_ivcsw = 0, s_sched_run = 0, s_sched_wait = 0, s_disk_wait = 0,
-                  s_minflt = 0, s_majflt = 0, s_net_wait = 0, s_pss = 0;
+                  s_minflt = 0, s_majflt = 0, s_net_wait = 0, s_pss = 0, s_affinity = 0, s_quota = 0;
+  TimeNs limits_due = 0;    // when the CPU limits are read again
   ProcFile stat_file, io_file, status_file, schedstat_file, wchan_file, smaps_rollup_file;
   int pidfd = -1;
   std::string comm;
@@ -174,7 +175,8 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
       page_size_(static_cast<double>(sysconf(_SC_PAGESIZE))),
       self_pid_(getpid()),
       proc_dir_(std::make_unique<ProcDirectory>(options_.proc_root)),
-      pss_budget_(options_.pss) {
+      pss_budget_(options_.pss),
+      cpu_limits_(std::make_unique<CpuLimitsReader>(CpuLimitsReader::Paths{options_.proc_root, options_.cgroup_root})) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
 }
 
@@ -306,6 +308,9 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   p->s_minflt = series(metric::kProcMinorFaults, metric::kUnitCount, SeriesKind::kCounter);
   p->s_majflt = series(metric::kProcMajorFaults, metric::kUnitCount, SeriesKind::kCounter);
   p->s_net_wait = series(metric::kProcStateNetWait, metric::kUnitSeconds, SeriesKind::kCounter);
+  p->s_affinity = series(metric::kProcCpuAffinity, metric::kUnitCount, SeriesKind::kGauge);
+  p->s_quota = series(metric::kProcCpuQuota, metric::kUnitCores, SeriesKind::kGauge);
+  RecordCpuLimits(p, now);
 
   if (epoll_fd_ >= 0) {
     p->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -382,6 +387,7 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
   // its counters are final only when no thread is left.
   bool renamed = p->seen && st.comm != p->comm;
   if (renamed) {
+    p->limits_due = 0;  // it exec'd: its CPU limits may have changed too (taskset, numactl)
     p->comm = std::string(st.comm);
     if (auto cmdline = ReadFileOnce(options_.proc_root + "/" + std::to_string(p->pid) + "/cmdline"); cmdline.ok()) {
       std::string name = FormatCmdline(*cmdline);
@@ -501,6 +507,14 @@ void ProcessTreeMonitor::EmitSamples(Proc* p, TimeNs t) {
   builder_->AddSample(p->s_minflt, t, static_cast<double>(p->minflt));
   builder_->AddSample(p->s_majflt, t, static_cast<double>(p->majflt));
   builder_->AddSample(p->s_net_wait, t, p->net_wait);
+}
+
+void ProcessTreeMonitor::RecordCpuLimits(Proc* p, TimeNs t) {
+  if (t < p->limits_due) return;
+  p->limits_due = t + CpuLimitsReader::kQuotaTtlNs;
+  CpuLimits limits = cpu_limits_->Read(p->pid, t);
+  if (limits.affinity_cores > 0) builder_->AddSample(p->s_affinity, t, limits.affinity_cores);
+  if (limits.quota_cores > 0) builder_->AddSample(p->s_quota, t, limits.quota_cores);
 }
 
 void ProcessTreeMonitor::Unwatch(Proc* p) {
@@ -631,6 +645,7 @@ void ProcessTreeMonitor::Sample(TimeNs now) {
   // Emit only now: a parent's own I/O is known once its exited children took their share.
   for (Proc* p : order) {
     if (p->state == State::kAlive && p->read_pass == pass_) EmitSamples(p, now);
+    if (slow && p->state == State::kAlive) RecordCpuLimits(p, now);
   }
 }
 

@@ -29,6 +29,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "collect/cpu_limits.h"
 #include "collect/proc_file.h"
 #include "collect/pss_budget.h"
 #include "model/run_builder.h"
@@ -52,6 +53,7 @@ class ProcessTreeMonitor {
     std::string proc_root = "/proc";
     int slow_every = 10;  // read /proc/PID/status (context switches) every N passes
     PssBudget::Options pss;  // when smaps_rollup is read (memory.pss; see pss_budget.h)
+    std::string cgroup_root = "/sys/fs/cgroup";  // where CPU quotas are read (collect/cpu_limits.h)
   };
 
   ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseId run_phase, model::ResourceId host_resource,
@@ -134,6 +136,7 @@ class ProcessTreeMonitor {
   ProcFile loadavg_;
   uint64_t last_pid_seen_ = 0;
   PssBudget pss_budget_;
+  std::unique_ptr<CpuLimitsReader> cpu_limits_;
 
   Proc* Follow(pid_t pid, Proc* parent, TimeNs now, const std::string& fallback_name, TimeNs start_hint,
                model::PhaseId root_phase);
@@ -147,6 +150,8 @@ class ProcessTreeMonitor {
   // Reads PSS where pages can be shared and the budget allows (pss_budget.h).
   void SamplePss(const std::vector<Proc*>& order, TimeNs now);
   static int PssFamily(const Proc* p);
+  // Reads the cores the process may use (affinity, cgroup quota) when due, and records them.
+  void RecordCpuLimits(Proc* p, TimeNs t);
   void MarkGone(Proc* p, TimeNs t);
   // True once an exited process has been reaped by its parent.
   bool Reaped(Proc* p);

@@ -26,6 +26,11 @@ inline constexpr std::string_view kProcWriteBytes = "io.write_bytes";   // count
 inline constexpr std::string_view kProcReadChars = "io.read_chars";     // counter, bytes via read()-like calls
 inline constexpr std::string_view kProcWriteChars = "io.write_chars";   // counter, bytes via write()-like calls
 inline constexpr std::string_view kProcThreads = "threads";             // gauge, count
+// The cores the kernel lets the process use (collect/cpu_limits.h): its CPU affinity, and its
+// cgroup's CPU quota (cores = quota / period; the series is empty when there is none). Read
+// when the process is first seen and again every few seconds.
+inline constexpr std::string_view kProcCpuAffinity = "cpu.affinity";  // gauge, count (CPUs)
+inline constexpr std::string_view kProcCpuQuota = "cpu.quota";        // gauge, cores
 inline constexpr std::string_view kProcCtxVoluntary = "ctx.voluntary";      // counter, count
 inline constexpr std::string_view kProcCtxInvoluntary = "ctx.involuntary";  // counter, count
 // The MAIN THREAD's scheduling (/proc/PID/schedstat): time on a CPU, and time runnable but
@@ -82,6 +87,7 @@ inline constexpr std::string_view kGpuPower = "gpu.power";                // gau
 inline constexpr std::string_view kUnitSeconds = "s";
 inline constexpr std::string_view kUnitBytes = "bytes";
 inline constexpr std::string_view kUnitCount = "count";
+inline constexpr std::string_view kUnitCores = "cores";
 inline constexpr std::string_view kUnitFraction = "fraction";
 inline constexpr std::string_view kUnitWatts = "W";
 

@@ -1,6 +1,7 @@
 #include "report/json_report.h"
 
 #include <cmath>
+#include <unordered_map>
 
 #include "report/text_format.h"
 
@@ -48,6 +49,19 @@ json PhaseJson(const model::Phase& phase, const analysis::PhaseSummary& ps) {
       {"self_write_bytes", Bytes(ps.self_write_bytes)},
       {"process_count", ps.process_count},
   };
+}
+
+// Threads and cores of a step or process (analysis/core_use.h).
+json CoreUseJson(const analysis::PhaseCoreUse& u) {
+  return {{"threads", u.peak_threads > 0 ? json(u.peak_threads) : json(nullptr)},
+          {"processes", u.processes},
+          {"avg_used", u.avg_cores},
+          {"peak_used", u.peak_cores},
+          {"available", u.available_cores > 0 ? json(u.available_cores) : json(nullptr)},
+          {"available_from", u.available_from.empty() ? json(nullptr) : json(u.available_from)},
+          {"host_idle", u.host_idle_cores},
+          {"torch_threads", u.torch_threads ? json(*u.torch_threads) : json(nullptr)},
+          {"num_workers", u.num_workers ? json(*u.num_workers) : json(nullptr)}};
 }
 
 json HostJson(const analysis::HostSummary& host) {
@@ -208,11 +222,15 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
   run_json["peak_pss_bytes"] = Bytes(summary.peak_pss_bytes);
   run_json["peak_rss_bytes"] = Bytes(summary.peak_rss_bytes);
 
+  std::unordered_map<model::PhaseId, const analysis::PhaseCoreUse*> core_use;
+  for (const analysis::PhaseCoreUse& u : analysis.core_use.phases) core_use[u.phase] = &u;
   json phases = json::array();
   for (size_t i = 0; i < run.phases.size(); ++i) {
     analysis::PhaseSummary empty{.id = run.phases[i].id};
     const analysis::PhaseSummary& ps = i < summary.phases.size() ? summary.phases[i] : empty;
     phases.push_back(PhaseJson(run.phases[i], ps));
+    auto it = core_use.find(run.phases[i].id);
+    phases.back()["cores"] = it != core_use.end() ? CoreUseJson(*it->second) : json(nullptr);
   }
   json edges = json::array();
   for (const model::Edge& e : run.edges) edges.push_back({{"from", e.from}, {"to", e.to}, {"kind", Text(e.kind)}});

@@ -632,6 +632,32 @@ void RenderLimits(const model::Run& run, const analysis::RunAnalysis& a, const T
   }
 }
 
+// Threads and cores per step / process (the rows of "What limited each part").
+void RenderCoreUse(const model::Run& run, const analysis::RunAnalysis& a, const TerminalReportOptions& options,
+                   const Styler& style, std::string& out) {
+  std::vector<std::string> names, cells;
+  for (const model::Phase* p : LimitRows(run, a.summary.duration_s)) {
+    const analysis::PhaseCoreUse* u = a.core_use.Find(p->id);
+    if (u == nullptr || u->processes == 0 || u->duration_s <= 0) continue;
+    std::string threads = u->peak_threads > 0 ? fmt::format("{} thread{}", u->peak_threads, u->peak_threads == 1 ? "" : "s")
+                                               : std::string("- threads");
+    if (u->processes > 1) threads += fmt::format(" in {} processes", u->processes);
+    if (u->torch_threads) threads += fmt::format(", torch {}", *u->torch_threads);
+    if (u->num_workers) threads += fmt::format(", num_workers {}", *u->num_workers);
+    std::string available = u->available_cores > 0 ? fmt::format("{:g} ({})", u->available_cores, u->available_from) : "?";
+    names.push_back(TruncateToWidth(Sanitize(p->name), options.max_name_width));
+    cells.push_back(fmt::format("{}   cores used {:.2f} avg, {:.2f} peak, of {}   host idle {:.1f}", threads,
+                                u->avg_cores, u->peak_cores, available, u->host_idle_cores));
+  }
+  if (names.empty()) return;
+  size_t width = 5;
+  for (const std::string& n : names) width = std::max(width, DisplayWidth(n));
+  out += '\n' + style(kBold, "Threads and cores") + style(kDim, "  (cores used = CPU time / duration; of = cores it may use)") + '\n';
+  for (size_t i = 0; i < names.size(); ++i) {
+    out += names[i] + std::string(width - DisplayWidth(names[i]), ' ') + "  " + cells[i] + '\n';
+  }
+}
+
 void RenderIssues(const model::Run& run, const analysis::RunAnalysis& a, const Styler& style, std::string& out) {
   if (a.issues.empty()) return;
   out += '\n' + style(kBold, "Top issues, by estimated saving") +
@@ -662,6 +688,7 @@ std::string RenderTerminalReport(const model::Run& run, const analysis::RunAnaly
   out += '\n';
   RenderPhases(run, summary, options, style, out);
   RenderLimits(run, analysis, options, style, out);
+  RenderCoreUse(run, analysis, options, style, out);
   for (const analysis::HostSummary& host : summary.hosts) RenderHost(host, style, out);
   RenderIssues(run, analysis, style, out);
   RenderFailedSteps(run, style, out);
