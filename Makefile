@@ -82,7 +82,7 @@ test-sanitize test-asan: bootstrap $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	rm -rf $(ASAN_BUILD)/sanitizer-reports && mkdir -p $(ASAN_BUILD)/sanitizer-reports
 	rc=0; cd $(ASAN_BUILD) && \
-	  { $(ASAN_ENV) ctest --output-on-failure --no-tests=error --timeout 600 -j $(JOBS) -LE '^(e2e|python|browser)$$' \
+	  { $(ASAN_ENV) ctest --output-on-failure --no-tests=error --timeout 600 -j $(JOBS) -LE '^(e2e|python|browser|validation)$$' \
 	      -E '$(SANITIZE_EXCLUDE)' || rc=1; } && \
 	  { $(ASAN_ENV) ctest --output-on-failure --no-tests=error --timeout 600 -j $(JOBS) -L '^e2e$$' -R '$(SANITIZE_E2E)' || rc=1; } && \
 	  cd $(CURDIR) && { scripts/check_sanitizer_reports $(ASAN_BUILD)/sanitizer-reports || rc=1; } && exit $$rc
