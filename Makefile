@@ -44,9 +44,12 @@ bench-html: build
 	bench/html_report_bench.sh $(BUILD)
 
 # The analyses' validation suite (docs/validation.md): workloads whose bottleneck is known by
-# construction, and what-if predictions checked by really re-running the changed workflow.
+# construction, and what-if predictions checked by really re-running the changed workflow;
+# then the real-world-shaped workloads against kernel ground truth. (`make test` runs a quick
+# pass of the first with thresholds that fail, and the second: ctest -L validation.)
 validate: build
 	$(PYTHON) bench/validation/run_validation.py --grademl $(GRADEML) $(VALIDATE_ARGS)
+	$(PYTHON) bench/validation/realworld/check_realworld.py --grademl $(GRADEML)
 
 # --- Sanitizers and fuzzers (docs/reliability.md; .ci/run runs them after `make test`) ------
 # Each has its own build tree; benches are not built there. Sanitizer reports go to files
