@@ -696,6 +696,7 @@ def evaluate(gm, plan, measured, extra):
                 "naive_error_pct": 100 * (naive - real) / real, "whatif_error": error,
                 "grademl_baseline_s": statistics.median(gm_base) if gm_base else None,
                 "baseline_runs": len(base), "reruns": len(runs),
+                "baseline_run_ids": [r.run_id for r in base], "rerun_ids": [r.run_id for r in runs],
                 "steps": {n: [round(statistics.median(r.steps[n]["duration_s"] for r in base), 3),
                               round(statistics.median(r.steps[n]["duration_s"] for r in runs), 3)
                               if n in runs[0].steps else None] for n in first.steps}})
