@@ -37,6 +37,11 @@ double ReadTruth(const std::string& path, const std::string& key);
 // The whole file as bytes ("" when it cannot be read).
 std::string ReadFile(const std::string& path);
 
+// Whether Debian's /usr/bin/python3 imports `modules` ("torch, sklearn"). When it does not
+// and CI=true, the calling test fails (ADD_FAILURE) rather than skip: in CI the ML tests
+// must run. Use as `if (!HavePythonModules("torch")) GTEST_SKIP() << "...";`.
+bool HavePythonModules(const std::string& modules);
+
 // One way a grademl command must fail: the arguments after the verb and the exit code.
 struct ErrorCase {
   std::vector<std::string> args;

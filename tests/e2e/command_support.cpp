@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -113,6 +115,20 @@ double ReadTruth(const std::string& path, const std::string& key) {
     if (line.rfind(key + "=", 0) == 0) return std::stod(line.substr(key.size() + 1));
   }
   return NAN;
+}
+
+bool HavePythonModules(const std::string& modules) {
+  static std::map<std::string, bool> cache;  // tests of one binary run one after the other
+  auto it = cache.find(modules);
+  if (it == cache.end()) {
+    it = cache.emplace(modules, RunCommand({"/usr/bin/python3", "-c", "import " + modules}).exit_code == 0).first;
+  }
+  const char* ci = std::getenv("CI");
+  if (!it->second && ci != nullptr && std::string(ci) == "true") {
+    ADD_FAILURE() << "CI=true and /usr/bin/python3 cannot import " << modules
+                  << ": the ML tests must run in CI (scripts/bootstrap installs python3-torch, -sklearn, -pandas)";
+  }
+  return it->second;
 }
 
 std::string ReadFile(const std::string& path) {

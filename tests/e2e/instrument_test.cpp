@@ -26,10 +26,7 @@ std::map<std::string, int> CountByLeafType(const json& report) {
   return counts;
 }
 
-bool HavePythonMl() {
-  static const bool have = RunCommand({"/usr/bin/python3", "-c", "import torch, sklearn"}).exit_code == 0;
-  return have;
-}
+bool HavePythonMl() { return HavePythonModules("torch, sklearn"); }  // fails instead when CI=true
 
 CommandResult RunPython(const std::string& db, const std::string& script, std::vector<std::string> flags = {}) {
   std::vector<std::string> argv = {GrademlBinary(), "--db", db, "run", "--no-report"};

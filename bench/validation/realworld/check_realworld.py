@@ -261,8 +261,11 @@ CHECKS = {"cnn": check_cnn, "lstm": check_lstm, "lbfgs": check_lbfgs, "text": ch
 # ---------------------------------------------------------------------------------------
 
 def missing_modules(names):
-    p = subprocess.run([PY, "-c", "import importlib.util, sys; print(' '.join(n for n in sys.argv[1:] "
-                        "if importlib.util.find_spec(n) is None))"] + list(names), capture_output=True, text=True)
+    """The modules of `names` that /usr/bin/python3 fails to import (really imported: a
+    package that is there but broken counts as missing)."""
+    code = ("import importlib, sys\nfor n in sys.argv[1:]:\n    try:\n        importlib.import_module(n)\n"
+            "    except Exception:\n        print(n)")
+    p = subprocess.run([PY, "-c", code] + list(names), capture_output=True, text=True)
     return p.stdout.split() if p.returncode == 0 else list(names)
 
 
