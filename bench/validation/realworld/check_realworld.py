@@ -212,7 +212,8 @@ def check_lstm(report, truths):
     out.append(count_check(w, "forward phases with mode=eval", report.count("forward", mode="eval"), c["eval_iterations"]))
     out.append(count_check(w, "epoch phases from the log rule '| end of epoch N |'", report.count("epoch"),
                            c["train_epochs"], NEEDS_RULES))
-    out.append(underused_check(w, "single-threaded training on 2 cores: underused_cores", report, proc))
+    # a single command: the issue may sit on its process or on the run
+    out.append(underused_check(w, "single-threaded training on 2 cores: underused_cores", report, report.root))
     return out
 
 
@@ -228,7 +229,7 @@ def check_lbfgs(report, truths):
     out.append(count_check(w, "forward phases not tagged mode=eval (one per closure call)",
                            report.count_not("forward", "mode", "eval"), c["closure_calls"]))
     out.append(count_check(w, "forward phases with mode=eval", report.count("forward", mode="eval"), c["eval_forwards"]))
-    out.append(underused_check(w, "single-threaded LBFGS on 2 cores: underused_cores", report, proc))
+    out.append(underused_check(w, "single-threaded LBFGS on 2 cores: underused_cores", report, report.root))
     return out
 
 
