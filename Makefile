@@ -44,10 +44,13 @@ bench-html: build
 	bench/html_report_bench.sh $(BUILD)
 
 # The analyses' validation suite (docs/validation.md): workloads whose bottleneck is known by
-# construction, and what-if predictions checked by really re-running the changed workflow.
+# construction, and what-if predictions checked by really re-running the changed workflow;
+# then the real-world-shaped workloads against kernel ground truth. (`make test` runs a quick
+# pass of the first with thresholds that fail, and the second: ctest -L validation.)
 validate: build
 	$(PYTHON) bench/validation/run_validation.py --grademl $(GRADEML) $(VALIDATE_ARGS)
 	$(PYTHON) bench/validation/levers.py --grademl $(GRADEML) --check
+	$(PYTHON) bench/validation/realworld/check_realworld.py --grademl $(GRADEML)
 
 # --- Sanitizers and fuzzers (docs/reliability.md; .ci/run runs them after `make test`) ------
 # Each has its own build tree; benches are not built there. Sanitizer reports go to files
@@ -83,7 +86,7 @@ test-sanitize test-asan: bootstrap $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	rm -rf $(ASAN_BUILD)/sanitizer-reports && mkdir -p $(ASAN_BUILD)/sanitizer-reports
 	rc=0; cd $(ASAN_BUILD) && \
-	  { $(ASAN_ENV) ctest --output-on-failure --no-tests=error --timeout 600 -j $(JOBS) -LE '^(e2e|python|browser)$$' \
+	  { $(ASAN_ENV) ctest --output-on-failure --no-tests=error --timeout 600 -j $(JOBS) -LE '^(e2e|python|browser|validation)$$' \
 	      -E '$(SANITIZE_EXCLUDE)' || rc=1; } && \
 	  { $(ASAN_ENV) ctest --output-on-failure --no-tests=error --timeout 600 -j $(JOBS) -L '^e2e$$' -R '$(SANITIZE_E2E)' || rc=1; } && \
 	  cd $(CURDIR) && { scripts/check_sanitizer_reports $(ASAN_BUILD)/sanitizer-reports || rc=1; } && exit $$rc
