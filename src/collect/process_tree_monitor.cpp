@@ -630,9 +630,47 @@ void ProcessTreeMonitor::HandleExitNotifications(TimeNs now) {
 }
 
 // An exited process's claim on its parent's reaped-children counters: at least what was
-// last seen of it, plus a tail by its recent rate, bounded by what its threads could have
-// used between the last read and the exit. Nothing more when the final values were read.
+// last seen of it and of its exited descendants, plus a tail by their recent rates, bounded
+// by what their threads could have used between their last reads and their exits. Nothing
+// more when the final values were read.
+//
+// The descendants matter behind a wrapper (`sh -c 'timeout 60 prog; true'`): prog exits,
+// timeout reaps it and exits, sh reaps timeout, all between two passes. timeout was last
+// read long before (an idle process is read every 10 passes), so its own counters say
+// nothing of prog; yet prog's seconds reach sh's cutime through timeout's. Claimed as
+// timeout's own tail (capped by timeout's one thread x its unread time), most of them were
+// left to sh's own tail and "unseen children", while prog kept what was seen of it: the
+// same CPU counted twice.
 Claim ProcessTreeMonitor::TailClaim(const Proc* c, Metric m) {
+  Claim claim = OwnTailClaim(c, m);
+  // Exited children of c that c had not reaped when last read (or whose share of c's
+  // counters was not handed out yet): their totals are on their way into c's.
+  Claim kids{};
+  for (const Proc* k : c->children) {
+    if (k->state != State::kGone || k->ppid != c->pid) continue;
+    Claim k_claim = TailClaim(k, m);
+    kids.need += k_claim.need;
+    kids.weight += k_claim.weight;
+    kids.cap += k_claim.cap;
+  }
+  if (kids.need > 0 || kids.cap > 0) {
+    // What c's reaped-children counters hold that was not handed out yet may include some
+    // of them already: only the rest is added.
+    double pending = m <= kSystem ? (m == kUser ? c->cut_user - c->unseen_user : c->cut_system - c->unseen_system) -
+                                        c->children_explained[m]
+                                  : c->reported_io[m - kReadBytes] - c->children_explained[m] -
+                                        c->emitted_io[m - kReadBytes];
+    claim.need += std::max(kids.need - std::max(pending, 0.0), 0.0);
+    bool final = m <= kSystem ? c->cpu_final : c->io_final;
+    if (!final) {
+      claim.weight += kids.weight;
+      claim.cap += kids.cap;
+    }
+  }
+  return claim;
+}
+
+Claim ProcessTreeMonitor::OwnTailClaim(const Proc* c, Metric m) {
   double dt = NsToSeconds(std::max<TimeNs>(c->exit_t - c->last_t, 0));
   double cap = m <= kSystem ? static_cast<double>(c->threads) * dt : std::numeric_limits<double>::infinity();
   bool final = m <= kSystem ? c->cpu_final : c->io_final;
@@ -649,6 +687,9 @@ void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs now) {
     MarkGone(parent, now);
     return;  // the parent died too: its own exit resolves them
   }
+  // Their descendants' exits may not have been noticed yet (they died between passes):
+  // what they did is on its way into the parent's counters through the exited children.
+  for (Proc* c : gone) SettleExitedSubtree(c, c->exit_t);
 
   // CPU: the reaped-children counters not yet handed out.
   double credit_user = parent->cut_user - parent->children_explained[kUser] - parent->unseen_user;
@@ -705,13 +746,19 @@ void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs now) {
   PruneResolved(parent);
 }
 
+void ProcessTreeMonitor::SettleExitedSubtree(Proc* p, TimeNs t) {
+  for (Proc* c : p->children) {
+    if (c->ppid != p->pid) continue;
+    if (c->state == State::kAlive && (!ReadProc(c, t, true, false) || c->cpu_final)) MarkGone(c, t);
+    if (c->state == State::kGone && c->ppid == p->pid) SettleExitedSubtree(c, c->exit_t);
+  }
+}
+
 void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
   if (p->state == State::kResolved) return;
-  // A child still thought alive may have died just before p (p's exit can be reported
+  // A descendant still thought alive may have died just before p (p's exit can be reported
   // before a pass noticed it): look again. Survivors are orphans re-parented away.
-  for (Proc* c : p->children) {
-    if (c->state == State::kAlive && (!ReadProc(c, p->exit_t, true, false) || c->cpu_final)) MarkGone(c, p->exit_t);
-  }
+  SettleExitedSubtree(p, p->exit_t);
   // Children of p that exited with it (not re-parented away while p lived).
   std::vector<Proc*> gone;
   for (Proc* c : p->children)

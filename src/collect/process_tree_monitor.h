@@ -142,7 +142,12 @@ class ProcessTreeMonitor {
   // True once an exited process has been reaped by its parent.
   bool Reaped(Proc* p);
   void ResolveLiveParent(Proc* parent, TimeNs now);
+  // An exited process's claim on its parent's counters, its exited descendants included.
   static Claim TailClaim(const Proc* c, Metric m);
+  static Claim OwnTailClaim(const Proc* c, Metric m);
+  // Reads again the descendants of an exited process that are still thought alive, so that
+  // those that died with it are known as exited before its counters are shared out.
+  void SettleExitedSubtree(Proc* p, TimeNs t);
   void ResolveDead(Proc* p, const Totals& inclusive_final);
   void EndPhase(Proc* p);
   void Unwatch(Proc* p);
