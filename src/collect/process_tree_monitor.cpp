@@ -618,15 +618,21 @@ void ProcessTreeMonitor::HandleExitNotifications(TimeNs now) {
   if (epoll_fd_ < 0) return;
   epoll_event events[64];
   int n = epoll_wait(epoll_fd_, events, 64, 0);
-  for (int i = 0; i < n; ++i) {
-    Proc* p = static_cast<Proc*>(events[i].data.ptr);
-    if (p->state != State::kAlive) continue;
-    p->exit_t = now;
-    // Usually still a zombie: its counters are final. If already reaped, the parent's
-    // counters tell the rest at the next pass.
-    ReadProc(p, now, true, true);
-    MarkGone(p, now);
-  }
+  for (int i = 0; i < n; ++i) ReadFinal(static_cast<Proc*>(events[i].data.ptr), now);
+}
+
+void ProcessTreeMonitor::OnExited(pid_t pid, TimeNs t) {
+  std::lock_guard lock(mu_);
+  if (auto it = alive_.find(pid); it != alive_.end()) ReadFinal(it->second, t);
+}
+
+void ProcessTreeMonitor::ReadFinal(Proc* p, TimeNs now) {
+  if (p->state != State::kAlive) return;
+  p->exit_t = now;
+  // Usually still a zombie: its counters are final. If already reaped, the parent's
+  // counters tell the rest at the next pass.
+  ReadProc(p, now, true, true);
+  MarkGone(p, now);
 }
 
 // An exited process's claim on its parent's reaped-children counters: at least what was

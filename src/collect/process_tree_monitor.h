@@ -75,6 +75,10 @@ class ProcessTreeMonitor {
   int exit_notification_fd() const { return epoll_fd_; }
   // Reads the final counters of processes that just exited, while they are zombies.
   void HandleExitNotifications(TimeNs now);
+  // A followed process exited and is a zombie that grademl is about to reap (the root, or
+  // an orphan re-parented to it): reads its final counters, its own CPU apart from its
+  // reaped children's, which the rusage of the reaping cannot tell apart.
+  void OnExited(pid_t pid, TimeNs t);
   // A followed process was reaped by grademl (the root, or an orphan re-parented to it).
   void OnReaped(pid_t pid, TimeNs t, const struct rusage& usage);
   // A last pass: resolves every exit and ends every open phase at `end`.
@@ -139,6 +143,8 @@ class ProcessTreeMonitor {
   bool ReadProc(Proc* p, TimeNs now, bool slow, bool exited);
   void EmitSamples(Proc* p, TimeNs t);
   void MarkGone(Proc* p, TimeNs t);
+  // Reads an exited process's final counters (while it is a zombie) and marks it gone.
+  void ReadFinal(Proc* p, TimeNs now);
   // True once an exited process has been reaped by its parent.
   bool Reaped(Proc* p);
   void ResolveLiveParent(Proc* parent, TimeNs now);

@@ -436,6 +436,12 @@ std::optional<Recording::SignalEvent> Recording::NextSignal() {
 std::vector<Recording::Exit> Recording::ReapChildren() {
   std::vector<Exit> exits;
   while (true) {
+    // An exited child is read as a zombie first: its own CPU and I/O apart from its
+    // reaped children's, which wait4's rusage adds together.
+    siginfo_t exited{};
+    if (waitid(P_ALL, 0, &exited, WEXITED | WNOHANG | WNOWAIT) == 0 && exited.si_pid > 0) {
+      impl_->processes->OnExited(exited.si_pid, WallClock::Now());
+    }
     int status = 0;
     rusage ru{};
     pid_t pid = wait4(-1, &status, WNOHANG | WUNTRACED, &ru);
