@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 
+#include "collect/process_events.h"
 #include "collect/process_stat.h"
 #include "model/metric_names.h"
 
@@ -167,6 +168,33 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
       self_pid_(getpid()),
       proc_dir_(std::make_unique<ProcDirectory>(options_.proc_root)) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (!options_.process_events) {
+    events_error_ = "turned off";
+  } else if (options_.proc_root != "/proc") {
+    events_error_ = "not for a /proc elsewhere";
+  } else if (epoll_fd_ >= 0) {
+    events_ = ProcessEvents::Open(&events_error_);
+    if (events_) {
+      // Woken like exits: data.ptr null stands for the event socket (a Proc never is).
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.ptr = nullptr;
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, events_->fd(), &ev) != 0) {
+        events_error_ = "the kernel's process events could not be waited on";
+        events_.reset();
+      }
+    }
+  }
+}
+
+uint64_t ProcessTreeMonitor::processes_dropped() const {
+  std::lock_guard lock(mu_);
+  return processes_dropped_;
+}
+
+uint64_t ProcessTreeMonitor::process_events_lost() const {
+  std::lock_guard lock(mu_);
+  return events_ ? events_->lost() : 0;
 }
 
 ProcessTreeMonitor::~ProcessTreeMonitor() {
@@ -246,6 +274,7 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
       ProcessStat st;
       if (ParseProcessStat(*text, &st)) {
         p->starttime = st.starttime;
+        p->ppid = st.ppid;
         p->comm = std::string(st.comm);
         if (start == 0) {
           start = WallClock::FromBoottime(static_cast<int64_t>(static_cast<double>(st.starttime) * seconds_per_tick_ * 1e9));
@@ -255,15 +284,19 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   }
   if (name.empty()) {
     if (auto cmdline = ReadFileOnce(base + "/cmdline"); cmdline.ok()) name = FormatCmdline(*cmdline);
-    if (name.empty()) name = "[" + p->comm + "]";
+    if (name.empty()) name = p->comm.empty() ? "[pid " + std::to_string(pid) + "]" : "[" + p->comm + "]";
   }
   if (start == 0 || start > now) start = now;
+  if (p->ppid == 0 && parent) p->ppid = parent->pid;
   // Never before the phase it goes under (start times from /proc are in clock ticks).
   const model::PhaseId under = parent ? parent->phase : (root_phase ? root_phase : run_phase_);
   if (auto parent_phase = builder_->GetPhase(under); parent_phase && start < parent_phase->start_ns) {
     start = parent_phase->start_ns;
   }
 
+  // Never read yet: its unread tail is its whole life (a process followed from its fork
+  // event may exit before any pass reads it).
+  p->last_t = start;
   p->phase = builder_->BeginPhase({.parent = under,
                                    .name = name,
                                    .type = std::string(model::kPhaseTypeProcess),
@@ -618,7 +651,50 @@ void ProcessTreeMonitor::HandleExitNotifications(TimeNs now) {
   if (epoll_fd_ < 0) return;
   epoll_event events[64];
   int n = epoll_wait(epoll_fd_, events, 64, 0);
-  for (int i = 0; i < n; ++i) ReadFinal(static_cast<Proc*>(events[i].data.ptr), now);
+  // Forks first: a child that was forked and exited since is followed before exits are read.
+  for (int i = 0; i < n; ++i)
+    if (events[i].data.ptr == nullptr) DrainProcessEvents(now);
+  for (int i = 0; i < n; ++i)
+    if (events[i].data.ptr != nullptr) ReadFinal(static_cast<Proc*>(events[i].data.ptr), now);
+}
+
+void ProcessTreeMonitor::RenameFromCmdline(Proc* p) {
+  if (!p->stat_file.is_open()) return;
+  if (auto text = p->stat_file.Read(); text.ok()) {
+    ProcessStat st;
+    if (ParseProcessStat(*text, &st) && st.starttime == p->starttime) p->comm = std::string(st.comm);
+  }
+  auto cmdline = ReadFileOnce(options_.proc_root + "/" + std::to_string(p->pid) + "/cmdline");
+  std::string name = cmdline.ok() ? FormatCmdline(*cmdline) : "";
+  builder_->RenamePhase(p->phase, name.empty() ? "[" + p->comm + "]" : name);
+}
+
+void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
+  if (!events_) return;
+  std::vector<ProcessEvents::Event> events;
+  events_->Drain(&events);
+  for (const ProcessEvents::Event& ev : events) {
+    switch (ev.kind) {
+      case ProcessEvents::Event::Kind::kFork: {
+        auto parent = alive_.find(ev.parent);
+        if (parent == alive_.end() || ev.parent == self_pid_ || alive_.count(ev.pid)) break;
+        if (followed_by_events_ >= options_.max_event_processes) {
+          ++processes_dropped_;
+          break;
+        }
+        ++followed_by_events_;
+        Proc* c = Follow(ev.pid, parent->second, now, "", 0, 0);
+        // Already gone (and reaped): its parent's counters tell its CPU, as for one unseen.
+        if (!c->stat_file.is_open() || c->starttime == 0) MarkGone(c, now);
+        break;
+      }
+      case ProcessEvents::Event::Kind::kExec:
+        if (auto it = alive_.find(ev.pid); it != alive_.end()) RenameFromCmdline(it->second);
+        break;
+      case ProcessEvents::Event::Kind::kExit:
+        break;  // the pidfd says it, once the whole process has exited
+    }
+  }
 }
 
 void ProcessTreeMonitor::OnExited(pid_t pid, TimeNs t) {
@@ -680,7 +756,9 @@ Claim ProcessTreeMonitor::OwnTailClaim(const Proc* c, Metric m) {
   double dt = NsToSeconds(std::max<TimeNs>(c->exit_t - c->last_t, 0));
   double cap = m <= kSystem ? static_cast<double>(c->threads) * dt : std::numeric_limits<double>::infinity();
   bool final = m <= kSystem ? c->cpu_final : c->io_final;
-  return {.need = c->inclusive(m), .weight = final ? 0 : std::max(c->rate[m], 1e-9), .cap = final ? 0 : cap};
+  // Never read: no rate is known; the longer it lived, the more it likely used.
+  double weight = c->seen ? std::max(c->rate[m], 1e-9) : 1e-9 * std::max(dt, 1e-3);
+  return {.need = c->inclusive(m), .weight = final ? 0 : weight, .cap = final ? 0 : cap};
 }
 
 void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs now) {

@@ -3,6 +3,10 @@
 // CPU, memory, I/O, thread, context-switch, scheduling (main thread) and page-fault series.
 //
 // Discovery: each pass lists /proc and follows any new process whose parent is followed.
+// Where the kernel allows it (root or CAP_NET_ADMIN), its process events (ProcessEvents, the
+// proc connector) say at once when a followed process forks or execs, so that a process
+// that lives less than a pass still becomes a phase with its own name and CPU; otherwise
+// such a process is seen only through its parent's counters ("cpu.unseen_children").
 // Reading: a followed process's stat and io files stay open and are re-read with pread.
 // Exits: a pidfd per process wakes the sampling thread the moment a process exits, so its
 // final counters are usually read while it is a zombie and its end time is exact.
@@ -50,6 +54,12 @@ class ProcessTreeMonitor {
   struct Options {
     std::string proc_root = "/proc";
     int slow_every = 10;  // read /proc/PID/status (context switches) every N passes
+    // Follow forks and execs through the kernel's process events where allowed.
+    bool process_events = true;
+    // The most processes followed through process events (a fork bomb must not grow
+    // memory without bound); beyond it, processes are found by sampling only, and counted
+    // in processes_dropped().
+    size_t max_event_processes = 20000;
   };
 
   ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseId run_phase, model::ResourceId host_resource,
@@ -102,6 +112,16 @@ class ProcessTreeMonitor {
   };
   ProcessRef Lookup(pid_t pid) const;
 
+  // How processes are found: "proc_connector" (the kernel's process events) or "sampling"
+  // (/proc scans only: processes shorter than a pass may be missing).
+  std::string process_events() const { return events_ ? "proc_connector" : "sampling"; }
+  // Why the kernel's process events are not used ("" when they are).
+  const std::string& process_events_error() const { return events_error_; }
+  // Processes forked in the tree that process events did not follow (the cap was reached);
+  // and how many times the kernel's event buffer overflowed.
+  uint64_t processes_dropped() const;
+  uint64_t process_events_lost() const;
+
   // Counters shared out between a parent and its exited children, in this order.
   enum Metric { kUser, kSystem, kReadBytes, kWriteBytes, kReadChars, kWriteChars, kNumMetrics };
   using Totals = std::array<double, kNumMetrics>;
@@ -132,11 +152,19 @@ class ProcessTreeMonitor {
   std::unique_ptr<class ProcDirectory> proc_dir_;
   ProcFile loadavg_;
   uint64_t last_pid_seen_ = 0;
+  std::unique_ptr<class ProcessEvents> events_;
+  std::string events_error_;
+  size_t followed_by_events_ = 0;
+  uint64_t processes_dropped_ = 0;
 
   Proc* Follow(pid_t pid, Proc* parent, TimeNs now, const std::string& fallback_name, TimeNs start_hint,
                model::PhaseId root_phase);
   void AddRootLocked(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns, model::PhaseId parent_phase);
   void Discover(TimeNs now);
+  // Follows the forks and execs the kernel reported since the last call.
+  void DrainProcessEvents(TimeNs now);
+  // Names a process's phase after its command line, read now (after an exec).
+  void RenameFromCmdline(Proc* p);
   bool PidsAllocatedSinceLastScan();
   // Reads a process's counters; false when it is gone. `exited`: its pidfd said it exited,
   // so whatever can still be read is final.

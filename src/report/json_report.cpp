@@ -178,6 +178,8 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
   const analysis::RunSummary& summary = analysis.summary;
   json run_json = RunInfoJson(run.info);
   run_json["duration_s"] = summary.duration_s;
+  std::string process_events = ProcessEventsMode(run);
+  run_json["process_events"] = process_events.empty() ? json(nullptr) : json(Text(process_events));
 
   json phases = json::array();
   for (size_t i = 0; i < run.phases.size(); ++i) {

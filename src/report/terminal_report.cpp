@@ -118,6 +118,7 @@ void RenderHeader(const model::Run& run, const RunSummary& summary, const Styler
     overhead += fmt::format("sampling every {}", FormatDuration(info.interval_ns));
   }
   if (!overhead.empty()) lines.Add("overhead", overhead);
+  if (std::string notice = ProcessEventsNotice(run); !notice.empty()) lines.Add("processes", style(kYellow, notice));
   lines.Render(out, style);
 }
 
