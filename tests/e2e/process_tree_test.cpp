@@ -3,8 +3,11 @@
 // processes are counted once, to the process that used them. Ground truth comes from the
 // kernel: the shell's `times` (its own CPU and all it reaped, the whole tree), each
 // burner's own getrusage (burn_and_write --truth) and the size of the file it wrote.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -101,7 +104,9 @@ void CheckTree(const std::string& dir, const std::string& script, const std::vec
     file_bytes += bytes;
     burner_pids.insert(pid);
     auto it = by_pid.find(pid);
-    if (it == by_pid.end() && !every_burner_seen) continue;  // lived and died between two passes
+    // Without the kernel's process events, one that lived and died between two passes has
+    // no phase (its CPU is its parent's).
+    if (it == by_pid.end() && !every_burner_seen && report["run"]["process_events"] != "proc_connector") continue;
     ASSERT_NE(it, by_pid.end()) << "no phase for burner " << pid << " (" << b.truth << ")";
     const json& p = *it->second;
     // Its own CPU, within 5% and two clock ticks (getrusage is exact, /proc counts ticks).
@@ -193,6 +198,71 @@ TEST(ProcessTreeE2E, CpuAndIoBehindAWrapperThatDoesNotWaitAreCountedOnce) {
                        " & exit 0'; while [ ! -s " + dir + "/a.truth ]; do sleep 0.1; done; sleep 0.5; times > " +
                        dir + "/times";
   CheckTree(dir, script, burners, dir + "/times", true, /*burners_orphaned=*/true);
+}
+
+// Whether the kernel's process events must be available here: in CI as root.
+bool MustHaveProcessEvents() {
+  const char* ci = getenv("CI");
+  return ci && std::string(ci) == "true" && geteuid() == 0;
+}
+
+// 25 processes of about 20 ms each, one after the other: most live and die between two
+// passes. With the kernel's process events, each is a phase of its own, named after its
+// command, and the run's CPU is still the kernel's total.
+TEST(ProcessTreeE2E, EveryShortProcessIsAPhase) {
+  std::string dir = FreshDir("every_short_process");
+  std::string db = dir + "/g.db";
+  std::string burn = HelperBinary("burn_and_write");
+  std::string script = "i=0; while [ $i -lt 25 ]; do " + burn + " --cpu 0.02 --truth " + dir +
+                       "/t$i; i=$((i+1)); done; times > " + dir + "/times";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/bin/sh", "-c", script});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = ReportJson(db);
+  double kernel_total = TimesTotal(dir + "/times");
+  ASSERT_FALSE(std::isnan(kernel_total));
+  double run_cpu = report["phases"][0]["cpu_seconds"].get<double>();
+  EXPECT_NEAR(run_cpu, kernel_total, 0.05 * kernel_total + 0.02);
+  if (report["run"]["process_events"] != "proc_connector") {
+    std::string why = report["phases"][0]["tags"].value("grademl.process_events_error", "?");
+    if (MustHaveProcessEvents()) FAIL() << "CI=true as root, yet the kernel's process events were not used: " << why;
+    GTEST_SKIP() << "the kernel's process events are not available here (" << why
+                 << "): short processes are not all phases";
+  }
+  int burners = 0;
+  std::set<int> pids;
+  for (const json& p : report["phases"]) {
+    if (p["name"].get<std::string>().rfind(burn + " --cpu 0.02", 0) != 0) continue;
+    ++burners;
+    pids.insert(p["pid"].get<int>());
+  }
+  EXPECT_EQ(burners, 25);
+  for (int i = 0; i < 25; ++i) {
+    int pid = static_cast<int>(ReadTruth(dir + "/t" + std::to_string(i), "pid"));
+    EXPECT_TRUE(pids.count(pid)) << "burner " << i << " (pid " << pid << ") has no phase";
+  }
+}
+
+// Without the kernel's process events (turned off here, as without root), the run says so:
+// run.process_events in report --json, one line in the text report.
+TEST(ProcessTreeE2E, WithoutProcessEventsTheReportSaysShortProcessesMayBeMissing) {
+  std::string dir = FreshDir("no_process_events");
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({"/usr/bin/env", "GRADEML_PROCESS_EVENTS=sampling", GrademlBinary(), "--db", db, "run",
+                                "--no-report", "--", "/bin/sh", "-c", "/bin/true; /bin/true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = ReportJson(db);
+  EXPECT_EQ(report["run"]["process_events"], "sampling");
+  CommandResult text = RunCommand({GrademlBinary(), "--db", db, "report"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("processes shorter than 100 ms may be missing"), std::string::npos) << text.out;
+  // With them (where allowed), no such line.
+  std::string db2 = dir + "/g2.db";
+  r = RunCommand({GrademlBinary(), "--db", db2, "run", "--no-report", "--", "/bin/true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (ReportJson(db2)["run"]["process_events"] == "proc_connector") {
+    text = RunCommand({GrademlBinary(), "--db", db2, "report"});
+    EXPECT_EQ(text.out.find("may be missing"), std::string::npos) << text.out;
+  }
 }
 
 }  // namespace
