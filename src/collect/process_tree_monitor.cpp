@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -624,6 +625,7 @@ void ProcessTreeMonitor::Sample(TimeNs now) {
   pass_dt_ = last_pass_t_ != 0 && now > last_pass_t_ ? now - last_pass_t_ : 0;
   last_pass_t_ = now;
   bool slow = options_.slow_every <= 1 || pass_ % options_.slow_every == 1;
+  if (pass_ % 20 == 0) recently_resolved_.clear();
   Discover(now);
   // Top-down, so that a parent is always read before its children: a child reaped after
   // its parent was read shows up in the parent's counters only at the next pass.
@@ -691,8 +693,20 @@ void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
       case ProcessEvents::Event::Kind::kExec:
         if (auto it = alive_.find(ev.pid); it != alive_.end()) RenameFromCmdline(it->second);
         break;
-      case ProcessEvents::Event::Kind::kExit:
-        break;  // the pidfd says it, once the whole process has exited
+      case ProcessEvents::Event::Kind::kExit: {
+        // The pidfd says when; the event also says how (kept as the phase's tag).
+        Proc* p = nullptr;
+        if (auto it = alive_.find(ev.pid); it != alive_.end()) p = it->second;
+        else if (auto g = gone_.find(ev.pid); g != gone_.end()) p = g->second;
+        else if (auto r = recently_resolved_.find(ev.pid); r != recently_resolved_.end()) p = r->second;
+        if (!p || p->never_started) break;
+        if (WIFSIGNALED(ev.exit_status)) {
+          builder_->SetPhaseTag(p->phase, "exit_signal", std::to_string(WTERMSIG(ev.exit_status)));
+        } else {
+          builder_->SetPhaseTag(p->phase, "exit_code", std::to_string(WEXITSTATUS(ev.exit_status)));
+        }
+        break;
+      }
     }
   }
 }
@@ -906,6 +920,8 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
   }
   p->state = State::kResolved;
   if (auto it = gone_.find(p->pid); it != gone_.end() && it->second == p) gone_.erase(it);
+  // Its exit event may still be on its way (a pass can resolve it first).
+  if (events_) recently_resolved_[p->pid] = p;
   p->stat_file = ProcFile();
   for (size_t i = 0; i < gone.size(); ++i) ResolveDead(gone[i], child_finals[i]);
   EndPhase(p);

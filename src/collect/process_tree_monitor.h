@@ -155,6 +155,7 @@ class ProcessTreeMonitor {
   std::unique_ptr<class ProcessEvents> events_;
   std::string events_error_;
   size_t followed_by_events_ = 0;
+  std::unordered_map<pid_t, Proc*> recently_resolved_;  // for exit events that come late
   uint64_t processes_dropped_ = 0;
 
   Proc* Follow(pid_t pid, Proc* parent, TimeNs now, const std::string& fallback_name, TimeNs start_hint,

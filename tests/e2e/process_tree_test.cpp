@@ -242,6 +242,28 @@ TEST(ProcessTreeE2E, EveryShortProcessIsAPhase) {
   }
 }
 
+// With the kernel's process events, a process's phase says how it ended: tag exit_code
+// (or exit_signal), as a workflow step's does.
+TEST(ProcessTreeE2E, ProcessPhasesSayHowTheyEnded) {
+  std::string dir = FreshDir("process_exit_codes");
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/bin/sh", "-c",
+                                "/bin/sh -c 'exit 3'; /bin/sh -c 'kill -TERM $$'; true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = ReportJson(db);
+  if (report["run"]["process_events"] != "proc_connector") {
+    if (MustHaveProcessEvents()) FAIL() << "CI=true as root, yet the kernel's process events were not used";
+    GTEST_SKIP() << "the kernel's process events are not available here";
+  }
+  // Named after their command line when it could still be read, else "[sh]": they are short.
+  std::multiset<std::string> endings;
+  for (const json& p : report["phases"]) {
+    if (p["pid"].is_null() || p["id"] == report["phases"][1]["id"] || p["id"] == report["phases"][0]["id"]) continue;
+    endings.insert(p["tags"].value("exit_code", "-") + "/" + p["tags"].value("exit_signal", "-"));
+  }
+  EXPECT_EQ(endings, (std::multiset<std::string>{"3/-", "-/15"}));
+}
+
 // Without the kernel's process events (turned off here, as without root), the run says so:
 // run.process_events in report --json, one line in the text report.
 TEST(ProcessTreeE2E, WithoutProcessEventsTheReportSaysShortProcessesMayBeMissing) {
