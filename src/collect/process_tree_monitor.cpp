@@ -417,7 +417,10 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
   // threads too brief to show in ticks). Such a process is not idle either.
   bool ran = !p->seen || zombie || st.utime != p->raw_utime || st.stime != p->raw_stime ||
              st.cutime != p->raw_cutime || st.cstime != p->raw_cstime || st.state == 'R' || st.state == 'D';
-  if (!exited && (ran || slow)) read_io();
+  // And once more on the first read that finds it stopped: its last writes may have cost
+  // less than a clock tick, and idle processes are read only every kIdleEvery passes.
+  bool just_stopped = p->seen && !ran && p->idle_passes == 0;
+  if (!exited && (ran || slow || just_stopped)) read_io();
   p->idle_passes = ran ? 0 : p->idle_passes + 1;
   if ((ran || slow || exited) && p->schedstat_file.is_open()) {
     if (auto sched = p->schedstat_file.Read(); sched.ok()) {
@@ -455,7 +458,9 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
   p->raw_stime = st.stime;
   p->raw_cutime = st.cutime;
   p->raw_cstime = st.cstime;
-  double dt = p->seen && now > p->last_t ? NsToSeconds(now - p->last_t) : 0;
+  // Rates over the time since the last read; on the first read, since the process started
+  // (Follow sets last_t to its start): a process read once before it exits still has one.
+  double dt = p->last_t > 0 && now > p->last_t ? NsToSeconds(now - p->last_t) : 0;
   double user = static_cast<double>(st.utime) * seconds_per_tick_;
   double system = static_cast<double>(st.stime) * seconds_per_tick_;
   if (dt > 0) {
@@ -778,6 +783,19 @@ Claim ProcessTreeMonitor::OwnTailClaim(const Proc* c, Metric m) {
 void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs now) {
   // Exited children count once the parent has reaped them: only then do the parent's
   // counters hold theirs. The parent is read again right after, whatever its idle state.
+  // Reaped-children CPU that no exited child explains yet: first look again at children
+  // this pass skipped (idle ones are read every kIdleEvery passes). One that died unseen
+  // would otherwise have its CPU declared "unseen children" here, and claimed a second
+  // time by its own seen descendants once its exit is noticed.
+  if (parent->cut_user + parent->cut_system - parent->children_explained[kUser] -
+          parent->children_explained[kSystem] - parent->unseen_user - parent->unseen_system >
+      0) {
+    for (Proc* c : parent->children) {
+      if (c->state == State::kAlive && c->read_pass != pass_ && (!ReadProc(c, now, false, false) || c->cpu_final)) {
+        MarkGone(c, now);
+      }
+    }
+  }
   std::vector<Proc*> gone;
   for (Proc* c : parent->children)
     if (c->state == State::kGone && c->ppid == parent->pid && Reaped(c)) gone.push_back(c);
