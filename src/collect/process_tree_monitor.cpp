@@ -685,6 +685,8 @@ void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
       case ProcessEvents::Event::Kind::kFork: {
         auto parent = alive_.find(ev.parent);
         if (parent == alive_.end() || ev.parent == self_pid_ || alive_.count(ev.pid)) break;
+        // Already found (and gone) by a pass that ran before this event was read.
+        if (gone_.count(ev.pid) || recently_resolved_.count(ev.pid)) break;
         if (followed_by_events_ >= options_.max_event_processes) {
           ++processes_dropped_;
           break;
