@@ -33,7 +33,9 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
   sub->footer(
       "A command runs with stdin, stdout and stderr passed through; grademl exits with its exit code\n"
       "(128+N when a signal N killed it, 127 when it could not start). Every process it starts is\n"
-      "followed. The command runs in a process group of its own (given the terminal when grademl\n"
+      "followed: as root (or with CAP_NET_ADMIN) through the kernel's process events, so that even\n"
+      "processes shorter than the interval are phases; otherwise by sampling /proc, and the report\n"
+      "says so (GRADEML_PROCESS_EVENTS=sampling forces that; docs/metrics.md). The command runs in a process group of its own (given the terminal when grademl\n"
       "holds it); SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to grademl reach its whole tree, grademl records\n"
       "until all of it is gone, and a third signal kills it. The report goes to stderr.\n"
       "A workflow file (GradeML's pipeline YAML or DVC's dvc.yaml, see docs/workflows.md) runs its\n"

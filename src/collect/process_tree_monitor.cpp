@@ -6,12 +6,14 @@
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "collect/process_events.h"
 #include "collect/process_stat.h"
 #include "model/metric_names.h"
 
@@ -178,6 +180,33 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
       pss_budget_(options_.pss),
       cpu_limits_(std::make_unique<CpuLimitsReader>(CpuLimitsReader::Paths{options_.proc_root, options_.cgroup_root})) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (!options_.process_events) {
+    events_error_ = "turned off";
+  } else if (options_.proc_root != "/proc") {
+    events_error_ = "not for a /proc elsewhere";
+  } else if (epoll_fd_ >= 0) {
+    events_ = ProcessEvents::Open(&events_error_);
+    if (events_) {
+      // Woken like exits: data.ptr null stands for the event socket (a Proc never is).
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.ptr = nullptr;
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, events_->fd(), &ev) != 0) {
+        events_error_ = "the kernel's process events could not be waited on";
+        events_.reset();
+      }
+    }
+  }
+}
+
+uint64_t ProcessTreeMonitor::processes_dropped() const {
+  std::lock_guard lock(mu_);
+  return processes_dropped_;
+}
+
+uint64_t ProcessTreeMonitor::process_events_lost() const {
+  std::lock_guard lock(mu_);
+  return events_ ? events_->lost() : 0;
 }
 
 ProcessTreeMonitor::~ProcessTreeMonitor() {
@@ -257,6 +286,7 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
       ProcessStat st;
       if (ParseProcessStat(*text, &st)) {
         p->starttime = st.starttime;
+        p->ppid = st.ppid;
         p->comm = std::string(st.comm);
         if (start == 0) {
           start = WallClock::FromBoottime(static_cast<int64_t>(static_cast<double>(st.starttime) * seconds_per_tick_ * 1e9));
@@ -266,15 +296,19 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   }
   if (name.empty()) {
     if (auto cmdline = ReadFileOnce(base + "/cmdline"); cmdline.ok()) name = FormatCmdline(*cmdline);
-    if (name.empty()) name = "[" + p->comm + "]";
+    if (name.empty()) name = p->comm.empty() ? "[pid " + std::to_string(pid) + "]" : "[" + p->comm + "]";
   }
   if (start == 0 || start > now) start = now;
+  if (p->ppid == 0 && parent) p->ppid = parent->pid;
   // Never before the phase it goes under (start times from /proc are in clock ticks).
   const model::PhaseId under = parent ? parent->phase : (root_phase ? root_phase : run_phase_);
   if (auto parent_phase = builder_->GetPhase(under); parent_phase && start < parent_phase->start_ns) {
     start = parent_phase->start_ns;
   }
 
+  // Never read yet: its unread tail is its whole life (a process followed from its fork
+  // event may exit before any pass reads it).
+  p->last_t = start;
   p->phase = builder_->BeginPhase({.parent = under,
                                    .name = name,
                                    .type = std::string(model::kPhaseTypeProcess),
@@ -399,7 +433,10 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
   // threads too brief to show in ticks). Such a process is not idle either.
   bool ran = !p->seen || zombie || st.utime != p->raw_utime || st.stime != p->raw_stime ||
              st.cutime != p->raw_cutime || st.cstime != p->raw_cstime || st.state == 'R' || st.state == 'D';
-  if (!exited && (ran || slow)) read_io();
+  // And once more on the first read that finds it stopped: its last writes may have cost
+  // less than a clock tick, and idle processes are read only every kIdleEvery passes.
+  bool just_stopped = p->seen && !ran && p->idle_passes == 0;
+  if (!exited && (ran || slow || just_stopped)) read_io();
   p->idle_passes = ran ? 0 : p->idle_passes + 1;
   if ((ran || slow || exited) && p->schedstat_file.is_open()) {
     if (auto sched = p->schedstat_file.Read(); sched.ok()) {
@@ -437,7 +474,9 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
   p->raw_stime = st.stime;
   p->raw_cutime = st.cutime;
   p->raw_cstime = st.cstime;
-  double dt = p->seen && now > p->last_t ? NsToSeconds(now - p->last_t) : 0;
+  // Rates over the time since the last read; on the first read, since the process started
+  // (Follow sets last_t to its start): a process read once before it exits still has one.
+  double dt = p->last_t > 0 && now > p->last_t ? NsToSeconds(now - p->last_t) : 0;
   double user = static_cast<double>(st.utime) * seconds_per_tick_;
   double system = static_cast<double>(st.stime) * seconds_per_tick_;
   if (dt > 0) {
@@ -625,6 +664,7 @@ void ProcessTreeMonitor::Sample(TimeNs now) {
   pass_dt_ = last_pass_t_ != 0 && now > last_pass_t_ ? now - last_pass_t_ : 0;
   last_pass_t_ = now;
   bool slow = options_.slow_every <= 1 || pass_ % options_.slow_every == 1;
+  if (pass_ % 20 == 0) recently_resolved_.clear();
   Discover(now);
   // Top-down, so that a parent is always read before its children: a child reaped after
   // its parent was read shows up in the parent's counters only at the next pass.
@@ -743,30 +783,146 @@ void ProcessTreeMonitor::HandleExitNotifications(TimeNs now) {
   if (epoll_fd_ < 0) return;
   epoll_event events[64];
   int n = epoll_wait(epoll_fd_, events, 64, 0);
-  for (int i = 0; i < n; ++i) {
-    Proc* p = static_cast<Proc*>(events[i].data.ptr);
-    if (p->state != State::kAlive) continue;
-    p->exit_t = now;
-    // Usually still a zombie: its counters are final. If already reaped, the parent's
-    // counters tell the rest at the next pass.
-    ReadProc(p, now, true, true);
-    MarkGone(p, now);
+  // Forks first: a child that was forked and exited since is followed before exits are read.
+  for (int i = 0; i < n; ++i)
+    if (events[i].data.ptr == nullptr) DrainProcessEvents(now);
+  for (int i = 0; i < n; ++i)
+    if (events[i].data.ptr != nullptr) ReadFinal(static_cast<Proc*>(events[i].data.ptr), now);
+}
+
+void ProcessTreeMonitor::RenameFromCmdline(Proc* p) {
+  if (!p->stat_file.is_open()) return;
+  if (auto text = p->stat_file.Read(); text.ok()) {
+    ProcessStat st;
+    if (ParseProcessStat(*text, &st) && st.starttime == p->starttime) p->comm = std::string(st.comm);
+  }
+  auto cmdline = ReadFileOnce(options_.proc_root + "/" + std::to_string(p->pid) + "/cmdline");
+  std::string name = cmdline.ok() ? FormatCmdline(*cmdline) : "";
+  builder_->RenamePhase(p->phase, name.empty() ? "[" + p->comm + "]" : name);
+}
+
+void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
+  if (!events_) return;
+  std::vector<ProcessEvents::Event> events;
+  events_->Drain(&events);
+  for (const ProcessEvents::Event& ev : events) {
+    switch (ev.kind) {
+      case ProcessEvents::Event::Kind::kFork: {
+        auto parent = alive_.find(ev.parent);
+        if (parent == alive_.end() || ev.parent == self_pid_ || alive_.count(ev.pid)) break;
+        // Already found (and gone) by a pass that ran before this event was read.
+        if (gone_.count(ev.pid) || recently_resolved_.count(ev.pid)) break;
+        if (followed_by_events_ >= options_.max_event_processes) {
+          ++processes_dropped_;
+          break;
+        }
+        ++followed_by_events_;
+        Proc* c = Follow(ev.pid, parent->second, now, "", 0, 0);
+        // Already gone (and reaped): its parent's counters tell its CPU, as for one unseen.
+        if (!c->stat_file.is_open() || c->starttime == 0) MarkGone(c, now);
+        break;
+      }
+      case ProcessEvents::Event::Kind::kExec:
+        if (auto it = alive_.find(ev.pid); it != alive_.end()) RenameFromCmdline(it->second);
+        break;
+      case ProcessEvents::Event::Kind::kExit: {
+        // The pidfd says when; the event also says how (kept as the phase's tag).
+        Proc* p = nullptr;
+        if (auto it = alive_.find(ev.pid); it != alive_.end()) p = it->second;
+        else if (auto g = gone_.find(ev.pid); g != gone_.end()) p = g->second;
+        else if (auto r = recently_resolved_.find(ev.pid); r != recently_resolved_.end()) p = r->second;
+        if (!p || p->never_started) break;
+        if (WIFSIGNALED(ev.exit_status)) {
+          builder_->SetPhaseTag(p->phase, "exit_signal", std::to_string(WTERMSIG(ev.exit_status)));
+        } else {
+          builder_->SetPhaseTag(p->phase, "exit_code", std::to_string(WEXITSTATUS(ev.exit_status)));
+        }
+        break;
+      }
+    }
   }
 }
 
+void ProcessTreeMonitor::OnExited(pid_t pid, TimeNs t) {
+  std::lock_guard lock(mu_);
+  if (auto it = alive_.find(pid); it != alive_.end()) ReadFinal(it->second, t);
+}
+
+void ProcessTreeMonitor::ReadFinal(Proc* p, TimeNs now) {
+  if (p->state != State::kAlive) return;
+  p->exit_t = now;
+  // Usually still a zombie: its counters are final. If already reaped, the parent's
+  // counters tell the rest at the next pass.
+  ReadProc(p, now, true, true);
+  MarkGone(p, now);
+}
+
 // An exited process's claim on its parent's reaped-children counters: at least what was
-// last seen of it, plus a tail by its recent rate, bounded by what its threads could have
-// used between the last read and the exit. Nothing more when the final values were read.
+// last seen of it and of its exited descendants, plus a tail by their recent rates, bounded
+// by what their threads could have used between their last reads and their exits. Nothing
+// more when the final values were read.
+//
+// The descendants matter behind a wrapper (`sh -c 'timeout 60 prog; true'`): prog exits,
+// timeout reaps it and exits, sh reaps timeout, all between two passes. timeout was last
+// read long before (an idle process is read every 10 passes), so its own counters say
+// nothing of prog; yet prog's seconds reach sh's cutime through timeout's. Claimed as
+// timeout's own tail (capped by timeout's one thread x its unread time), most of them were
+// left to sh's own tail and "unseen children", while prog kept what was seen of it: the
+// same CPU counted twice.
 Claim ProcessTreeMonitor::TailClaim(const Proc* c, Metric m) {
+  Claim claim = OwnTailClaim(c, m);
+  // Exited children of c that c had not reaped when last read (or whose share of c's
+  // counters was not handed out yet): their totals are on their way into c's.
+  Claim kids{};
+  for (const Proc* k : c->children) {
+    if (k->state != State::kGone || k->ppid != c->pid) continue;
+    Claim k_claim = TailClaim(k, m);
+    kids.need += k_claim.need;
+    kids.weight += k_claim.weight;
+    kids.cap += k_claim.cap;
+  }
+  if (kids.need > 0 || kids.cap > 0) {
+    // What c's reaped-children counters hold that was not handed out yet may include some
+    // of them already: only the rest is added.
+    double pending = m <= kSystem ? (m == kUser ? c->cut_user - c->unseen_user : c->cut_system - c->unseen_system) -
+                                        c->children_explained[m]
+                                  : c->reported_io[m - kReadBytes] - c->children_explained[m] -
+                                        c->emitted_io[m - kReadBytes];
+    claim.need += std::max(kids.need - std::max(pending, 0.0), 0.0);
+    bool final = m <= kSystem ? c->cpu_final : c->io_final;
+    if (!final) {
+      claim.weight += kids.weight;
+      claim.cap += kids.cap;
+    }
+  }
+  return claim;
+}
+
+Claim ProcessTreeMonitor::OwnTailClaim(const Proc* c, Metric m) {
   double dt = NsToSeconds(std::max<TimeNs>(c->exit_t - c->last_t, 0));
   double cap = m <= kSystem ? static_cast<double>(c->threads) * dt : std::numeric_limits<double>::infinity();
   bool final = m <= kSystem ? c->cpu_final : c->io_final;
-  return {.need = c->inclusive(m), .weight = final ? 0 : std::max(c->rate[m], 1e-9), .cap = final ? 0 : cap};
+  // Never read: no rate is known; the longer it lived, the more it likely used.
+  double weight = c->seen ? std::max(c->rate[m], 1e-9) : 1e-9 * std::max(dt, 1e-3);
+  return {.need = c->inclusive(m), .weight = final ? 0 : weight, .cap = final ? 0 : cap};
 }
 
 void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs now) {
   // Exited children count once the parent has reaped them: only then do the parent's
   // counters hold theirs. The parent is read again right after, whatever its idle state.
+  // Reaped-children CPU that no exited child explains yet: first look again at children
+  // this pass skipped (idle ones are read every kIdleEvery passes). One that died unseen
+  // would otherwise have its CPU declared "unseen children" here, and claimed a second
+  // time by its own seen descendants once its exit is noticed.
+  if (parent->cut_user + parent->cut_system - parent->children_explained[kUser] -
+          parent->children_explained[kSystem] - parent->unseen_user - parent->unseen_system >
+      0) {
+    for (Proc* c : parent->children) {
+      if (c->state == State::kAlive && c->read_pass != pass_ && (!ReadProc(c, now, false, false) || c->cpu_final)) {
+        MarkGone(c, now);
+      }
+    }
+  }
   std::vector<Proc*> gone;
   for (Proc* c : parent->children)
     if (c->state == State::kGone && c->ppid == parent->pid && Reaped(c)) gone.push_back(c);
@@ -774,6 +930,9 @@ void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs now) {
     MarkGone(parent, now);
     return;  // the parent died too: its own exit resolves them
   }
+  // Their descendants' exits may not have been noticed yet (they died between passes):
+  // what they did is on its way into the parent's counters through the exited children.
+  for (Proc* c : gone) SettleExitedSubtree(c, c->exit_t);
 
   // CPU: the reaped-children counters not yet handed out.
   double credit_user = parent->cut_user - parent->children_explained[kUser] - parent->unseen_user;
@@ -830,13 +989,19 @@ void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs now) {
   PruneResolved(parent);
 }
 
+void ProcessTreeMonitor::SettleExitedSubtree(Proc* p, TimeNs t) {
+  for (Proc* c : p->children) {
+    if (c->ppid != p->pid) continue;
+    if (c->state == State::kAlive && (!ReadProc(c, t, true, false) || c->cpu_final)) MarkGone(c, t);
+    if (c->state == State::kGone && c->ppid == p->pid) SettleExitedSubtree(c, c->exit_t);
+  }
+}
+
 void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
   if (p->state == State::kResolved) return;
-  // A child still thought alive may have died just before p (p's exit can be reported
+  // A descendant still thought alive may have died just before p (p's exit can be reported
   // before a pass noticed it): look again. Survivors are orphans re-parented away.
-  for (Proc* c : p->children) {
-    if (c->state == State::kAlive && (!ReadProc(c, p->exit_t, true, false) || c->cpu_final)) MarkGone(c, p->exit_t);
-  }
+  SettleExitedSubtree(p, p->exit_t);
   // Children of p that exited with it (not re-parented away while p lived).
   std::vector<Proc*> gone;
   for (Proc* c : p->children)
@@ -900,6 +1065,8 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
   }
   p->state = State::kResolved;
   if (auto it = gone_.find(p->pid); it != gone_.end() && it->second == p) gone_.erase(it);
+  // Its exit event may still be on its way (a pass can resolve it first).
+  if (events_) recently_resolved_[p->pid] = p;
   p->stat_file = ProcFile();
   for (size_t i = 0; i < gone.size(); ++i) ResolveDead(gone[i], child_finals[i]);
   EndPhase(p);

@@ -3,6 +3,10 @@
 // CPU, memory, I/O, thread, context-switch, scheduling (main thread) and page-fault series.
 //
 // Discovery: each pass lists /proc and follows any new process whose parent is followed.
+// Where the kernel allows it (root or CAP_NET_ADMIN), its process events (ProcessEvents, the
+// proc connector) say at once when a followed process forks or execs, so that a process
+// that lives less than a pass still becomes a phase with its own name and CPU; otherwise
+// such a process is seen only through its parent's counters ("cpu.unseen_children").
 // Reading: a followed process's stat and io files stay open and are re-read with pread.
 // Exits: a pidfd per process wakes the sampling thread the moment a process exits, so its
 // final counters are usually read while it is a zombie and its end time is exact.
@@ -54,6 +58,12 @@ class ProcessTreeMonitor {
     int slow_every = 10;  // read /proc/PID/status (context switches) every N passes
     PssBudget::Options pss;  // when smaps_rollup is read (memory.pss; see pss_budget.h)
     std::string cgroup_root = "/sys/fs/cgroup";  // where CPU quotas are read (collect/cpu_limits.h)
+    // Follow forks and execs through the kernel's process events where allowed.
+    bool process_events = true;
+    // The most processes followed through process events (a fork bomb must not grow
+    // memory without bound); beyond it, processes are found by sampling only, and counted
+    // in processes_dropped().
+    size_t max_event_processes = 20000;
   };
 
   ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseId run_phase, model::ResourceId host_resource,
@@ -79,6 +89,10 @@ class ProcessTreeMonitor {
   int exit_notification_fd() const { return epoll_fd_; }
   // Reads the final counters of processes that just exited, while they are zombies.
   void HandleExitNotifications(TimeNs now);
+  // A followed process exited and is a zombie that grademl is about to reap (the root, or
+  // an orphan re-parented to it): reads its final counters, its own CPU apart from its
+  // reaped children's, which the rusage of the reaping cannot tell apart.
+  void OnExited(pid_t pid, TimeNs t);
   // A followed process was reaped by grademl (the root, or an orphan re-parented to it).
   void OnReaped(pid_t pid, TimeNs t, const struct rusage& usage);
   // A last pass: resolves every exit and ends every open phase at `end`.
@@ -104,6 +118,16 @@ class ProcessTreeMonitor {
   // smaps_rollup reads so far and the CPU time they were charged (for tests and benchmarks).
   uint64_t pss_reads() const;
   DurationNs pss_spent_ns() const;
+
+  // How processes are found: "proc_connector" (the kernel's process events) or "sampling"
+  // (/proc scans only: processes shorter than a pass may be missing).
+  std::string process_events() const { return events_ ? "proc_connector" : "sampling"; }
+  // Why the kernel's process events are not used ("" when they are).
+  const std::string& process_events_error() const { return events_error_; }
+  // Processes forked in the tree that process events did not follow (the cap was reached);
+  // and how many times the kernel's event buffer overflowed.
+  uint64_t processes_dropped() const;
+  uint64_t process_events_lost() const;
 
   // Counters shared out between a parent and its exited children, in this order.
   enum Metric { kUser, kSystem, kReadBytes, kWriteBytes, kReadChars, kWriteChars, kNumMetrics };
@@ -137,11 +161,20 @@ class ProcessTreeMonitor {
   uint64_t last_pid_seen_ = 0;
   PssBudget pss_budget_;
   std::unique_ptr<CpuLimitsReader> cpu_limits_;
+  std::unique_ptr<class ProcessEvents> events_;
+  std::string events_error_;
+  size_t followed_by_events_ = 0;
+  std::unordered_map<pid_t, Proc*> recently_resolved_;  // for exit events that come late
+  uint64_t processes_dropped_ = 0;
 
   Proc* Follow(pid_t pid, Proc* parent, TimeNs now, const std::string& fallback_name, TimeNs start_hint,
                model::PhaseId root_phase);
   void AddRootLocked(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns, model::PhaseId parent_phase);
   void Discover(TimeNs now);
+  // Follows the forks and execs the kernel reported since the last call.
+  void DrainProcessEvents(TimeNs now);
+  // Names a process's phase after its command line, read now (after an exec).
+  void RenameFromCmdline(Proc* p);
   bool PidsAllocatedSinceLastScan();
   // Reads a process's counters; false when it is gone. `exited`: its pidfd said it exited,
   // so whatever can still be read is final.
@@ -153,10 +186,17 @@ class ProcessTreeMonitor {
   // Reads the cores the process may use (affinity, cgroup quota) when due, and records them.
   void RecordCpuLimits(Proc* p, TimeNs t);
   void MarkGone(Proc* p, TimeNs t);
+  // Reads an exited process's final counters (while it is a zombie) and marks it gone.
+  void ReadFinal(Proc* p, TimeNs now);
   // True once an exited process has been reaped by its parent.
   bool Reaped(Proc* p);
   void ResolveLiveParent(Proc* parent, TimeNs now);
+  // An exited process's claim on its parent's counters, its exited descendants included.
   static Claim TailClaim(const Proc* c, Metric m);
+  static Claim OwnTailClaim(const Proc* c, Metric m);
+  // Reads again the descendants of an exited process that are still thought alive, so that
+  // those that died with it are known as exited before its counters are shared out.
+  void SettleExitedSubtree(Proc* p, TimeNs t);
   void ResolveDead(Proc* p, const Totals& inclusive_final);
   void EndPhase(Proc* p);
   void Unwatch(Proc* p);

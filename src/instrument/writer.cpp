@@ -11,6 +11,13 @@
 // written, still open Begin is kept in reserve (`limit`), so that once the file is full a
 // written Begin still gets its End, and a dropped Begin's End is dropped too: the file
 // always holds balanced phases (except where the process died with phases open).
+//
+// A thread that exits with phases open (a Python thread that returned inside grademl.begin,
+// a C++ thread that called grademl_begin without grademl_end) has them ended at its exit:
+// a pthread key, set once the thread has a chunk, runs EndOpenPhasesAtThreadExit when the
+// thread ends (pthread_exit or a return from its start routine, C++ and Python threads
+// alike), which writes the reserved Ends with the exit's time. Otherwise they would stay
+// open until the process ends. The main thread's phases end with the process.
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -77,6 +84,10 @@ struct ThreadState {
   bool full;            // no chunk could be had: the file is full
 };
 constinit thread_local ThreadState t_state{};
+
+// Its destructor ends the phases a thread left open when the thread exits (see the top).
+pthread_key_t g_thread_exit_key;
+bool g_thread_exit_key_made = false;  // under g_mu
 
 // Per-thread cache of grademl_intern: pointer -> id, checked against the table's copy of
 // the name (a pointer may be reused for other contents).
@@ -153,6 +164,10 @@ bool AcquireChunk(ThreadState& t) {
   // Fault the chunk's pages in at once rather than one fault per 4 KiB on the hot path.
   (void)madvise(chunk, kChunkBytes, MADV_POPULATE_WRITE);
   if (t.tid == 0) t.tid = int32_t(syscall(SYS_gettid));
+  // Once per thread (the key's value is per thread): be told when it exits.
+  if (g_thread_exit_key_made && pthread_getspecific(g_thread_exit_key) == nullptr) {
+    pthread_setspecific(g_thread_exit_key, reinterpret_cast<void*>(1));
+  }
   auto* ch = reinterpret_cast<ChunkHeader*>(chunk);
   ch->tid = uint32_t(t.tid);
   t.payload = chunk + sizeof(ChunkHeader);
@@ -254,10 +269,33 @@ int CreateMemory() {
   return fd;
 }
 
+// Runs as a thread exits (the key's destructor): ends its open phases now, with the room
+// kept for their Ends. Phases whose Begin was dropped have nothing to end.
+void EndOpenPhasesAtThreadExit(void*) {
+  if (g_state.load(std::memory_order_acquire) != kEnabled) return;
+  ThreadState& t = t_state;
+  t.depth_dropped = 0;
+  if (t.payload == nullptr || t.depth_written == 0) return;
+  uint64_t now = Now();
+  while (t.depth_written != 0) {
+    char* p = t.payload + t.off;
+    PutHead(p, kRecEnd, 0);
+    Put64(p + 8, now);
+    t.off += kEndBytes;
+    t.limit += kEndBytes;
+    t.depth_written--;
+  }
+  Commit(t);
+}
+
 void InitLocked() {
   if (!g_atfork_registered) {
     pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
     g_atfork_registered = true;
+  }
+  if (!g_thread_exit_key_made) {
+    // Never deleted: threads may exit at any time, up to the process's end.
+    g_thread_exit_key_made = pthread_key_create(&g_thread_exit_key, EndOpenPhasesAtThreadExit) == 0;
   }
   if (g_table == nullptr) g_table = new NameTable;
   const char* dir = getenv("GRADEML_EVENTS_DIR");

@@ -221,6 +221,8 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
   run_json["noisy_reason"] = summary.noisy ? Text(summary.noisy_reason) : json(nullptr);
   run_json["peak_pss_bytes"] = Bytes(summary.peak_pss_bytes);
   run_json["peak_rss_bytes"] = Bytes(summary.peak_rss_bytes);
+  std::string process_events = ProcessEventsMode(run);
+  run_json["process_events"] = process_events.empty() ? json(nullptr) : json(Text(process_events));
 
   std::unordered_map<model::PhaseId, const analysis::PhaseCoreUse*> core_use;
   for (const analysis::PhaseCoreUse& u : analysis.core_use.phases) core_use[u.phase] = &u;

@@ -119,6 +119,7 @@ void RenderHeader(const model::Run& run, const RunSummary& summary, const Styler
   }
   if (!overhead.empty()) lines.Add("overhead", overhead);
   if (summary.noisy) lines.Add("noisy", style(kYellow, "yes: " + Sanitize(summary.noisy_reason)));
+  if (std::string notice = ProcessEventsNotice(run); !notice.empty()) lines.Add("processes", style(kYellow, notice));
   lines.Render(out, style);
 }
 

@@ -171,4 +171,25 @@ std::string WrapText(std::string_view text, size_t width, size_t indent) {
   return out + line;
 }
 
+std::string ProcessEventsMode(const model::Run& run) {
+  const model::Phase* root = run.Root();
+  if (!root) return "";
+  for (const auto& [key, value] : root->tags)
+    if (key == "grademl.process_events") return value;
+  return "";
+}
+
+std::string ProcessEventsNotice(const model::Run& run) {
+  if (ProcessEventsMode(run) != "sampling") return "";
+  std::string interval = run.info.interval_ns > 0 ? FormatDuration(run.info.interval_ns) : "a sampling interval";
+  bool turned_off = false;
+  if (const model::Phase* root = run.Root()) {
+    for (const auto& [key, value] : root->tags)
+      if (key == "grademl.process_events_error" && value == "turned off") turned_off = true;
+  }
+  return "processes shorter than " + interval + " may be missing (their CPU is counted in their parent): " +
+         (turned_off ? "the kernel's process events were turned off (GRADEML_PROCESS_EVENTS)"
+                     : "the kernel's process events need root or CAP_NET_ADMIN");
+}
+
 }  // namespace grademl::report

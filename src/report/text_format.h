@@ -46,4 +46,11 @@ std::string PadLeft(std::string_view utf8, size_t width);
 // spaces. A number and its duration unit ("1.63 s") stay on one line.
 std::string WrapText(std::string_view text, size_t width, size_t indent);
 
+// How the run's processes were found (its root phase's tag grademl.process_events):
+// "proc_connector" (the kernel's process events: every process), "sampling" (/proc scans
+// only), or "" for a run recorded before this was kept.
+std::string ProcessEventsMode(const model::Run& run);
+// The reports' one line when processes shorter than a pass may be missing ("" when not).
+std::string ProcessEventsNotice(const model::Run& run);
+
 }  // namespace grademl::report

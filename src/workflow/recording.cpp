@@ -258,9 +258,24 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
                  paths.library.empty() ? "(not found)" : paths.library.c_str(),
                  paths.python_dir.empty() ? "(not found)" : paths.python_dir.c_str());
   }
-  impl->processes =
-      std::make_unique<collect::ProcessTreeMonitor>(&builder, impl->run_phase, host_resource, info.host,
-                                                    collect::ProcessTreeMonitor::Options{});
+  // The kernel's process events (every process a phase, however short) where allowed;
+  // GRADEML_PROCESS_EVENTS=sampling (or 0, off) turns them off. How processes were found is
+  // kept with the run (root-phase tag grademl.process_events: proc_connector or sampling).
+  collect::ProcessTreeMonitor::Options monitor_options;
+  if (const char* v = getenv("GRADEML_PROCESS_EVENTS");
+      v && (std::string_view(v) == "sampling" || std::string_view(v) == "0" || std::string_view(v) == "off")) {
+    monitor_options.process_events = false;
+  }
+  impl->processes = std::make_unique<collect::ProcessTreeMonitor>(&builder, impl->run_phase, host_resource,
+                                                                  info.host, monitor_options);
+  builder.SetPhaseTag(impl->run_phase, "grademl.process_events", impl->processes->process_events());
+  if (impl->processes->process_events() != "proc_connector") {
+    builder.SetPhaseTag(impl->run_phase, "grademl.process_events_error", impl->processes->process_events_error());
+    if (options.verbose) {
+      std::fprintf(stderr, "grademl: processes found by sampling only: %s\n",
+                   impl->processes->process_events_error().c_str());
+    }
+  }
 
   // Block the handled signals before any thread starts, so that all inherit the mask and
   // only the signalfd sees them.
@@ -441,6 +456,12 @@ std::optional<Recording::SignalEvent> Recording::NextSignal() {
 std::vector<Recording::Exit> Recording::ReapChildren() {
   std::vector<Exit> exits;
   while (true) {
+    // An exited child is read as a zombie first: its own CPU and I/O apart from its
+    // reaped children's, which wait4's rusage adds together.
+    siginfo_t exited{};
+    if (waitid(P_ALL, 0, &exited, WEXITED | WNOHANG | WNOWAIT) == 0 && exited.si_pid > 0) {
+      impl_->processes->OnExited(exited.si_pid, WallClock::Now());
+    }
     int status = 0;
     rusage ru{};
     pid_t pid = wait4(-1, &status, WNOHANG | WUNTRACED, &ru);
@@ -506,6 +527,14 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
                  o.passes > 0 ? static_cast<double>(o.cpu_ns) / 1e3 / static_cast<double>(o.passes) : 0.0,
                  static_cast<long long>(o.stat_reads), static_cast<long long>(o.followed),
                  static_cast<long long>(o.listed));
+  }
+  // Processes that the kernel's events reported but that were not followed (the cap, or
+  // the kernel's buffer overflowed): found by sampling only.
+  if (uint64_t dropped = impl_->processes->processes_dropped(); dropped > 0) {
+    impl_->builder->SetPhaseTag(impl_->run_phase, "grademl.processes_dropped", std::to_string(dropped));
+  }
+  if (uint64_t lost = impl_->processes->process_events_lost(); lost > 0) {
+    impl_->builder->SetPhaseTag(impl_->run_phase, "grademl.process_events_lost", std::to_string(lost));
   }
   if (impl_->events) {
     // After the processes: open phases end when their process ended.

@@ -478,3 +478,65 @@ clf.predict(x)
 
 }  // namespace
 }  // namespace grademl::testing
+
+namespace grademl::testing {
+namespace {
+
+// The phase named `name`; null when there is none.
+const json* PhaseNamed(const json& report, const std::string& name) {
+  for (const json& p : report["phases"])
+    if (p["name"] == name) return &p;
+  return nullptr;
+}
+
+// A phase that a thread left open ends when the thread ended (`thread_end_ns`, the
+// thread's own clock reading just before it ended), not when its process did, 1.5 s later.
+void ExpectEndsWithItsThread(const json& report, const std::string& name, double thread_end_ns) {
+  const json* p = PhaseNamed(report, name);
+  ASSERT_NE(p, nullptr) << "no phase " << name;
+  ASSERT_FALSE((*p)["end_ns"].is_null()) << name;
+  double end_ns = static_cast<double>((*p)["end_ns"].get<int64_t>());
+  // Written after the thread read its clock, as it exits; 0.5 s leaves room for a loaded
+  // machine and is still far from the process's end (the bug: the phase ran to it).
+  EXPECT_GE(end_ns, thread_end_ns - 10e6) << name;
+  EXPECT_LE(end_ns, thread_end_ns + 0.5e9) << name << " ended " << (end_ns - thread_end_ns) / 1e9 << " s after its thread";
+}
+
+TEST(InstrumentE2E, CppPhasesLeftOpenByAnExitedThreadEndWithTheThread) {
+  std::string dir = FreshDir("instrument_thread_exit");
+  std::string db = dir + "/g.db";
+  std::string truth = dir + "/truth";
+  CommandResult r = RunCommand(
+      {GrademlBinary(), "--db", db, "run", "--no-report", "--", HelperBinary("instrumented_thread_exit"), truth});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = ReportJson(db);
+  ExpectEndsWithItsThread(report, "left open", ReadTruth(truth, "returned_end_ns"));
+  ExpectEndsWithItsThread(report, "inner open", ReadTruth(truth, "returned_end_ns"));
+  ExpectEndsWithItsThread(report, "exited open", ReadTruth(truth, "exited_end_ns"));
+}
+
+TEST(InstrumentE2E, PythonPhaseLeftOpenByAFinishedThreadEndsWithTheThread) {
+  std::string dir = FreshDir("instrument_python_thread_exit");
+  std::ofstream(dir + "/script.py") << R"(import grademl, sys, threading, time
+assert grademl.enabled()
+ends = {}
+def worker():
+    grademl.begin("py left open")
+    time.sleep(0.1)
+    ends["returned"] = time.time_ns()
+t = threading.Thread(target=worker)
+t.start()
+t.join()
+time.sleep(1.5)
+with open(sys.argv[1], "w") as f:
+    f.write("returned_end_ns=%d\n" % ends["returned"])
+)";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3",
+                                dir + "/script.py", dir + "/truth"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectEndsWithItsThread(ReportJson(db), "py left open", ReadTruth(dir + "/truth", "returned_end_ns"));
+}
+
+}  // namespace
+}  // namespace grademl::testing

@@ -1,0 +1,184 @@
+// Tests of ProcessEvents (the kernel's proc connector): datagrams are parsed per process
+// (threads' events dropped) and never read past their end; against the real kernel, a
+// child's fork and exit are reported; and ProcessTreeMonitor follows at most
+// max_event_processes processes through events, counting the rest.
+#include "collect/process_events.h"
+
+#include <linux/cn_proc.h>
+#include <linux/connector.h>
+#include <linux/netlink.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "collect/process_tree_monitor.h"
+
+namespace grademl::collect {
+namespace {
+
+using Kind = ProcessEvents::Event::Kind;
+
+// One netlink message carrying one proc connector event, as the kernel sends it.
+std::string Datagram(const proc_event& ev) {
+  constexpr size_t kCn = offsetof(cn_msg, data);
+  std::string out(NLMSG_SPACE(kCn + sizeof ev), '\0');
+  nlmsghdr nl{};
+  nl.nlmsg_len = static_cast<uint32_t>(NLMSG_LENGTH(kCn + sizeof ev));
+  nl.nlmsg_type = NLMSG_DONE;
+  cn_msg msg{};
+  msg.id.idx = CN_IDX_PROC;
+  msg.id.val = CN_VAL_PROC;
+  msg.len = sizeof ev;
+  std::memcpy(out.data(), &nl, sizeof nl);
+  std::memcpy(out.data() + NLMSG_HDRLEN, &msg, kCn);
+  std::memcpy(out.data() + NLMSG_HDRLEN + kCn, &ev, sizeof ev);
+  return out;
+}
+
+proc_event Fork(pid_t parent, pid_t child_pid, pid_t child_tgid) {
+  proc_event ev{};
+  ev.what = proc_event::PROC_EVENT_FORK;
+  ev.event_data.fork = {parent, parent, child_pid, child_tgid};
+  return ev;
+}
+
+proc_event Exit(pid_t pid, pid_t tgid, uint32_t code) {
+  proc_event ev{};
+  ev.what = proc_event::PROC_EVENT_EXIT;
+  ev.event_data.exit.process_pid = pid;
+  ev.event_data.exit.process_tgid = tgid;
+  ev.event_data.exit.exit_code = code;
+  return ev;
+}
+
+TEST(ProcessEventsTest, ProcessesAreReportedAndThreadsDropped) {
+  proc_event exec{};
+  exec.what = proc_event::PROC_EVENT_EXEC;
+  exec.event_data.exec = {42, 42};
+  std::string data = Datagram(Fork(10, 42, 42)) + Datagram(Fork(10, 43, 10)) + Datagram(exec) +
+                     Datagram(Exit(43, 10, 0)) + Datagram(Exit(42, 42, 3 << 8));
+  std::vector<ProcessEvents::Event> events;
+  ParseProcessEventDatagram(data.data(), data.size(), &events);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].kind, Kind::kFork);
+  EXPECT_EQ(events[0].pid, 42);
+  EXPECT_EQ(events[0].parent, 10);
+  EXPECT_EQ(events[1].kind, Kind::kExec);
+  EXPECT_EQ(events[1].pid, 42);
+  EXPECT_EQ(events[2].kind, Kind::kExit);
+  EXPECT_EQ(events[2].pid, 42);
+  EXPECT_EQ(WEXITSTATUS(events[2].exit_status), 3);
+}
+
+TEST(ProcessEventsTest, TruncatedOrForeignDatagramsYieldNothingMore) {
+  std::string one = Datagram(Fork(10, 42, 42));
+  for (size_t n = 0; n < one.size(); ++n) {
+    std::vector<ProcessEvents::Event> events;
+    std::string cut = one.substr(0, n);  // its own buffer: reading past it is caught by ASan
+    ParseProcessEventDatagram(cut.data(), cut.size(), &events);
+    EXPECT_TRUE(events.empty()) << n;
+  }
+  std::string foreign = one;
+  foreign[NLMSG_HDRLEN] = 7;  // another connector's index
+  std::vector<ProcessEvents::Event> events;
+  ParseProcessEventDatagram(foreign.data(), foreign.size(), &events);
+  EXPECT_TRUE(events.empty());
+}
+
+// Whether the kernel's process events must be available here: in CI as root.
+bool MustHaveProcessEvents() {
+  const char* ci = getenv("CI");
+  return ci && std::string(ci) == "true" && geteuid() == 0;
+}
+
+std::unique_ptr<ProcessEvents> OpenOrSkipReason(std::string* why) {
+  std::unique_ptr<ProcessEvents> events = ProcessEvents::Open(why);
+  if (!events && MustHaveProcessEvents()) ADD_FAILURE() << "CI=true as root, yet: " << *why;
+  return events;
+}
+
+TEST(ProcessEventsTest, TheKernelReportsAChildsForkAndExit) {
+  std::string why;
+  std::unique_ptr<ProcessEvents> events = OpenOrSkipReason(&why);
+  if (!events) GTEST_SKIP() << "the kernel's process events are not available: " << why;
+  pid_t child = fork();
+  if (child == 0) _exit(5);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  bool forked = false, exited = false;
+  for (int i = 0; i < 200 && !(forked && exited); ++i) {
+    pollfd fd{events->fd(), POLLIN, 0};
+    poll(&fd, 1, 10);
+    std::vector<ProcessEvents::Event> got;
+    events->Drain(&got);
+    for (const auto& e : got) {
+      if (e.kind == Kind::kFork && e.pid == child && e.parent == getpid()) forked = true;
+      if (e.kind == Kind::kExit && e.pid == child) {
+        exited = true;
+        EXPECT_EQ(WEXITSTATUS(e.exit_status), 5);
+      }
+    }
+  }
+  EXPECT_TRUE(forked);
+  EXPECT_TRUE(exited);
+}
+
+// A fork bomb must not grow the monitor without bound: past max_event_processes, forks
+// reported by the kernel are counted, not followed.
+TEST(ProcessEventsTest, TheMonitorFollowsAtMostItsCapThroughEvents) {
+  model::RunBuilder builder{model::RunInfo{}};
+  model::PhaseId run =
+      builder.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = WallClock::Now(), .host = "h"});
+  model::ResourceId host = builder.AddResource({.parent = 0, .kind = model::ResourceKind::kHost, .name = "h", .host = "h"});
+  ProcessTreeMonitor monitor(&builder, run, host, "h", {.max_event_processes = 3});
+  if (monitor.process_events() != "proc_connector") {
+    if (MustHaveProcessEvents()) ADD_FAILURE() << "CI=true as root, yet: " << monitor.process_events_error();
+    GTEST_SKIP() << "the kernel's process events are not available: " << monitor.process_events_error();
+  }
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  pid_t root = monitor.LaunchRoot(
+      [&] {
+        pid_t child = fork();
+        if (child == 0) {
+          char c;
+          if (read(go[0], &c, 1) != 1) _exit(1);
+          for (int i = 0; i < 10; ++i) {
+            pid_t k = fork();
+            if (k == 0) _exit(0);
+            waitpid(k, nullptr, 0);
+          }
+          _exit(0);
+        }
+        return child;
+      },
+      {"forker"}, WallClock::Now(), 0);
+  ASSERT_GT(root, 0);
+  ASSERT_EQ(write(go[1], "x", 1), 1);
+  int status = 0;
+  while (waitpid(root, &status, WNOHANG) == 0) {
+    pollfd fd{monitor.exit_notification_fd(), POLLIN, 0};
+    poll(&fd, 1, 5);
+    monitor.HandleExitNotifications(WallClock::Now());
+  }
+  for (int i = 0; i < 10; ++i) {  // the last events may still be on their way
+    usleep(5000);
+    monitor.HandleExitNotifications(WallClock::Now());
+  }
+  monitor.Finish(WallClock::Now());
+  EXPECT_EQ(monitor.processes_dropped(), 7u);
+  size_t processes = 0;
+  for (const model::Phase& p : builder.TakeDelta(true).phases) processes += p.leaf_type() == model::kPhaseTypeProcess;
+  EXPECT_EQ(processes, 4u);  // the root and the 3 followed
+  close(go[0]);
+  close(go[1]);
+}
+
+}  // namespace
+}  // namespace grademl::collect
