@@ -792,6 +792,7 @@ void ProcessTreeMonitor::HandleExitNotifications(TimeNs now) {
 
 void ProcessTreeMonitor::RenameFromCmdline(Proc* p) {
   if (!p->stat_file.is_open()) return;
+  p->limits_due = 0;  // it exec'd: its CPU limits may have changed too (taskset, numactl)
   if (auto text = p->stat_file.Read(); text.ok()) {
     ProcessStat st;
     if (ParseProcessStat(*text, &st) && st.starttime == p->starttime) p->comm = std::string(st.comm);
@@ -823,7 +824,10 @@ void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
         break;
       }
       case ProcessEvents::Event::Kind::kExec:
+        // Also when it exited since (events are read late on a busy machine): a zombie's
+        // stat still has the new comm.
         if (auto it = alive_.find(ev.pid); it != alive_.end()) RenameFromCmdline(it->second);
+        else if (auto g = gone_.find(ev.pid); g != gone_.end()) RenameFromCmdline(g->second);
         break;
       case ProcessEvents::Event::Kind::kExit: {
         // The pidfd says when; the event also says how (kept as the phase's tag).
@@ -845,6 +849,9 @@ void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
 
 void ProcessTreeMonitor::OnExited(pid_t pid, TimeNs t) {
   std::lock_guard lock(mu_);
+  // Forks first: children this process forked before it exited are followed while it is
+  // still alive here (a fork event whose parent is gone is not followed).
+  DrainProcessEvents(t);
   if (auto it = alive_.find(pid); it != alive_.end()) ReadFinal(it->second, t);
 }
 
@@ -1083,6 +1090,7 @@ void ProcessTreeMonitor::PruneResolved(Proc* p) {
 
 void ProcessTreeMonitor::OnReaped(pid_t pid, TimeNs t, const struct rusage& usage) {
   std::lock_guard lock(mu_);
+  DrainProcessEvents(t);  // forks first, as in OnExited
   Proc* p = nullptr;
   for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) {
     if ((*it)->pid == pid && (*it)->state != State::kResolved) {
