@@ -378,11 +378,18 @@ ScheduleGraph ScheduleGraph::Build(const model::Run& run) {
       int32_t q = -1;
       const int32_t cpid = pid_of[static_cast<size_t>(c)];
       auto it = std::lower_bound(procs.begin(), procs.end(), std::make_pair(cpid, -1));
-      for (; it != procs.end() && it->first == cpid; ++it) {
-        if (running_at(it->second, t)) {
-          q = it->second;
+      for (auto jt = it; jt != procs.end() && jt->first == cpid; ++jt) {
+        if (running_at(jt->second, t)) {
+          q = jt->second;
           break;
         }
+      }
+      // The first phase from the output may start with its step or run, a few ms before the
+      // process that printed it (its start time is in clock ticks, after the fork): the
+      // process of that pid that started within kProcessStartSlack after it.
+      for (auto jt = it; q < 0 && jt != procs.end() && jt->first == cpid; ++jt) {
+        const TimeNs start = ps[static_cast<size_t>(jt->second)];
+        if (start >= t && start - t <= kProcessStartSlack) q = jt->second;
       }
       if (q < 0) continue;
       while (is_wrapper(q)) {

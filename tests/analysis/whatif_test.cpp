@@ -446,6 +446,26 @@ TEST(WhatifTest, PhasesFromAStepsOutputBelongToTheProgramThatPrintedThem) {
   EXPECT_DOUBLE_EQ(r.predicted_s, 5.875);
 }
 
+// A single command's output read by log rules (grademl run --rules F -- CMD): the epochs
+// go under the run with the command's pid, and the first starts with the run, 2 ms before
+// the process (its start is in clock ticks, after the fork). They still belong to the
+// process that printed them, so a change to the process reaches the run's end.
+TEST(WhatifTest, OutputPhasesOfASingleCommandStartingBeforeItsProcessBelongToIt) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(10.5);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(10.5));
+  auto py = f.AddPhase(root, "python train.py", "run/process", Sec(0.002), Sec(10.5), 50);
+  auto e1 = f.AddPhase(root, "epoch 1", "run/epoch", 0, Sec(5), 50);
+  auto e2 = f.AddPhase(root, "epoch 2", "run/epoch", Sec(5), Sec(10.25), 50);
+  const model::Run& run = f.Build();
+  ExpectReplayIdentity(run);
+  ScheduleGraph g = ScheduleGraph::Build(run);
+  EXPECT_EQ(g.id(g.parent[static_cast<size_t>(g.NodeOf(e1))]), py);
+  EXPECT_EQ(g.id(g.parent[static_cast<size_t>(g.NodeOf(e2))]), py);
+  // Halving the process: 10.498 s -> 5.249 s, from 0.002 s.
+  EXPECT_NEAR(Simulate(run, {"#" + std::to_string(py) + "*0.5"}).predicted_s, 0.002 + 5.249, 1e-6);
+}
+
 // The same with the program's own (auto-instrumented) phases: those that started within an
 // epoch from the output are replayed inside it.
 TEST(WhatifTest, InstrumentedPhasesGoInsideTheEpochsFromTheOutput) {
