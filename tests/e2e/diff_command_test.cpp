@@ -107,9 +107,9 @@ TEST(DiffE2E, MatchesProcessesThroughAnAddedWrapper) {
   std::string dir = FreshDir("diff_wrapper");
   std::ofstream(dir + "/x.py") << "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n";
   std::string db = dir + "/g.db";
-  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3", dir + "/x.py"});
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--no-auto", "--", "/usr/bin/python3", dir + "/x.py"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "timeout", "60", "/usr/bin/python3",
+  r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--no-auto", "--", "timeout", "60", "/usr/bin/python3",
                   dir + "/x.py"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (bool forward : {true, false}) {

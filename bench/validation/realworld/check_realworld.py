@@ -129,10 +129,10 @@ class Report:
 # Checks: pure functions of the report and the truths
 # ---------------------------------------------------------------------------------------
 
-def cpu_check(w, name, measured, truth_s, needs=""):
+def cpu_check(w, name, measured, truth_s, needs="", rel=CPU_REL):
     if measured is None:
         return Check(w, name, False, f"no phase (truth {truth_s:.2f} s)", needs)
-    tol = max(CPU_REL * truth_s, CPU_ABS_S)
+    tol = max(rel * truth_s, CPU_ABS_S)
     return Check(w, name, abs(measured - truth_s) <= tol,
                  f"grademl {measured:.2f} s, getrusage {truth_s:.2f} s "
                  f"({100 * (measured - truth_s) / truth_s if truth_s else 0:+.1f}%, allowed ±{tol:.2f} s)", needs)
@@ -180,9 +180,13 @@ def check_cnn(report, truths):
     c = main["counts"]
     out = process_cpu_checks(w, report, truths)
     worker_phases = [report.process(t["pid"]) for t in workers]
+    # 15%, not 5%: a worker that its parent reaps before grademl reads it as a zombie has
+    # its last tail estimated from its rate and what the parent's reaped-children counters
+    # grew by (docs/metrics.md); here 5-12% of the workers' CPU went to the parent that way
+    # (known gap, issue 12's closing note). The run's total below stays within 5%.
     out.append(cpu_check(w, f"CPU of the {len(workers)} forked DataLoader workers together",
                          sum(p["self_cpu_seconds"] for p in worker_phases if p) if all(worker_phases) else None,
-                         main["cpu_children_s"]))
+                         main["cpu_children_s"], rel=0.15))
     out.append(cpu_check(w, "CPU of the whole run (no double count)", report.root["cpu_seconds"],
                          main["cpu_self_s"] + main["cpu_children_s"]))
     out.append(pss_check(w, "peak PSS of the process tree (parent + workers sharing the data set)", proc,
