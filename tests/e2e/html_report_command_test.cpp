@@ -47,8 +47,11 @@ TEST(HtmlReportE2E, PageOfARealCommand) {
   // reaches about one core (single samples can read higher when a sample is taken late).
   double cpu = -1;
   for (const json& row : data["attribution"]["rows"]) {
+    // The outermost row of that name (its subtree): a sanitized helper's leak checker clones
+    // a tracer task at exit, which the kernel's process events show as a short child process
+    // with the same command line.
     if (row["name"].get<std::string>().find("burn_and_write") != std::string::npos && row["usage"].contains("cpu")) {
-      cpu = row["usage"]["cpu"].get<double>();
+      cpu = std::max(cpu, row["usage"]["cpu"].get<double>());
     }
   }
   EXPECT_NEAR(cpu, 0.6, 0.2);
