@@ -247,22 +247,6 @@ void OutsideProcessMonitor::Claim(Entry& parent, TimeNs now) {
   parent.carried = parent.pool;
 }
 
-bool OutsideProcessMonitor::PidsAllocated() {
-  // The last field of /proc/loadavg is the most recently allocated pid (threads included).
-  if (!loadavg_.is_open()) {
-    if (auto f = ProcFile::Open(options_.proc_root + "/loadavg"); f.ok()) loadavg_ = std::move(*f);
-  }
-  if (!loadavg_.is_open()) return true;
-  auto text = loadavg_.Read();
-  if (!text.ok()) return true;
-  std::string_view t = *text;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.remove_suffix(1);
-  uint64_t last_pid = 0;
-  if (!ParseU64(t.substr(t.rfind(' ') + 1), &last_pid)) return true;
-  bool changed = last_pid != last_pid_;
-  last_pid_ = last_pid;
-  return changed;
-}
 
 void OutsideProcessMonitor::List(TimeNs now) {
   ++stats_.listings;
@@ -364,7 +348,7 @@ void OutsideProcessMonitor::Sample(TimeNs now) {
   ++stats_.passes;
   // 1. List /proc when a pid was allocated since (a new process), and now and then anyway.
   bool listed = false;
-  bool new_pids = PidsAllocated();
+  bool new_pids = pid_watch_.Changed();
   if (pass_ == 1 || pass_ - listed_pass_ >= options_.list_every || new_pids) {
     List(now);
     listed = true;

@@ -96,7 +96,6 @@ class OutsideProcessMonitor {
   struct Entry;
   struct Pending;
 
-  bool PidsAllocated();
   void List(TimeNs now);
   bool ReadDue(TimeNs now);  // true when a listing is called for
   bool ReadStat(Entry& e, TimeNs now);
@@ -118,8 +117,7 @@ class OutsideProcessMonitor {
 
   int64_t pass_ = 0;
   int64_t listed_pass_ = 0;
-  ProcFile loadavg_;
-  uint64_t last_pid_ = 0;
+  PidAllocationWatch pid_watch_{options_.proc_root};  // after options_
   bool finished_ = false;
   std::unordered_map<pid_t, std::shared_ptr<Entry>> entries_;   // listed at the last pass
   std::vector<std::shared_ptr<Entry>> dead_;                    // outside, exited, used CPU

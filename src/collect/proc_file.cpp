@@ -113,4 +113,20 @@ bool FindKeyedU64(std::string_view text, std::string_view key, uint64_t* out) {
   return false;
 }
 
+bool PidAllocationWatch::Changed() {
+  if (!loadavg_.is_open()) {
+    if (auto f = ProcFile::Open(path_); f.ok()) loadavg_ = std::move(*f);
+  }
+  if (!loadavg_.is_open()) return true;
+  auto text = loadavg_.Read();
+  if (!text.ok()) return true;
+  std::string_view t = *text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.remove_suffix(1);
+  uint64_t last_pid = 0;
+  if (!ParseU64(t.substr(t.rfind(' ') + 1), &last_pid)) return true;
+  bool changed = last_pid != last_pid_;
+  last_pid_ = last_pid;
+  return changed;
+}
+
 }  // namespace grademl::collect

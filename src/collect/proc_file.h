@@ -39,6 +39,21 @@ class ProcFile {
   size_t capacity_ = 0;
 };
 
+// Says whether any process was created on the machine since the last call: the last field
+// of /proc/loadavg is the most recently allocated pid (threads included), so when it is
+// unchanged, a /proc listing would find nothing new. True on the first call and whenever
+// the file cannot be read (then the caller lists /proc to be safe).
+class PidAllocationWatch {
+ public:
+  explicit PidAllocationWatch(std::string proc_root) : path_(std::move(proc_root) + "/loadavg") {}
+  bool Changed();
+
+ private:
+  std::string path_;
+  ProcFile loadavg_;
+  uint64_t last_pid_ = 0;
+};
+
 // Reads a whole small file once (open, read, close). For files read only at start-up.
 StatusOr<std::string> ReadFileOnce(const std::string& path);
 

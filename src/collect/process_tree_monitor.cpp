@@ -177,6 +177,7 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
       page_size_(static_cast<double>(sysconf(_SC_PAGESIZE))),
       self_pid_(getpid()),
       proc_dir_(std::make_unique<ProcDirectory>(options_.proc_root)),
+      pid_watch_(options_.proc_root),
       pss_budget_(options_.pss),
       cpu_limits_(std::make_unique<CpuLimitsReader>(CpuLimitsReader::Paths{options_.proc_root, options_.cgroup_root})) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -604,26 +605,9 @@ void ProcessTreeMonitor::EndPhase(Proc* p) {
   builder_->EndPhase(p->phase, p->exit_t);
 }
 
-bool ProcessTreeMonitor::PidsAllocatedSinceLastScan() {
-  // The last field of /proc/loadavg is the most recently allocated pid (threads included).
-  // Unchanged means no process was created anywhere, so there is nothing new to follow.
-  if (!loadavg_.is_open()) {
-    if (auto f = ProcFile::Open(options_.proc_root + "/loadavg"); f.ok()) loadavg_ = std::move(*f);
-  }
-  if (!loadavg_.is_open()) return true;
-  auto text = loadavg_.Read();
-  if (!text.ok()) return true;
-  std::string_view t = *text;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.remove_suffix(1);
-  uint64_t last_pid = 0;
-  if (!ParseU64(t.substr(t.rfind(' ') + 1), &last_pid)) return true;
-  bool changed = last_pid != last_pid_seen_;
-  last_pid_seen_ = last_pid;
-  return changed;
-}
 
 void ProcessTreeMonitor::Discover(TimeNs now) {
-  if (!PidsAllocatedSinceLastScan()) return;
+  if (!pid_watch_.Changed()) return;
   struct Candidate {
     pid_t pid, ppid;
     uint64_t starttime;

@@ -157,8 +157,7 @@ class ProcessTreeMonitor {
   TimeNs last_pass_t_ = 0;  // when the latest pass ran
   DurationNs pass_dt_ = 0;  // the time between the latest two passes
   std::unique_ptr<class ProcDirectory> proc_dir_;
-  ProcFile loadavg_;
-  uint64_t last_pid_seen_ = 0;
+  PidAllocationWatch pid_watch_;
   PssBudget pss_budget_;
   std::unique_ptr<CpuLimitsReader> cpu_limits_;
   std::unique_ptr<class ProcessEvents> events_;
@@ -175,7 +174,6 @@ class ProcessTreeMonitor {
   void DrainProcessEvents(TimeNs now);
   // Names a process's phase after its command line, read now (after an exec).
   void RenameFromCmdline(Proc* p);
-  bool PidsAllocatedSinceLastScan();
   // Reads a process's counters; false when it is gone. `exited`: its pidfd said it exited,
   // so whatever can still be read is final.
   bool ReadProc(Proc* p, TimeNs now, bool slow, bool exited);
