@@ -47,6 +47,10 @@ struct ErrorCase {
 // "grademl: " (one line when the exit code is 1) and that nothing went to stdout.
 void ExpectErrors(const std::vector<std::string>& command, const std::vector<ErrorCase>& cases);
 
+// The four fields of the shell's `times` written to `path`, summed: the kernel's account of
+// the shell's own CPU and of every child it reaped (the whole tree). NaN if it is not that.
+double TimesTotal(const std::string& path);
+
 // Whether Debian's /usr/bin/python3 can import these modules ("torch, sklearn"); cached.
 bool HavePythonModules(const std::string& modules);
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -138,6 +139,23 @@ void ExpectErrors(const std::vector<std::string>& command, const std::vector<Err
     }
     EXPECT_TRUE(e.out.empty()) << what << ": " << e.out;
   }
+}
+
+// The four fields of the shell's `times` ("0m0.010000s 0m0.000000s\n0m1.040000s
+// 0m0.020000s"), summed: the shell's own CPU and that of every child it reaped. NaN if the
+// file is not that.
+double TimesTotal(const std::string& path) {
+  std::ifstream in(path);
+  std::string field;
+  double total = 0;
+  int fields = 0;
+  while (in >> field) {
+    double minutes = 0, seconds = 0;
+    if (std::sscanf(field.c_str(), "%lfm%lfs", &minutes, &seconds) != 2) return NAN;
+    total += minutes * 60 + seconds;
+    ++fields;
+  }
+  return fields == 4 ? total : NAN;
 }
 
 bool HavePythonModules(const std::string& modules) {
