@@ -13,10 +13,9 @@ as in bench_phase.py):
 """
 import glob
 import os
-import socket
-import subprocess
 import sys
-import tempfile
+
+from bench_child import run_child
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -62,17 +61,9 @@ def measure(label, lib=None, hooks=False):
     if hooks:
         env["BENCH_HOOKS"] = "1"
         env["GRADEML_AUTO_FORCE"] = "1"
-    with tempfile.TemporaryDirectory() as d:
-        collector = None
-        if lib:
-            env["GRADEML_LIBRARY"] = lib
-            env["GRADEML_EVENTS_DIR"] = d
-            collector = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            collector.bind(os.path.join(d, "events.sock"))
-            collector.listen(64)
-        out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True)
-        if collector is not None:
-            collector.close()
+    if lib:
+        env["GRADEML_LIBRARY"] = lib
+    out = run_child(CHILD, env, collector=bool(lib))
     if out.returncode != 0:
         print(f"{label:<36} failed: {out.stderr.strip()[-300:]}")
         return

@@ -9,10 +9,9 @@ disabled), for the C extension (when built next to the library) and for the ctyp
 """
 import glob
 import os
-import socket
-import subprocess
 import sys
-import tempfile
+
+from bench_child import run_child
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N, REPEAT = 200_000, 9
@@ -42,17 +41,7 @@ def measure(label, **env_extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADEML_")}
     env["PYTHONPATH"] = HERE
     env.update(env_extra)
-    with tempfile.TemporaryDirectory() as d:
-        collector = None
-        if "GRADEML_LIBRARY" in env:
-            env["GRADEML_EVENTS_DIR"] = d
-            # The child's event memory waits in this listening socket's backlog (never read).
-            collector = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            collector.bind(os.path.join(d, "events.sock"))
-            collector.listen(64)
-        out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True)
-        if collector is not None:
-            collector.close()
+    out = run_child(CHILD, env, collector="GRADEML_LIBRARY" in env)
     if out.returncode != 0:
         print(f"{label:<28} failed: {out.stderr.strip()[-300:]}")
         return
