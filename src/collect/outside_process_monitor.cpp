@@ -10,6 +10,7 @@
 
 #include "collect/proc_file.h"
 #include "collect/process_stat.h"
+#include "collect/process_tree_monitor.h"  // ShareOut
 #include "model/metric_names.h"
 
 namespace grademl::collect {
@@ -217,12 +218,12 @@ void OutsideProcessMonitor::Claim(Entry& parent, TimeNs now) {
   if (it != pending_.end()) {
     std::vector<std::shared_ptr<Entry>> kids = std::move(it->second);
     pending_.erase(it);
-    double need = 0, caps = 0;
-    std::vector<double> cap(kids.size());
+    double need = 0;
+    std::vector<collect::Claim> tails(kids.size());  // by threads x time since the read, capped there
     for (size_t i = 0; i < kids.size(); ++i) {
       need += Seen(*kids[i], 0);
-      cap[i] = static_cast<double>(kids[i]->threads) * NsToSeconds(std::max<TimeNs>(now - kids[i]->last_read_t, 0));
-      caps += cap[i];
+      tails[i].cap = tails[i].weight =
+          static_cast<double>(kids[i]->threads) * NsToSeconds(std::max<TimeNs>(now - kids[i]->last_read_t, 0));
     }
     if (parent.pool <= need) {
       parent.pool = 0;  // reaped by someone else, or not yet: nothing to learn
@@ -230,14 +231,12 @@ void OutsideProcessMonitor::Claim(Entry& parent, TimeNs now) {
     } else {
       double extra = parent.pool - need;
       parent.pool -= need;
-      double given = 0;
+      double left = ShareOut(extra, tails);
       for (size_t i = 0; i < kids.size(); ++i) {
-        double tail = caps > 0 ? std::min(cap[i], extra * cap[i] / caps) : 0.0;
-        kids[i]->credited += tail;
-        dead_cpu_ += tail;
-        given += tail;
+        kids[i]->credited += tails[i].granted;
+        dead_cpu_ += tails[i].granted;
       }
-      parent.pool -= given;
+      parent.pool -= extra - left;
       parent.carried = std::min(parent.carried, parent.pool);
     }
   }
