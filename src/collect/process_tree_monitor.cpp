@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <limits>
 
@@ -436,28 +437,29 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
              st.cutime != p->raw_cutime || st.cstime != p->raw_cstime || st.state == 'R' || st.state == 'D';
   // Clock ticks are 10 ms: a sleeper woken briefly and often (a receiver on a paced socket,
   // a few ms of CPU per pass) may show none for many passes. The scheduler's own run time
-  // (ns) says whether it ran at all: one more pread, only for a sleeper still read often.
-  if (!ran && st.state == 'S' && p->schedstat_file.is_open()) {
-    if (auto sched = p->schedstat_file.Read(); sched.ok()) {
+  // (ns, main thread) says whether it ran at all: schedstat is read for a sleeper too.
+  std::optional<ProcessSchedStat> sched;
+  auto read_sched = [&] {
+    if (sched || !p->schedstat_file.is_open()) return;
+    if (auto text = p->schedstat_file.Read(); text.ok()) {
       ProcessSchedStat ss;
-      if (ParseProcessSchedStat(*sched, &ss) && ss.run_ns > p->sched_run_ns) ran = true;
+      if (ParseProcessSchedStat(*text, &ss)) sched = ss;
     }
+  };
+  if (!ran && st.state == 'S') {
+    read_sched();
+    if (sched && sched->run_ns > p->sched_run_ns) ran = true;
   }
   // And once more on the first read that finds it stopped: its last writes may have cost
   // less than a clock tick, and idle processes are read only every kIdleEvery passes.
   bool just_stopped = p->seen && !ran && p->idle_passes == 0;
-  // And every pass while it waits on a socket: receiving at a paced 16 MiB/s costs less than
-  // a clock tick of CPU per pass, so its CPU does not move, yet its bytes do, and the
-  // analyses read socket waits from bytes per interval (bottlenecks.h).
-  if (!exited && (ran || slow || just_stopped || p->on_socket)) read_io();
+  if (!exited && (ran || slow || just_stopped)) read_io();
   p->idle_passes = ran ? 0 : p->idle_passes + 1;
-  if ((ran || slow || exited) && p->schedstat_file.is_open()) {
-    if (auto sched = p->schedstat_file.Read(); sched.ok()) {
-      ProcessSchedStat ss;
-      if (ParseProcessSchedStat(*sched, &ss)) {
-        p->sched_run_ns = std::max(p->sched_run_ns, ss.run_ns);
-        p->sched_wait_ns = std::max(p->sched_wait_ns, ss.wait_ns);
-      }
+  if (ran || slow || exited) {
+    read_sched();
+    if (sched) {
+      p->sched_run_ns = std::max(p->sched_run_ns, sched->run_ns);
+      p->sched_wait_ns = std::max(p->sched_wait_ns, sched->wait_ns);
     }
   }
   p->minflt = std::max(p->minflt, st.minflt);
