@@ -13,6 +13,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -400,6 +401,82 @@ TEST(LooksLikeChromeTraceTest, Sniffing) {
   EXPECT_FALSE(LooksLikeChromeTrace("\x1f\x8b\x08"));
 }
 
+// ---- The fixtures in tests/data/chrome_traces (also the fuzzer's seeds) ------------------
+
+std::string Fixture(const std::string& name) {
+  std::ifstream in(std::string(GRADEML_TESTDATA_DIR) + "/chrome_traces/" + name, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(JsonEventReaderFixtureTest, ChromeMisc) {
+  std::string text = Fixture("chrome_misc.json");
+  ASSERT_FALSE(text.empty());
+  Result r = ReadString(text, 5);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  ASSERT_EQ(r.events.size(), 6u);
+  EXPECT_EQ(r.events[0].name, "a\xc3\xa9\\\"}{[");
+  EXPECT_EQ(r.events[0].cat, "c,d");
+  EXPECT_EQ(r.events[0].ts, 12500);
+  EXPECT_EQ(r.events[0].dur, 12500);  // "1.25e1" µs
+  EXPECT_TRUE(r.events[0].ts_float);
+  EXPECT_EQ(r.events[1].ph, 't');
+  EXPECT_EQ(r.events[1].id, "9");
+  const Ev& c = r.events[2];
+  EXPECT_EQ(c.ph, 'C');
+  ASSERT_EQ(c.args.size(), 7u);
+  EXPECT_EQ(c.args[0].second.kind, ArgValue::kInt);
+  EXPECT_EQ(c.args[1].second.kind, ArgValue::kDouble);
+  EXPECT_DOUBLE_EQ(c.args[1].second.d, -2.5);
+  EXPECT_EQ(c.arg_text[1], "-2.5");
+  EXPECT_EQ(c.args[2].second.kind, ArgValue::kString);
+  EXPECT_EQ(c.args[3].second.kind, ArgValue::kBool);
+  EXPECT_EQ(c.args[4].second.kind, ArgValue::kNull);
+  EXPECT_EQ(c.args[5].second.kind, ArgValue::kOther);
+  EXPECT_EQ(c.arg_text[5], "{\"g\": [1]}");
+  EXPECT_EQ(c.args[6].second.kind, ArgValue::kOther);
+  EXPECT_EQ(c.arg_text[6], "18446744073709551615");
+  EXPECT_EQ(r.events[3].ts, -3000);
+  EXPECT_EQ(r.events[3].ph, 'I');
+  EXPECT_EQ(r.events[3].s, "p");
+  EXPECT_FALSE(r.events[4].ts.has_value());
+  EXPECT_EQ(r.events[4].bad_field, "");
+  EXPECT_FALSE(r.events[5].pid_is_int);
+  EXPECT_EQ(r.events[5].pid_str, "1.5");
+  EXPECT_EQ(r.events[5].tid_str, "99999999999999999999");
+  EXPECT_EQ(r.header.display_time_unit, "ns");
+  EXPECT_FALSE(r.header.ts_unit_ns);
+}
+
+TEST(JsonEventReaderFixtureTest, KinetoSmall) {
+  std::string text = Fixture("kineto_small.json");
+  Result r = ReadString(text, 7);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  ASSERT_EQ(r.events.size(), 18u);
+  const Ev& kernel = r.events[4];
+  EXPECT_EQ(kernel.cat, "kernel");
+  EXPECT_EQ(kernel.name, "void gemm_kernel<float, 128>(float const*, \"x\")");
+  EXPECT_EQ(kernel.ts, 1700000000000300500);
+  EXPECT_EQ(kernel.dur, 120250);
+  EXPECT_EQ(kernel.offset, text.find("{\n    \"ph\": \"X\", \"cat\": \"kernel\""));
+  EXPECT_EQ(r.events[6].dur, 4500);
+  EXPECT_EQ(r.events[3].ph, 's');
+  EXPECT_EQ(r.events[3].id, "55");
+  EXPECT_EQ(r.events[5].bp, "e");
+  EXPECT_EQ(r.events[12].id, "0xa");
+  EXPECT_EQ(r.events[16].pid_str, "Traces");
+  EXPECT_EQ(r.events[17].pid_str, "");
+  EXPECT_FALSE(r.events[17].pid_is_int);
+  EXPECT_EQ(r.header.rank, 1);
+  EXPECT_EQ(r.header.world_size, 2);
+  EXPECT_EQ(r.header.backend, "nccl");
+  EXPECT_EQ(r.header.device_names, std::vector<std::string>{"Fixture GPU A"});
+  EXPECT_EQ(r.header.display_time_unit, "ms");
+  EXPECT_EQ(r.header.base_time_ns, 1690000000000000000);
+  EXPECT_EQ(r.header.schema_version, 1);
+}
+
 // ---- TraceInput: compression by magic bytes -------------------------------------------
 
 std::string Gzip(const std::string& in) {
@@ -455,6 +532,26 @@ TEST(TraceInputTest, DetectsCompressionByMagic) {
     ASSERT_TRUE(status.ok()) << status.message();
     EXPECT_EQ(out.substr(0, big.size()), big);
     EXPECT_EQ((*input)->offset(), out.size());
+  }
+}
+
+TEST(JsonEventReaderFixtureTest, CompressedFixturesGiveTheSameEvents) {
+  for (const char* name : {"kineto_small.json", "torch113_small.json", "chrome_misc.json"}) {
+    std::string text = Fixture(name);
+    Result plain = ReadString(text);
+    ASSERT_TRUE(plain.status.ok()) << name;
+    for (const std::string& packed : {Gzip(text), Zstd(text)}) {
+      auto input = TraceInput::FromMemory(packed, name);
+      ASSERT_TRUE(input.ok());
+      Result r = Read(**input);
+      ASSERT_TRUE(r.status.ok()) << name << ": " << r.status.message();
+      ASSERT_EQ(r.events.size(), plain.events.size()) << name;
+      for (size_t i = 0; i < r.events.size(); ++i) {
+        EXPECT_EQ(r.events[i].offset, plain.events[i].offset);
+        EXPECT_EQ(r.events[i].name, plain.events[i].name);
+        EXPECT_EQ(r.events[i].ts, plain.events[i].ts);
+      }
+    }
   }
 }
 
