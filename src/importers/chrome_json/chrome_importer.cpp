@@ -495,10 +495,8 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, std::span<SliceRecor
   if (has_pairs) {
     std::vector<size_t> open;
     std::unordered_map<uint32_t, std::vector<size_t>> open_async;  // by name: async b/e pair by name and id
-    int64_t last = INT64_MIN;
     for (size_t i = 0; i < slices.size(); ++i) {
       SliceRecord& r = slices[i];
-      last = std::max(last, r.end);
       if (r.kind == RecordKind::kBegin) {
         open.push_back(i);
       } else if (r.kind == RecordKind::kAsyncBegin) {
@@ -530,7 +528,7 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, std::span<SliceRecor
     // Begins never ended (a truncated trace): kept, ended at the track's last time.
     auto close_open = [&](std::vector<size_t>& stack) {
       for (size_t i : stack) {
-        slices[i].end = std::max(last, slices[i].start);
+        slices[i].end = std::max(max_ts_, slices[i].start);
         slices[i].kind = RecordKind::kComplete;
         Drop("begin_without_end_closed_at_trace_end");
       }
@@ -565,7 +563,7 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, std::span<SliceRecor
                  : t.tid_is_int  ? fmt::format("thread {}", t.tid)
                                  : strings_.Get(t.tid_str);
   }
-  track.name = ValidUtf8(track.name);
+  while (!track.name.empty() && (track.name.back() == ' ' || track.name.back() == '\t')) track.name.pop_back();
   model::TrackId track_id = target_.builder->AddTrack(track);
 
   // Emit: thread slices nest by time; device and async slices hang off the process.
@@ -591,7 +589,7 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, std::span<SliceRecor
       }
       if (!stack.empty()) {
         const Emitted& top = emitted[stack.back()];
-        if (r.end > top.end) Drop("slice_overlaps_parent_kept_as_child", 1);
+        if (r.end > top.end) Drop("slice_ends_after_parent_kept_as_child");
         parent = top.phase;
         parent_index = static_cast<int64_t>(stack.back());
       } else if (target_.process_phase != 0 && !iterations_.empty()) {
@@ -654,6 +652,8 @@ TimeNs ChromeTraceImporter::start_ns() const { return min_ts_ > max_ts_ ? 1 : Sa
 TimeNs ChromeTraceImporter::end_ns() const { return min_ts_ > max_ts_ ? 0 : SaturatingAdd(max_ts_, offset_); }
 
 StatusOr<ImportResult> ChromeTraceImporter::Emit() {
+  if (emitted_) return FailedPrecondition("{}: imported twice", path_);
+  emitted_ = true;
   const TraceHeader& header = header_;
   const Status& read_status = read_status_;
   model::RunBuilder& builder = *target_.builder;
@@ -842,7 +842,9 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
   int64_t dropped = 0;
   for (const auto& [reason, count] : drops_) {
     builder.AddIngestStat(source, reason, count);
-    dropped += count;
+    // Counted but kept (adjusted): not dropped.
+    bool kept = reason.ends_with("_kept_as_child") || reason.ends_with("_closed_at_trace_end");
+    if (!kept) dropped += count;
   }
   result.events = events_;
   result.phases = phases_;

@@ -169,6 +169,7 @@ class ChromeTraceImporter {
   int64_t since_flush_ = 0;
   uint32_t seq_ = 0;
   bool ts_float_ = false;
+  bool emitted_ = false;
   bool saw_kineto_ = false;   // Kineto categories (cpu_op, kernel, cuda_runtime, ...)
   bool saw_cpu_functions_ = false;
   int64_t min_ts_ = INT64_MAX, max_ts_ = INT64_MIN;
