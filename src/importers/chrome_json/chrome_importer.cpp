@@ -786,23 +786,33 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
               0);
   }
 
-  // Flows become edges between consecutive points of one flow (s -> t -> ... -> f).
+  // Flows become edges: s -> t -> ... -> f, in time order (s first on ties). An id may be
+  // used again once its flow ended; points that belong to no complete flow are counted.
   for (auto& [key, points] : flow_points_) {
-    if (points.size() < 2) {
-      Drop("flow_without_other_end");
-      continue;
-    }
     std::sort(points.begin(), points.end(), [](const FlowPoint& a, const FlowPoint& b) {
-      return std::tie(a.rank, a.ts, a.seq) < std::tie(b.rank, b.ts, b.seq);
+      return std::tie(a.ts, a.rank, a.seq) < std::tie(b.ts, b.rank, b.seq);
     });
     std::string_view key_text = strings_.Get(key);
     std::string_view cat = key_text.substr(0, key_text.find('\x1f'));
     std::string kind = (cat == "ac2g" || cat == "async_cpu_to_gpu") ? "launch" : cat == "fwdbwd" ? "fwdbwd" : "flow";
-    for (size_t i = 1; i < points.size(); ++i) {
-      if (points[i - 1].phase == points[i].phase) continue;
-      builder.AddEdge(model::Edge{points[i - 1].phase, points[i].phase, kind});
-      ++edges_;
+    model::PhaseId current = 0;
+    for (const FlowPoint& p : points) {
+      if (p.rank == 0) {  // s
+        if (current != 0) Drop("flow_start_without_end");
+        current = p.phase;
+        continue;
+      }
+      if (current == 0) {
+        Drop(p.rank == 1 ? "flow_step_without_start" : "flow_end_without_start");
+        continue;
+      }
+      if (current != p.phase) {
+        builder.AddEdge(model::Edge{current, p.phase, kind});
+        ++edges_;
+      }
+      current = p.rank == 2 ? 0 : p.phase;
     }
+    if (current != 0) Drop("flow_start_without_end");
   }
   flow_points_.clear();
 
