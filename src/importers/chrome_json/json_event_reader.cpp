@@ -8,6 +8,9 @@
 // event plus one chunk.
 #include "importers/chrome_json/json_event_reader.h"
 
+// No exceptions from simdjson: every result is checked (a conversion that would throw on bad
+// input does not compile).
+#define SIMDJSON_EXCEPTIONS 0
 #include <simdjson.h>
 
 #include <algorithm>
@@ -244,11 +247,14 @@ class Reader {
   // At a '"': reads the key (raw bytes; top-level keys we look for have no escapes). Keys
   // longer than 256 bytes are not kept (none of ours is that long).
   Status ReadKey(std::string* key) {
-    size_t start = pos_;
+    const uint64_t start = Offset(pos_);  // an offset: the window may move under an index
     ++pos_;
     bool escaped = false;
     for (;;) {
-      if (pos_ >= len_ && !Available()) return EndedEarly(start, "truncated: the input ends inside a key");
+      if (pos_ >= len_ && !Available()) {
+        if (!input_error_.ok()) return input_error_;
+        return Corrupt("{}: byte {}: truncated: the input ends inside a key", input_.path(), start);
+      }
       char c = buf_[pos_++];
       if (escaped) {
         escaped = false;
@@ -679,9 +685,13 @@ class Reader {
           out.i = b ? 1 : 0;
           break;
         }
-        case od::json_type::null:
-          if (av.is_null()) out.kind = ArgValue::kNull;
+        case od::json_type::null: {
+          bool is_null = false;
+          if (auto e = av.is_null().get(is_null)) return BadEvent(open, e);
+          if (!is_null) return Error(open, "invalid JSON in an event (a bad literal)");
+          out.kind = ArgValue::kNull;
           break;
+        }
         case od::json_type::object: {
           od::object o;
           if (auto e = av.get_object().get(o)) return BadEvent(open, e);
