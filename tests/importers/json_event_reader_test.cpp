@@ -149,6 +149,15 @@ TEST(DecimalToInt64Test, ExactMicrosecondsToNanoseconds) {
   EXPECT_EQ(DecimalToInt64("abc", 3), std::nullopt);
   EXPECT_EQ(DecimalToInt64("12abc", 3), std::nullopt);
   EXPECT_EQ(DecimalToInt64("1e", 3), std::nullopt);
+  // Around int64's edges (16-digit epoch µs, 19-digit ns).
+  EXPECT_EQ(DecimalToInt64("1695835542481129", 3), 1695835542481129000);
+  EXPECT_EQ(DecimalToInt64("9223372036854775807", 0), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(DecimalToInt64("9223372036854775808", 0), std::nullopt);
+  EXPECT_EQ(DecimalToInt64("-9223372036854775808", 0), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(DecimalToInt64("-9223372036854775809", 0), std::nullopt);
+  EXPECT_EQ(DecimalToInt64("18446744073709551616", 0), std::nullopt);
+  EXPECT_EQ(DecimalToInt64("9999999999999999999", 3), std::nullopt);
+  EXPECT_EQ(DecimalToInt64("9223372036854775.807", 3), std::numeric_limits<int64_t>::max());
   // 40+ significant digits: exact up to what matters.
   EXPECT_EQ(DecimalToInt64("1.00000000000000000000000000000000000000000000009", 3), 1000);
 }

@@ -781,9 +781,9 @@ bool LooksLikeChromeTrace(std::string_view b) {
 }
 
 std::optional<int64_t> DecimalToInt64(std::string_view text, int scale_pow10) {
-  // The common case first: [-]digits[.digits] with at most 18 significant digits, whose
-  // fraction fits the scale (no rounding): one pass in 64-bit integers.
-  if (scale_pow10 >= 0 && scale_pow10 <= 3 && !text.empty() && text.size() <= 19) {
+  // The common case first: [-]digits[.digits] with at most 19 digits, whose fraction fits
+  // the scale (no rounding): one pass in 64-bit integers, overflow checked.
+  if (scale_pow10 >= 0 && scale_pow10 <= 3 && !text.empty() && text.size() <= 21) {
     size_t k = 0;
     bool neg = text[0] == '-';
     if (neg) k = 1;
@@ -794,7 +794,7 @@ std::optional<int64_t> DecimalToInt64(std::string_view text, int scale_pow10) {
     for (; k < text.size(); ++k) {
       char c = text[k];
       if (c >= '0' && c <= '9') {
-        acc = acc * 10 + static_cast<uint64_t>(c - '0');
+        acc = acc * 10 + static_cast<uint64_t>(c - '0');  // 19 digits < 2^64
         ++digits_seen;
         if (frac >= 0) ++frac;
       } else if (c == '.' && frac < 0) {
@@ -805,10 +805,13 @@ std::optional<int64_t> DecimalToInt64(std::string_view text, int scale_pow10) {
       }
     }
     int shift = scale_pow10 - std::max(frac, 0);
-    if (simple && digits_seen > 0 && frac != 0 && shift >= 0 && digits_seen + shift <= 18) {
+    if (simple && digits_seen > 0 && digits_seen <= 19 && frac != 0 && shift >= 0) {
       static constexpr uint64_t kPow10[] = {1, 10, 100, 1000};
-      acc *= kPow10[shift];  // below 10^18: fits in int64
-      return neg ? -static_cast<int64_t>(acc) : static_cast<int64_t>(acc);
+      uint64_t scaled;
+      if (!__builtin_mul_overflow(acc, kPow10[shift], &scaled) &&
+          scaled <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return neg ? -static_cast<int64_t>(scaled) : static_cast<int64_t>(scaled);
+      }
     }
   }
   size_t i = 0;
