@@ -564,6 +564,28 @@ TEST(JsonEventReaderFixtureTest, CompressedFixturesGiveTheSameEvents) {
   }
 }
 
+// Highly compressible data: the last compressed bytes expand to many output chunks, which the
+// decoder hands out after the input has ended.
+TEST(TraceInputTest, OutputPendingAtTheEndOfTheInput) {
+  std::string big(5u << 20, 'x');
+  big += "end";
+  for (const std::string& packed : {Gzip(big), Zstd(big), Gzip(big) + Gzip(big)}) {
+    auto input = TraceInput::FromMemory(packed, "mem");
+    ASSERT_TRUE(input.ok());
+    Status status;
+    std::string out = ReadAll(**input, &status);
+    ASSERT_TRUE(status.ok()) << status.message();
+    ASSERT_EQ(out.size() % big.size(), 0u);
+    EXPECT_EQ(out.substr(out.size() - big.size()), big);
+    // And cut short: an error, never a silent end.
+    auto cut = TraceInput::FromMemory(std::string_view(packed).substr(0, packed.size() - 4), "mem");
+    ASSERT_TRUE(cut.ok());
+    Status cut_status;
+    ReadAll(**cut, &cut_status);
+    EXPECT_FALSE(cut_status.ok());
+  }
+}
+
 TEST(TraceInputTest, TruncatedCompressedStreamsAreErrors) {
   std::string big;
   for (int i = 0; i < 20000; ++i) big += "{\"ph\": \"X\", \"ts\": " + std::to_string(i * 7919 % 100003) + "},\n";
