@@ -8,6 +8,9 @@
 // event plus one chunk.
 #include "importers/chrome_json/json_event_reader.h"
 
+// No exceptions from simdjson: every result is checked (a conversion that would throw on bad
+// input does not compile).
+#define SIMDJSON_EXCEPTIONS 0
 #include <simdjson.h>
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -87,11 +91,13 @@ inline uint64_t PrefixXor(uint64_t x) {
 bool Is(std::string_view key, std::string_view name) { return key == name; }
 
 // A field's key: a view of its raw text in the window when it has no escapes (the common
-// case, no copy), else unescaped by simdjson.
+// case, no copy), else unescaped by simdjson. (simdjson has validated the string: its
+// closing quote is there.)
 inline simdjson::error_code KeyOf(od::field& field, std::string_view* key) {
   const char* raw = field.key().raw();
-  const char* end = static_cast<const char*>(std::memchr(raw, '"', 4096));
-  if (end != nullptr && std::memchr(raw, '\\', static_cast<size_t>(end - raw)) == nullptr) {
+  const char* end = raw;
+  while (*end != '"' && *end != '\\') ++end;
+  if (*end == '"') {
     *key = std::string_view(raw, static_cast<size_t>(end - raw));
     return simdjson::SUCCESS;
   }
@@ -142,7 +148,7 @@ class Reader {
       return drop;
     }
     size_t need = len_ + chunk->size() + kPadding;
-    if (buf_.size() < need) buf_.resize(std::max(need, buf_.size() * 2));
+    if (buf_.size() < need) buf_.Grow(std::max(need, buf_.size() * 2), len_);
     std::memcpy(buf_.data() + len_, chunk->data(), chunk->size());
     len_ += chunk->size();
     return drop;
@@ -241,11 +247,14 @@ class Reader {
   // At a '"': reads the key (raw bytes; top-level keys we look for have no escapes). Keys
   // longer than 256 bytes are not kept (none of ours is that long).
   Status ReadKey(std::string* key) {
-    size_t start = pos_;
+    const uint64_t start = Offset(pos_);  // an offset: the window may move under an index
     ++pos_;
     bool escaped = false;
     for (;;) {
-      if (pos_ >= len_ && !Available()) return EndedEarly(start, "truncated: the input ends inside a key");
+      if (pos_ >= len_ && !Available()) {
+        if (!input_error_.ok()) return input_error_;
+        return Corrupt("{}: byte {}: truncated: the input ends inside a key", input_.path(), start);
+      }
       char c = buf_[pos_++];
       if (escaped) {
         escaped = false;
@@ -676,9 +685,13 @@ class Reader {
           out.i = b ? 1 : 0;
           break;
         }
-        case od::json_type::null:
-          if (av.is_null()) out.kind = ArgValue::kNull;
+        case od::json_type::null: {
+          bool is_null = false;
+          if (auto e = av.is_null().get(is_null)) return BadEvent(open, e);
+          if (!is_null) return Error(open, "invalid JSON in an event (a bad literal)");
+          out.kind = ArgValue::kNull;
           break;
+        }
         case od::json_type::object: {
           od::object o;
           if (auto e = av.get_object().get(o)) return BadEvent(open, e);
@@ -704,7 +717,26 @@ class Reader {
   TraceInput& input_;
   const std::function<Status(const RawTraceEvent&)>& on_event_;
   const ReadOptions& options_;
-  std::vector<char> buf_;
+  // Like std::vector<char> without zero-filling what it adds.
+  class Buffer {
+   public:
+    char* data() { return data_.get(); }
+    const char* data() const { return data_.get(); }
+    size_t size() const { return size_; }
+    char& operator[](size_t i) { return data_[i]; }
+    char operator[](size_t i) const { return data_[i]; }
+    void Grow(size_t size, size_t keep) {
+      std::unique_ptr<char[]> bigger(new char[size]);
+      if (keep > 0) std::memcpy(bigger.get(), data_.get(), keep);
+      data_ = std::move(bigger);
+      size_ = size;
+    }
+
+   private:
+    std::unique_ptr<char[]> data_;
+    size_t size_ = 0;
+  };
+  Buffer buf_;
   size_t pos_ = 0, len_ = 0;
   uint64_t base_ = 0;  // offset in the input of buf_[0]
   bool eof_ = false;
@@ -749,9 +781,9 @@ bool LooksLikeChromeTrace(std::string_view b) {
 }
 
 std::optional<int64_t> DecimalToInt64(std::string_view text, int scale_pow10) {
-  // The common case first: [-]digits[.digits] with at most 18 significant digits, whose
-  // fraction fits the scale (no rounding): one pass in 64-bit integers.
-  if (scale_pow10 >= 0 && scale_pow10 <= 3 && !text.empty() && text.size() <= 19) {
+  // The common case first: [-]digits[.digits] with at most 19 digits, whose fraction fits
+  // the scale (no rounding): one pass in 64-bit integers, overflow checked.
+  if (scale_pow10 >= 0 && scale_pow10 <= 3 && !text.empty() && text.size() <= 21) {
     size_t k = 0;
     bool neg = text[0] == '-';
     if (neg) k = 1;
@@ -762,7 +794,7 @@ std::optional<int64_t> DecimalToInt64(std::string_view text, int scale_pow10) {
     for (; k < text.size(); ++k) {
       char c = text[k];
       if (c >= '0' && c <= '9') {
-        acc = acc * 10 + static_cast<uint64_t>(c - '0');
+        acc = acc * 10 + static_cast<uint64_t>(c - '0');  // 19 digits < 2^64
         ++digits_seen;
         if (frac >= 0) ++frac;
       } else if (c == '.' && frac < 0) {
@@ -773,10 +805,13 @@ std::optional<int64_t> DecimalToInt64(std::string_view text, int scale_pow10) {
       }
     }
     int shift = scale_pow10 - std::max(frac, 0);
-    if (simple && digits_seen > 0 && frac != 0 && shift >= 0 && digits_seen + shift <= 18) {
+    if (simple && digits_seen > 0 && digits_seen <= 19 && frac != 0 && shift >= 0) {
       static constexpr uint64_t kPow10[] = {1, 10, 100, 1000};
-      acc *= kPow10[shift];  // below 10^18: fits in int64
-      return neg ? -static_cast<int64_t>(acc) : static_cast<int64_t>(acc);
+      uint64_t scaled;
+      if (!__builtin_mul_overflow(acc, kPow10[shift], &scaled) &&
+          scaled <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return neg ? -static_cast<int64_t>(scaled) : static_cast<int64_t>(scaled);
+      }
     }
   }
   size_t i = 0;
