@@ -105,6 +105,30 @@ void Sweep(const std::vector<std::pair<int, const std::vector<Interval>*>>& clas
   }
 }
 
+// GPU-wide host wait: the gaps between MERGE groups of all streams' rows after which the
+// rows starting the next group were all launched after the previous group had ended.
+double HostWaitIdle(std::vector<const WorkRow*> rows) {
+  std::stable_sort(rows.begin(), rows.end(), [](const WorkRow* a, const WorkRow* b) {
+    return a->ts != b->ts ? a->ts < b->ts : a->index < b->index;
+  });
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double total = 0;
+  double running_end = -kInf;
+  for (size_t i = 0; i < rows.size();) {
+    const double ts = rows[i]->ts;
+    const double previous_end = running_end;
+    double earliest_launch = kInf;  // a row with no launch event counts as launched early
+    size_t j = i;
+    for (; j < rows.size() && rows[j]->ts == ts; ++j) {
+      earliest_launch = std::min(earliest_launch, rows[j]->launch != nullptr ? rows[j]->launch_ts : -kInf);
+      running_end = std::max(running_end, rows[j]->ts + rows[j]->dur);
+    }
+    if (i > 0 && ts > previous_end && earliest_launch > previous_end) total += ts - previous_end;
+    i = j;
+  }
+  return total;
+}
+
 double Percentile(std::vector<double> v, double q) {  // numpy's linear interpolation
   if (v.empty()) return kNaN;
   std::sort(v.begin(), v.end());
@@ -326,6 +350,26 @@ GpuAnalysis AnalyzeGpuRows(const GpuRowTable& table, const GpuAnalysisOptions& o
       if (running == 3) overlap += len;
     });
     out.overlap.push_back({.rank = pr.rank, .comm_comp_overlap_pct = 100.0 * overlap / Len(comm_groups)});
+    // What limited the GPU, and the communication nothing else ran beside.
+    GpuRankSummary rs{.rank = pr.rank, .kernel_us = t.kernel_us, .idle_us = t.idle_us, .comm_us = Len(comm_groups)};
+    rs.host_wait_us = HostWaitIdle(kernels);
+    std::vector<const WorkRow*> not_comm;
+    for (const WorkRow* w : kernels) {
+      if (w->cls != KernelClass::kCommunication) not_comm.push_back(w);
+    }
+    auto rest = Merge(not_comm);
+    Sweep({{1, &comm_groups}, {2, &rest}}, [&](int running, double len) {
+      if (running == 1) rs.exposed_comm_us += len;
+    });
+    double idle_pct = 100.0 * rs.idle_us / rs.kernel_us;
+    if (idle_pct <= options.gpu_bound_max_idle_pct) {
+      rs.bound = "gpu";
+    } else if (rs.host_wait_pct() >= options.host_bound_min_wait_pct) {
+      rs.bound = "host";
+    } else {
+      rs.bound = "mixed";
+    }
+    out.ranks.push_back(rs);
     // Kernel types: COMPUTATION 1, COMMUNICATION 2, MEMORY 4; segments truncated to whole µs.
     std::vector<std::pair<int, const std::vector<Interval>*>> classes = {{1, &comp_groups}, {2, &comm_groups}};
     if (options.include_memory_kernels) classes.push_back({4, &mem_groups});

@@ -48,6 +48,8 @@ struct GpuAnalysisOptions {
   double consecutive_kernel_delay_us = 30;   // idle gaps shorter than this are kernel_wait
   double launch_delay_outlier_us = 100;      // launch stats: a launch delay above this is an outlier
   double runtime_outlier_us = 50;            // launch stats: a runtime call longer than this is an outlier
+  double gpu_bound_max_idle_pct = 10;        // a rank whose GPU idled at most this much is GPU-bound
+  double host_bound_min_wait_pct = 10;       // ... and host-bound when it idled this much waiting on launches
 };
 
 // HTA's kernel classes (get_kernel_type), by the kernel's full name.
@@ -108,6 +110,27 @@ struct CpuCommOverlap {
   double comm_comp_overlap_pct = 0;  // NaN when comm_us is 0
 };
 
+// What limited one rank's GPU, and what fully overlapping its communication would save.
+struct GpuRankSummary {
+  int64_t rank = 0;
+  double kernel_us = 0;        // the temporal breakdown's span
+  double idle_us = 0;          // no stream busy
+  // Of idle_us: gaps after which the next kernel was launched by the host only after the GPU
+  // had gone idle (the GPU-wide counterpart of the per-stream host_wait).
+  double host_wait_us = 0;
+  double comm_us = 0;          // union of the communication kernels
+  // Communication running while no other kernel ran: what overlapping communication fully
+  // with other work would take off the GPU's timeline (the what-if lever
+  // `communication_overlapped`).
+  double exposed_comm_us = 0;
+  // "gpu": idle at most gpu_bound_max_idle_pct of the span; "host": idle waiting on launches
+  // at least host_bound_min_wait_pct; "mixed": the GPU idled, for other reasons (syncs,
+  // dependencies, communication waits) or for several.
+  std::string bound;
+  double host_wait_pct() const { return kernel_us > 0 ? 100.0 * host_wait_us / kernel_us : 0; }
+  double exposed_comm_pct() const { return kernel_us > 0 ? 100.0 * exposed_comm_us / kernel_us : 0; }
+};
+
 struct GpuAnalysis {
   std::vector<GpuTemporal> temporal;          // per rank, by rank
   std::vector<GpuOverlap> overlap;            // per rank
@@ -115,6 +138,7 @@ struct GpuAnalysis {
   std::vector<GpuIdle> idle;                  // per rank and stream
   std::vector<GpuLaunchStats> launch;         // per rank
   std::vector<CpuCommOverlap> cpu_overlap;    // per rank with CPU collectives
+  std::vector<GpuRankSummary> ranks;          // per rank with kernels: bound and what-if
   std::vector<int64_t> ranks_without_kernels; // ranks with rows but no kernel after the iteration filter
   bool empty() const { return temporal.empty() && cpu_overlap.empty(); }
 };

@@ -148,6 +148,19 @@ TEST(GpuExampleA, LaunchStats) {
   EXPECT_EQ(l.short_kernels, 0);
 }
 
+TEST(GpuExampleA, BoundAndExposedCommunication) {
+  // GPU-wide idle gaps: [250, 260) before k4, launched at 255 (after the GPU drained: host
+  // wait); [345, 350) before k5, launched at 130 (not). Communication alone: [140, 150),
+  // [160, 200), [300, 335) = 85 of its 165 µs. Idle 15 of 270 (5.6 %): GPU-bound.
+  GpuAnalysis a = AnalyzeGpuRows(ExampleA());
+  ASSERT_EQ(a.ranks.size(), 1u);
+  const auto& r = a.ranks[0];
+  EXPECT_NEAR(r.host_wait_us, 10, kEps);
+  EXPECT_NEAR(r.comm_us, 165, kEps);
+  EXPECT_NEAR(r.exposed_comm_us, 85, kEps);
+  EXPECT_EQ(r.bound, "gpu");
+}
+
 TEST(GpuExampleB, NsRoundingShrinksEventsToWholeMicroseconds) {
   GpuAnalysis a = AnalyzeGpuRows(ExampleB());
   ASSERT_EQ(a.temporal.size(), 1u);
@@ -196,6 +209,17 @@ TEST(GpuExampleD, IterationFilterKeepsKernelsLaunchedBeforeTheLastStep) {
   GpuAnalysis a = AnalyzeGpuRows(ExampleD());
   ASSERT_EQ(a.temporal.size(), 1u);
   ExpectTemporal(a.temporal[0], 160, 115, 45, 0, 71.88, 28.12, 0.0);
+}
+
+TEST(GpuExampleD, HostBound) {
+  // Kept rows [60, 70) (launched 50), [80, 85) (no launch), [190, 220) (launched 150). The
+  // gap [85, 190) ends with a kernel launched at 150, after the GPU drained: 105 µs of host
+  // wait in a span of 160; [70, 80) ends with a row without launch: not host wait.
+  GpuAnalysis a = AnalyzeGpuRows(ExampleD());
+  ASSERT_EQ(a.ranks.size(), 1u);
+  EXPECT_NEAR(a.ranks[0].host_wait_us, 105, kEps);
+  EXPECT_EQ(a.ranks[0].bound, "host");
+  EXPECT_NEAR(a.ranks[0].exposed_comm_us, 0, kEps);
 }
 
 TEST(GpuExampleD, WithoutTheFilterEveryKernelCounts) {
