@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "analysis/gpu_example_traces.h"
+#include "analysis/issues.h"
 
 namespace grademl::analysis {
 namespace {
@@ -267,6 +268,37 @@ TEST(GpuAnalysisEmpty, NoRowsNoFigures) {
   a = AnalyzeGpuRows({host_only});
   EXPECT_TRUE(a.empty());
   EXPECT_EQ(a.ranks_without_kernels, std::vector<int64_t>{0});
+}
+
+}  // namespace
+}  // namespace grademl::analysis
+
+namespace grademl::analysis {
+namespace {
+
+TEST(GpuIssues, ExposedCommunicationInExampleA) {
+  // Exposed communication 85 of 270 µs (31 %); host wait 10 (3.7 %, under the 5 % threshold).
+  GpuAnalysis a = AnalyzeGpuRows(testing::ExampleA());
+  a.ranks[0].phase = 42;
+  auto issues = GpuIssues(a, /*run_s=*/0.001);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].kind, "gpu_exposed_communication");
+  EXPECT_EQ(issues[0].phase, 42);
+  EXPECT_NEAR(issues[0].impact_s, 85e-6, 1e-12);
+  EXPECT_NEAR(issues[0].impact_fraction, 0.085, 1e-9);
+  EXPECT_EQ(issues[0].change, "#42:communication=0");
+  EXPECT_NE(issues[0].text.find("31%"), std::string::npos) << issues[0].text;
+}
+
+TEST(GpuIssues, HostWaitInExampleD) {
+  // 105 of 160 µs idle waiting on launches: 66 %.
+  GpuAnalysis a = AnalyzeGpuRows(testing::ExampleD());
+  auto issues = GpuIssues(a, 0.001);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].kind, "gpu_host_wait");
+  EXPECT_NEAR(issues[0].impact_s, 105e-6, 1e-12);
+  EXPECT_NE(issues[0].text.find("idle 66% of the profiled steps"), std::string::npos) << issues[0].text;
+  EXPECT_NE(issues[0].text.find("waiting on the host"), std::string::npos);
 }
 
 }  // namespace
