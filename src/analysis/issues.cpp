@@ -35,7 +35,11 @@ std::string Label(const model::Phase& p) {
 }
 
 // A phase that ran on the host (not a kernel, memcpy or other device-track phase).
-bool IsHostPhase(const model::Run& /*run*/, const model::Phase& /*p*/) { return true; }
+bool IsHostPhase(const model::Run& run, const model::Phase& p) {
+  if (p.track == 0) return true;
+  const model::Track* t = run.FindTrack(p.track);
+  return t == nullptr || t->kind == model::TrackKind::kThread;
+}
 
 std::string Seconds(double s) { return FormatDuration(static_cast<DurationNs>(std::llround(s * 1e9))); }
 
