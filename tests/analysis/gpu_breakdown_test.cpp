@@ -314,3 +314,37 @@ TEST(GpuIssues, HostWaitInExampleD) {
 
 }  // namespace
 }  // namespace grademl::analysis
+
+namespace grademl::analysis {
+namespace {
+
+TEST(GpuWhatif, CommunicationFullyOverlapped) {
+  // Example A as an imported run: the process phase's exposed communication is 85 µs
+  // (COMMUNICATION alone in the document's kernel-type table); a host op inside the process
+  // covering [100, 200) µs holds [140, 150) + [160, 200) = 50 µs of it; a kernel phase none.
+  model::Run run = testing::RunFromRows(testing::ExampleA());
+  GpuAnalysis gpu = AnalyzeGpu(run);
+  ASSERT_EQ(gpu.ranks.size(), 1u);
+  const model::PhaseId process = gpu.ranks[0].phase;
+  ASSERT_NE(process, 0);
+  EXPECT_EQ(run.FindPhase(process)->leaf_type(), "process");
+  Bottlenecks none;
+  model::Phase op{.id = 1000, .parent = process, .name = "aten::mm", .type = "run/process/op",
+                  .start_ns = 100'000, .end_ns = 200'000, .host = "node1", .pid = run.FindPhase(process)->pid};
+  run.phases.push_back(op);
+  run.Index();
+  auto bound = BoundSecondsOf(none, run, &gpu);
+  EXPECT_NEAR(bound(process, "communication"), 85e-6, 1e-12);
+  EXPECT_NEAR(bound(run.Root()->id, "communication"), 85e-6, 1e-12);  // an ancestor: the whole rank
+  EXPECT_NEAR(bound(1000, "communication"), 50e-6, 1e-12);
+  model::PhaseId kernel = 0;
+  for (const auto& p : run.phases) {
+    if (p.name.starts_with("ncclKernel")) kernel = p.id;
+  }
+  ASSERT_NE(kernel, 0);
+  EXPECT_EQ(bound(kernel, "communication"), 0.0);  // device-track phases carry none
+  EXPECT_EQ(bound(process, "cpu"), 0.0);
+}
+
+}  // namespace
+}  // namespace grademl::analysis
