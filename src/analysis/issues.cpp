@@ -34,13 +34,6 @@ std::string Label(const model::Phase& p) {
   return fmt::format("Phase {} ({})", Shorten(p.name, 60), leaf);
 }
 
-// A phase that ran on the host (not a kernel, memcpy or other device-track phase).
-bool IsHostPhase(const model::Run& run, const model::Phase& p) {
-  if (p.track == 0) return true;
-  const model::Track* t = run.FindTrack(p.track);
-  return t == nullptr || t->kind == model::TrackKind::kThread;
-}
-
 std::string Seconds(double s) { return FormatDuration(static_cast<DurationNs>(std::llround(s * 1e9))); }
 
 std::string Percent(double fraction) { return fmt::format("{:.0f}%", 100.0 * fraction); }
@@ -203,8 +196,10 @@ std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bot
       if (above) {
         s = r.exposed_comm_us / 1e6;
       } else if (const model::Phase* proc = run.FindPhase(r.phase);
-                 proc != nullptr && p->pid == proc->pid && p->host == proc->host && p->pid != 0 && IsHostPhase(run, *p)) {
-        // A phase of that process (an iteration, an op): the exposed time within its window.
+                 proc != nullptr && p->pid == proc->pid && p->host == proc->host && p->pid != 0) {
+        // A phase of that process (an iteration, an op, a communication kernel on its stream):
+        // the exposed time within its window. Only communication kernels overlap exposed time
+        // on the device tracks, so shrinking them moves the GPU work after them in the replay.
         const double start_us = static_cast<double>(p->start_ns) / 1e3;
         const double end_us = static_cast<double>(p->end_ns) / 1e3;
         for (const auto& [a, b] : r.exposed_comm_intervals_us) s += std::max(0.0, std::min(b, end_us) - std::max(a, start_us));

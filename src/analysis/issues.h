@@ -67,7 +67,8 @@ struct IssueOptions {
 std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bottlenecks& bottlenecks);
 // The same, plus "communication": the exposed communication seconds of the imported GPU
 // traces (GpuRankSummary::exposed_comm_us) of a rank's process phase and its ancestors (the
-// largest over the ranks below them), and of the phases in that process, within their time.
+// largest over the ranks below them), and of the phases in that process (host phases and
+// communication kernels), within their time.
 std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bottlenecks& bottlenecks,
                                                                         const model::Run& run,
                                                                         const GpuAnalysis* gpu);

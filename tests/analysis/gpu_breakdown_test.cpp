@@ -321,7 +321,8 @@ namespace {
 TEST(GpuWhatif, CommunicationFullyOverlapped) {
   // Example A as an imported run: the process phase's exposed communication is 85 µs
   // (COMMUNICATION alone in the document's kernel-type table); a host op inside the process
-  // covering [100, 200) µs holds [140, 150) + [160, 200) = 50 µs of it; a kernel phase none.
+  // covering [100, 200) µs holds [140, 150) + [160, 200) = 50 µs of it; the AllGather kernel
+  // [280, 335) its exposed part [300, 335) = 35 µs; the sgemm kernel none.
   model::Run run = testing::RunFromRows(testing::ExampleA());
   GpuAnalysis gpu = AnalyzeGpu(run);
   ASSERT_EQ(gpu.ranks.size(), 1u);
@@ -337,12 +338,14 @@ TEST(GpuWhatif, CommunicationFullyOverlapped) {
   EXPECT_NEAR(bound(process, "communication"), 85e-6, 1e-12);
   EXPECT_NEAR(bound(run.Root()->id, "communication"), 85e-6, 1e-12);  // an ancestor: the whole rank
   EXPECT_NEAR(bound(1000, "communication"), 50e-6, 1e-12);
-  model::PhaseId kernel = 0;
+  model::PhaseId allgather = 0, sgemm = 0;
   for (const auto& p : run.phases) {
-    if (p.name.starts_with("ncclKernel")) kernel = p.id;
+    if (p.name.starts_with("ncclKernel")) allgather = p.id;
+    if (p.name.starts_with("sgemm")) sgemm = p.id;
   }
-  ASSERT_NE(kernel, 0);
-  EXPECT_EQ(bound(kernel, "communication"), 0.0);  // device-track phases carry none
+  ASSERT_NE(allgather, 0);
+  EXPECT_NEAR(bound(allgather, "communication"), 35e-6, 1e-12);
+  EXPECT_EQ(bound(sgemm, "communication"), 0.0);
   EXPECT_EQ(bound(process, "cpu"), 0.0);
 }
 
