@@ -7,6 +7,7 @@
 #include "analysis/bottlenecks.h"
 #include "analysis/core_use.h"
 #include "analysis/critical_path.h"
+#include "analysis/gpu_breakdown.h"
 #include "analysis/imbalance.h"
 #include "analysis/issues.h"
 #include "analysis/run_summary.h"
@@ -22,6 +23,7 @@ struct RunAnalysis {
   CriticalPathResult critical_path;
   std::vector<Issue> issues;
   CoreUse core_use;  // threads, cores used and available per step and process
+  GpuAnalysis gpu;   // imported GPU traces (HTA's breakdowns per rank); empty without them
 };
 
 // Runs every analysis on an indexed run.
