@@ -13,6 +13,7 @@
 
 #include "core/text.h"
 #include "importers/importer.h"
+#include "importers/chrome_json/json_event_reader.h"
 #include "importers/trace_input.h"
 
 namespace grademl::workflow {
