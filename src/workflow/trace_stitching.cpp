@@ -73,7 +73,11 @@ bool LooksLikeTraceFile(const std::string& path) {
     if (!chunk.ok() || chunk->empty()) break;
     head.append(chunk->data(), std::min(chunk->size(), 64 * 1024 - head.size()));
   }
-  return importers::chrome_json::LooksLikeChromeTrace(head);
+  if (!importers::chrome_json::LooksLikeChromeTrace(head)) return false;
+  // A bare array of JSON objects is a trace only when its events have a phase ("ph"): an
+  // out holding records ([{"id": 1}, ...]) is data, not a trace.
+  size_t first = head.find_first_not_of(" \t\r\n\xEF\xBB\xBF");
+  return first == std::string::npos || head[first] != '[' || head.find("\"ph\"") != std::string::npos;
 }
 
 TraceStitching::TraceStitching(model::RunBuilder* builder, model::PhaseId run_phase, std::string host)

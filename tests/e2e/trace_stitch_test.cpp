@@ -227,11 +227,11 @@ TEST(TraceStitchE2E, ImportGlobAndFailuresKeepTheExitCode) {
 TEST(TraceStitchE2E, StepOutsThatAreTracesAreImportedUnderTheStep) {
   std::string dir = FreshDir("trace_stitch_outs");
   std::ofstream(dir + "/profile.sh") << "mkdir -p traces\n" << WriteTraceCommand("traces/run1.json")
-                                     << "\necho '{\"acc\": 0.5}' > metrics.json\n";
+                                     << "\necho '{\"acc\": 0.5}' > metrics.json\necho '[{\"id\": 1}]' > records.json\n";
   std::ofstream(dir + "/pipeline.yaml") << "steps:\n"
                                            "  profile:\n"
                                            "    cmd: sh profile.sh\n"
-                                           "    outs: [traces/, metrics.json]\n"
+                                           "    outs: [traces/, metrics.json, records.json]\n"
                                            "  other:\n"
                                            "    cmd: 'true'\n";
   std::string db = dir + "/g.db";
@@ -245,7 +245,7 @@ TEST(TraceStitchE2E, StepOutsThatAreTracesAreImportedUnderTheStep) {
     if (p.leaf_type() == "step" && p.name == "profile") step = &p;
   ASSERT_NE(step, nullptr);
   auto imported = PhasesBySource(run);
-  ASSERT_EQ(imported.size(), 1u) << "metrics.json is not a trace";
+  ASSERT_EQ(imported.size(), 1u) << "metrics.json and records.json are not traces";
   std::string trace = imported.begin()->first;
   EXPECT_TRUE(trace.ends_with("/traces/run1.json")) << trace;
   EXPECT_EQ(imported[trace].size(), 3u);
