@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,6 +54,32 @@ struct ImportResult {
   std::string clock;
   int64_t edges = 0;
 };
+
+namespace chrome_json {
+class ChromeTraceImporter;
+}
+
+// A trace file read into compact records, its events not yet added to the run. Reading and
+// adding are two steps so that a caller importing several files into a new run can first
+// make the run's root phase span all of them (then set ImportTarget::under and Emit each).
+class TraceRead {
+ public:
+  explicit TraceRead(std::unique_ptr<chrome_json::ChromeTraceImporter> importer);
+  ~TraceRead();
+  // The span of the file's events in the run's clock (start > end when it had none).
+  TimeNs start_ns() const;
+  TimeNs end_ns() const;
+  // Adds everything to the ImportTarget given to ReadTraceFile (once).
+  StatusOr<ImportResult> Emit();
+
+ private:
+  std::unique_ptr<chrome_json::ChromeTraceImporter> importer_;
+};
+
+// Reads one file (the first step of ImportTraceFile): an error when the file cannot be
+// opened or is not a trace of a known format; a damaged file reads up to the damage (Emit's
+// result is then partial). The target must outlive the TraceRead.
+StatusOr<std::unique_ptr<TraceRead>> ReadTraceFile(const std::string& path, ImportTarget& target);
 
 // Imports one file (gzip and zstd are detected and decompressed). An error Status when the
 // file cannot be opened or is not a trace of a known format (nothing was added then). A

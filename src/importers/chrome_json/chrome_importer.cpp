@@ -31,6 +31,19 @@ bool IsKinetoCategory(std::string_view cat) {
          IsGpuCategory(cat);
 }
 
+// A decimal or hexadecimal ("0x1f") integer written as text, or nullopt.
+std::optional<int64_t> ParseId(std::string_view id) {
+  int base = 10;
+  if (id.size() > 2 && id[0] == '0' && (id[1] == 'x' || id[1] == 'X')) {
+    id.remove_prefix(2);
+    base = 16;
+  }
+  int64_t n = 0;
+  auto [ptr, ec] = std::from_chars(id.data(), id.data() + id.size(), n, base);
+  if (ec == std::errc() && ptr == id.data() + id.size() && !id.empty()) return n;
+  return std::nullopt;
+}
+
 // An integer from an args value: ints, integral doubles and decimal strings.
 std::optional<int64_t> ArgInt(const ArgValue& v) {
   switch (v.kind) {
@@ -41,12 +54,8 @@ std::optional<int64_t> ArgInt(const ArgValue& v) {
         return static_cast<int64_t>(v.d);
       }
       return std::nullopt;
-    case ArgValue::kString: {
-      int64_t n = 0;
-      auto [ptr, ec] = std::from_chars(v.s.data(), v.s.data() + v.s.size(), n);
-      if (ec == std::errc() && ptr == v.s.data() + v.s.size()) return n;
-      return std::nullopt;
-    }
+    case ArgValue::kString:
+      return ParseId(v.s);  // "7", or hexadecimal "0x0" (ROCm writes streams so)
     default:
       return std::nullopt;
   }
@@ -55,19 +64,6 @@ std::optional<int64_t> ArgInt(const ArgValue& v) {
 std::optional<double> ArgNumber(const ArgValue& v) {
   if (v.kind == ArgValue::kInt) return static_cast<double>(v.i);
   if (v.kind == ArgValue::kDouble) return v.d;
-  return std::nullopt;
-}
-
-// The numeric async id ("0x1f", "42") or nullopt.
-std::optional<int64_t> ParseId(std::string_view id) {
-  int base = 10;
-  if (id.size() > 2 && id[0] == '0' && (id[1] == 'x' || id[1] == 'X')) {
-    id.remove_prefix(2);
-    base = 16;
-  }
-  int64_t n = 0;
-  auto [ptr, ec] = std::from_chars(id.data(), id.data() + id.size(), n, base);
-  if (ec == std::errc() && ptr == id.data() + id.size() && !id.empty()) return n;
   return std::nullopt;
 }
 
@@ -644,11 +640,26 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, std::span<SliceRecor
 }
 
 StatusOr<ImportResult> ChromeTraceImporter::Finish(const TraceHeader& header, const Status& read_status) {
+  EndInput(header, read_status);
+  return Emit();
+}
+
+void ChromeTraceImporter::EndInput(const TraceHeader& header, const Status& read_status) {
+  header_ = header;
+  read_status_ = read_status;
+  DecideClock(header);
+}
+
+TimeNs ChromeTraceImporter::start_ns() const { return min_ts_ > max_ts_ ? 1 : SaturatingAdd(min_ts_, offset_); }
+TimeNs ChromeTraceImporter::end_ns() const { return min_ts_ > max_ts_ ? 0 : SaturatingAdd(max_ts_, offset_); }
+
+StatusOr<ImportResult> ChromeTraceImporter::Emit() {
+  const TraceHeader& header = header_;
+  const Status& read_status = read_status_;
   model::RunBuilder& builder = *target_.builder;
   iterations_ = target_.iterations;
   std::sort(iterations_.begin(), iterations_.end(),
             [](const model::Phase& a, const model::Phase& b) { return a.start_ns < b.start_ns; });
-  DecideClock(header);
 
   ImportResult result;
   result.format = header.schema_version || header.rank || header.world_size || !header.device_names.empty() || saw_kineto_

@@ -49,8 +49,15 @@ class ChromeTraceImporter {
 
   // One event from the reader (its views are valid during the call only).
   Status OnEvent(const RawTraceEvent& event);
-  // Builds the model from everything recorded. `read_status` is the reader's outcome: an
-  // error makes the result partial (what was read is still imported).
+  // The end of the input: `read_status` is the reader's outcome (an error makes the result
+  // partial; what was read is still imported). Decides the clock.
+  void EndInput(const TraceHeader& header, const Status& read_status);
+  // The span of the events in the run's clock, after EndInput (start > end: no events).
+  TimeNs start_ns() const;
+  TimeNs end_ns() const;
+  // Builds the model from everything recorded (once, after EndInput).
+  StatusOr<ImportResult> Emit();
+  // EndInput, then Emit.
   StatusOr<ImportResult> Finish(const TraceHeader& header, const Status& read_status);
 
   // The classification of one event's category, exposed for tests.
@@ -167,6 +174,8 @@ class ChromeTraceImporter {
   int64_t min_ts_ = INT64_MAX, max_ts_ = INT64_MIN;
   int64_t offset_ = 0;        // added to trace ns to get the run's clock
   std::string clock_;
+  TraceHeader header_;
+  Status read_status_;
   TimeNs out_start_ = 0, out_end_ = 0;
 };
 
