@@ -1,10 +1,11 @@
 // Parse speed of the streaming Chrome-trace reader (src/importers/chrome_json): for each file
 // given, reads it REPEAT times with ReadChromeTrace (events delivered to a callback that only
-// counts them) and prints one line: "FILE BYTES EVENTS cpu_seconds MB/s wall_seconds" (MB =
+// counts them) and prints one line: "FILE BYTES EVENTS cpu_seconds MB/s wall_seconds peak_rss_kb" (MB =
 // 1e6 bytes of uncompressed JSON; the best of the repeats; MB/s per core is over the
 // thread's CPU time, which other load on the machine does not inflate as it does wall time). bench/trace_parse_bench.sh runs it
 // beside Python's json.load on the same (decompressed) files.
 // usage: trace_parse_bench [--repeat N] FILE...
+#include <sys/resource.h>
 #include <time.h>
 
 #include <chrono>
@@ -65,8 +66,10 @@ int main(int argc, char** argv) {
       events = n;
       if (s < best) best = s;
     }
-    std::printf("%s %llu %lld %.4f %.1f %.4f\n", file.c_str(), static_cast<unsigned long long>(bytes),
-                static_cast<long long>(events), best, static_cast<double>(bytes) / 1e6 / best, best_wall);
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    std::printf("%s %llu %lld %.4f %.1f %.4f %ld\n", file.c_str(), static_cast<unsigned long long>(bytes),
+                static_cast<long long>(events), best, static_cast<double>(bytes) / 1e6 / best, best_wall, usage.ru_maxrss);
     if (check == 42) std::printf("\n");  // keeps the callback's work
   }
   return 0;

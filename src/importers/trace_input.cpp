@@ -37,10 +37,10 @@ class ByteSource {
       memory_pos_ += n;
       return out;
     }
-    if (buffer_.empty()) buffer_.resize(kReadChunk);
+    if (!buffer_) buffer_.reset(new char[kReadChunk]);  // not zero-filled
     for (;;) {
-      ssize_t n = read(fd_, buffer_.data(), buffer_.size());
-      if (n >= 0) return std::span<const char>(buffer_.data(), static_cast<size_t>(n));
+      ssize_t n = read(fd_, buffer_.get(), kReadChunk);
+      if (n >= 0) return std::span<const char>(buffer_.get(), static_cast<size_t>(n));
       if (errno != EINTR) return IoError("{}: read failed: {}", path_, std::strerror(errno));
     }
   }
@@ -51,7 +51,15 @@ class ByteSource {
   size_t memory_pos_ = 0;
   bool in_memory_ = false;
   std::string path_;
-  std::vector<char> buffer_;
+  std::unique_ptr<char[]> buffer_;
+};
+
+// An output chunk, not zero-filled.
+struct OutputChunk {
+  OutputChunk() : bytes(new char[kOutputChunk]) {}
+  char* data() { return bytes.get(); }
+  size_t size() const { return kOutputChunk; }
+  std::unique_ptr<char[]> bytes;
 };
 
 // No compression: the source's chunks as they are (with the bytes already read for sniffing first).
@@ -102,7 +110,7 @@ class CompressedFeed {
 class GzipInput final : public TraceInput {
  public:
   GzipInput(std::unique_ptr<ByteSource> source, std::string path, std::vector<char> first)
-      : TraceInput(std::move(path)), feed_(std::move(source), std::move(first)), out_(kOutputChunk) {}
+      : TraceInput(std::move(path)), feed_(std::move(source), std::move(first)) {}
   ~GzipInput() override {
     if (initialised_) inflateEnd(&z_);
   }
@@ -154,7 +162,7 @@ class GzipInput final : public TraceInput {
 
  private:
   CompressedFeed feed_;
-  std::vector<char> out_;
+  OutputChunk out_;
   z_stream z_;
   bool initialised_ = false;
   bool member_started_ = false;
@@ -165,7 +173,7 @@ class GzipInput final : public TraceInput {
 class ZstdInput final : public TraceInput {
  public:
   ZstdInput(std::unique_ptr<ByteSource> source, std::string path, std::vector<char> first)
-      : TraceInput(std::move(path)), feed_(std::move(source), std::move(first)), out_(kOutputChunk) {}
+      : TraceInput(std::move(path)), feed_(std::move(source), std::move(first)) {}
   ~ZstdInput() override { ZSTD_freeDStream(stream_); }
   Status Init() {
     stream_ = ZSTD_createDStream();
@@ -202,7 +210,7 @@ class ZstdInput final : public TraceInput {
 
  private:
   CompressedFeed feed_;
-  std::vector<char> out_;
+  OutputChunk out_;
   ZSTD_DStream* stream_ = nullptr;
   ZSTD_inBuffer in_{nullptr, 0, 0};
   size_t frame_pending_ = 0;

@@ -15,6 +15,7 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -87,11 +88,13 @@ inline uint64_t PrefixXor(uint64_t x) {
 bool Is(std::string_view key, std::string_view name) { return key == name; }
 
 // A field's key: a view of its raw text in the window when it has no escapes (the common
-// case, no copy), else unescaped by simdjson.
+// case, no copy), else unescaped by simdjson. (simdjson has validated the string: its
+// closing quote is there.)
 inline simdjson::error_code KeyOf(od::field& field, std::string_view* key) {
   const char* raw = field.key().raw();
-  const char* end = static_cast<const char*>(std::memchr(raw, '"', 4096));
-  if (end != nullptr && std::memchr(raw, '\\', static_cast<size_t>(end - raw)) == nullptr) {
+  const char* end = raw;
+  while (*end != '"' && *end != '\\') ++end;
+  if (*end == '"') {
     *key = std::string_view(raw, static_cast<size_t>(end - raw));
     return simdjson::SUCCESS;
   }
@@ -142,7 +145,7 @@ class Reader {
       return drop;
     }
     size_t need = len_ + chunk->size() + kPadding;
-    if (buf_.size() < need) buf_.resize(std::max(need, buf_.size() * 2));
+    if (buf_.size() < need) buf_.Grow(std::max(need, buf_.size() * 2), len_);
     std::memcpy(buf_.data() + len_, chunk->data(), chunk->size());
     len_ += chunk->size();
     return drop;
@@ -704,7 +707,26 @@ class Reader {
   TraceInput& input_;
   const std::function<Status(const RawTraceEvent&)>& on_event_;
   const ReadOptions& options_;
-  std::vector<char> buf_;
+  // Like std::vector<char> without zero-filling what it adds.
+  class Buffer {
+   public:
+    char* data() { return data_.get(); }
+    const char* data() const { return data_.get(); }
+    size_t size() const { return size_; }
+    char& operator[](size_t i) { return data_[i]; }
+    char operator[](size_t i) const { return data_[i]; }
+    void Grow(size_t size, size_t keep) {
+      std::unique_ptr<char[]> bigger(new char[size]);
+      if (keep > 0) std::memcpy(bigger.get(), data_.get(), keep);
+      data_ = std::move(bigger);
+      size_ = size;
+    }
+
+   private:
+    std::unique_ptr<char[]> data_;
+    size_t size_ = 0;
+  };
+  Buffer buf_;
   size_t pos_ = 0, len_ = 0;
   uint64_t base_ = 0;  // offset in the input of buf_[0]
   bool eof_ = false;
