@@ -88,8 +88,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
   sub->add_option("--import", opts->imports,
                   "Trace files (Chrome trace JSON, PyTorch/Kineto; gzip/zstd) to import under the run when it "
                   "ends: a glob, expanded then (quote it), relative to the current directory; repeatable")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      ->allow_extra_args(false);  // one value per --import: what follows is the command
   sub->add_option("command", opts->command, "The command and its arguments (after --)")->required();
   sub->prefix_command();
   return [opts, &common, sub]() -> int {

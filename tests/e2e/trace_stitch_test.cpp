@@ -51,8 +51,11 @@ print(json.dumps(out))
   EXPECT_EQ(r.exit_code, 0) << r.err;
   std::map<std::string, std::map<std::string, int>> counts;
   if (r.exit_code != 0) return counts;
-  for (const auto& [path, names] : json::parse(r.out).items()) {
-    for (const auto& [name, n] : names.items()) counts[path][name] = n.get<int>();
+  const json parsed = json::parse(r.out);
+  for (auto file = parsed.begin(); file != parsed.end(); ++file) {
+    for (auto name = file.value().begin(); name != file.value().end(); ++name) {
+      counts[file.key()][name.key()] = name.value().get<int>();
+    }
   }
   return counts;
 }
