@@ -51,6 +51,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       "writer, under the run. A failed import is said on stderr and kept as the run's error; it never\n"
       "changes the exit code.\n"
       "Examples: grademl run -- python3 train.py --epochs 3\n"
+      "          grademl run --import 'traces/*.json.gz' -- ./train.sh\n"
       "          grademl run -j 2 examples/digits/pipeline.yaml");
   sub->add_option("--interval", opts->interval,
                   "Sampling interval with its unit, from 1ms to 1h, e.g. 100ms, 0.5s (a bare number is refused)")
@@ -88,6 +89,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
   sub->add_option("--import", opts->imports,
                   "Trace files (Chrome trace JSON, PyTorch/Kineto; gzip/zstd) to import under the run when it "
                   "ends: a glob, expanded then (quote it), relative to the current directory; repeatable")
+      ->type_name("GLOB")
       ->allow_extra_args(false);  // one value per --import: what follows is the command
   sub->add_option("command", opts->command, "The command and its arguments (after --)")->required();
   sub->prefix_command();
