@@ -227,7 +227,14 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
                                         .type = std::string(model::kPhaseTypeRun),
                                         .start_ns = info.start_ns,
                                         .host = info.host});
-  impl->traces = std::make_unique<TraceStitching>(&builder, impl->run_phase, info.host);
+  Impl* self = impl.get();
+  TraceStitching::Hooks trace_hooks{
+      .process_resource = [self](int32_t pid, model::PhaseId phase) -> model::ResourceId {
+        collect::ProcessTreeMonitor::ProcessRef ref = self->processes->Lookup(pid);
+        return ref.phase == phase ? ref.resource : 0;
+      },
+      .flush = [self] { (void)self->writer->FlushNow(); }};
+  impl->traces = std::make_unique<TraceStitching>(&builder, impl->run_phase, info.host, std::move(trace_hooks));
   for (const std::string& pattern : options.import_globs) impl->traces->AddGlob(pattern);
   model::ResourceId host_resource =
       builder.AddResource({.parent = 0, .kind = model::ResourceKind::kHost, .name = info.host, .host = info.host});

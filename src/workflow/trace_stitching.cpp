@@ -80,8 +80,8 @@ bool LooksLikeTraceFile(const std::string& path) {
   return first == std::string::npos || head[first] != '[' || head.find("\"ph\"") != std::string::npos;
 }
 
-TraceStitching::TraceStitching(model::RunBuilder* builder, model::PhaseId run_phase, std::string host)
-    : builder_(builder), run_phase_(run_phase), host_(std::move(host)) {}
+TraceStitching::TraceStitching(model::RunBuilder* builder, model::PhaseId run_phase, std::string host, Hooks hooks)
+    : builder_(builder), run_phase_(run_phase), host_(std::move(host)), hooks_(std::move(hooks)) {}
 
 void TraceStitching::AddGlob(std::string pattern) { globs_.push_back(std::move(pattern)); }
 
@@ -172,6 +172,7 @@ void TraceStitching::Import(const Request& r, TimeNs end, Outcome& outcome) {
     target.host = window->host;
     target.pid = window->pid;
     target.process_phase = r.process;
+    if (hooks_.process_resource) target.process_resource = hooks_.process_resource(window->pid, r.process);
     // The process's recorded iterations: its phases (same pid) of type iteration whose
     // parent chain reaches the process phase.
     std::vector<model::Phase> own = builder_->PhasesWhere(
@@ -192,6 +193,12 @@ void TraceStitching::Import(const Request& r, TimeNs end, Outcome& outcome) {
     }
   } else {
     target.host = host_;
+  }
+  if (hooks_.flush) {
+    target.flush = [this] {
+      hooks_.flush();
+      return Status::Ok();  // a failing store is the writer's to report; the import goes on
+    };
   }
   auto result = importers::ImportTraceFile(r.path, target);
   if (!result.ok()) {

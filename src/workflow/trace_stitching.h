@@ -12,6 +12,7 @@
 // records it in the run's error field.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,7 +33,14 @@ inline constexpr size_t kMaxOutFilesScanned = 10000;
 
 class TraceStitching {
  public:
-  TraceStitching(model::RunBuilder* builder, model::PhaseId run_phase, std::string host);
+  // What the recording offers: the resource of a recorded process phase (pid, phase; 0 when
+  // unknown), where a stitched trace's counters go; and a way to write what the builder
+  // holds now, called every few tens of thousands of imported phases (memory stays bounded).
+  struct Hooks {
+    std::function<model::ResourceId(int32_t pid, model::PhaseId phase)> process_resource;
+    std::function<void()> flush;
+  };
+  TraceStitching(model::RunBuilder* builder, model::PhaseId run_phase, std::string host, Hooks hooks = {});
 
   // `grademl run --import GLOB`: expanded when the run ends, relative to grademl's directory.
   void AddGlob(std::string pattern);
@@ -63,6 +71,7 @@ class TraceStitching {
   model::RunBuilder* builder_;
   model::PhaseId run_phase_;
   std::string host_;
+  Hooks hooks_;
   std::vector<std::string> globs_;
   struct StepOuts {
     std::vector<std::string> outs;

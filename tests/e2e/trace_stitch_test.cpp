@@ -193,6 +193,59 @@ TEST(TraceStitchE2E, TorchProfilerTracesAreImportedUnderTheScriptsProcessAndIter
   }
 }
 
+// Any program can have a trace it wrote stitched: a phase of type trace_export tagged
+// trace.path (what the torch hooks record). Its counters go on the recorded process's
+// resource, not on one of their own.
+TEST(TraceStitchE2E, AnExportPhaseStitchesAnyTraceWithItsCounters) {
+  std::string dir = FreshDir("trace_stitch_any");
+  std::ofstream(dir + "/own.py") << R"(import grademl, json, os, sys, time
+path = os.path.join(sys.argv[1], "own.json")
+t = time.time_ns() // 1000
+time.sleep(0.02)
+pid = os.getpid()
+events = [{"name": "work", "ph": "X", "ts": t + 1000, "dur": 2000, "pid": pid, "tid": 1},
+          {"name": "inner", "ph": "X", "ts": t + 1500, "dur": 100, "pid": pid, "tid": 1},
+          {"name": "queue", "ph": "C", "ts": t + 1200, "pid": pid, "args": {"depth": 3}}]
+with open(os.path.join(sys.argv[1], "t0"), "w") as f:
+    f.write(str(t))
+with grademl.phase("export", phase_type="trace_export", **{"trace.path": path}):
+    with open(path, "w") as f:
+        json.dump({"traceEvents": events}, f)
+)";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand(
+      {GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3", dir + "/own.py", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  model::Run run = LoadLatestRun(db);
+  EXPECT_TRUE(run.info.error.empty()) << run.info.error;
+  const TimeNs t0_ns = std::stoll(ReadFile(dir + "/t0")) * 1000;
+  const model::Phase* script = nullptr;
+  for (const model::Phase& p : run.phases)
+    if (p.track == 0 && p.leaf_type() == model::kPhaseTypeProcess && p.name.find("own.py") != std::string::npos) script = &p;
+  ASSERT_NE(script, nullptr);
+  auto imported = PhasesBySource(run);
+  ASSERT_TRUE(imported.count(dir + "/own.json"));
+  std::map<std::string, const model::Phase*> by_name;
+  for (const model::Phase* p : imported[dir + "/own.json"]) by_name[p->name] = p;
+  ASSERT_EQ(by_name.size(), 2u);
+  EXPECT_EQ(by_name["work"]->parent, script->id);
+  EXPECT_EQ(by_name["inner"]->parent, by_name["work"]->id);
+  EXPECT_EQ(by_name["work"]->start_ns, t0_ns + 1000 * 1000);  // absolute times kept, exactly
+  EXPECT_EQ(by_name["work"]->end_ns, t0_ns + 3000 * 1000);
+  EXPECT_EQ(by_name["inner"]->start_ns, t0_ns + 1500 * 1000);
+  // One process resource for the script, the recorded one, and the counter is on it.
+  std::vector<model::ResourceId> resources;
+  for (const model::Resource& res : run.resources)
+    if (res.kind == model::ResourceKind::kProcess && res.phase == script->id) resources.push_back(res.id);
+  ASSERT_EQ(resources.size(), 1u);
+  bool found = false;
+  for (const model::Series& series : run.series) {
+    if (series.info.resource != resources[0]) continue;
+    for (const model::Sample& sample : series.samples) found |= sample.t == t0_ns + 1200 * 1000 && sample.v == 3;
+  }
+  EXPECT_TRUE(found) << "the counter's sample on the script's own resource";
+}
+
 // A shell command that writes a small Chrome trace at `path`, as "something else" would:
 // 3 complete events on one thread ("inner" nested in "outer"), absolute epoch-us timestamps
 // taken when it runs.
