@@ -160,6 +160,14 @@ std::vector<TraceStitching::Request> TraceStitching::GlobMatches(std::vector<std
 }
 
 void TraceStitching::Import(const Request& r, TimeNs end, Outcome& outcome) {
+  // Only regular files: a path a program tagged may name a FIFO or a device, whose reading
+  // would never end.
+  std::error_code ec;
+  if (!fs::is_regular_file(r.path, ec)) {
+    outcome.errors.push_back(fmt::format("trace {} ({}) not imported: {}", EscapeControl(r.path), r.origin,
+                                         fs::exists(r.path, ec) ? "not a regular file" : "no such file"));
+    return;
+  }
   importers::ImportTarget target{.builder = builder_};
   target.under = r.under != 0 ? r.under : run_phase_;
   target.anchor_ns = r.anchor_ns;

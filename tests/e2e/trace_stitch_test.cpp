@@ -246,6 +246,29 @@ with grademl.phase("export", phase_type="trace_export", **{"trace.path": path}):
   EXPECT_TRUE(found) << "the counter's sample on the script's own resource";
 }
 
+// A tagged path that is a FIFO (reading it would never end) or missing: one line each, the
+// run's error, and grademl still ends with the program's exit code.
+TEST(TraceStitchE2E, AnExportOfAFifoOrAMissingFileEndsWithTheProgramsExitCode) {
+  std::string dir = FreshDir("trace_stitch_fifo");
+  std::ofstream(dir + "/fifo.py") << R"(import grademl, os, sys
+os.mkfifo(os.path.join(sys.argv[1], "pipe.json"))
+for name in ("pipe.json", "missing.json"):
+    with grademl.phase("export", phase_type="trace_export", **{"trace.path": os.path.join(sys.argv[1], name)}):
+        pass
+sys.exit(5)
+)";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand(
+      {GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3", dir + "/fifo.py", dir});
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_NE(r.err.find("pipe.json (torch.profiler) not imported: not a regular file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("missing.json (torch.profiler) not imported: no such file"), std::string::npos) << r.err;
+  model::Run run = LoadLatestRun(db);
+  EXPECT_NE(run.info.error.find("pipe.json"), std::string::npos) << run.info.error;
+  EXPECT_EQ(run.info.exit_code, 5);
+  EXPECT_TRUE(run.sources.empty());
+}
+
 // A shell command that writes a small Chrome trace at `path`, as "something else" would:
 // 3 complete events on one thread ("inner" nested in "outer"), absolute epoch-us timestamps
 // taken when it runs.
