@@ -139,3 +139,7 @@ echo
 
 echo "## 5. Hot path: /proc reads and parsing (Google Benchmark)"
 "$BUILD/bench/proc_parse_bench" --benchmark_min_time=0.2 2>/dev/null | grep -E "^BM_|Benchmark"
+echo
+
+echo "## 7. Chrome/Kineto trace parsing: streaming reader vs Python's json.load, same files, same run (goal >= 400 MB/s per core)"
+bench/trace_parse_bench.sh "$BUILD"

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
     }
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    std::printf("%s %llu %lld %.4f %.1f %.4f %ld\n", file.c_str(), static_cast<unsigned long long>(bytes),
+    std::printf("%s %llu %lld %.6f %.1f %.6f %ld\n", file.c_str(), static_cast<unsigned long long>(bytes),
                 static_cast<long long>(events), best, static_cast<double>(bytes) / 1e6 / best, best_wall, usage.ru_maxrss);
     if (check == 42) std::printf("\n");  // keeps the callback's work
   }

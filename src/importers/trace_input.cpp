@@ -126,20 +126,22 @@ class GzipInput final : public TraceInput {
     z_.next_out = reinterpret_cast<Bytef*>(out_.data());
     z_.avail_out = static_cast<uInt>(out_.size());
     while (z_.avail_out == out_.size()) {
-      if (z_.avail_in == 0) {
+      if (z_.avail_in == 0 && !input_eof_) {
         auto in = feed_.Read();
         if (!in.ok()) return error_ = in.status();
         if (in->empty()) {
-          if (!member_started_) {  // the end after whole members
-            done_ = true;
-            break;
-          }
-          return error_ = Corrupt("{}: byte {}: truncated gzip data", path_, offset_);
+          input_eof_ = true;
+        } else {
+          z_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in->data()));
+          z_.avail_in = static_cast<uInt>(in->size());
         }
-        z_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in->data()));
-        z_.avail_in = static_cast<uInt>(in->size());
+      }
+      if (z_.avail_in == 0 && input_eof_ && !member_started_) {  // the end, after whole members
+        done_ = true;
+        break;
       }
       member_started_ = true;
+      // At the end of the input this still runs: inflate may hold output it had no room for.
       int rc = inflate(&z_, Z_NO_FLUSH);
       if (rc == Z_STREAM_END) {
         // Another member may follow (concatenated gzip files are one stream).
@@ -147,7 +149,13 @@ class GzipInput final : public TraceInput {
         inflateReset(&z_);
         continue;
       }
-      if (rc == Z_BUF_ERROR) continue;  // needs more input
+      bool progress = z_.avail_out != out_.size();
+      if (rc == Z_BUF_ERROR || (rc == Z_OK && z_.avail_in == 0 && input_eof_ && !progress)) {
+        if (z_.avail_in == 0 && input_eof_ && !progress) {
+          return error_ = Corrupt("{}: byte {}: truncated gzip data", path_, offset_);
+        }
+        continue;  // needs more input
+      }
       if (rc != Z_OK) {
         return error_ = Corrupt("{}: byte {}: corrupt gzip data ({})", path_,
                                 offset_ + (out_.size() - z_.avail_out), z_.msg ? z_.msg : "zlib error");
@@ -166,6 +174,7 @@ class GzipInput final : public TraceInput {
   z_stream z_;
   bool initialised_ = false;
   bool member_started_ = false;
+  bool input_eof_ = false;
   bool done_ = false;
   Status error_;
 };
@@ -187,21 +196,28 @@ class ZstdInput final : public TraceInput {
     if (done_) return std::span<const char>();
     ZSTD_outBuffer out{out_.data(), out_.size(), 0};
     while (out.pos == 0) {
-      if (in_.pos == in_.size) {
+      if (in_.pos == in_.size && !input_eof_) {
         auto in = feed_.Read();
         if (!in.ok()) return error_ = in.status();
         if (in->empty()) {
-          if (frame_pending_ != 0) return error_ = Corrupt("{}: byte {}: truncated zstd data", path_, offset_);
-          done_ = true;
-          break;
+          input_eof_ = true;
+        } else {
+          in_ = ZSTD_inBuffer{in->data(), in->size(), 0};
         }
-        in_ = ZSTD_inBuffer{in->data(), in->size(), 0};
       }
+      if (in_.pos == in_.size && input_eof_ && frame_pending_ == 0) {  // the end, after whole frames
+        done_ = true;
+        break;
+      }
+      // At the end of the input this still runs: the decoder may hold output it had no room for.
       size_t rc = ZSTD_decompressStream(stream_, &out, &in_);
       if (ZSTD_isError(rc)) {
         return error_ = Corrupt("{}: byte {}: corrupt zstd data ({})", path_, offset_ + out.pos, ZSTD_getErrorName(rc));
       }
-      frame_pending_ = rc;  // 0: a frame just ended
+      frame_pending_ = rc;  // 0: a frame just ended, flushed
+      if (out.pos == 0 && in_.pos == in_.size && input_eof_ && frame_pending_ != 0) {
+        return error_ = Corrupt("{}: byte {}: truncated zstd data", path_, offset_);
+      }
     }
     offset_ += out.pos;
     return std::span<const char>(out_.data(), out.pos);
@@ -214,6 +230,7 @@ class ZstdInput final : public TraceInput {
   ZSTD_DStream* stream_ = nullptr;
   ZSTD_inBuffer in_{nullptr, 0, 0};
   size_t frame_pending_ = 0;
+  bool input_eof_ = false;
   bool done_ = false;
   Status error_;
 };

@@ -149,6 +149,15 @@ TEST(DecimalToInt64Test, ExactMicrosecondsToNanoseconds) {
   EXPECT_EQ(DecimalToInt64("abc", 3), std::nullopt);
   EXPECT_EQ(DecimalToInt64("12abc", 3), std::nullopt);
   EXPECT_EQ(DecimalToInt64("1e", 3), std::nullopt);
+  // Around int64's edges (16-digit epoch µs, 19-digit ns).
+  EXPECT_EQ(DecimalToInt64("1695835542481129", 3), 1695835542481129000);
+  EXPECT_EQ(DecimalToInt64("9223372036854775807", 0), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(DecimalToInt64("9223372036854775808", 0), std::nullopt);
+  EXPECT_EQ(DecimalToInt64("-9223372036854775808", 0), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(DecimalToInt64("-9223372036854775809", 0), std::nullopt);
+  EXPECT_EQ(DecimalToInt64("18446744073709551616", 0), std::nullopt);
+  EXPECT_EQ(DecimalToInt64("9999999999999999999", 3), std::nullopt);
+  EXPECT_EQ(DecimalToInt64("9223372036854775.807", 3), std::numeric_limits<int64_t>::max());
   // 40+ significant digits: exact up to what matters.
   EXPECT_EQ(DecimalToInt64("1.00000000000000000000000000000000000000000000009", 3), 1000);
 }
@@ -552,6 +561,28 @@ TEST(JsonEventReaderFixtureTest, CompressedFixturesGiveTheSameEvents) {
         EXPECT_EQ(r.events[i].ts, plain.events[i].ts);
       }
     }
+  }
+}
+
+// Highly compressible data: the last compressed bytes expand to many output chunks, which the
+// decoder hands out after the input has ended.
+TEST(TraceInputTest, OutputPendingAtTheEndOfTheInput) {
+  std::string big(5u << 20, 'x');
+  big += "end";
+  for (const std::string& packed : {Gzip(big), Zstd(big), Gzip(big) + Gzip(big)}) {
+    auto input = TraceInput::FromMemory(packed, "mem");
+    ASSERT_TRUE(input.ok());
+    Status status;
+    std::string out = ReadAll(**input, &status);
+    ASSERT_TRUE(status.ok()) << status.message();
+    ASSERT_EQ(out.size() % big.size(), 0u);
+    EXPECT_EQ(out.substr(out.size() - big.size()), big);
+    // And cut short: an error, never a silent end.
+    auto cut = TraceInput::FromMemory(std::string_view(packed).substr(0, packed.size() - 4), "mem");
+    ASSERT_TRUE(cut.ok());
+    Status cut_status;
+    ReadAll(**cut, &cut_status);
+    EXPECT_FALSE(cut_status.ok());
   }
 }
 

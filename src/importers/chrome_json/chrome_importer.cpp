@@ -16,7 +16,7 @@ constexpr int64_t kEpochMinNs = 1'000'000'000'000'000'000;
 // Times beyond this (about 73 years in ns) are refused so that ts + dur + offset cannot overflow.
 constexpr int64_t kMaxAbsTraceNs = int64_t{1} << 61;
 // Phases handed to the builder between two calls of ImportTarget::flush.
-constexpr int64_t kFlushEvery = 50'000;
+constexpr int64_t kFlushEvery = 8192;
 // Device and async tracks may overlap: how far back a flow point looks for its slice.
 constexpr int kOverlapWalk = 256;
 
@@ -171,34 +171,39 @@ void ChromeTraceImporter::AddSlice(const RawTraceEvent& e, uint32_t track, Recor
   r.seq = seq_;
   r.name = strings_.Intern(e.name);
   if (!e.cat.empty()) r.cat = strings_.Intern(e.cat);
+  ArgTags tags;
   for (const auto& [key, value] : e.args) {
     uint8_t bit = 0;
     int64_t* field = nullptr;
     if (key == "stream") {
-      bit = kHasStream, field = &r.stream;
+      bit = kHasStream, field = &tags.stream;
     } else if (key == "correlation") {
-      bit = kHasCorrelation, field = &r.correlation;
+      bit = kHasCorrelation, field = &tags.correlation;
     } else if (key == "device") {
-      bit = kHasDevice, field = &r.device;
+      bit = kHasDevice, field = &tags.device;
     } else if (key == "External id") {
-      bit = kHasExternalId, field = &r.external_id;
+      bit = kHasExternalId, field = &tags.external_id;
     } else {
       continue;
     }
     if (auto n = ArgInt(value)) {
       *field = *n;
-      r.has |= bit;
+      tags.has |= bit;
     } else {
       Drop(fmt::format("bad_arg_{}", key == "External id" ? "external_id" : std::string(key)));
     }
   }
+  if (tags.has != 0) {
+    r.tags = static_cast<uint32_t>(tags_.size());
+    tags_.push_back(tags);
+  }
   if (kind != RecordKind::kAsyncBegin && kind != RecordKind::kAsyncEnd && kind != RecordKind::kAsyncInstant &&
-      IsGpuCategory(e.cat) && (r.has & (kHasStream | kHasDevice))) {
+      IsGpuCategory(e.cat) && (tags.has & (kHasStream | kHasDevice))) {
     TrackState& t = tracks_[track];
     if (!t.device) {
       t.device = true;
-      t.device_index = (r.has & kHasDevice) ? r.device : (e.pid_is_int ? e.pid : -1);
-      t.stream = (r.has & kHasStream) ? r.stream : (e.tid_is_int ? e.tid : -1);
+      t.device_index = (tags.has & kHasDevice) ? tags.device : (e.pid_is_int ? e.pid : -1);
+      t.stream = (tags.has & kHasStream) ? tags.stream : (e.tid_is_int ? e.tid : -1);
     }
   }
   if (!e.cat.empty() && !saw_kineto_ && IsKinetoCategory(e.cat)) saw_kineto_ = true;
@@ -462,10 +467,13 @@ model::PhaseId ChromeTraceImporter::EmitSlice(const SliceRecord& r, uint32_t pro
   spec.pid = PidOf(process);
   spec.track = track;
   if (!cat.empty()) spec.tags.emplace_back("cat", std::string(cat));
-  if (r.has & kHasStream) spec.tags.emplace_back("stream", std::to_string(r.stream));
-  if (r.has & kHasCorrelation) spec.tags.emplace_back("correlation", std::to_string(r.correlation));
-  if (r.has & kHasDevice) spec.tags.emplace_back("device", std::to_string(r.device));
-  if (r.has & kHasExternalId) spec.tags.emplace_back("external_id", std::to_string(r.external_id));
+  if (r.tags != kNone) {
+    const ArgTags& t = tags_[r.tags];
+    if (t.has & kHasStream) spec.tags.emplace_back("stream", std::to_string(t.stream));
+    if (t.has & kHasCorrelation) spec.tags.emplace_back("correlation", std::to_string(t.correlation));
+    if (t.has & kHasDevice) spec.tags.emplace_back("device", std::to_string(t.device));
+    if (t.has & kHasExternalId) spec.tags.emplace_back("external_id", std::to_string(t.external_id));
+  }
   TimeNs end = SaturatingAdd(r.end, offset_);
   model::PhaseId id = target_.builder->AddPhase(spec, end);
   ++phases_;
@@ -475,8 +483,8 @@ model::PhaseId ChromeTraceImporter::EmitSlice(const SliceRecord& r, uint32_t pro
   return id;
 }
 
-Status ChromeTraceImporter::EmitTrack(uint32_t track_index, std::span<SliceRecord> slices, std::span<FlowRecord> flows,
-                                      model::SourceId source) {
+Status ChromeTraceImporter::EmitTrack(uint32_t track_index, SliceRange slices,
+                                      Range<std::deque<FlowRecord>::iterator> flows, model::SourceId source) {
   TrackState& t = tracks_[track_index];
   const uint32_t process = t.process;
   auto by_time = [](const SliceRecord& a, const SliceRecord& b) {
@@ -495,10 +503,8 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, std::span<SliceRecor
   if (has_pairs) {
     std::vector<size_t> open;
     std::unordered_map<uint32_t, std::vector<size_t>> open_async;  // by name: async b/e pair by name and id
-    int64_t last = INT64_MIN;
     for (size_t i = 0; i < slices.size(); ++i) {
       SliceRecord& r = slices[i];
-      last = std::max(last, r.end);
       if (r.kind == RecordKind::kBegin) {
         open.push_back(i);
       } else if (r.kind == RecordKind::kAsyncBegin) {
@@ -521,8 +527,7 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, std::span<SliceRecor
           b.end = r.start;
           b.kind = RecordKind::kComplete;
           // Tags given on the end event (Chrome merges E's args into the slice) fill gaps.
-          if (!(b.has & kHasStream) && (r.has & kHasStream)) b.stream = r.stream, b.has |= kHasStream;
-          if (!(b.has & kHasCorrelation) && (r.has & kHasCorrelation)) b.correlation = r.correlation, b.has |= kHasCorrelation;
+          if (b.tags == kNone) b.tags = r.tags;
         }
         r.kind = RecordKind::kEnd;  // removed below
       }
@@ -530,7 +535,7 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, std::span<SliceRecor
     // Begins never ended (a truncated trace): kept, ended at the track's last time.
     auto close_open = [&](std::vector<size_t>& stack) {
       for (size_t i : stack) {
-        slices[i].end = std::max(last, slices[i].start);
+        slices[i].end = std::max(max_ts_, slices[i].start);
         slices[i].kind = RecordKind::kComplete;
         Drop("begin_without_end_closed_at_trace_end");
       }
@@ -540,9 +545,9 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, std::span<SliceRecor
     for (auto& [name, stack] : open_async) close_open(stack);
     auto end_it = std::remove_if(slices.begin(), slices.end(), [](const SliceRecord& r) { return r.kind == RecordKind::kEnd; });
     kept = static_cast<size_t>(end_it - slices.begin());
-    std::sort(slices.begin(), slices.begin() + kept, by_time);
+    slices.e = slices.b + static_cast<std::ptrdiff_t>(kept);
+    std::sort(slices.begin(), slices.end(), by_time);
   }
-  slices = slices.first(kept);
   if (slices.empty() && flows.empty()) return Status::Ok();
 
   // The model's track.
@@ -565,69 +570,65 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, std::span<SliceRecor
                  : t.tid_is_int  ? fmt::format("thread {}", t.tid)
                                  : strings_.Get(t.tid_str);
   }
-  track.name = ValidUtf8(track.name);
+  while (!track.name.empty() && (track.name.back() == ' ' || track.name.back() == '\t')) track.name.pop_back();
   model::TrackId track_id = target_.builder->AddTrack(track);
 
-  // Emit: thread slices nest by time; device and async slices hang off the process.
-  struct Emitted {
-    int64_t start, end;
-    model::PhaseId phase;
-    int64_t parent;  // index of the enclosing emitted slice, -1 for none (thread tracks)
-  };
-  std::vector<Emitted> emitted;
-  emitted.reserve(slices.size());
+  // Emit: thread slices nest by time; device and async slices hang off the process. For
+  // binding flows afterwards, per slice (in the same order): its phase id and, on thread
+  // tracks, the index of its enclosing slice (-1: none).
+  std::vector<model::PhaseId> phase_of(slices.size());
+  std::vector<int32_t> parent_of;
   const bool nests = track.kind == model::TrackKind::kThread;
+  if (nests) parent_of.resize(slices.size());
   model::PhaseId container = ContainerFor(owner);
-  std::vector<size_t> stack;
-  for (const SliceRecord& r : slices) {
+  std::vector<uint32_t> stack;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const SliceRecord& r = slices[i];
     model::PhaseId parent = container;
-    int64_t parent_index = -1;
     if (nests) {
       while (!stack.empty()) {
-        const Emitted& top = emitted[stack.back()];
+        const SliceRecord& top = slices[stack.back()];
         bool ended_before = top.end < r.start || (top.end == r.start && r.end > r.start);
         if (!ended_before) break;
         stack.pop_back();
       }
+      parent_of[i] = -1;
       if (!stack.empty()) {
-        const Emitted& top = emitted[stack.back()];
-        if (r.end > top.end) Drop("slice_overlaps_parent_kept_as_child", 1);
-        parent = top.phase;
-        parent_index = static_cast<int64_t>(stack.back());
+        const SliceRecord& top = slices[stack.back()];
+        if (r.end > top.end) Drop("slice_ends_after_parent_kept_as_child");
+        parent = phase_of[stack.back()];
+        parent_of[i] = static_cast<int32_t>(stack.back());
       } else if (target_.process_phase != 0 && !iterations_.empty()) {
         parent = StitchParent(SaturatingAdd(r.start, offset_), SaturatingAdd(r.end, offset_));
       }
     }
-    model::PhaseId id = EmitSlice(r, owner, parent, track_id);
-    emitted.push_back({r.start, r.end, id, parent_index});
-    if (nests) stack.push_back(emitted.size() - 1);
+    phase_of[i] = EmitSlice(r, owner, parent, track_id);
+    if (nests) stack.push_back(static_cast<uint32_t>(i));
     GRADEML_RETURN_IF_ERROR(MaybeFlush());
   }
 
   // Flow points bind to the slice they sit on.
   for (const FlowRecord& f : flows) {
-    auto after = std::upper_bound(emitted.begin(), emitted.end(), f.ts,
-                                  [](int64_t ts, const Emitted& e) { return ts < e.start; });
+    auto after = std::upper_bound(slices.begin(), slices.end(), f.ts,
+                                  [](int64_t ts, const SliceRecord& r) { return ts < r.start; });
     model::PhaseId bound = 0;
     if (f.enclosing) {
-      if (after != emitted.begin()) {
-        int64_t j = static_cast<int64_t>(after - emitted.begin()) - 1;
-        if (nests) {
-          while (j >= 0 && emitted[j].end < f.ts) j = emitted[j].parent;
-          if (j >= 0) bound = emitted[j].phase;
-        } else {
-          for (int steps = 0; j >= 0 && steps < kOverlapWalk; --j, ++steps) {
-            if (emitted[j].end >= f.ts) {
-              bound = emitted[j].phase;
-              break;
-            }
+      int64_t j = static_cast<int64_t>(after - slices.begin()) - 1;
+      if (nests) {
+        while (j >= 0 && slices[j].end < f.ts) j = parent_of[j];
+        if (j >= 0) bound = phase_of[j];
+      } else {
+        for (int steps = 0; j >= 0 && steps < kOverlapWalk; --j, ++steps) {
+          if (slices[j].end >= f.ts) {
+            bound = phase_of[j];
+            break;
           }
         }
       }
     } else {
-      auto at = std::lower_bound(emitted.begin(), emitted.end(), f.ts,
-                                 [](const Emitted& e, int64_t ts) { return e.start < ts; });
-      if (at != emitted.end()) bound = at->phase;
+      auto at = std::lower_bound(slices.begin(), slices.end(), f.ts,
+                                 [](const SliceRecord& r, int64_t ts) { return r.start < ts; });
+      if (at != slices.end()) bound = phase_of[at - slices.begin()];
     }
     if (bound == 0) {
       Drop("flow_point_without_slice");
@@ -654,6 +655,8 @@ TimeNs ChromeTraceImporter::start_ns() const { return min_ts_ > max_ts_ ? 1 : Sa
 TimeNs ChromeTraceImporter::end_ns() const { return min_ts_ > max_ts_ ? 0 : SaturatingAdd(max_ts_, offset_); }
 
 StatusOr<ImportResult> ChromeTraceImporter::Emit() {
+  if (emitted_) return FailedPrecondition("{}: imported twice", path_);
+  emitted_ = true;
   const TraceHeader& header = header_;
   const Status& read_status = read_status_;
   model::RunBuilder& builder = *target_.builder;
@@ -756,25 +759,28 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
   }
 
   // Tracks, in groups: sort records by track, then each track by time.
-  std::stable_sort(slices_.begin(), slices_.end(),
-                   [](const SliceRecord& a, const SliceRecord& b) { return a.track < b.track; });
-  std::stable_sort(flows_.begin(), flows_.end(), [](const FlowRecord& a, const FlowRecord& b) {
-    if (a.track != b.track) return a.track < b.track;
-    return a.ts < b.ts;
+  // (std::sort: no buffer; seq makes the order total.)
+  std::sort(slices_.begin(), slices_.end(), [](const SliceRecord& a, const SliceRecord& b) {
+    return a.track != b.track ? a.track < b.track : a.seq < b.seq;
   });
-  size_t si = 0, fi = 0;
-  while (si < slices_.size() || fi < flows_.size()) {
-    uint32_t track = std::min(si < slices_.size() ? slices_[si].track : kNone, fi < flows_.size() ? flows_[fi].track : kNone);
-    size_t s_end = si, f_end = fi;
-    while (s_end < slices_.size() && slices_[s_end].track == track) ++s_end;
-    while (f_end < flows_.size() && flows_[f_end].track == track) ++f_end;
-    GRADEML_RETURN_IF_ERROR(EmitTrack(track, std::span(slices_).subspan(si, s_end - si),
-                                      std::span(flows_).subspan(fi, f_end - fi), source));
+  std::sort(flows_.begin(), flows_.end(), [](const FlowRecord& a, const FlowRecord& b) {
+    return std::tie(a.track, a.ts, a.seq) < std::tie(b.track, b.ts, b.seq);
+  });
+  auto si = slices_.begin();
+  auto fi = flows_.begin();
+  while (si != slices_.end() || fi != flows_.end()) {
+    uint32_t track = std::min(si != slices_.end() ? si->track : kNone, fi != flows_.end() ? fi->track : kNone);
+    auto s_end = si;
+    auto f_end = fi;
+    while (s_end != slices_.end() && s_end->track == track) ++s_end;
+    while (f_end != flows_.end() && f_end->track == track) ++f_end;
+    GRADEML_RETURN_IF_ERROR(EmitTrack(track, SliceRange{si, s_end}, {fi, f_end}, source));
     si = s_end;
     fi = f_end;
   }
-  std::vector<SliceRecord>().swap(slices_);
-  std::vector<FlowRecord>().swap(flows_);
+  std::deque<SliceRecord>().swap(slices_);
+  std::deque<FlowRecord>().swap(flows_);
+  std::deque<ArgTags>().swap(tags_);
 
   // Process and global instants.
   std::sort(loose_.begin(), loose_.end(), [](const SliceRecord& a, const SliceRecord& b) {
@@ -786,23 +792,33 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
               0);
   }
 
-  // Flows become edges between consecutive points of one flow (s -> t -> ... -> f).
+  // Flows become edges: s -> t -> ... -> f, in time order (s first on ties). An id may be
+  // used again once its flow ended; points that belong to no complete flow are counted.
   for (auto& [key, points] : flow_points_) {
-    if (points.size() < 2) {
-      Drop("flow_without_other_end");
-      continue;
-    }
     std::sort(points.begin(), points.end(), [](const FlowPoint& a, const FlowPoint& b) {
-      return std::tie(a.rank, a.ts, a.seq) < std::tie(b.rank, b.ts, b.seq);
+      return std::tie(a.ts, a.rank, a.seq) < std::tie(b.ts, b.rank, b.seq);
     });
     std::string_view key_text = strings_.Get(key);
     std::string_view cat = key_text.substr(0, key_text.find('\x1f'));
     std::string kind = (cat == "ac2g" || cat == "async_cpu_to_gpu") ? "launch" : cat == "fwdbwd" ? "fwdbwd" : "flow";
-    for (size_t i = 1; i < points.size(); ++i) {
-      if (points[i - 1].phase == points[i].phase) continue;
-      builder.AddEdge(model::Edge{points[i - 1].phase, points[i].phase, kind});
-      ++edges_;
+    model::PhaseId current = 0;
+    for (const FlowPoint& p : points) {
+      if (p.rank == 0) {  // s
+        if (current != 0) Drop("flow_start_without_end");
+        current = p.phase;
+        continue;
+      }
+      if (current == 0) {
+        Drop(p.rank == 1 ? "flow_step_without_start" : "flow_end_without_start");
+        continue;
+      }
+      if (current != p.phase) {
+        builder.AddEdge(model::Edge{current, p.phase, kind});
+        ++edges_;
+      }
+      current = p.rank == 2 ? 0 : p.phase;
     }
+    if (current != 0) Drop("flow_start_without_end");
   }
   flow_points_.clear();
 
@@ -842,7 +858,9 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
   int64_t dropped = 0;
   for (const auto& [reason, count] : drops_) {
     builder.AddIngestStat(source, reason, count);
-    dropped += count;
+    // Counted but kept (adjusted): not dropped.
+    bool kept = reason.ends_with("_kept_as_child") || reason.ends_with("_closed_at_trace_end");
+    if (!kept) dropped += count;
   }
   result.events = events_;
   result.phases = phases_;

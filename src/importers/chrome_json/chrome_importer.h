@@ -15,8 +15,8 @@
 #include <climits>
 #include <cstdint>
 #include <deque>
+#include <cstddef>
 #include <map>
-#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -69,15 +69,29 @@ class ChromeTraceImporter {
   // Tags taken from args, each optional (bit set in `has`).
   enum ArgBit : uint8_t { kHasStream = 1, kHasCorrelation = 2, kHasDevice = 4, kHasExternalId = 8 };
 
-  struct SliceRecord {
+  struct SliceRecord {  // 40 bytes: the sorter keeps one per event until Emit
     int64_t start = 0, end = 0;  // trace ns (before the clock offset); end == start for instants
-    int64_t stream = 0, correlation = 0, device = 0, external_id = 0;
     uint32_t track = 0;          // index into tracks_
     uint32_t name = 0, cat = kNone;
     uint32_t seq = 0;            // file order, to keep ties stable
+    uint32_t tags = kNone;       // index into tags_, for events with stream/correlation/device/external id
     RecordKind kind = RecordKind::kComplete;
+  };
+  struct ArgTags {
+    int64_t stream = 0, correlation = 0, device = 0, external_id = 0;
     uint8_t has = 0;
   };
+  // A view of consecutive records of one track in a deque.
+  template <typename It>
+  struct Range {
+    It b, e;
+    It begin() const { return b; }
+    It end() const { return e; }
+    size_t size() const { return static_cast<size_t>(e - b); }
+    bool empty() const { return b == e; }
+    auto& operator[](size_t i) const { return b[static_cast<std::ptrdiff_t>(i)]; }
+  };
+  using SliceRange = Range<std::deque<SliceRecord>::iterator>;
   struct FlowRecord {
     int64_t ts = 0;
     uint32_t track = 0;
@@ -137,7 +151,7 @@ class ChromeTraceImporter {
   // Finish() steps.
   void DecideClock(const TraceHeader& header);
   Status MakeProcessesAndTracks(model::SourceId source);
-  Status EmitTrack(uint32_t track, std::span<SliceRecord> slices, std::span<FlowRecord> flows, model::SourceId source);
+  Status EmitTrack(uint32_t track, SliceRange slices, Range<std::deque<FlowRecord>::iterator> flows, model::SourceId source);
   model::PhaseId EmitSlice(const SliceRecord& r, uint32_t process, model::PhaseId parent, model::TrackId track);
   int32_t PidOf(uint32_t process) const;
   model::PhaseId ContainerFor(uint32_t process) const;
@@ -152,12 +166,14 @@ class ChromeTraceImporter {
   std::vector<TrackState> tracks_;
   std::map<std::tuple<uint32_t, int64_t, uint32_t>, uint32_t> track_index_;  // (process, tid, tid_str)
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> async_index_;  // (process, cat, id)
-  std::vector<SliceRecord> slices_;
+  // Deques: they grow in blocks, without the copy and the 2x slack of a vector's growth.
+  std::deque<SliceRecord> slices_;
+  std::deque<ArgTags> tags_;
   std::vector<SliceRecord> loose_;  // global and process-scoped instants (track = process index, kNone: global)
   std::vector<model::Phase> iterations_;  // target's, sorted by start
   uint32_t host_process_ = kNone;
-  std::vector<FlowRecord> flows_;
-  std::vector<CounterRecord> counters_;
+  std::deque<FlowRecord> flows_;
+  std::deque<CounterRecord> counters_;
   std::vector<CounterSeries> counter_series_;
   std::map<std::tuple<uint32_t, std::string>, uint32_t> counter_index_;
   std::map<std::string, int64_t> drops_;
@@ -169,6 +185,7 @@ class ChromeTraceImporter {
   int64_t since_flush_ = 0;
   uint32_t seq_ = 0;
   bool ts_float_ = false;
+  bool emitted_ = false;
   bool saw_kineto_ = false;   // Kineto categories (cpu_op, kernel, cuda_runtime, ...)
   bool saw_cpu_functions_ = false;
   int64_t min_ts_ = INT64_MAX, max_ts_ = INT64_MIN;

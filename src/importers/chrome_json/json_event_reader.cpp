@@ -8,6 +8,9 @@
 // event plus one chunk.
 #include "importers/chrome_json/json_event_reader.h"
 
+// No exceptions from simdjson: every result is checked (a conversion that would throw on bad
+// input does not compile).
+#define SIMDJSON_EXCEPTIONS 0
 #include <simdjson.h>
 
 #include <algorithm>
@@ -244,11 +247,14 @@ class Reader {
   // At a '"': reads the key (raw bytes; top-level keys we look for have no escapes). Keys
   // longer than 256 bytes are not kept (none of ours is that long).
   Status ReadKey(std::string* key) {
-    size_t start = pos_;
+    const uint64_t start = Offset(pos_);  // an offset: the window may move under an index
     ++pos_;
     bool escaped = false;
     for (;;) {
-      if (pos_ >= len_ && !Available()) return EndedEarly(start, "truncated: the input ends inside a key");
+      if (pos_ >= len_ && !Available()) {
+        if (!input_error_.ok()) return input_error_;
+        return Corrupt("{}: byte {}: truncated: the input ends inside a key", input_.path(), start);
+      }
       char c = buf_[pos_++];
       if (escaped) {
         escaped = false;
@@ -679,9 +685,13 @@ class Reader {
           out.i = b ? 1 : 0;
           break;
         }
-        case od::json_type::null:
-          if (av.is_null()) out.kind = ArgValue::kNull;
+        case od::json_type::null: {
+          bool is_null = false;
+          if (auto e = av.is_null().get(is_null)) return BadEvent(open, e);
+          if (!is_null) return Error(open, "invalid JSON in an event (a bad literal)");
+          out.kind = ArgValue::kNull;
           break;
+        }
         case od::json_type::object: {
           od::object o;
           if (auto e = av.get_object().get(o)) return BadEvent(open, e);
@@ -771,9 +781,9 @@ bool LooksLikeChromeTrace(std::string_view b) {
 }
 
 std::optional<int64_t> DecimalToInt64(std::string_view text, int scale_pow10) {
-  // The common case first: [-]digits[.digits] with at most 18 significant digits, whose
-  // fraction fits the scale (no rounding): one pass in 64-bit integers.
-  if (scale_pow10 >= 0 && scale_pow10 <= 3 && !text.empty() && text.size() <= 19) {
+  // The common case first: [-]digits[.digits] with at most 19 digits, whose fraction fits
+  // the scale (no rounding): one pass in 64-bit integers, overflow checked.
+  if (scale_pow10 >= 0 && scale_pow10 <= 3 && !text.empty() && text.size() <= 21) {
     size_t k = 0;
     bool neg = text[0] == '-';
     if (neg) k = 1;
@@ -784,7 +794,7 @@ std::optional<int64_t> DecimalToInt64(std::string_view text, int scale_pow10) {
     for (; k < text.size(); ++k) {
       char c = text[k];
       if (c >= '0' && c <= '9') {
-        acc = acc * 10 + static_cast<uint64_t>(c - '0');
+        acc = acc * 10 + static_cast<uint64_t>(c - '0');  // 19 digits < 2^64
         ++digits_seen;
         if (frac >= 0) ++frac;
       } else if (c == '.' && frac < 0) {
@@ -795,10 +805,13 @@ std::optional<int64_t> DecimalToInt64(std::string_view text, int scale_pow10) {
       }
     }
     int shift = scale_pow10 - std::max(frac, 0);
-    if (simple && digits_seen > 0 && frac != 0 && shift >= 0 && digits_seen + shift <= 18) {
+    if (simple && digits_seen > 0 && digits_seen <= 19 && frac != 0 && shift >= 0) {
       static constexpr uint64_t kPow10[] = {1, 10, 100, 1000};
-      acc *= kPow10[shift];  // below 10^18: fits in int64
-      return neg ? -static_cast<int64_t>(acc) : static_cast<int64_t>(acc);
+      uint64_t scaled;
+      if (!__builtin_mul_overflow(acc, kPow10[shift], &scaled) &&
+          scaled <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return neg ? -static_cast<int64_t>(scaled) : static_cast<int64_t>(scaled);
+      }
     }
   }
   size_t i = 0;

@@ -38,7 +38,8 @@ struct ArgValue {
   enum Kind { kInt, kDouble, kString, kBool, kNull, kOther } kind = kNull;
   int64_t i = 0;        // kInt; kBool: 0 or 1
   double d = 0;         // kDouble (and kInt, as a double)
-  std::string_view s;   // kString: unescaped; kOther (object, array, a number beyond int64): raw JSON text
+  std::string_view s;   // kString: unescaped; kInt, kDouble: the number's text as written (for
+                        // exact conversions); kOther (object, array, an integer beyond int64): raw JSON text
 };
 
 struct RawTraceEvent {
