@@ -1,5 +1,7 @@
 """Auto-instrumentation against the fake native layer: exact phase sequences."""
+import json
 import os
+import time
 import tempfile
 import unittest
 
@@ -521,3 +523,93 @@ class SerialisationTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipIf(torch is None and not _CI, "torch not importable with this interpreter")
+class TorchTraceExportTest(unittest.TestCase):
+    """export_chrome_trace of torch's profilers: one trace_export phase per file, tagged with
+    its absolute path and the profiler's start (what torch 1.13's relative ts count from)."""
+
+    def setUp(self):
+        self.r = use_recorder()
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        disable()
+
+    def _exports(self):
+        return [p for p in self.r.phases() if p[1] == "trace_export"]
+
+    def _work(self, marks):
+        x = torch.randn(32, 32)
+        for _ in range(3):
+            a = time.time_ns()
+            torch.mm(x, x)
+            marks.append((a, time.time_ns()))
+
+    def test_autograd_profiler_export(self):
+        marks = []
+        before = time.time_ns()
+        with torch.autograd.profiler.profile() as prof:
+            self._work(marks)
+        path = os.path.join(self.dir, "legacy.json")
+        cwd = os.getcwd()
+        os.chdir(self.dir)
+        try:
+            prof.export_chrome_trace("legacy.json")  # relative: tagged absolute
+        finally:
+            os.chdir(cwd)
+        (name, ptype, tags, _, _), = self._exports()
+        self.assertEqual(name, "torch.profiler export")
+        self.assertEqual(tags["trace.path"], path)
+        self.assertEqual(tags["trace.writer"], "torch.autograd.profiler")
+        anchor = int(tags["trace.anchor_ns"])
+        self.assertGreaterEqual(anchor, before - 1000)  # torch truncates to whole us
+        # The anchor plus each aten::mm's ts lies between the wall-clock times taken around it.
+        with open(path) as f:
+            events = json.load(f)
+        mms = [e for e in events if e["name"] == "aten::mm"]
+        self.assertEqual(len(mms), 3)
+        for e, (a, b) in zip(mms, marks):
+            start = anchor + int(e["ts"]) * 1000
+            self.assertGreaterEqual(start, a - 1000)
+            self.assertLessEqual(start + int(e["dur"]) * 1000, b + 1000)
+
+    def test_torch_profiler_gz_and_handler(self):
+        import torch.profiler as tp
+
+        with tp.profile() as prof:
+            self._work([])
+        prof.export_chrome_trace(os.path.join(self.dir, "t.json.gz"))
+        (_, _, tags, _, _), = self._exports()  # the inner export is not a second phase
+        self.assertEqual(tags["trace.path"], os.path.join(self.dir, "t.json.gz"))
+        self.assertEqual(tags["trace.writer"], "torch.profiler")
+        self.assertIn("trace.anchor_ns", tags)
+
+        self.r = use_recorder()
+        handler_dir = os.path.join(self.dir, "tb")
+        with tp.profile(schedule=tp.schedule(wait=0, warmup=1, active=2, repeat=1),
+                        on_trace_ready=tp.tensorboard_trace_handler(handler_dir)) as prof:
+            for _ in range(4):
+                self._work([])
+                prof.step()
+        exports = self._exports()
+        self.assertEqual(len(exports), 1)
+        written = os.listdir(handler_dir)
+        self.assertEqual([os.path.join(handler_dir, w) for w in written], [exports[0][2]["trace.path"]])
+
+    def test_failed_export_not_tagged(self):
+        with torch.autograd.profiler.profile() as prof:
+            self._work([])
+        with self.assertRaises(OSError):
+            prof.export_chrome_trace(os.path.join(self.dir, "missing", "x.json"))
+        (_, _, tags, _, _), = self._exports()
+        self.assertEqual(tags, {})
+
+    def test_disabled_no_events(self):
+        disable()
+        with torch.autograd.profiler.profile() as prof:
+            self._work([])
+        prof.export_chrome_trace(os.path.join(self.dir, "x.json"))
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "x.json")))
+        self.assertEqual(self.r.events, [])

@@ -26,6 +26,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     std::string auto_detail;
     int jobs = 0;
     std::string rules;
+    std::vector<std::string> imports;
     std::vector<std::string> command;
   };
   auto opts = std::make_shared<Options>();
@@ -43,7 +44,14 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       "recognised in their output (docs/log-rules.md). grademl exits non-zero if a step failed.\n"
       "A store that fails during the run (full disk, damage, a long lock) is reported on stderr at once\n"
       "and at the end, and never changes the exit code; one unusable at start is refused before CMD runs.\n"
+      "Traces written during the run are imported when it ends (docs/import.md), with no flag: those\n"
+      "torch.profiler writes (export_chrome_trace, tensorboard_trace_handler, on_trace_ready; torch 1.13's\n"
+      "torch.autograd.profiler too) under the process that wrote them and its iteration phases, on its\n"
+      "clock; a workflow step's outs that are traces under that step; --import GLOB for any other\n"
+      "writer, under the run. A failed import is said on stderr and kept as the run's error; it never\n"
+      "changes the exit code.\n"
       "Examples: grademl run -- python3 train.py --epochs 3\n"
+      "          grademl run --import 'traces/*.json.gz' -- ./train.sh\n"
       "          grademl run -j 2 examples/digits/pipeline.yaml");
   sub->add_option("--interval", opts->interval,
                   "Sampling interval with its unit, from 1ms to 1h, e.g. 100ms, 0.5s (a bare number is refused)")
@@ -78,6 +86,11 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
                   "that outlives grademl; a terminal is left as it is and not read) and matched by these "
                   "rules and the built-in ones")
       ->check(CLI::ExistingFile);
+  sub->add_option("--import", opts->imports,
+                  "Trace files (Chrome trace JSON, PyTorch/Kineto; gzip/zstd) to import under the run when it "
+                  "ends: a glob, expanded then (quote it), relative to the current directory; repeatable")
+      ->type_name("GLOB")
+      ->allow_extra_args(false);  // one value per --import: what follows is the command
   sub->add_option("command", opts->command, "The command and its arguments (after --)")->required();
   sub->prefix_command();
   return [opts, &common, sub]() -> int {
@@ -117,6 +130,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     options.verbose = opts->verbose;
     options.auto_instrument = !opts->no_auto;
     options.auto_detail = opts->auto_detail;
+    options.import_globs = opts->imports;
     StatusOr<workflow::MonitoredCommandResult> result = Status(StatusCode::kInternal, "not run");
     std::unique_ptr<workflow::OutputRelay> relay;  // a single command's output, for --rules
     if (command.size() == 1 && workflow::LooksLikeWorkflowFile(command[0])) {

@@ -1,5 +1,7 @@
 #include "model/run_builder.h"
 
+#include <algorithm>
+
 #include "core/status.h"
 
 namespace grademl::model {
@@ -162,6 +164,18 @@ std::unordered_set<std::string> RunBuilder::PhaseLeafTypes() const {
   std::lock_guard lock(mu_);
   std::unordered_set<std::string> out;
   for (const auto& [id, phase] : phases_) out.emplace(phase.leaf_type());
+  return out;
+}
+
+std::vector<Phase> RunBuilder::PhasesWhere(const std::function<bool(const Phase&)>& keep) const {
+  std::vector<Phase> out;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, phase] : phases_) {
+      if (keep(phase)) out.push_back(phase);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Phase& a, const Phase& b) { return a.id < b.id; });
   return out;
 }
 

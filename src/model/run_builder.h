@@ -11,6 +11,7 @@
 // one per sample, while the piecewise shape of every series is kept exactly.
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -83,6 +84,8 @@ class RunBuilder {
   std::optional<Phase> GetPhase(PhaseId id) const;
   // The leaf types of every phase so far (process, epoch, ...).
   std::unordered_set<std::string> PhaseLeafTypes() const;
+  // Copies of the phases held (begun, not bulk-added) for which `keep` is true, by id.
+  std::vector<Phase> PhasesWhere(const std::function<bool(const Phase&)>& keep) const;
 
   // A finished phase (end_ns >= spec.start_ns). It is handed out in the next delta and not
   // kept in memory afterwards (GetPhase no longer finds it; it can still be a parent):

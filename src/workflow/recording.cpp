@@ -25,6 +25,7 @@
 #include "store/background_writer.h"
 #include "store/database.h"
 #include "workflow/events_dir.h"
+#include "workflow/trace_stitching.h"
 
 extern char** environ;
 
@@ -182,6 +183,7 @@ struct Recording::Impl {
   std::unique_ptr<EventsDirectory> events_folder;  // locked while the run is live
   std::vector<std::pair<std::string, std::string>> instrument_env;  // set for every launched command
   std::string python_path_prefix;  // our package and its autoload dir, first in every PYTHONPATH
+  std::unique_ptr<TraceStitching> traces;  // imported when the run ends
 };
 
 Recording::Recording(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -225,6 +227,15 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
                                         .type = std::string(model::kPhaseTypeRun),
                                         .start_ns = info.start_ns,
                                         .host = info.host});
+  Impl* self = impl.get();
+  TraceStitching::Hooks trace_hooks{
+      .process_resource = [self](int32_t pid, model::PhaseId phase) -> model::ResourceId {
+        collect::ProcessTreeMonitor::ProcessRef ref = self->processes->Lookup(pid);
+        return ref.phase == phase ? ref.resource : 0;
+      },
+      .flush = [self] { (void)self->writer->FlushNow(); }};
+  impl->traces = std::make_unique<TraceStitching>(&builder, impl->run_phase, info.host, std::move(trace_hooks));
+  for (const std::string& pattern : options.import_globs) impl->traces->AddGlob(pattern);
   model::ResourceId host_resource =
       builder.AddResource({.parent = 0, .kind = model::ResourceKind::kHost, .name = info.host, .host = info.host});
   // The recording host is the run's reference clock.
@@ -523,6 +534,10 @@ void Recording::SignalTree(int signo, const std::vector<pid_t>& groups) {
 
 bool Recording::TreeRunning() { return impl_->processes->AnyRunning(); }
 
+void Recording::ImportStepOuts(const std::vector<std::string>& outs, const std::string& cwd, model::PhaseId step) {
+  impl_->traces->AddStepOuts(outs, cwd, step);
+}
+
 Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_signal, const std::string& error) {
   if (impl_->finished) return Status::Ok();
   impl_->finished = true;
@@ -557,13 +572,24 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   }
   impl_->events_folder.reset();  // everything is in the store now
   if (on_events_final_) on_events_final_(end);
+  // Traces written during the run, under the processes and steps that wrote them. A
+  // failure is a message and part of the run's error, never a different exit code.
+  std::string run_error = error;
+  TraceStitching::Outcome imports = impl_->traces->ImportAll(end);
+  for (const std::string& line : imports.errors) {
+    std::fprintf(stderr, "grademl: %s\n", line.c_str());
+    run_error += (run_error.empty() ? "" : "; ") + line;
+  }
+  if (impl_->options.verbose) {
+    for (const std::string& line : imports.imported) std::fprintf(stderr, "grademl: imported %s\n", line.c_str());
+  }
   model::RunBuilder& builder = *impl_->builder;
   builder.EndPhase(impl_->run_phase, end);
   builder.UpdateRunInfo([&](model::RunInfo& i) {
     i.end_ns = end;
     i.exit_code = exit_code;
     i.exit_signal = exit_signal;
-    i.error = error;
+    i.error = run_error;
     i.complete = true;
     i.monitor_cpu_seconds = SelfCpuSeconds();
   });

@@ -43,6 +43,7 @@ struct RecordingOptions {
   bool verbose = false;                        // say which monitors are on, on stderr
   bool auto_instrument = true;                 // Python auto-instrumentation in launched processes
   std::string auto_detail;                     // "" (default granularity) or "modules" (every nn.Module call)
+  std::vector<std::string> import_globs;       // `--import GLOB`: trace files imported when the run ends
 };
 
 // Where the pieces that instrumented processes load live: libgrademl.so (next to the grademl
@@ -113,7 +114,13 @@ class Recording {
   // Takes the terminal back from a foreground command (a no-op when it was not given).
   void ReclaimTerminal();
 
-  // Ends the run: last pass, every phase closed, info written, final flush. Idempotent.
+  // A workflow step's declared outs (relative to `cwd`): the trace files among them are
+  // imported under `step` when the run ends (trace_stitching.h).
+  void ImportStepOuts(const std::vector<std::string>& outs, const std::string& cwd, model::PhaseId step);
+
+  // Ends the run: last pass, every phase closed, the traces written during the run imported
+  // (trace_stitching.h; a failure is said on stderr and added to the run's error, never
+  // returned), info written, final flush. Idempotent.
   Status Finish(std::optional<int> exit_code, std::optional<int> exit_signal, const std::string& error);
   // Called by Finish once the processes and in-process events are final, before the run's
   // phase ends and the store is flushed (log-rule phases are added there, see

@@ -186,6 +186,7 @@ class Runner {
     for (const StepDependency& d : spec_.dependencies) {
       if (d.to == index) builder.AddEdge({.from = steps_[d.from].phase, .to = s.phase, .kind = d.via});
     }
+    recording_->ImportStepOuts(spec.outs, spec.cwd, s.phase);  // the traces among them, when the run ends
     auto env = spec.env;
     env.emplace_back("GRADEML_STEP", spec.name);
     Recording::Launched launched = recording_->Launch(

@@ -24,6 +24,21 @@ TEST(RunBuilderTest, PhaseTypesArePathsFromTheRoot) {
   EXPECT_EQ(b.GetPhase(child)->parent, proc);
 }
 
+TEST(RunBuilderTest, PhasesWhereCopiesTheMatchingOnesById) {
+  RunBuilder b(RunInfo{});
+  PhaseId run = b.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 10});
+  PhaseId p1 = b.BeginPhase({.parent = run, .name = "a", .type = "iteration", .start_ns = 11, .pid = 7});
+  b.BeginPhase({.parent = run, .name = "b", .type = "epoch", .start_ns = 12, .pid = 7});
+  PhaseId p3 = b.BeginPhase({.parent = p1, .name = "c", .type = "iteration", .start_ns = 13, .pid = 7});
+  b.TakeDelta();  // held phases stay, whatever was handed out
+  std::vector<Phase> found = b.PhasesWhere([](const Phase& p) { return p.leaf_type() == "iteration"; });
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].id, p1);
+  EXPECT_EQ(found[1].id, p3);
+  EXPECT_EQ(found[1].type, "run/iteration/iteration");
+  EXPECT_TRUE(b.PhasesWhere([](const Phase& p) { return p.pid == 8; }).empty());
+}
+
 TEST(RunBuilderTest, DeltaCarriesOnlyChanges) {
   RunBuilder b(RunInfo{});
   PhaseId run = b.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 10});

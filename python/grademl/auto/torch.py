@@ -13,6 +13,8 @@ Phases (name / type):
   backward / backward        outermost Tensor.backward / torch.autograd.backward
   optimizer.step / optimizer_step  outermost step() of any torch.optim.Optimizer subclass
   <LossClass> / loss         an outermost call of a loss module (nn.CrossEntropyLoss()(...))
+  torch.profiler export / trace_export  each export_chrome_trace of torch's profiler, tagged
+                             trace.path / trace.anchor_ns: grademl imports it (torch_trace.py)
   torch_threads=N            torch.get_num_threads(): on every epoch (at its start), and on
                              the process's first forward phase and any forward phase after
                              which it changed (programs without a DataLoader have it too)
@@ -70,7 +72,8 @@ def _detail():
 
 
 def _patch_torch(torch):
-    steps = [_patch_module_call, _patch_backward, _patch_optimizers, _patch_dataloader, _patch_serialization]
+    steps = [_patch_module_call, _patch_backward, _patch_optimizers, _patch_dataloader, _patch_serialization,
+             _patch_profiler_export]
     if "ops" in _detail():
         steps.append(_enable_op_detail)
     for fn in steps:
@@ -78,6 +81,14 @@ def _patch_torch(torch):
             fn(torch)
         except Exception as e:
             guard(f"torch:{fn.__name__}", e)
+
+
+def _patch_profiler_export(torch):
+    """Traces written by torch's profiler: a phase "torch.profiler export" tagged with the
+    file's path and the profiler's start, so grademl imports the trace (torch_trace.py)."""
+    from . import torch_trace
+
+    torch_trace.patch(torch)
 
 
 def _patch_serialization(torch):

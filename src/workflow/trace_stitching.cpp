@@ -1,0 +1,237 @@
+#include "workflow/trace_stitching.h"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "core/text.h"
+#include "importers/importer.h"
+#include "importers/chrome_json/json_event_reader.h"
+#include "importers/trace_input.h"
+
+namespace grademl::workflow {
+namespace fs = std::filesystem;
+namespace {
+
+std::optional<std::string> TagOf(const model::Phase& phase, std::string_view key) {
+  for (const auto& [k, v] : phase.tags) {
+    if (k == key) return v;
+  }
+  return std::nullopt;
+}
+
+std::optional<TimeNs> ParseNs(const std::string& text) {
+  TimeNs value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value <= 0) return std::nullopt;
+  return value;
+}
+
+// The real path a request names, so that one file reached two ways is imported once.
+std::string Identity(const std::string& path) {
+  std::error_code ec;
+  fs::path canonical = fs::weakly_canonical(path, ec);
+  return ec ? path : canonical.string();
+}
+
+// A cheap look at the first bytes before the importer's own sniffing: compressed (gzip,
+// zstd) or text starting with '{' or '['.
+bool MayBeTrace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[64] = {};
+  in.read(head, sizeof head);
+  std::streamsize n = in.gcount();
+  if (n >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b) return true;
+  if (n >= 4 && static_cast<unsigned char>(head[0]) == 0x28 && static_cast<unsigned char>(head[1]) == 0xb5 &&
+      static_cast<unsigned char>(head[2]) == 0x2f && static_cast<unsigned char>(head[3]) == 0xfd) {
+    return true;
+  }
+  for (std::streamsize i = 0; i < n; ++i) {
+    char c = head[i];
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+    return c == '{' || c == '[';
+  }
+  return false;
+}
+
+}  // namespace
+
+bool LooksLikeTraceFile(const std::string& path) {
+  if (!MayBeTrace(path)) return false;
+  auto input = importers::TraceInput::Open(path);
+  if (!input.ok()) return false;
+  std::string head;
+  while (head.size() < 64 * 1024) {
+    auto chunk = (*input)->Next();
+    if (!chunk.ok() || chunk->empty()) break;
+    head.append(chunk->data(), std::min(chunk->size(), 64 * 1024 - head.size()));
+  }
+  if (!importers::chrome_json::LooksLikeChromeTrace(head)) return false;
+  // A bare array of JSON objects is a trace only when its events have a phase ("ph"): an
+  // out holding records ([{"id": 1}, ...]) is data, not a trace.
+  size_t first = head.find_first_not_of(" \t\r\n\xEF\xBB\xBF");
+  return first == std::string::npos || head[first] != '[' || head.find("\"ph\"") != std::string::npos;
+}
+
+TraceStitching::TraceStitching(model::RunBuilder* builder, model::PhaseId run_phase, std::string host, Hooks hooks)
+    : builder_(builder), run_phase_(run_phase), host_(std::move(host)), hooks_(std::move(hooks)) {}
+
+void TraceStitching::AddGlob(std::string pattern) { globs_.push_back(std::move(pattern)); }
+
+void TraceStitching::AddStepOuts(const std::vector<std::string>& outs, const std::string& cwd, model::PhaseId step) {
+  if (!outs.empty()) step_outs_.push_back({outs, cwd, step});
+}
+
+std::vector<TraceStitching::Request> TraceStitching::ProfilerExports() const {
+  std::vector<model::Phase> exports = builder_->PhasesWhere([](const model::Phase& p) {
+    return p.leaf_type() == kTraceExportType && TagOf(p, kTracePathTag).has_value();
+  });
+  // A path written twice holds the last export.
+  std::stable_sort(exports.begin(), exports.end(),
+                   [](const model::Phase& a, const model::Phase& b) { return a.start_ns > b.start_ns; });
+  std::vector<Request> out;
+  for (const model::Phase& e : exports) {
+    Request r{.path = *TagOf(e, kTracePathTag), .origin = "torch.profiler"};
+    if (auto anchor = TagOf(e, kTraceAnchorTag)) r.anchor_ns = ParseNs(*anchor);
+    // The process that wrote it: the export phase's nearest process ancestor.
+    for (std::optional<model::Phase> p = builder_->GetPhase(e.parent); p; p = builder_->GetPhase(p->parent)) {
+      if (p->leaf_type() == model::kPhaseTypeProcess) {
+        r.process = p->id;
+        r.under = p->id;
+        break;
+      }
+      if (p->parent == 0) break;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<TraceStitching::Request> TraceStitching::StepOutTraces() const {
+  std::vector<Request> out;
+  for (const StepOuts& s : step_outs_) {
+    for (const std::string& written : s.outs) {
+      fs::path path = fs::path(written).is_absolute() ? fs::path(written) : fs::path(s.cwd) / written;
+      std::error_code ec;
+      if (fs::is_regular_file(path, ec)) {
+        if (LooksLikeTraceFile(path.string())) out.push_back({.path = path.string(), .under = s.step, .origin = "step outs"});
+        continue;
+      }
+      if (!fs::is_directory(path, ec)) continue;
+      std::vector<std::string> found;
+      size_t scanned = 0;
+      for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied, ec);
+           !ec && it != fs::recursive_directory_iterator() && scanned < kMaxOutFilesScanned; it.increment(ec)) {
+        std::error_code type_ec;
+        if (!it->is_regular_file(type_ec)) continue;
+        ++scanned;
+        if (LooksLikeTraceFile(it->path().string())) found.push_back(it->path().string());
+      }
+      std::sort(found.begin(), found.end());
+      for (std::string& f : found) out.push_back({.path = std::move(f), .under = s.step, .origin = "step outs"});
+    }
+  }
+  return out;
+}
+
+std::vector<TraceStitching::Request> TraceStitching::GlobMatches(std::vector<std::string>& errors) const {
+  std::vector<Request> out;
+  for (const std::string& pattern : globs_) {
+    glob_t g{};
+    int rc = glob(pattern.c_str(), GLOB_TILDE | GLOB_BRACE, nullptr, &g);
+    if (rc == 0) {
+      for (size_t i = 0; i < g.gl_pathc; ++i) {
+        std::error_code ec;
+        if (fs::is_regular_file(g.gl_pathv[i], ec)) out.push_back({.path = g.gl_pathv[i], .origin = "--import"});
+      }
+    } else {
+      errors.push_back(fmt::format("--import '{}' matched no file", EscapeControl(pattern)));
+    }
+    globfree(&g);
+  }
+  return out;
+}
+
+void TraceStitching::Import(const Request& r, TimeNs end, Outcome& outcome) {
+  // Only regular files: a path a program tagged may name a FIFO or a device, whose reading
+  // would never end.
+  std::error_code ec;
+  if (!fs::is_regular_file(r.path, ec)) {
+    outcome.errors.push_back(fmt::format("trace {} ({}) not imported: {}", EscapeControl(r.path), r.origin,
+                                         fs::exists(r.path, ec) ? "not a regular file" : "no such file"));
+    return;
+  }
+  importers::ImportTarget target{.builder = builder_};
+  target.under = r.under != 0 ? r.under : run_phase_;
+  target.anchor_ns = r.anchor_ns;
+  std::optional<model::Phase> window = builder_->GetPhase(r.process != 0 ? r.process : target.under);
+  if (window) {
+    target.align_start_ns = window->start_ns;
+    target.align_end_ns = window->ended() ? window->end_ns : end;
+  }
+  if (r.process != 0 && window) {
+    target.host = window->host;
+    target.pid = window->pid;
+    target.process_phase = r.process;
+    if (hooks_.process_resource) target.process_resource = hooks_.process_resource(window->pid, r.process);
+    // The process's recorded iterations: its phases (same pid) of type iteration whose
+    // parent chain reaches the process phase.
+    std::vector<model::Phase> own = builder_->PhasesWhere(
+        [&](const model::Phase& p) { return p.pid == window->pid && p.host == window->host; });
+    std::unordered_map<model::PhaseId, model::PhaseId> parent_of;
+    for (const model::Phase& p : own) parent_of[p.id] = p.parent;
+    for (model::Phase& p : own) {
+      if (p.leaf_type() != "iteration") continue;
+      model::PhaseId at = p.parent;
+      while (at != 0 && at != r.process) {
+        auto it = parent_of.find(at);
+        at = it == parent_of.end() ? 0 : it->second;
+      }
+      if (at == r.process) {
+        if (!p.ended()) p.end_ns = target.align_end_ns;
+        target.iterations.push_back(std::move(p));
+      }
+    }
+  } else {
+    target.host = host_;
+  }
+  if (hooks_.flush) {
+    target.flush = [this] {
+      hooks_.flush();
+      return Status::Ok();  // a failing store is the writer's to report; the import goes on
+    };
+  }
+  auto result = importers::ImportTraceFile(r.path, target);
+  if (!result.ok()) {
+    outcome.errors.push_back(fmt::format("trace {} ({}) not imported: {}", EscapeControl(r.path), r.origin,
+                                         EscapeControl(result.status().message())));
+    return;
+  }
+  if (result->partial || !result->error.ok()) {
+    outcome.errors.push_back(fmt::format("trace {} ({}) imported in part: {}", EscapeControl(r.path), r.origin,
+                                         EscapeControl(result->error.message())));
+  }
+  outcome.imported.push_back(fmt::format("{} ({}): {} phases", EscapeControl(r.path), r.origin, result->phases));
+}
+
+TraceStitching::Outcome TraceStitching::ImportAll(TimeNs end) {
+  Outcome outcome;
+  std::vector<Request> requests = ProfilerExports();
+  for (Request& r : StepOutTraces()) requests.push_back(std::move(r));
+  for (Request& r : GlobMatches(outcome.errors)) requests.push_back(std::move(r));
+  std::set<std::string> done;
+  for (const Request& r : requests) {
+    if (!done.insert(Identity(r.path)).second) continue;
+    Import(r, end, outcome);
+  }
+  return outcome;
+}
+
+}  // namespace grademl::workflow

@@ -1,0 +1,87 @@
+// TraceStitching: the framework traces a run imports when it ends (docs/import.md, "Traces
+// written during `grademl run`"). Three kinds, each file imported once (by its real path),
+// in this order of precedence:
+//   1. traces torch's profiler wrote inside the run: the Python auto-instrumentation's
+//      `trace_export` phases (tags trace.path, trace.anchor_ns), imported under the process
+//      that wrote them, its recorded iteration phases, on its host and clock;
+//   2. trace files among a workflow step's declared outs (files, or files inside an out
+//      directory, told apart by their content), imported under that step;
+//   3. files matching `grademl run --import GLOB`, imported under the run's phase.
+// Everything goes through importers::ImportTraceFile and the run's RunBuilder. A failed
+// import is a message (one line, escaped), never a failed run: the caller reports it and
+// records it in the run's error field.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/run.h"
+#include "model/run_builder.h"
+
+namespace grademl::workflow {
+
+// The Python auto-instrumentation's phase around a profiler export, and its tags.
+inline constexpr std::string_view kTraceExportType = "trace_export";
+inline constexpr char kTracePathTag[] = "trace.path";
+inline constexpr char kTraceAnchorTag[] = "trace.anchor_ns";
+
+// Files looked at inside one out directory, at most (an out may be a large dataset).
+inline constexpr size_t kMaxOutFilesScanned = 10000;
+
+class TraceStitching {
+ public:
+  // What the recording offers: the resource of a recorded process phase (pid, phase; 0 when
+  // unknown), where a stitched trace's counters go; and a way to write what the builder
+  // holds now, called every few tens of thousands of imported phases (memory stays bounded).
+  struct Hooks {
+    std::function<model::ResourceId(int32_t pid, model::PhaseId phase)> process_resource;
+    std::function<void()> flush;
+  };
+  TraceStitching(model::RunBuilder* builder, model::PhaseId run_phase, std::string host, Hooks hooks = {});
+
+  // `grademl run --import GLOB`: expanded when the run ends, relative to grademl's directory.
+  void AddGlob(std::string pattern);
+  // A step's declared outs (relative to `cwd` unless absolute): the traces among them.
+  void AddStepOuts(const std::vector<std::string>& outs, const std::string& cwd, model::PhaseId step);
+
+  struct Outcome {
+    std::vector<std::string> imported;  // "PATH: N phases" per file imported
+    std::vector<std::string> errors;    // one escaped line per failure
+  };
+  // Imports everything; call once, when every process and in-process event is final.
+  // `end`: the run's end (phases still open count as ending there).
+  Outcome ImportAll(TimeNs end);
+
+ private:
+  struct Request {
+    std::string path;
+    model::PhaseId under = 0;        // 0: the run's phase
+    model::PhaseId process = 0;      // stitched under this recorded process
+    std::optional<TimeNs> anchor_ns;
+    std::string origin;              // for messages: "torch.profiler", "step outs", "--import"
+  };
+  std::vector<Request> ProfilerExports() const;
+  std::vector<Request> StepOutTraces() const;
+  std::vector<Request> GlobMatches(std::vector<std::string>& errors) const;
+  void Import(const Request& request, TimeNs end, Outcome& outcome);
+
+  model::RunBuilder* builder_;
+  model::PhaseId run_phase_;
+  std::string host_;
+  Hooks hooks_;
+  std::vector<std::string> globs_;
+  struct StepOuts {
+    std::vector<std::string> outs;
+    std::string cwd;
+    model::PhaseId step = 0;
+  };
+  std::vector<StepOuts> step_outs_;
+};
+
+// Whether the file's content (after gzip / zstd) looks like a trace grademl can import.
+bool LooksLikeTraceFile(const std::string& path);
+
+}  // namespace grademl::workflow
