@@ -5,6 +5,10 @@
 // the visible rows whose time range meets the view (binary search per row on start, with
 // the row's longest duration as slack), and phases narrower than a pixel are merged into one
 // pixel column, so a view over 100,000 phases draws a few thousand rectangles.
+//
+// Phases of imported traces on a track of their own (a GPU stream, a thread of the trace)
+// lie in bands of rows (data.timeline.bands): each band is tinted and labelled with its
+// track ("GPU 0 stream 7") at the left edge of the canvas.
 
 import { el } from './dom.js';
 import { BOUNDS, CRITICAL_COLOR, typeColor } from './labels.js';
@@ -28,6 +32,9 @@ export class Timeline {
     this.hover = -1;
     this.indexById = new Map();
     for (let i = 0; i < this.n; ++i) this.indexById.set(this.t.id[i], i);
+    this.tracks = this.t.tracks || [];
+    this.bands = this.t.bands || [];
+    this.trackCol = this.t.track || [];
     this.buildRows();
     this.buildDom();
     view.set(0, this.end);
@@ -206,7 +213,9 @@ export class Timeline {
                     `mostly ${BOUNDS[b].label === 'waiting' ? 'waiting' : `${BOUNDS[b].label}-bound`}: ${fmtDuration(t.bound_s[i])} (${Math.round(frac * 100)}%)`));
     }
     const where = [s[t.host[i]] ? `host ${s[t.host[i]]}` : '', t.pid[i] ? `pid ${t.pid[i]}` : ''].filter(Boolean);
-    if (where.length) lines.push(el('div', { class: 'muted' }, where.join(' · ')));
+    const track = this.trackCol[i] >= 0 ? this.tracks[this.trackCol[i]] : null;
+    if (track) where.push(track.rank !== null && track.rank !== undefined ? `${track.label} · rank ${track.rank}` : track.label);
+    if (where.length) lines.push(el('div', { class: 'muted tt-where' }, where.join(' · ')));
     if (t.critical[i]) lines.push(el('div', { class: 'tt-critical' }, 'on the critical path'));
     if (t.collapsed[i]) lines.push(el('div', { class: 'muted' }, `${t.collapsed[i].toLocaleString('en-US')} child phases not drawn (level of detail)`));
     this.tooltip.replaceChildren(...lines);
@@ -227,6 +236,7 @@ export class Timeline {
     const lastRow = Math.min(this.rows.length - 1, Math.floor((this.scrollY + this.viewH) / ROW_H));
     ctx.font = '11px system-ui, sans-serif';
     ctx.textBaseline = 'middle';
+    this.drawBands(ctx, firstRow, lastRow, false);
     const strings = t.strings;
     let drawn = 0;
     for (let r = firstRow; r <= lastRow; ++r) {
@@ -289,8 +299,34 @@ export class Timeline {
     }
     ctx.globalAlpha = 1;
     this.drawEdges(ctx, t0, scale);
+    this.drawBands(ctx, firstRow, lastRow, true);
     ctx.restore();
     this.lastDrawn = drawn;
+  }
+
+  // The bands of the tracks in rows [firstRow, lastRow]: a tint behind the phases
+  // (labels false), or each band's label at the canvas's left edge over them (labels true).
+  drawBands(ctx, firstRow, lastRow, labels) {
+    for (const b of this.bands) {
+      if (b.row > lastRow || b.row + b.rows - 1 < firstRow) continue;
+      const track = this.tracks[b.track];
+      const y = AXIS_H + b.row * ROW_H - this.scrollY;
+      if (!labels) {
+        ctx.fillStyle = track && track.kind === 'device' ? 'rgba(89,161,79,0.07)' : 'rgba(78,121,167,0.05)';
+        ctx.fillRect(0, y, this.width, b.rows * ROW_H);
+        ctx.fillStyle = 'rgba(0,0,0,0.12)';
+        ctx.fillRect(0, y, this.width, 1);
+        continue;
+      }
+      const text = track ? track.label : '';
+      if (!text) continue;
+      const shown = text.length > 40 ? `${text.slice(0, 39)}…` : text;
+      const w = ctx.measureText(shown).width + 8;
+      ctx.fillStyle = 'rgba(255,255,255,0.85)';
+      ctx.fillRect(0, y + 1, w, ROW_H - 2);
+      ctx.fillStyle = '#444';
+      ctx.fillText(shown, 4, y + ROW_H / 2 + 0.5);
+    }
   }
 
   drawEdges(ctx, t0, scale) {
