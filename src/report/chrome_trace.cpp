@@ -366,8 +366,6 @@ class TraceBuilder {
       open[static_cast<size_t>(lane)].push_back(e);
       lane_of_[idx] = lane;
     }
-    // Group 0 always has a lane (a process's track is named even when empty).
-    if (g == 0 && open.empty()) open.emplace_back();
     for (size_t l = 0; l < open.size(); ++l) group.lane_tids.push_back(LaneTid(track, group, l));
   }
 
