@@ -322,7 +322,8 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
                                        .name = std::to_string(pid),
                                        .host = host_,
                                        .pid = pid,
-                                       .phase = p->phase});
+                                       .phase = p->phase,
+                                       .start_ns = start});
   auto series = [&](std::string_view n, std::string_view unit, SeriesKind kind) {
     return builder_->AddSeries({.resource = p->resource, .name = std::string(n), .unit = std::string(unit), .kind = kind});
   };

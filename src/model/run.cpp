@@ -28,7 +28,25 @@ std::optional<ResourceKind> ParseResourceKind(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view TrackKindName(TrackKind kind) {
+  switch (kind) {
+    case TrackKind::kThread: return "thread";
+    case TrackKind::kDevice: return "device";
+    case TrackKind::kAsync: return "async";
+  }
+  return "unknown";
+}
+
+std::optional<TrackKind> ParseTrackKind(std::string_view name) {
+  for (auto kind : {TrackKind::kThread, TrackKind::kDevice, TrackKind::kAsync}) {
+    if (TrackKindName(kind) == name) return kind;
+  }
+  return std::nullopt;
+}
+
 void Run::Index() {
+  track_index_.clear();
+  for (size_t i = 0; i < tracks.size(); ++i) track_index_[tracks[i].id] = i;
   phase_index_.clear();
   resource_index_.clear();
   children_.clear();
@@ -75,6 +93,25 @@ const std::vector<PhaseId>& Run::ChildrenOf(PhaseId id) const {
   static const std::vector<PhaseId> kNone;
   auto it = children_.find(id);
   return it == children_.end() ? kNone : it->second;
+}
+
+const Track* Run::FindTrack(TrackId id) const {
+  auto it = track_index_.find(id);
+  return it == track_index_.end() ? nullptr : &tracks[it->second];
+}
+
+const Source* Run::FindSource(SourceId id) const {
+  for (const Source& s : sources) {
+    if (s.id == id) return &s;
+  }
+  return nullptr;
+}
+
+const Host* Run::FindHost(std::string_view name) const {
+  for (const Host& h : hosts) {
+    if (h.name == name) return &h;
+  }
+  return nullptr;
 }
 
 const Phase* Run::Root() const {

@@ -24,6 +24,8 @@ using PhaseId = int64_t;
 using ResourceId = int64_t;
 using SeriesId = int64_t;
 using RunId = int64_t;
+using TrackId = int64_t;
+using SourceId = int64_t;
 
 inline constexpr double kNoCapacity = std::numeric_limits<double>::quiet_NaN();
 
@@ -46,6 +48,53 @@ struct RunInfo {
 
 using Tags = std::vector<std::pair<std::string, std::string>>;
 
+// A machine the run saw; Run::hosts is keyed by name. The host that recorded the run is the
+// reference clock (offset 0); another host's timestamps plus its offset are the run's clock.
+struct Host {
+  std::string name;                   // what Phase::host and Resource::host say
+  std::string machine_id;             // /etc/machine-id when known
+  DurationNs clock_offset_ns = 0;     // add to this host's timestamps to get the run's clock
+  DurationNs clock_uncertainty_ns = 0;  // how far that offset may be off, either way
+  bool operator==(const Host&) const = default;
+};
+
+// One file imported into the run (a framework's own trace).
+struct Source {
+  SourceId id = 0;
+  std::string path;    // as given
+  std::string format;  // "chrome_json", "kineto", "torch_legacy", ...
+  Tags tags;           // rank, world_size, ts_float, clock (absolute|anchored|aligned), ...
+  bool operator==(const Source&) const = default;
+};
+
+// Where a phase ran. Phases on a thread track nest (a stack per thread); phases on a device
+// track (a GPU stream) or an async track may overlap each other.
+enum class TrackKind { kThread, kDevice, kAsync };
+std::string_view TrackKindName(TrackKind kind);
+std::optional<TrackKind> ParseTrackKind(std::string_view name);
+
+struct Track {
+  TrackId id = 0;
+  TrackKind kind = TrackKind::kThread;
+  SourceId source = 0;            // the imported file it came from; 0 for grademl's own collectors
+  std::string host;
+  int32_t pid = 0;                // with host and process_start_ns: the process
+  TimeNs process_start_ns = 0;    // 0 when unknown
+  int64_t tid = 0;                // kThread: the thread id
+  int32_t device = -1;            // kDevice: the device index (GPU 0, ...)
+  int64_t stream = -1;            // kDevice: the stream or queue; kAsync: the async id
+  std::string name;               // thread name, "stream 7", async category
+  bool operator==(const Track&) const = default;
+};
+
+// How many events an importer dropped from a source, and why (one row per reason).
+struct IngestStat {
+  SourceId source = 0;
+  std::string reason;
+  int64_t count = 0;
+  bool operator==(const IngestStat&) const = default;
+};
+
 // Well-known phase types (the last element of a type path).
 inline constexpr std::string_view kPhaseTypeRun = "run";
 inline constexpr std::string_view kPhaseTypeProcess = "process";
@@ -60,6 +109,7 @@ struct Phase {
   TimeNs end_ns = 0;      // 0 while the phase is open
   std::string host;
   int32_t pid = 0;        // the process the phase ran in (0 when not tied to one)
+  TrackId track = 0;      // the thread, device or async track it ran on (0: none, e.g. run/step/process)
 
   bool ended() const { return end_ns != 0; }
   // The type's last path element, e.g. "process".
@@ -103,6 +153,7 @@ struct Resource {
   std::string host;
   int32_t pid = 0;        // for kProcess
   PhaseId phase = 0;      // for kProcess: the phase of that process
+  TimeNs start_ns = 0;    // for kProcess: when that process started (with host and pid, its identity)
 };
 
 // Counters are cumulative (CPU seconds used so far, bytes written so far); gauges are
@@ -140,6 +191,10 @@ class Run {
   std::vector<Resource> resources;
   std::vector<Series> series;
   std::vector<LogLine> logs;  // in the order they were written
+  std::vector<Host> hosts;    // the machines seen (may be empty for runs recorded before hosts existed)
+  std::vector<Source> sources;
+  std::vector<Track> tracks;
+  std::vector<IngestStat> ingest_stats;
 
   // Rebuilds the indexes after phases/resources/series were filled or changed.
   void Index();
@@ -148,6 +203,9 @@ class Run {
   const Resource* FindResource(ResourceId id) const;
   const Series* FindSeries(ResourceId resource, std::string_view name) const;
   const std::vector<PhaseId>& ChildrenOf(PhaseId id) const;
+  const Track* FindTrack(TrackId id) const;
+  const Source* FindSource(SourceId id) const;
+  const Host* FindHost(std::string_view name) const;
   // The root phase (parent 0), or nullptr when the run has no phases.
   const Phase* Root() const;
   // The process resource of a phase, or nullptr.
@@ -161,6 +219,7 @@ class Run {
   std::unordered_map<PhaseId, std::vector<PhaseId>> children_;
   std::unordered_map<PhaseId, ResourceId> process_resource_of_phase_;
   std::unordered_map<ResourceId, std::vector<size_t>> series_of_resource_;
+  std::unordered_map<TrackId, size_t> track_index_;
 };
 
 }  // namespace grademl::model

@@ -4,7 +4,23 @@
 
 namespace grademl::model {
 
-RunBuilder::RunBuilder(RunInfo info) : info_(std::move(info)) {}
+RunBuilder::RunBuilder(RunInfo info, int writer)
+    : info_(std::move(info)),
+      info_dirty_(writer == 0),
+      next_phase_id_((int64_t{writer} << kWriterIdShift) + 1),
+      next_resource_id_((int64_t{writer} << kWriterIdShift) + 1),
+      id_base_(int64_t{writer} << kWriterIdShift),
+      next_source_id_((int64_t{writer} << kWriterIdShift) + 1),
+      next_track_id_((int64_t{writer} << kWriterIdShift) + 1) {
+  GRADEML_CHECK_MSG(writer >= 0 && writer < (1 << 20), "RunBuilder writer out of range");
+}
+
+const std::string* RunBuilder::TypeOfLocked(PhaseId id) const {
+  auto kept = phases_.find(id);
+  if (kept != phases_.end()) return &kept->second.type;
+  auto added = added_types_.find(id);
+  return added == added_types_.end() ? nullptr : added->second;
+}
 
 RunInfo RunBuilder::run_info() const {
   std::lock_guard lock(mu_);
@@ -23,18 +39,83 @@ PhaseId RunBuilder::BeginPhase(const PhaseSpec& spec) {
   phase.name = spec.name;
   phase.type = spec.type;
   if (spec.parent != 0) {
-    auto parent = phases_.find(spec.parent);
-    GRADEML_CHECK_MSG(parent != phases_.end(), "BeginPhase with an unknown parent");
-    phase.type = parent->second.type + "/" + spec.type;
+    const std::string* parent_type = TypeOfLocked(spec.parent);
+    GRADEML_CHECK_MSG(parent_type != nullptr, "BeginPhase with an unknown parent");
+    phase.type = *parent_type + "/" + spec.type;
   }
   phase.tags = spec.tags;
   phase.start_ns = spec.start_ns;
   phase.host = spec.host;
   phase.pid = spec.pid;
+  phase.track = spec.track;
   PhaseId id = phase.id;
   phases_.emplace(id, std::move(phase));
   MarkDirty(id);
   return id;
+}
+
+PhaseId RunBuilder::AddPhase(const PhaseSpec& spec, TimeNs end_ns) {
+  std::lock_guard lock(mu_);
+  Phase& phase = finished_.emplace_back();
+  phase.id = next_phase_id_++;
+  phase.parent = spec.parent;
+  phase.name = spec.name;
+  if (spec.parent != 0) {
+    const std::string* parent_type = TypeOfLocked(spec.parent);
+    GRADEML_CHECK_MSG(parent_type != nullptr, "AddPhase with an unknown parent");
+    phase.type = *parent_type + "/" + spec.type;
+  } else {
+    phase.type = spec.type;
+  }
+  phase.tags = spec.tags;
+  phase.start_ns = spec.start_ns;
+  phase.end_ns = std::max(end_ns, spec.start_ns);
+  phase.host = spec.host;
+  phase.pid = spec.pid;
+  phase.track = spec.track;
+  added_types_.emplace(phase.id, &*type_pool_.insert(phase.type).first);
+  return phase.id;
+}
+
+void RunBuilder::AdoptPhase(const Phase& phase) {
+  std::lock_guard lock(mu_);
+  phases_.emplace(phase.id, phase);
+}
+
+void RunBuilder::AddHost(Host host) {
+  std::lock_guard lock(mu_);
+  for (Host& h : new_hosts_) {
+    if (h.name == host.name) {
+      h = std::move(host);
+      return;
+    }
+  }
+  new_hosts_.push_back(std::move(host));
+}
+
+SourceId RunBuilder::AddSource(Source source) {
+  std::lock_guard lock(mu_);
+  source.id = next_source_id_++;
+  new_sources_.push_back(std::move(source));
+  return new_sources_.back().id;
+}
+
+TrackId RunBuilder::AddTrack(Track track) {
+  std::lock_guard lock(mu_);
+  track.id = next_track_id_++;
+  new_tracks_.push_back(std::move(track));
+  return new_tracks_.back().id;
+}
+
+void RunBuilder::AddIngestStat(SourceId source, const std::string& reason, int64_t count) {
+  std::lock_guard lock(mu_);
+  for (IngestStat& s : new_ingest_stats_) {
+    if (s.source == source && s.reason == reason) {
+      s.count += count;
+      return;
+    }
+  }
+  new_ingest_stats_.push_back({source, reason, count});
 }
 
 void RunBuilder::EndPhase(PhaseId id, TimeNs end_ns) {
@@ -99,15 +180,16 @@ ResourceId RunBuilder::AddResource(Resource resource) {
 SeriesId RunBuilder::AddSeries(SeriesInfo info) {
   std::lock_guard lock(mu_);
   series_state_.emplace_back();
-  info.id = static_cast<SeriesId>(series_state_.size());
+  info.id = id_base_ + static_cast<SeriesId>(series_state_.size());
   new_series_.push_back(info);
   return info.id;
 }
 
 void RunBuilder::AddSample(SeriesId series, TimeNs t, double value) {
   std::lock_guard lock(mu_);
-  GRADEML_CHECK_MSG(series >= 1 && static_cast<size_t>(series) <= series_state_.size(), "AddSample to an unknown series");
-  SeriesState& state = series_state_[series - 1];
+  GRADEML_CHECK_MSG(series > id_base_ && static_cast<size_t>(series - id_base_) <= series_state_.size(),
+                    "AddSample to an unknown series");
+  SeriesState& state = series_state_[series - id_base_ - 1];
   Sample sample{t, value};
   if (state.has_last && value == state.last_written.v) {
     state.held = sample;  // same value: hold it back, replacing an earlier held one
@@ -134,8 +216,10 @@ RunDelta RunBuilder::TakeDelta(bool final) {
     delta.info = info_;
     info_dirty_ = false;
   }
-  delta.phases.reserve(dirty_order_.size());
+  delta.phases.reserve(dirty_order_.size() + finished_.size());
   for (PhaseId id : dirty_order_) delta.phases.push_back(phases_.at(id));
+  for (Phase& p : finished_) delta.phases.push_back(std::move(p));
+  finished_.clear();
   dirty_order_.clear();
   dirty_phases_.clear();
   delta.edges = std::move(new_edges_);
@@ -147,7 +231,7 @@ RunDelta RunBuilder::TakeDelta(bool final) {
   for (size_t i = 0; i < series_state_.size(); ++i) {
     SeriesState& state = series_state_[i];
     if (state.held && (final || state.held->t - state.last_written.t >= kHeldReleaseNs)) {
-      new_samples_.push_back({static_cast<SeriesId>(i + 1), *state.held});
+      new_samples_.push_back({id_base_ + static_cast<SeriesId>(i + 1), *state.held});
       state.last_written = *state.held;
       state.held.reset();
     }
@@ -156,6 +240,14 @@ RunDelta RunBuilder::TakeDelta(bool final) {
   new_samples_.clear();
   delta.logs = std::move(new_logs_);
   new_logs_.clear();
+  delta.hosts = std::move(new_hosts_);
+  new_hosts_.clear();
+  delta.sources = std::move(new_sources_);
+  new_sources_.clear();
+  delta.tracks = std::move(new_tracks_);
+  new_tracks_.clear();
+  delta.ingest_stats = std::move(new_ingest_stats_);
+  new_ingest_stats_.clear();
   return delta;
 }
 

@@ -35,10 +35,14 @@ struct RunDelta {
   std::vector<SeriesInfo> series;        // new series
   std::vector<SampleRecord> samples;     // new samples, per series in time order
   std::vector<LogLine> logs;             // new log lines
+  std::vector<Host> hosts;               // new or changed hosts (upsert by name)
+  std::vector<Source> sources;           // new sources
+  std::vector<Track> tracks;             // new tracks
+  std::vector<IngestStat> ingest_stats;  // counts to ADD to (source, reason)
 
   bool empty() const {
     return !info && phases.empty() && edges.empty() && resources.empty() && series.empty() && samples.empty() &&
-           logs.empty();
+           logs.empty() && hosts.empty() && sources.empty() && tracks.empty() && ingest_stats.empty();
   }
 };
 
@@ -50,11 +54,17 @@ struct PhaseSpec {
   std::string host;
   int32_t pid = 0;
   Tags tags;
+  TrackId track = 0;
 };
 
 class RunBuilder {
  public:
-  explicit RunBuilder(RunInfo info);
+  // Ids of writer w start at w << kWriterIdShift (+1): writer 0 records the run; writers
+  // w >= 1 add to a stored run (store::Database::ReopenRun hands out w), so that several
+  // writers never hand out the same phase, resource, series, track or source id. A writer
+  // w >= 1 does not write the run's info unless UpdateRunInfo is called.
+  static constexpr int kWriterIdShift = 40;
+  explicit RunBuilder(RunInfo info, int writer = 0);
 
   RunInfo run_info() const;
   // Changes the run's info (exit code, end time, ...); the change goes out in the next delta.
@@ -74,7 +84,23 @@ class RunBuilder {
   // The leaf types of every phase so far (process, epoch, ...).
   std::unordered_set<std::string> PhaseLeafTypes() const;
 
+  // A finished phase (end_ns >= spec.start_ns). It is handed out in the next delta and not
+  // kept in memory afterwards (GetPhase no longer finds it; it can still be a parent):
+  // importers add bulk events with it.
+  PhaseId AddPhase(const PhaseSpec& spec, TimeNs end_ns);
+  // Makes a phase stored by another writer known, so that new phases can be its children
+  // (and EndPhase/SetPhaseTag may change it). It is not written back unless changed.
+  void AdoptPhase(const Phase& phase);
+
   void AddEdge(const Edge& edge);
+  // Adds or replaces (by name) a host.
+  void AddHost(Host host);
+  // Declares an imported file; its id field is ignored and the new id returned.
+  SourceId AddSource(Source source);
+  // Declares a track; its id field is ignored and the new id returned.
+  TrackId AddTrack(Track track);
+  // Counts `count` more events of `source` dropped for `reason`.
+  void AddIngestStat(SourceId source, const std::string& reason, int64_t count = 1);
 
   // Declares a resource; its id field is ignored and the new id returned.
   ResourceId AddResource(Resource resource);
@@ -114,6 +140,20 @@ class RunBuilder {
   ResourceId next_resource_id_ = 1;
 
   void MarkDirty(PhaseId id);
+  // The type path of a known phase (kept, adopted or added), or nullptr.
+  const std::string* TypeOfLocked(PhaseId id) const;
+
+  const int64_t id_base_;
+  std::vector<Phase> finished_;  // added by AddPhase, not yet handed out
+  // Type paths of phases added by AddPhase, interned (many phases share a few paths).
+  std::unordered_set<std::string> type_pool_;
+  std::unordered_map<PhaseId, const std::string*> added_types_;
+  std::vector<Host> new_hosts_;
+  std::vector<Source> new_sources_;
+  std::vector<Track> new_tracks_;
+  std::vector<IngestStat> new_ingest_stats_;
+  SourceId next_source_id_;
+  TrackId next_track_id_;
 };
 
 }  // namespace grademl::model

@@ -29,6 +29,10 @@ void Merge(model::RunDelta& into, model::RunDelta&& later) {
   Append(into.series, std::move(later.series));
   Append(into.samples, std::move(later.samples));
   Append(into.logs, std::move(later.logs));
+  Append(into.hosts, std::move(later.hosts));              // upserts by name: the later wins
+  Append(into.sources, std::move(later.sources));
+  Append(into.tracks, std::move(later.tracks));
+  Append(into.ingest_stats, std::move(later.ingest_stats));  // counts added: both apply
 }
 
 }  // namespace

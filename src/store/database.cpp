@@ -48,26 +48,39 @@ const std::string kSql[] = {
     "UPDATE runs SET uuid = ?2, command = ?3, cwd = ?4, host = ?5, start_ns = ?6, end_ns = ?7, exit_code = ?8, "
     "exit_signal = ?9, complete = ?10, error = ?11, grademl_version = ?12, interval_ns = ?13, "
     "monitor_cpu_seconds = ?14 WHERE id = ?1",
-    "INSERT INTO phases (run_id, id, parent_id, name, type, tags, start_ns, end_ns, host, pid) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET parent_id = excluded.parent_id, "
+    "INSERT INTO phases (run_id, id, parent_id, name, type, tags, start_ns, end_ns, host, pid, track_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET parent_id = excluded.parent_id, "
     "name = excluded.name, type = excluded.type, tags = excluded.tags, start_ns = excluded.start_ns, "
-    "end_ns = excluded.end_ns, host = excluded.host, pid = excluded.pid",
+    "end_ns = excluded.end_ns, host = excluded.host, pid = excluded.pid, track_id = excluded.track_id",
     "INSERT INTO edges (run_id, from_id, to_id, kind) VALUES (?, ?, ?, ?)",
-    "INSERT OR REPLACE INTO resources (run_id, id, parent_id, kind, name, host, pid, phase_id) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT OR REPLACE INTO resources (run_id, id, parent_id, kind, name, host, pid, phase_id, start_ns) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     "INSERT OR REPLACE INTO series (run_id, id, resource_id, name, unit, kind, capacity) VALUES (?, ?, ?, ?, ?, ?, ?)",
     "INSERT OR REPLACE INTO samples (run_id, series_id, t_ns, value) VALUES (?, ?, ?, ?)",
     std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY id",
     std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?",
-    "SELECT id, parent_id, name, type, tags, start_ns, end_ns, host, pid FROM phases WHERE run_id = ? ORDER BY id",
+    "SELECT id, parent_id, name, type, tags, start_ns, end_ns, host, pid, track_id FROM phases WHERE run_id = ? "
+    "ORDER BY id",
     "SELECT from_id, to_id, kind FROM edges WHERE run_id = ? ORDER BY rowid",
-    "SELECT id, parent_id, kind, name, host, pid, phase_id FROM resources WHERE run_id = ? ORDER BY id",
+    "SELECT id, parent_id, kind, name, host, pid, phase_id, start_ns FROM resources WHERE run_id = ? ORDER BY id",
     "SELECT id, resource_id, name, unit, kind, capacity FROM series WHERE run_id = ? ORDER BY id",
     "SELECT series_id, t_ns, value FROM samples WHERE run_id = ? ORDER BY series_id, t_ns",
     "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?",
     "SELECT count(*) FROM runs",
     "INSERT INTO logs (run_id, phase_id, t_ns, stream, text) VALUES (?, ?, ?, ?, ?)",
     "SELECT phase_id, t_ns, stream, text FROM logs WHERE run_id = ? ORDER BY rowid",
+    "INSERT OR REPLACE INTO hosts (run_id, name, machine_id, clock_offset_ns, clock_uncertainty_ns) "
+    "VALUES (?, ?, ?, ?, ?)",
+    "INSERT OR REPLACE INTO sources (run_id, id, path, format, tags) VALUES (?, ?, ?, ?, ?)",
+    "INSERT OR REPLACE INTO tracks (run_id, id, kind, source_id, host, pid, process_start_ns, tid, device, stream, "
+    "name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO ingest_stats (run_id, source_id, reason, count) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (run_id, source_id, reason) DO UPDATE SET count = count + excluded.count",
+    "SELECT name, machine_id, clock_offset_ns, clock_uncertainty_ns FROM hosts WHERE run_id = ? ORDER BY name",
+    "SELECT id, path, format, tags FROM sources WHERE run_id = ? ORDER BY id",
+    "SELECT id, kind, source_id, host, pid, process_start_ns, tid, device, stream, name FROM tracks "
+    "WHERE run_id = ? ORDER BY id",
+    "SELECT source_id, reason, count FROM ingest_stats WHERE run_id = ? ORDER BY source_id, reason",
 };
 
 Status NotSqlite(const std::string& path) {
@@ -424,6 +437,7 @@ Status Database::WriteDeltaLocked(model::RunId run, const model::RunDelta& delta
       BindNonZero(s, 8, p.end_ns);
       BindText(s, 9, p.host);
       BindNonZero(s, 10, p.pid);
+      BindNonZero(s, 11, p.track);
       GRADEML_RETURN_IF_ERROR(StepDone(s));
     }
   }
@@ -459,6 +473,58 @@ Status Database::WriteDeltaLocked(model::RunId run, const model::RunDelta& delta
       BindText(s, 6, r.host);
       BindNonZero(s, 7, r.pid);
       BindNonZero(s, 8, r.phase);
+      BindNonZero(s, 9, r.start_ns);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.hosts.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kUpsertHost));
+    for (const model::Host& h : delta.hosts) {
+      BindInt(s, 1, run);
+      BindText(s, 2, h.name);
+      BindText(s, 3, h.machine_id);
+      BindInt(s, 4, h.clock_offset_ns);
+      BindInt(s, 5, h.clock_uncertainty_ns);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.sources.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertSource));
+    std::string tags;
+    for (const model::Source& src : delta.sources) {
+      tags = EncodeTags(src.tags);
+      BindInt(s, 1, run);
+      BindInt(s, 2, src.id);
+      BindText(s, 3, src.path);
+      BindText(s, 4, src.format);
+      BindText(s, 5, tags);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.tracks.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertTrack));
+    for (const model::Track& t : delta.tracks) {
+      BindInt(s, 1, run);
+      BindInt(s, 2, t.id);
+      BindText(s, 3, model::TrackKindName(t.kind));
+      BindNonZero(s, 4, t.source);
+      BindText(s, 5, t.host);
+      BindNonZero(s, 6, t.pid);
+      BindNonZero(s, 7, t.process_start_ns);
+      BindInt(s, 8, t.tid);
+      BindInt(s, 9, t.device);
+      BindInt(s, 10, t.stream);
+      BindText(s, 11, t.name);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.ingest_stats.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kAddIngestStat));
+    for (const model::IngestStat& st : delta.ingest_stats) {
+      BindInt(s, 1, run);
+      BindInt(s, 2, st.source);
+      BindText(s, 3, st.reason);
+      BindInt(s, 4, st.count);
       GRADEML_RETURN_IF_ERROR(StepDone(s));
     }
   }
@@ -508,6 +574,41 @@ StatusOr<model::RunInfo> Database::ReadRunRow(sqlite3_stmt* s) const {
   info.interval_ns = ColumnInt(s, 12);
   info.monitor_cpu_seconds = ColumnDouble(s, 13);
   return info;
+}
+
+StatusOr<Database::ReopenedRun> Database::ReopenRun(model::RunId run) {
+  std::lock_guard lock(mu_);
+  GRADEML_RETURN_IF_ERROR(CheckWritable());
+  // One transaction: two writers reopening at once get different numbers.
+  int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqlError(rc);
+  auto reopen = [&]() -> StatusOr<ReopenedRun> {
+    ReopenedRun out;
+    {
+      GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectRun));
+      sqlite::ResetGuard reset(s);
+      sqlite::BindInt(s, 1, run);
+      rc = sqlite3_step(s);
+      if (rc == SQLITE_DONE) return NotFound("{}: no run {}", path_, run);
+      if (rc != SQLITE_ROW) return SqlError(rc);
+      GRADEML_ASSIGN_OR_RETURN(out.info, ReadRunRow(s));
+    }
+    GRADEML_RETURN_IF_ERROR(
+        sqlite::Exec(db_, path_, fmt::format("UPDATE runs SET writers = writers + 1 WHERE id = {}", run)));
+    GRADEML_ASSIGN_OR_RETURN(int64_t writers,
+                             sqlite::QueryInt(db_, path_, fmt::format("SELECT writers FROM runs WHERE id = {}", run)));
+    if (writers >= (1 << 20)) return FailedPrecondition("{}: run {} was reopened too many times", path_, run);
+    out.writer = static_cast<int>(writers);
+    return out;
+  };
+  StatusOr<ReopenedRun> out = reopen();
+  if (out.ok()) {
+    rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return out;
+    out = SqlError(rc);
+  }
+  if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  return out;
 }
 
 StatusOr<std::vector<model::RunInfo>> Database::ListRuns() {
@@ -605,6 +706,7 @@ Status Database::LoadRunLocked(model::RunId id, model::Run& run) {
       p.end_ns = ColumnInt(s, 6);
       p.host = ColumnString(s, 7);
       p.pid = static_cast<int32_t>(ColumnInt(s, 8));
+      p.track = ColumnInt(s, 9);
     }
     if (rc != SQLITE_DONE) return SqlError(rc);
   }
@@ -644,6 +746,64 @@ Status Database::LoadRunLocked(model::RunId id, model::Run& run) {
       r.host = ColumnString(s, 4);
       r.pid = static_cast<int32_t>(ColumnInt(s, 5));
       r.phase = ColumnInt(s, 6);
+      r.start_ns = ColumnInt(s, 7);
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectHosts));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      run.hosts.push_back({.name = ColumnString(s, 0),
+                           .machine_id = ColumnString(s, 1),
+                           .clock_offset_ns = ColumnInt(s, 2),
+                           .clock_uncertainty_ns = ColumnInt(s, 3)});
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectSources));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      model::Source& src = run.sources.emplace_back();
+      src.id = ColumnInt(s, 0);
+      src.path = ColumnString(s, 1);
+      src.format = ColumnString(s, 2);
+      auto tags = DecodeTags(ColumnText(s, 3));
+      if (!tags.ok()) return tags.status().WithPrefix(fmt::format("{}: run {}: source {}: tags", path_, id, src.id));
+      src.tags = std::move(tags).value();
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectTracks));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      model::Track& t = run.tracks.emplace_back();
+      t.id = ColumnInt(s, 0);
+      std::optional<model::TrackKind> kind = model::ParseTrackKind(ColumnText(s, 1));
+      if (!kind) return Corrupt("{}: run {}: track {} has unknown kind '{}'", path_, id, t.id, ColumnText(s, 1));
+      t.kind = *kind;
+      t.source = ColumnInt(s, 2);
+      t.host = ColumnString(s, 3);
+      t.pid = static_cast<int32_t>(ColumnInt(s, 4));
+      t.process_start_ns = ColumnInt(s, 5);
+      t.tid = ColumnInt(s, 6);
+      t.device = static_cast<int32_t>(ColumnInt(s, 7));
+      t.stream = ColumnInt(s, 8);
+      t.name = ColumnString(s, 9);
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectIngestStats));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      run.ingest_stats.push_back({.source = ColumnInt(s, 0), .reason = ColumnString(s, 1), .count = ColumnInt(s, 2)});
     }
     if (rc != SQLITE_DONE) return SqlError(rc);
   }

@@ -45,6 +45,15 @@ class Database {
   // replaced, phases are upserted by id, everything else appended. All or nothing.
   Status WriteDelta(model::RunId run, const model::RunDelta& delta);
 
+  // Another writer joins a stored run (an importer, later an agent on another host): returns
+  // the run's info and a writer number w >= 1 no other writer of that run was given, for
+  // model::RunBuilder(info, w), whose ids then never collide with the run's other writers.
+  struct ReopenedRun {
+    model::RunInfo info;
+    int writer = 0;
+  };
+  StatusOr<ReopenedRun> ReopenRun(model::RunId run);
+
   // Every run's info, by id ascending.
   StatusOr<std::vector<model::RunInfo>> ListRuns();
   // "" or "latest": the latest run; "N": run N; "-N": the N-th latest (-1 is the latest).
@@ -75,6 +84,14 @@ class Database {
     kCountRuns,
     kInsertLog,
     kSelectLogs,
+    kUpsertHost,
+    kInsertSource,
+    kInsertTrack,
+    kAddIngestStat,
+    kSelectHosts,
+    kSelectSources,
+    kSelectTracks,
+    kSelectIngestStats,
     kNumQueries,
   };
 

@@ -89,6 +89,50 @@ CREATE TABLE logs (
 );
 CREATE INDEX logs_by_phase ON logs (run_id, phase_id, t_ns);
 )sql",
+    // Version 3: hosts and their clocks, imported sources, tracks (threads, device streams,
+    // async), what importers dropped, process identity (start time), writers that reopened a run.
+    R"sql(
+ALTER TABLE runs ADD COLUMN writers INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE phases ADD COLUMN track_id INTEGER;
+ALTER TABLE resources ADD COLUMN start_ns INTEGER;
+CREATE TABLE hosts (
+  run_id INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  machine_id TEXT NOT NULL,
+  clock_offset_ns INTEGER NOT NULL,
+  clock_uncertainty_ns INTEGER NOT NULL,
+  PRIMARY KEY (run_id, name)
+) WITHOUT ROWID;
+CREATE TABLE sources (
+  run_id INTEGER NOT NULL,
+  id INTEGER NOT NULL,
+  path TEXT NOT NULL,
+  format TEXT NOT NULL,
+  tags TEXT NOT NULL,
+  PRIMARY KEY (run_id, id)
+) WITHOUT ROWID;
+CREATE TABLE tracks (
+  run_id INTEGER NOT NULL,
+  id INTEGER NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('thread', 'device', 'async')),
+  source_id INTEGER,
+  host TEXT NOT NULL,
+  pid INTEGER,
+  process_start_ns INTEGER,
+  tid INTEGER NOT NULL,
+  device INTEGER NOT NULL,
+  stream INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  PRIMARY KEY (run_id, id)
+) WITHOUT ROWID;
+CREATE TABLE ingest_stats (
+  run_id INTEGER NOT NULL,
+  source_id INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  count INTEGER NOT NULL,
+  PRIMARY KEY (run_id, source_id, reason)
+) WITHOUT ROWID;
+)sql",
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "collect/event_collector.h"
@@ -134,6 +135,16 @@ int ShellExitCode(int wait_status) {
 // Events that instrumented processes could not record (memory full or not reservable,
 // nesting deeper than instrument::kMaxDepth) are said at the end and kept with the run, as
 // tags of its root phase: grademl.events_dropped, grademl.events_too_deep.
+// /etc/machine-id (systemd; D-Bus's copy otherwise), "" when neither is readable.
+std::string MachineId() {
+  for (const char* path : {"/etc/machine-id", "/var/lib/dbus/machine-id"}) {
+    std::ifstream in(path);
+    std::string id;
+    if (in && std::getline(in, id) && !id.empty()) return id.substr(0, 64);
+  }
+  return "";
+}
+
 void ReportDroppedEvents(const collect::EventCollector::Stats& s, model::RunBuilder& builder, model::PhaseId run_phase) {
   if (s.dropped == 0) return;
   std::string detail;
@@ -216,6 +227,8 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
                                         .host = info.host});
   model::ResourceId host_resource =
       builder.AddResource({.parent = 0, .kind = model::ResourceKind::kHost, .name = info.host, .host = info.host});
+  // The recording host is the run's reference clock.
+  builder.AddHost({.name = info.host, .machine_id = MachineId()});
 
   impl->host_monitor = std::make_unique<collect::HostMonitor>(&builder, host_resource, info.host);
   if (Status st = impl->host_monitor->Init(); st.ok()) {

@@ -87,3 +87,43 @@ TEST(RunBuilderTest, SeriesAndResourceIdsAreDense) {
 
 }  // namespace
 }  // namespace grademl::model
+
+namespace grademl::model {
+namespace {
+
+TEST(RunBuilderAddPhaseTest, FinishedPhasesAreHandedOutOnceAndNotKept) {
+  RunBuilder b(RunInfo{});
+  PhaseId root = b.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 1});
+  PhaseId op = b.AddPhase({.parent = root, .name = "op", .type = "op", .start_ns = 5, .track = 3}, 4);
+  RunDelta first = b.TakeDelta();
+  ASSERT_EQ(first.phases.size(), 2u);
+  EXPECT_EQ(first.phases[1].id, op);
+  EXPECT_EQ(first.phases[1].end_ns, 5);  // never before its start
+  EXPECT_EQ(first.phases[1].track, 3);
+  EXPECT_FALSE(b.GetPhase(op).has_value());
+  PhaseId kid = b.AddPhase({.parent = op, .name = "k", .type = "kernel", .start_ns = 6}, 7);
+  RunDelta second = b.TakeDelta();
+  ASSERT_EQ(second.phases.size(), 1u);
+  EXPECT_EQ(second.phases[0].id, kid);
+  EXPECT_EQ(second.phases[0].type, "run/op/kernel");
+  EXPECT_TRUE(b.TakeDelta().phases.empty());
+}
+
+TEST(RunBuilderAddPhaseTest, WritersHandOutIdsFromTheirOwnRange) {
+  RunBuilder b(RunInfo{}, 2);
+  const int64_t base = int64_t{2} << RunBuilder::kWriterIdShift;
+  EXPECT_EQ(b.BeginPhase({.parent = 0, .name = "p", .type = "process"}), base + 1);
+  EXPECT_EQ(b.AddResource({}), base + 1);
+  SeriesId s = b.AddSeries({.name = "m"});
+  EXPECT_EQ(s, base + 1);
+  b.AddSample(s, 1, 2.0);
+  EXPECT_EQ(b.AddTrack({}), base + 1);
+  EXPECT_EQ(b.AddSource({}), base + 1);
+  RunDelta d = b.TakeDelta(true);
+  EXPECT_FALSE(d.info.has_value());
+  ASSERT_EQ(d.samples.size(), 1u);
+  EXPECT_EQ(d.samples[0].series, s);
+}
+
+}  // namespace
+}  // namespace grademl::model
