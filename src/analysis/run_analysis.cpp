@@ -9,6 +9,7 @@ RunAnalysis AnalyzeRun(const model::Run& run) {
   a.imbalance = FindImbalance(run);
   a.critical_path = FindCriticalPath(run);
   a.core_use = FindCoreUse(run);
+  a.gpu = AnalyzeGpu(run);
   a.issues = RankIssues(run, a.bottlenecks, a.imbalance, a.critical_path, {}, &a.core_use);
   return a;
 }

@@ -1,5 +1,6 @@
 // Every analysis of one run, computed together for the reports (`grademl report`, the
-// HTML report): the summary, bottlenecks, imbalance, critical path and the ranked issues.
+// HTML report): the summary, bottlenecks, imbalance, critical path, the ranked issues and the
+// GPU analyses of imported traces.
 #pragma once
 
 #include <vector>
@@ -7,6 +8,7 @@
 #include "analysis/bottlenecks.h"
 #include "analysis/core_use.h"
 #include "analysis/critical_path.h"
+#include "analysis/gpu_breakdown.h"
 #include "analysis/imbalance.h"
 #include "analysis/issues.h"
 #include "analysis/run_summary.h"
@@ -22,6 +24,7 @@ struct RunAnalysis {
   CriticalPathResult critical_path;
   std::vector<Issue> issues;
   CoreUse core_use;  // threads, cores used and available per step and process
+  GpuAnalysis gpu;   // the GPU and communication analyses of imported traces (empty without them)
 };
 
 // Runs every analysis on an indexed run.

@@ -315,11 +315,12 @@ class TraceBuilder {
   // A tid for lane `lane` of a group: a process's own lane 0 is its pid, a thread's lane 0
   // its tid (when free in the process), every other lane a pseudo-tid.
   int64_t LaneTid(Track& track, const LaneGroup& group, size_t lane) {
-    int64_t want = 0;
-    if (lane == 0) {
-      if (group.track == nullptr) want = track.pid;
-      else if (group.track->kind == model::TrackKind::kThread && group.track->tid > 0) want = group.track->tid;
+    if (lane == 0 && group.track == nullptr) {
+      track.used_tids.insert(track.pid);
+      return track.pid;
     }
+    int64_t want = 0;
+    if (lane == 0 && group.track->kind == model::TrackKind::kThread && group.track->tid > 0) want = group.track->tid;
     if (want > 0 && want < kPseudoPidBase && track.used_tids.insert(want).second) return want;
     return kExtraTidBase + next_tid_++;
   }

@@ -118,6 +118,7 @@ struct TimelineLayout {
   struct Band {
     model::TrackId track = 0;
     int row = 0, rows = 0;
+    TimeNs start_ns = 0, end_ns = 0;  // from its first phase's start to the last end
   };
   std::vector<Band> bands;
   int rows = 0;
@@ -302,7 +303,7 @@ TimelineLayout LayoutTimeline(const model::Run& run, const analysis::RunSummary&
   }
   layout.row.assign(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(m));
   for (size_t b = m + 1; b < nodes; ++b) {
-    layout.bands.push_back({band_track[b - m - 1], top[b], height[b]});
+    layout.bands.push_back({band_track[b - m - 1], top[b], height[b], node_start[b], node_end[b]});
   }
   return layout;
 }
@@ -746,7 +747,7 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
     if (added) {
       const model::Track* t = run.FindTrack(id);
       json entry = {{"id", id}, {"kind", t ? json(std::string(model::TrackKindName(t->kind))) : json(nullptr)},
-                    {"label", t ? Text(TrackLabel(*t)) : json("track " + std::to_string(id))}};
+                    {"label", t ? json(Text(TrackLabel(*t))) : json("track " + std::to_string(id))}};
       if (t != nullptr) {
         entry["host"] = Text(t->host);
         entry["pid"] = t->pid;
@@ -789,7 +790,11 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
   }
   json bands = json::array();
   for (const TimelineLayout::Band& b : layout.bands) {
-    bands.push_back({{"track", track_of(b.track)}, {"row", b.row}, {"rows", b.rows}});
+    bands.push_back({{"track", track_of(b.track)},
+                     {"row", b.row},
+                     {"rows", b.rows},
+                     {"start", RelS(b.start_ns, t0)},
+                     {"end", RelS(b.end_ns, t0)}});
   }
   // The run's own edges (dataflow between steps) first, then the flows of imported traces
   // (launches, fwdbwd), which can be many more.

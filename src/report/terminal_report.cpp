@@ -195,14 +195,12 @@ void RenderGpu(const analysis::GpuAnalysis& gpu, const Styler& style, std::strin
     }
     RenderColumns({"rank", "span", "idle", "compute", "non-compute", "comm/comp overlap"}, rows, style, out);
   }
-  if (!gpu.kernel_types.empty()) {
-    std::vector<std::string> parts;
-    for (const analysis::GpuKernelType& k : gpu.kernel_types) {
-      if (!(k.us > 0)) continue;
-      parts.push_back(fmt::format("{} {} ({})", k.type, Pct(k.pct), Micros(k.us)));
-    }
-    if (!parts.empty()) out += "  " + WrapText("kernel time by type, all ranks: " + Join(parts, ", "), 96, 4) + '\n';
+  // Kernel time by HTA's kernel type over all ranks; types with no time are left out.
+  std::vector<std::vector<std::string>> types;
+  for (const analysis::GpuKernelType& k : gpu.kernel_types) {
+    if (k.us > 0) types.push_back({k.type, Pct(k.pct), Micros(k.us)});
   }
+  if (!types.empty()) RenderColumns({"kernel type (all ranks)", "share", "time"}, types, style, out);
   // Idle time per stream: host wait (the stream waited on the CPU to launch), kernel wait
   // (short gaps between kernels), other.
   if (!gpu.idle.empty()) {
@@ -223,8 +221,7 @@ void RenderGpu(const analysis::GpuAnalysis& gpu, const Styler& style, std::strin
       }
       rows.push_back(std::move(row));
     }
-    out += "  " + style(kDim, "GPU idle time per stream, by what it waited on") + '\n';
-    RenderColumns({"stream", "host wait", "kernel wait", "other"}, rows, style, out);
+    RenderColumns({"idle time of", "host wait", "kernel wait", "other"}, rows, style, out);
   }
   for (const analysis::GpuLaunchStats& l : gpu.launch) {
     if (l.kernels == 0) continue;

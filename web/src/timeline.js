@@ -7,8 +7,8 @@
 // pixel column, so a view over 100,000 phases draws a few thousand rectangles.
 //
 // Phases of imported traces on a track of their own (a GPU stream, a thread of the trace)
-// lie in bands of rows (data.timeline.bands): each band is tinted and labelled with its
-// track ("GPU 0 stream 7") at the left edge of the canvas.
+// lie in bands of rows (data.timeline.bands): each band is tinted over its time range and
+// labelled with its track ("GPU 0 stream 7") where it starts.
 
 import { el } from './dom.js';
 import { BOUNDS, CRITICAL_COLOR, typeColor } from './labels.js';
@@ -304,18 +304,21 @@ export class Timeline {
     this.lastDrawn = drawn;
   }
 
-  // The bands of the tracks in rows [firstRow, lastRow]: a tint behind the phases
-  // (labels false), or each band's label at the canvas's left edge over them (labels true).
+  // The bands of the tracks in rows [firstRow, lastRow] that meet the view: a tint over
+  // their time range behind the phases (labels false), or each band's label over the phases
+  // at its start, or at the canvas's left edge once the start is scrolled out (labels true).
   drawBands(ctx, firstRow, lastRow, labels) {
+    const { t0, t1 } = this.view;
     for (const b of this.bands) {
-      if (b.row > lastRow || b.row + b.rows - 1 < firstRow) continue;
+      if (b.row > lastRow || b.row + b.rows - 1 < firstRow || b.end < t0 || b.start > t1) continue;
       const track = this.tracks[b.track];
       const y = AXIS_H + b.row * ROW_H - this.scrollY;
+      const x0 = Math.max(0, this.tToX(b.start)), x1 = Math.min(this.width, this.tToX(b.end));
       if (!labels) {
-        ctx.fillStyle = track && track.kind === 'device' ? 'rgba(89,161,79,0.07)' : 'rgba(78,121,167,0.05)';
-        ctx.fillRect(0, y, this.width, b.rows * ROW_H);
-        ctx.fillStyle = 'rgba(0,0,0,0.12)';
-        ctx.fillRect(0, y, this.width, 1);
+        ctx.fillStyle = track && track.kind === 'device' ? 'rgba(89,161,79,0.08)' : 'rgba(78,121,167,0.06)';
+        ctx.fillRect(x0, y, Math.max(1, x1 - x0), b.rows * ROW_H);
+        ctx.fillStyle = 'rgba(0,0,0,0.15)';
+        ctx.fillRect(x0, y, Math.max(1, x1 - x0), 1);
         continue;
       }
       const text = track ? track.label : '';
@@ -323,9 +326,9 @@ export class Timeline {
       const shown = text.length > 40 ? `${text.slice(0, 39)}…` : text;
       const w = ctx.measureText(shown).width + 8;
       ctx.fillStyle = 'rgba(255,255,255,0.85)';
-      ctx.fillRect(0, y + 1, w, ROW_H - 2);
+      ctx.fillRect(x0, y + 1, w, ROW_H - 2);
       ctx.fillStyle = '#444';
-      ctx.fillText(shown, 4, y + ROW_H / 2 + 0.5);
+      ctx.fillText(shown, x0 + 4, y + ROW_H / 2 + 0.5);
     }
   }
 
