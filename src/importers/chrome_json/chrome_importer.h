@@ -1,0 +1,183 @@
+// The Chrome Trace Event importer (plain Chrome JSON, PyTorch Kineto, torch 1.13's legacy
+// export): the sorter and the trackers between the streaming reader (json_event_reader.h)
+// and model::RunBuilder.
+//
+// OnEvent() turns each RawTraceEvent into a compact fixed-size record (times, track,
+// interned name and category, the few args kept as tags) and drops the event's text;
+// nothing else of the file is kept. Finish() then decides the clock (absolute, anchored or
+// aligned), makes the process phases and tracks, sorts each track's records by time,
+// nests thread slices (an X/B..E inside another on the same thread becomes its child),
+// binds flow points to the slices they sit on (edges), turns counters and [memory] instants
+// into series, and hands every phase to RunBuilder::AddPhase. Anything it cannot use is
+// counted per reason in the source's ingest stats. docs/import.md has the mapping.
+#pragma once
+
+#include <climits>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "importers/chrome_json/json_event_reader.h"
+#include "importers/importer.h"
+
+namespace grademl::importers::chrome_json {
+
+// Strings seen many times (names, categories) stored once; ids are dense from 0.
+class StringPool {
+ public:
+  uint32_t Intern(std::string_view text);
+  // The string as valid UTF-8 (what goes into the model).
+  const std::string& Get(uint32_t id) const { return valid_[id]; }
+  size_t size() const { return raw_.size(); }
+
+ private:
+  std::deque<std::string> raw_;    // as read; a deque never moves its elements: the index's views stay valid
+  std::deque<std::string> valid_;  // ValidUtf8 of each
+  std::unordered_map<std::string_view, uint32_t> index_;
+};
+
+class ChromeTraceImporter {
+ public:
+  ChromeTraceImporter(std::string path, ImportTarget& target);
+
+  // One event from the reader (its views are valid during the call only).
+  Status OnEvent(const RawTraceEvent& event);
+  // The end of the input: `read_status` is the reader's outcome (an error makes the result
+  // partial; what was read is still imported). Decides the clock.
+  void EndInput(const TraceHeader& header, const Status& read_status);
+  // The span of the events in the run's clock, after EndInput (start > end: no events).
+  TimeNs start_ns() const;
+  TimeNs end_ns() const;
+  // Builds the model from everything recorded (once, after EndInput).
+  StatusOr<ImportResult> Emit();
+  // EndInput, then Emit.
+  StatusOr<ImportResult> Finish(const TraceHeader& header, const Status& read_status);
+
+  // The classification of one event's category, exposed for tests.
+  static std::string_view PhaseTypeFor(std::string_view cat, std::string_view name, char ph);
+
+ private:
+  static constexpr uint32_t kNone = 0xffffffffu;
+  enum class RecordKind : uint8_t { kComplete, kBegin, kEnd, kInstant, kAsyncBegin, kAsyncEnd, kAsyncInstant };
+  // Tags taken from args, each optional (bit set in `has`).
+  enum ArgBit : uint8_t { kHasStream = 1, kHasCorrelation = 2, kHasDevice = 4, kHasExternalId = 8 };
+
+  struct SliceRecord {
+    int64_t start = 0, end = 0;  // trace ns (before the clock offset); end == start for instants
+    int64_t stream = 0, correlation = 0, device = 0, external_id = 0;
+    uint32_t track = 0;          // index into tracks_
+    uint32_t name = 0, cat = kNone;
+    uint32_t seq = 0;            // file order, to keep ties stable
+    RecordKind kind = RecordKind::kComplete;
+    uint8_t has = 0;
+  };
+  struct FlowRecord {
+    int64_t ts = 0;
+    uint32_t track = 0;
+    uint32_t key = 0;   // interned "cat\x1fid"
+    uint32_t seq = 0;
+    char ph = 0;        // 's', 't', 'f'
+    bool enclosing = true;  // bind to the slice around ts (else: the next slice starting at or after ts)
+  };
+  struct CounterRecord {
+    int64_t t = 0;
+    uint32_t series = 0;  // index into counter_series_
+    uint32_t seq = 0;
+    double v = 0;
+  };
+  struct ProcessState {
+    bool pid_is_int = false;
+    int64_t pid = 0;
+    uint32_t pid_str = kNone;
+    uint32_t name = kNone;          // process_name metadata
+    int64_t thread_events = 0, runtime_events = 0;
+    model::PhaseId phase = 0;
+    model::ResourceId resource = 0;
+  };
+  struct TrackState {
+    uint32_t process = 0;           // index into processes_
+    bool tid_is_int = false;
+    int64_t tid = 0;
+    uint32_t tid_str = kNone;
+    uint32_t name = kNone;          // thread_name metadata
+    bool device = false;            // GPU events seen: a device track
+    bool async = false;             // async b/e/n: an async track (stream = async id)
+    int64_t device_index = -1, stream = -1;
+    model::TrackId id = 0;
+  };
+  struct FlowPoint {
+    uint8_t rank = 0;   // 0 's', 1 't', 2 'f': the order of a flow's points
+    int64_t ts = 0;
+    uint32_t seq = 0;
+    model::PhaseId phase = 0;
+  };
+  struct CounterSeries {
+    uint32_t process = 0;
+    std::string name, unit;
+    model::SeriesId id = 0;
+  };
+
+  uint32_t ProcessFor(const RawTraceEvent& e);
+  uint32_t TrackFor(uint32_t process, const RawTraceEvent& e);
+  uint32_t AsyncTrackFor(uint32_t process, const RawTraceEvent& e);
+  uint32_t CounterSeriesFor(uint32_t process, std::string name, std::string unit);
+  void Drop(const std::string& reason, int64_t n = 1);
+  void AddSlice(const RawTraceEvent& e, uint32_t track, RecordKind kind, int64_t start, int64_t end);
+  void OnMetadata(const RawTraceEvent& e);
+  void OnCounter(const RawTraceEvent& e);
+  bool OnMemoryInstant(const RawTraceEvent& e);
+
+  // Finish() steps.
+  void DecideClock(const TraceHeader& header);
+  Status MakeProcessesAndTracks(model::SourceId source);
+  Status EmitTrack(uint32_t track, std::span<SliceRecord> slices, std::span<FlowRecord> flows, model::SourceId source);
+  model::PhaseId EmitSlice(const SliceRecord& r, uint32_t process, model::PhaseId parent, model::TrackId track);
+  int32_t PidOf(uint32_t process) const;
+  model::PhaseId ContainerFor(uint32_t process) const;
+  model::PhaseId StitchParent(TimeNs start, TimeNs end) const;
+  Status MaybeFlush();
+
+  std::string path_;
+  ImportTarget& target_;
+  StringPool strings_;
+  std::vector<ProcessState> processes_;
+  std::map<std::pair<int64_t, uint32_t>, uint32_t> process_index_;  // (pid, pid_str or kNone)
+  std::vector<TrackState> tracks_;
+  std::map<std::tuple<uint32_t, int64_t, uint32_t>, uint32_t> track_index_;  // (process, tid, tid_str)
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> async_index_;  // (process, cat, id)
+  std::vector<SliceRecord> slices_;
+  std::vector<SliceRecord> loose_;  // global and process-scoped instants (track = process index, kNone: global)
+  std::vector<model::Phase> iterations_;  // target's, sorted by start
+  uint32_t host_process_ = kNone;
+  std::vector<FlowRecord> flows_;
+  std::vector<CounterRecord> counters_;
+  std::vector<CounterSeries> counter_series_;
+  std::map<std::tuple<uint32_t, std::string>, uint32_t> counter_index_;
+  std::map<std::string, int64_t> drops_;
+  std::unordered_map<uint32_t, std::vector<FlowPoint>> flow_points_;  // by flow key
+
+  int64_t events_ = 0;
+  int64_t phases_ = 0;
+  int64_t edges_ = 0;
+  int64_t since_flush_ = 0;
+  uint32_t seq_ = 0;
+  bool ts_float_ = false;
+  bool emitted_ = false;
+  bool saw_kineto_ = false;   // Kineto categories (cpu_op, kernel, cuda_runtime, ...)
+  bool saw_cpu_functions_ = false;
+  int64_t min_ts_ = INT64_MAX, max_ts_ = INT64_MIN;
+  int64_t offset_ = 0;        // added to trace ns to get the run's clock
+  std::string clock_;
+  TraceHeader header_;
+  Status read_status_;
+  TimeNs out_start_ = 0, out_end_ = 0;
+};
+
+}  // namespace grademl::importers::chrome_json

@@ -1,0 +1,92 @@
+// Importing trace files written by other tools into a run: format detection by content and
+// dispatch to the format's importer (one folder per format under src/importers/). Importers
+// never touch the store: they add hosts, sources, tracks, phases, edges, series and ingest
+// stats through model::RunBuilder, like the collectors. docs/import.md describes the mapping.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "core/time.h"
+#include "model/run.h"
+#include "model/run_builder.h"
+
+namespace grademl::importers {
+
+// Where and how one file's events go into a run.
+struct ImportTarget {
+  model::RunBuilder* builder = nullptr;
+  model::PhaseId under = 0;  // 0: the run's root phase (the trace's process phases go under it)
+  // Stitching: the trace was written by this recorded process (same host, same clock). Its
+  // events then go under process_phase (top-level thread events under the recorded
+  // iteration containing them) instead of new process phases.
+  std::string host;
+  int32_t pid = 0;
+  model::PhaseId process_phase = 0;
+  std::vector<model::Phase> iterations;  // recorded iteration phases of that process
+  std::optional<TimeNs> anchor_ns;       // absolute time of ts 0 for traces with relative ts
+  TimeNs align_start_ns = 0, align_end_ns = 0;  // a trace without absolute time is aligned into this window
+  // Extensions (not in the first interface): the process resource of the stitched process,
+  // where counters go (0: the importer declares one per trace process); and a hook called
+  // every few tens of thousands of phases so the caller can write builder->TakeDelta() out
+  // and memory stays bounded (unset: nothing is flushed during the import).
+  model::ResourceId process_resource = 0;
+  std::function<Status()> flush;
+};
+
+struct ImportResult {
+  model::SourceId source = 0;
+  int64_t events = 0;   // events read from the file
+  int64_t phases = 0;   // phases added
+  int64_t dropped = 0;  // events not imported (sum of the ingest stats of this source)
+  bool partial = false; // the file was damaged: everything before the damage was imported
+  Status error;         // why it was partial: "PATH: byte N: what"
+  // Extensions: the span of the imported phases in the run's clock (0 when none), the
+  // format detected and the clock mode ("absolute", "anchored", "aligned").
+  TimeNs start_ns = 0, end_ns = 0;
+  std::string format;
+  std::string clock;
+  int64_t edges = 0;
+};
+
+namespace chrome_json {
+class ChromeTraceImporter;
+}
+
+// A trace file read into compact records, its events not yet added to the run. Reading and
+// adding are two steps so that a caller importing several files into a new run can first
+// make the run's root phase span all of them (then set ImportTarget::under and Emit each).
+class TraceRead {
+ public:
+  explicit TraceRead(std::unique_ptr<chrome_json::ChromeTraceImporter> importer);
+  ~TraceRead();
+  // The span of the file's events in the run's clock (start > end when it had none).
+  TimeNs start_ns() const;
+  TimeNs end_ns() const;
+  // Adds everything to the ImportTarget given to ReadTraceFile (once).
+  StatusOr<ImportResult> Emit();
+
+ private:
+  std::unique_ptr<chrome_json::ChromeTraceImporter> importer_;
+};
+
+// Reads one file (the first step of ImportTraceFile): an error when the file cannot be
+// opened or is not a trace of a known format; a damaged file reads up to the damage (Emit's
+// result is then partial). The target must outlive the TraceRead.
+StatusOr<std::unique_ptr<TraceRead>> ReadTraceFile(const std::string& path, ImportTarget& target);
+
+// Imports one file (gzip and zstd are detected and decompressed). An error Status when the
+// file cannot be opened or is not a trace of a known format (nothing was added then). A
+// damaged file of a known format imports what came before the damage and returns a result
+// with partial = true and error set.
+StatusOr<ImportResult> ImportTraceFile(const std::string& path, ImportTarget& target);
+// The same from bytes in memory (tests, the fuzzer); `name` stands for the path.
+StatusOr<ImportResult> ImportTraceBytes(std::string_view bytes, const std::string& name, ImportTarget& target);
+
+}  // namespace grademl::importers

@@ -1,0 +1,256 @@
+// TraceInput's implementations: a plain byte source (file or memory) and the gzip and zstd
+// decoders stacked on it, chosen by the first bytes.
+#include "importers/trace_input.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace grademl::importers {
+namespace {
+
+constexpr size_t kReadChunk = size_t{1} << 18;    // compressed (or plain) bytes read at once
+constexpr size_t kOutputChunk = size_t{1} << 18;  // uncompressed bytes handed out at once
+
+// Where the raw bytes come from: a file descriptor or a memory region.
+class ByteSource {
+ public:
+  ByteSource(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ByteSource(std::string_view bytes, std::string path) : memory_(bytes), in_memory_(true), path_(std::move(path)) {}
+  ~ByteSource() {
+    if (fd_ >= 0) close(fd_);
+  }
+  ByteSource(const ByteSource&) = delete;
+  ByteSource& operator=(const ByteSource&) = delete;
+
+  // Up to kReadChunk bytes; empty at the end.
+  StatusOr<std::span<const char>> Read() {
+    if (in_memory_) {
+      size_t n = std::min(kReadChunk, memory_.size() - memory_pos_);
+      std::span<const char> out(memory_.data() + memory_pos_, n);
+      memory_pos_ += n;
+      return out;
+    }
+    if (buffer_.empty()) buffer_.resize(kReadChunk);
+    for (;;) {
+      ssize_t n = read(fd_, buffer_.data(), buffer_.size());
+      if (n >= 0) return std::span<const char>(buffer_.data(), static_cast<size_t>(n));
+      if (errno != EINTR) return IoError("{}: read failed: {}", path_, std::strerror(errno));
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  std::string_view memory_;
+  size_t memory_pos_ = 0;
+  bool in_memory_ = false;
+  std::string path_;
+  std::vector<char> buffer_;
+};
+
+// No compression: the source's chunks as they are (with the bytes already read for sniffing first).
+class PlainInput final : public TraceInput {
+ public:
+  PlainInput(std::unique_ptr<ByteSource> source, std::string path, std::vector<char> first)
+      : TraceInput(std::move(path)), source_(std::move(source)), first_(std::move(first)) {}
+  StatusOr<std::span<const char>> Next() override {
+    std::span<const char> out;
+    if (!first_done_) {
+      first_done_ = true;
+      out = std::span<const char>(first_.data(), first_.size());
+    }
+    if (out.empty()) {
+      GRADEML_ASSIGN_OR_RETURN(out, source_->Read());
+    }
+    offset_ += out.size();
+    return out;
+  }
+  std::string_view compression() const override { return "none"; }
+
+ private:
+  std::unique_ptr<ByteSource> source_;
+  std::vector<char> first_;
+  bool first_done_ = false;
+};
+
+// The compressed bytes: the sniffed prefix, then the source.
+class CompressedFeed {
+ public:
+  CompressedFeed(std::unique_ptr<ByteSource> source, std::vector<char> first)
+      : source_(std::move(source)), first_(std::move(first)) {}
+  StatusOr<std::span<const char>> Read() {
+    if (!first_done_) {
+      first_done_ = true;
+      if (!first_.empty()) return std::span<const char>(first_.data(), first_.size());
+    }
+    return source_->Read();
+  }
+  uint64_t consumed = 0;  // compressed bytes handed to the decoder
+
+ private:
+  std::unique_ptr<ByteSource> source_;
+  std::vector<char> first_;
+  bool first_done_ = false;
+};
+
+class GzipInput final : public TraceInput {
+ public:
+  GzipInput(std::unique_ptr<ByteSource> source, std::string path, std::vector<char> first)
+      : TraceInput(std::move(path)), feed_(std::move(source), std::move(first)), out_(kOutputChunk) {}
+  ~GzipInput() override {
+    if (initialised_) inflateEnd(&z_);
+  }
+  Status Init() {
+    std::memset(&z_, 0, sizeof(z_));
+    if (inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) return Internal("{}: zlib could not start", path_);
+    initialised_ = true;
+    return Status::Ok();
+  }
+  StatusOr<std::span<const char>> Next() override {
+    if (!error_.ok()) return error_;
+    if (done_) return std::span<const char>();
+    z_.next_out = reinterpret_cast<Bytef*>(out_.data());
+    z_.avail_out = static_cast<uInt>(out_.size());
+    while (z_.avail_out == out_.size()) {
+      if (z_.avail_in == 0) {
+        auto in = feed_.Read();
+        if (!in.ok()) return error_ = in.status();
+        if (in->empty()) {
+          if (!member_started_) {  // the end after whole members
+            done_ = true;
+            break;
+          }
+          return error_ = Corrupt("{}: byte {}: truncated gzip data", path_, offset_);
+        }
+        z_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in->data()));
+        z_.avail_in = static_cast<uInt>(in->size());
+      }
+      member_started_ = true;
+      int rc = inflate(&z_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) {
+        // Another member may follow (concatenated gzip files are one stream).
+        member_started_ = false;
+        inflateReset(&z_);
+        continue;
+      }
+      if (rc == Z_BUF_ERROR) continue;  // needs more input
+      if (rc != Z_OK) {
+        return error_ = Corrupt("{}: byte {}: corrupt gzip data ({})", path_,
+                                offset_ + (out_.size() - z_.avail_out), z_.msg ? z_.msg : "zlib error");
+      }
+    }
+    size_t n = out_.size() - z_.avail_out;
+    offset_ += n;
+    if (n == 0) done_ = true;
+    return std::span<const char>(out_.data(), n);
+  }
+  std::string_view compression() const override { return "gzip"; }
+
+ private:
+  CompressedFeed feed_;
+  std::vector<char> out_;
+  z_stream z_;
+  bool initialised_ = false;
+  bool member_started_ = false;
+  bool done_ = false;
+  Status error_;
+};
+
+class ZstdInput final : public TraceInput {
+ public:
+  ZstdInput(std::unique_ptr<ByteSource> source, std::string path, std::vector<char> first)
+      : TraceInput(std::move(path)), feed_(std::move(source), std::move(first)), out_(kOutputChunk) {}
+  ~ZstdInput() override { ZSTD_freeDStream(stream_); }
+  Status Init() {
+    stream_ = ZSTD_createDStream();
+    if (stream_ == nullptr) return Internal("{}: libzstd could not start", path_);
+    // Bounded memory: a frame asking for a window over 128 MiB is refused.
+    ZSTD_DCtx_setParameter(stream_, ZSTD_d_windowLogMax, 27);
+    return Status::Ok();
+  }
+  StatusOr<std::span<const char>> Next() override {
+    if (!error_.ok()) return error_;
+    if (done_) return std::span<const char>();
+    ZSTD_outBuffer out{out_.data(), out_.size(), 0};
+    while (out.pos == 0) {
+      if (in_.pos == in_.size) {
+        auto in = feed_.Read();
+        if (!in.ok()) return error_ = in.status();
+        if (in->empty()) {
+          if (frame_pending_ != 0) return error_ = Corrupt("{}: byte {}: truncated zstd data", path_, offset_);
+          done_ = true;
+          break;
+        }
+        in_ = ZSTD_inBuffer{in->data(), in->size(), 0};
+      }
+      size_t rc = ZSTD_decompressStream(stream_, &out, &in_);
+      if (ZSTD_isError(rc)) {
+        return error_ = Corrupt("{}: byte {}: corrupt zstd data ({})", path_, offset_ + out.pos, ZSTD_getErrorName(rc));
+      }
+      frame_pending_ = rc;  // 0: a frame just ended
+    }
+    offset_ += out.pos;
+    return std::span<const char>(out_.data(), out.pos);
+  }
+  std::string_view compression() const override { return "zstd"; }
+
+ private:
+  CompressedFeed feed_;
+  std::vector<char> out_;
+  ZSTD_DStream* stream_ = nullptr;
+  ZSTD_inBuffer in_{nullptr, 0, 0};
+  size_t frame_pending_ = 0;
+  bool done_ = false;
+  Status error_;
+};
+
+StatusOr<std::unique_ptr<TraceInput>> Make(std::unique_ptr<ByteSource> source, const std::string& path) {
+  // Sniff the first 4 bytes (a short read is fine: the file is then shorter than a magic).
+  std::vector<char> first;
+  while (first.size() < 4) {
+    GRADEML_ASSIGN_OR_RETURN(std::span<const char> chunk, source->Read());
+    if (chunk.empty()) break;
+    first.insert(first.end(), chunk.begin(), chunk.end());
+  }
+  auto starts = [&](std::initializer_list<unsigned char> magic) {
+    if (first.size() < magic.size()) return false;
+    return std::equal(magic.begin(), magic.end(), first.begin(),
+                      [](unsigned char m, char c) { return m == static_cast<unsigned char>(c); });
+  };
+  if (starts({0x1f, 0x8b})) {
+    auto input = std::make_unique<GzipInput>(std::move(source), path, std::move(first));
+    GRADEML_RETURN_IF_ERROR(input->Init());
+    return std::unique_ptr<TraceInput>(std::move(input));
+  }
+  if (starts({0x28, 0xb5, 0x2f, 0xfd})) {
+    auto input = std::make_unique<ZstdInput>(std::move(source), path, std::move(first));
+    GRADEML_RETURN_IF_ERROR(input->Init());
+    return std::unique_ptr<TraceInput>(std::move(input));
+  }
+  return std::unique_ptr<TraceInput>(std::make_unique<PlainInput>(std::move(source), path, std::move(first)));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<TraceInput>> TraceInput::Open(const std::string& path) {
+  if (path.empty()) return InvalidArgument("no trace file given");
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) return NotFound("{}: no such file", path);
+    return IoError("{}: cannot open: {}", path, std::strerror(err));
+  }
+  return Make(std::make_unique<ByteSource>(fd, path), path);
+}
+
+StatusOr<std::unique_ptr<TraceInput>> TraceInput::FromMemory(std::string_view bytes, std::string name) {
+  return Make(std::make_unique<ByteSource>(bytes, name), name);
+}
+
+}  // namespace grademl::importers
