@@ -305,8 +305,8 @@ export class Timeline {
   }
 
   // The bands of the tracks in rows [firstRow, lastRow] that meet the view: a tint over
-  // their time range behind the phases (labels false), or each band's label over the phases
-  // at its start, or at the canvas's left edge once the start is scrolled out (labels true).
+  // their time range behind the phases (labels false), or each band's label where it starts
+  // (at the canvas's left edge once the start is scrolled out) (labels true).
   drawBands(ctx, firstRow, lastRow, labels) {
     const { t0, t1 } = this.view;
     for (const b of this.bands) {
@@ -325,10 +325,13 @@ export class Timeline {
       if (!text) continue;
       const shown = text.length > 40 ? `${text.slice(0, 39)}…` : text;
       const w = ctx.measureText(shown).width + 8;
+      // Just left of the band's first phase when there is room (the phase keeps its name in
+      // sight), else over its start.
+      const lx = x0 - w - 2 >= 0 ? x0 - w - 2 : x0;
       ctx.fillStyle = 'rgba(255,255,255,0.85)';
-      ctx.fillRect(x0, y + 1, w, ROW_H - 2);
+      ctx.fillRect(lx, y + 1, w, ROW_H - 2);
       ctx.fillStyle = '#444';
-      ctx.fillText(shown, x0 + 4, y + ROW_H / 2 + 0.5);
+      ctx.fillText(shown, lx + 4, y + ROW_H / 2 + 0.5);
     }
   }
 
