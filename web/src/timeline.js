@@ -325,9 +325,9 @@ export class Timeline {
       if (!text) continue;
       const shown = text.length > 40 ? `${text.slice(0, 39)}…` : text;
       const w = ctx.measureText(shown).width + 8;
-      // Just left of the band's first phase when there is room (the phase keeps its name in
-      // sight), else over its start.
-      const lx = x0 - w - 2 >= 0 ? x0 - w - 2 : x0;
+      // Just left of the band's first phase (the phase keeps its name in sight), pushed right
+      // by the canvas's left edge.
+      const lx = Math.max(0, x0 - w - 2);
       ctx.fillStyle = 'rgba(255,255,255,0.85)';
       ctx.fillRect(lx, y + 1, w, ROW_H - 2);
       ctx.fillStyle = '#444';
