@@ -1,5 +1,6 @@
 // Every analysis of one run, computed together for the reports (`grademl report`, the
-// HTML report): the summary, bottlenecks, imbalance, critical path and the ranked issues.
+// HTML report): the summary, bottlenecks, imbalance, critical path, the ranked issues and the
+// GPU analyses of imported traces.
 #pragma once
 
 #include <vector>

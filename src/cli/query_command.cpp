@@ -1,7 +1,8 @@
 // `grademl query [RUN] "SELECT ..." [--format table|csv|json]`: read-only SQL over one run
 // (the latest by default), through the views documented in docs/query.md: `phases`,
-// `edges`, `samples` (the store's data, store/query_session.h) and `attribution`,
-// `bottlenecks`, `issues` (the analyses' results, computed here when the query names them).
+// `edges`, `samples`, `kernels` (the store's data, store/query_session.h) and `attribution`,
+// `bottlenecks`, `issues`, `gpu_breakdown` (the analyses' results, computed here when the
+// query names them).
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -13,6 +14,7 @@
 
 #include "analysis/attribution.h"
 #include "analysis/bottlenecks.h"
+#include "analysis/gpu_breakdown.h"
 #include "analysis/run_analysis.h"
 #include "cli/commands.h"
 #include "report/text_format.h"
@@ -80,12 +82,31 @@ const QueryView kIssuesView = {
     },
 };
 
+const QueryView kGpuBreakdownView = {
+    "gpu_breakdown",
+    "one row per rank of the imported GPU traces: HTA's temporal breakdown and communication overlap (docs/gpu.md)",
+    {
+        {"rank", "INTEGER", "the trace's rank (distributedInfo.rank; 0 when the trace has none)"},
+        {"kernel_us", "REAL", "from the first kernel's start to the last kernel's end, over all streams, in µs"},
+        {"idle_us", "REAL", "of that span, the time no stream ran a kernel"},
+        {"compute_us", "REAL", "the time COMPUTATION kernels ran (overlaps merged)"},
+        {"non_compute_us", "REAL", "the other busy time (communication, memory, ... not overlapping computation)"},
+        {"idle_pct", "REAL", "idle_us / kernel_us * 100"},
+        {"compute_pct", "REAL", "compute_us / kernel_us * 100"},
+        {"non_compute_pct", "REAL", "non_compute_us / kernel_us * 100"},
+        {"comm_comp_overlap_pct", "REAL",
+         "share of communication kernel time that overlapped computation, in %; NULL when the rank ran no "
+         "communication kernel"},
+    },
+};
+
 // Every view, in the order of docs/query.md.
 std::vector<QueryView> AllViews() {
   std::vector<QueryView> views = store::QuerySession::BuiltinViews();
   views.push_back(kAttributionView);
   views.push_back(kBottlenecksView);
   views.push_back(kIssuesView);
+  views.push_back(kGpuBreakdownView);
   return views;
 }
 
@@ -139,6 +160,19 @@ Rows IssueRows(const model::Run& run, const std::vector<analysis::Issue>& issues
   return rows;
 }
 
+Rows GpuBreakdownRows(const analysis::GpuAnalysis& gpu) {
+  std::map<int64_t, double> overlap;
+  for (const analysis::GpuOverlap& o : gpu.overlap) overlap[o.rank] = o.comm_comp_overlap_pct;
+  Rows rows;
+  for (const analysis::GpuTemporal& t : gpu.temporal) {
+    auto it = overlap.find(t.rank);
+    rows.push_back({t.rank, Real(t.kernel_us), Real(t.idle_us), Real(t.compute_us), Real(t.non_compute_us),
+                    Real(t.idle_pct), Real(t.compute_pct), Real(t.non_compute_pct),
+                    it == overlap.end() ? QueryValue() : Real(it->second)});
+  }
+  return rows;
+}
+
 // Whether the SQL names a view (a whole word, any case): then it is computed.
 bool Mentions(const std::string& sql, const std::string& view) {
   std::regex word("(^|[^A-Za-z0-9_$])" + view + "($|[^A-Za-z0-9_$])", std::regex::icase);
@@ -150,8 +184,10 @@ Status AddAnalysisTables(store::QuerySession& session, const std::string& sql) {
   const bool attribution = Mentions(sql, kAttributionView.name);
   const bool bottlenecks = Mentions(sql, kBottlenecksView.name);
   const bool issues = Mentions(sql, kIssuesView.name);
-  if (!attribution && !bottlenecks && !issues) return Status::Ok();
+  const bool gpu = Mentions(sql, kGpuBreakdownView.name);
+  if (!attribution && !bottlenecks && !issues && !gpu) return Status::Ok();
   GRADEML_ASSIGN_OR_RETURN(model::Run run, session.database().LoadRun(session.run_id()));
+  if (gpu) GRADEML_RETURN_IF_ERROR(session.AddTable(kGpuBreakdownView, GpuBreakdownRows(analysis::AnalyzeGpu(run))));
   if (attribution) {
     GRADEML_RETURN_IF_ERROR(
         session.AddTable(kAttributionView, AttributionRows(run, analysis::AttributeResources(run))));
@@ -390,8 +426,8 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
   auto opts = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
       "query",
-      "Run a read-only SQL query over a run: its phases, edges and samples, and what the analyses found "
-      "(attribution, bottlenecks, issues) (docs/query.md)");
+      "Run a read-only SQL query over a run: its phases, edges, samples and imported GPU kernels, and what the "
+      "analyses found (attribution, bottlenecks, issues, gpu_breakdown) (docs/query.md)");
   sub->add_option("SQL", opts->args,
                   "[RUN] SQL: the run (an id, -N for the N-th latest, or latest; default: the latest run), then one "
                   "SELECT statement ('-' reads it from stdin)")
@@ -422,7 +458,8 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
       ->capture_default_str();
   sub->footer(
       "grademl query [RUN] SQL [--format table|csv|json]\n\n"
-      "Views: phases, edges, samples, attribution, bottlenecks, issues (grademl query --list-views).\n"
+      "Views: phases, edges, samples, kernels, attribution, bottlenecks, issues, gpu_breakdown\n"
+      "(grademl query --list-views).\n"
       "Only reads are allowed: INSERT, UPDATE, DELETE, CREATE, DROP, ATTACH, PRAGMA assignments and the like are\n"
       "refused. The store's tables of every run stay readable as main.runs, main.phases, ... (docs/store.md).\n"
       "Rows are written as they come (a table aligns on its first 1000 rows); a query still running after\n"

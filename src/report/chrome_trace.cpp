@@ -7,6 +7,7 @@
 #include <iterator>
 #include <map>
 #include <span>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <string_view>
@@ -124,12 +125,22 @@ void AppendValue(std::string& out, double v) {
   }
 }
 
+// The phases of one Perfetto process that are laid out together in lanes: those on no
+// track of the model (group 0: the process's own phase, epochs, ...), or those of one model
+// track (a thread, a GPU stream, an async track of an imported trace).
+struct LaneGroup {
+  const model::Track* track = nullptr;  // nullptr for group 0
+  std::vector<uint32_t> phases;         // indexes into run.phases; sorted by start once laid out
+  std::vector<int64_t> lane_tids;
+};
+
 // One Perfetto process track: a process on a host, the workflow, or a host's counters.
 struct Track {
   int64_t pid = 0;  // the trace's pid
   std::string name;
-  std::vector<uint32_t> phases;  // indexes into run.phases; sorted by start once laid out
-  std::vector<int64_t> lane_tids;
+  std::vector<LaneGroup> groups = std::vector<LaneGroup>(1);  // group 0 first
+  std::map<model::TrackId, size_t> group_of_track;
+  std::unordered_set<int64_t> used_tids;
 };
 
 // TraceBuilder: lays the run out on tracks and lanes, then writes the events.
@@ -143,13 +154,18 @@ class TraceBuilder {
     end_ = run_.EffectiveEnd();
     MarkCriticalPath();
     AssignTracks();
-    for (Track& track : tracks_) AssignLanes(track);
+    for (Track& track : tracks_) {
+      OrderGroups(track);
+      for (size_t g = 0; g < track.groups.size(); ++g) AssignLanes(track, g);
+    }
     out_ += "{\"displayTimeUnit\":\"ms\",\"otherData\":";
     out_ += OtherData();
     out_ += ",\"traceEvents\":[";
     for (size_t i = 0; i < tracks_.size(); ++i) WriteMetadata(tracks_[i], static_cast<int>(i));
     for (const Track& track : tracks_) {
-      for (uint32_t idx : track.phases) WriteSlice(track, idx);
+      for (const LaneGroup& group : track.groups) {
+        for (uint32_t idx : group.phases) WriteSlice(track, idx);
+      }
     }
     WriteFlows();
     WriteProcessCounters();
@@ -223,6 +239,7 @@ class TraceBuilder {
   void AssignTracks() {
     tracks_.push_back({.pid = NextPseudoPid(), .name = "workflow"});
     track_of_.assign(run_.phases.size(), 0);
+    group_of_.assign(run_.phases.size(), 0);
     size_t last = 0;
     const model::Phase* last_phase = nullptr;
     std::vector<int32_t> owner = ProcessOwners();
@@ -233,13 +250,28 @@ class TraceBuilder {
         if (last_phase != nullptr && last_phase->pid == p.pid && last_phase->host == p.host) {
           t = last;
         } else {
-          t = ProcessTrack(p.host, p.pid, p.name);
+          // A phase of an imported trace on a thread or stream does not name its process.
+          t = ProcessTrack(p.host, p.pid, p.track != 0 ? std::string_view() : std::string_view(p.name));
           last = t;
           last_phase = &p;
         }
       }
+      // A phase on a track of an imported trace whose process was not found above: the
+      // track's own process.
+      const model::Track* model_track = run_.phases[i].track != 0 ? run_.FindTrack(run_.phases[i].track) : nullptr;
+      if (owner[i] < 0 && model_track != nullptr && model_track->pid != 0) {
+        t = ProcessTrack(model_track->host, model_track->pid, "");
+      }
       track_of_[i] = static_cast<uint32_t>(t);
-      tracks_[t].phases.push_back(static_cast<uint32_t>(i));
+      Track& track = tracks_[t];
+      size_t g = 0;
+      if (model_track != nullptr) {
+        auto [it, added] = track.group_of_track.emplace(model_track->id, track.groups.size());
+        if (added) track.groups.push_back({.track = model_track});
+        g = it->second;
+      }
+      group_of_[i] = static_cast<uint32_t>(g);
+      track.groups[g].phases.push_back(static_cast<uint32_t>(i));
     }
     for (const model::Resource& r : run_.resources) {
       if (r.kind != model::ResourceKind::kProcess) continue;
@@ -266,11 +298,39 @@ class TraceBuilder {
     return r.host;
   }
 
+  // Group 0 first, then the model's tracks: threads, GPU streams, async tracks, each kind by
+  // (pid, tid) or (device, stream) so that the order does not depend on the phases' order.
+  void OrderGroups(Track& track) {
+    auto key = [](const LaneGroup& g) {
+      const model::Track* t = g.track;
+      return std::make_tuple(static_cast<int>(t->kind), t->device, t->stream, t->tid, t->id);
+    };
+    std::stable_sort(track.groups.begin() + 1, track.groups.end(),
+                     [&](const LaneGroup& a, const LaneGroup& b) { return key(a) < key(b); });
+    for (size_t g = 0; g < track.groups.size(); ++g) {
+      for (uint32_t idx : track.groups[g].phases) group_of_[idx] = static_cast<uint32_t>(g);
+    }
+  }
+
+  // A tid for lane `lane` of a group: a process's own lane 0 is its pid, a thread's lane 0
+  // its tid (when free in the process), every other lane a pseudo-tid.
+  int64_t LaneTid(Track& track, const LaneGroup& group, size_t lane) {
+    if (lane == 0 && group.track == nullptr) {
+      track.used_tids.insert(track.pid);
+      return track.pid;
+    }
+    int64_t want = 0;
+    if (lane == 0 && group.track->kind == model::TrackKind::kThread && group.track->tid > 0) want = group.track->tid;
+    if (want > 0 && want < kPseudoPidBase && track.used_tids.insert(want).second) return want;
+    return kExtraTidBase + next_tid_++;
+  }
+
   // Greedy lanes: phases by start (longer first); each goes to its parent's lane when it
   // nests there, else to the first lane where it nests in what is open, else a new lane.
-  void AssignLanes(Track& track) {
+  void AssignLanes(Track& track, size_t g) {
+    LaneGroup& group = track.groups[g];
     if (lane_of_.empty()) lane_of_.assign(run_.phases.size(), -1);
-    std::sort(track.phases.begin(), track.phases.end(), [&](uint32_t a, uint32_t b) {
+    std::sort(group.phases.begin(), group.phases.end(), [&](uint32_t a, uint32_t b) {
       const model::Phase& pa = run_.phases[a];
       const model::Phase& pb = run_.phases[b];
       if (pa.start_ns != pb.start_ns) return pa.start_ns < pb.start_ns;
@@ -284,14 +344,15 @@ class TraceBuilder {
       while (!stack.empty() && stack.back() <= s) stack.pop_back();
       return stack.empty() || e <= stack.back();
     };
-    for (uint32_t idx : track.phases) {
+    for (uint32_t idx : group.phases) {
       const model::Phase& p = run_.phases[idx];
       TimeNs s = StartOf(p), e = EndOf(p);
       int lane = -1;
       if (p.parent != 0) {
         if (const model::Phase* parent = run_.FindPhase(p.parent)) {
           size_t pi = IndexOf(parent);
-          if (track_of_[pi] == track_of_[idx] && lane_of_[pi] >= 0 && fits(static_cast<size_t>(lane_of_[pi]), s, e)) {
+          if (track_of_[pi] == track_of_[idx] && group_of_[pi] == group_of_[idx] && lane_of_[pi] >= 0 &&
+              fits(static_cast<size_t>(lane_of_[pi]), s, e)) {
             lane = lane_of_[pi];
           }
         }
@@ -306,7 +367,7 @@ class TraceBuilder {
       open[static_cast<size_t>(lane)].push_back(e);
       lane_of_[idx] = lane;
     }
-    for (size_t l = 0; l < open.size(); ++l) track.lane_tids.push_back(l == 0 ? track.pid : kExtraTidBase + next_tid_++);
+    for (size_t l = 0; l < open.size(); ++l) group.lane_tids.push_back(LaneTid(track, group, l));
   }
 
   // --- events ---
@@ -319,6 +380,25 @@ class TraceBuilder {
                             {"command", JoinCommand(command)},
                             {"host", ValidUtf8(run_.info.host)},
                             {"start_ns", run_.info.start_ns}};
+    // The traces imported into the run, and what their import dropped (per reason).
+    if (!run_.sources.empty()) {
+      nlohmann::json sources = nlohmann::json::array();
+      for (const model::Source& source : run_.sources) {
+        nlohmann::json tags = nlohmann::json::object();
+        for (const auto& [k, v] : source.tags) tags[ValidUtf8(k)] = ValidUtf8(v);
+        nlohmann::json dropped = nlohmann::json::object();
+        for (const model::IngestStat& stat : IngestStatsOf(run_, source.id)) dropped[ValidUtf8(stat.reason)] = stat.count;
+        nlohmann::json entry = {{"id", source.id},
+                                {"path", ValidUtf8(source.path)},
+                                {"format", ValidUtf8(source.format)},
+                                {"tags", std::move(tags)},
+                                {"dropped", std::move(dropped)}};
+        std::string note = SourceClockNote(source);
+        if (!note.empty()) entry["clock_note"] = note;
+        sources.push_back(std::move(entry));
+      }
+      other["sources"] = std::move(sources);
+    }
     return other.dump();
   }
 
@@ -339,17 +419,26 @@ class TraceBuilder {
     out_ += "}}";
     Meta("process_sort_index", track.pid, nullptr, "sort_index");
     fmt::format_to(std::back_inserter(out_), "{}}}}}", sort_index);
-    for (size_t l = 0; l < track.lane_tids.size(); ++l) {
-      Meta("thread_name", track.pid, &track.lane_tids[l], "name");
-      AppendString(out_, l == 0 ? std::string("main") : fmt::format("lane {}", l + 1));
-      out_ += "}}";
-      Meta("thread_sort_index", track.pid, &track.lane_tids[l], "sort_index");
-      fmt::format_to(std::back_inserter(out_), "{}}}}}", l);
+    size_t thread_index = 0;
+    for (const LaneGroup& group : track.groups) {
+      std::string base = group.track == nullptr
+                             ? std::string()
+                             : TruncateToWidth(ValidUtf8(TrackLabel(*group.track)), kMaxTrackNameWidth);
+      for (size_t l = 0; l < group.lane_tids.size(); ++l) {
+        std::string name;
+        if (group.track == nullptr) name = l == 0 ? std::string("main") : fmt::format("lane {}", l + 1);
+        else name = l == 0 ? base : fmt::format("{} (lane {})", base, l + 1);
+        Meta("thread_name", track.pid, &group.lane_tids[l], "name");
+        AppendString(out_, name);
+        out_ += "}}";
+        Meta("thread_sort_index", track.pid, &group.lane_tids[l], "sort_index");
+        fmt::format_to(std::back_inserter(out_), "{}}}}}", thread_index++);
+      }
     }
   }
 
   int64_t TidOf(size_t idx) const {
-    return tracks_[track_of_[idx]].lane_tids[static_cast<size_t>(lane_of_[idx])];
+    return tracks_[track_of_[idx]].groups[group_of_[idx]].lane_tids[static_cast<size_t>(lane_of_[idx])];
   }
 
   void WriteSlice(const Track& track, uint32_t idx) {
@@ -381,6 +470,13 @@ class TraceBuilder {
     else out_ += "}}";
   }
 
+  // The flows of imported traces keep their kind as category (`launch`: a runtime call to
+  // its kernel, `fwdbwd`, `flow`); the run's own edges are `dataflow`.
+  static std::string_view FlowCategory(std::string_view kind) {
+    if (kind == "launch" || kind == "fwdbwd" || kind == "flow") return kind;
+    return "dataflow";
+  }
+
   // Flow events bind to the slice enclosing their timestamp, so they sit 1 ns inside the
   // end of `from` and the start of `to` (or at the middle of a shorter slice).
   void WriteFlows() {
@@ -400,7 +496,9 @@ class TraceBuilder {
         fmt::format_to(std::back_inserter(out_), "{{\"ph\":\"{}\",\"id\":{},\"pid\":{},\"tid\":{},\"ts\":",
                        end == 0 ? "s" : "f", id, tracks_[track_of_[idx]].pid, TidOf(idx));
         AppendMicros(out_, (end == 0 ? at_from : at_to) - start_);
-        out_ += ",\"cat\":\"dataflow\",\"name\":";
+        out_ += ",\"cat\":";
+        AppendString(out_, FlowCategory(edge.kind));
+        out_ += ",\"name\":";
         AppendString(out_, edge.kind.empty() ? std::string_view("data") : std::string_view(edge.kind));
         out_ += end == 0 ? "}" : ",\"bp\":\"e\"}";
       }
@@ -550,6 +648,7 @@ class TraceBuilder {
   std::vector<char> critical_;
   std::vector<Track> tracks_;
   std::vector<uint32_t> track_of_;  // per phase
+  std::vector<uint32_t> group_of_;  // per phase: its lane group in its track
   std::vector<int> lane_of_;        // per phase
   std::map<std::pair<std::string, int32_t>, size_t> process_tracks_;
   std::map<std::string, size_t> host_tracks_;

@@ -46,6 +46,9 @@ size_t IndexOf(const model::Run& run, model::PhaseId id) {
   return p == nullptr ? kNone : static_cast<size_t>(p - run.phases.data());
 }
 
+// The kinds of edge an imported trace's flows become (the others are the run's own).
+bool IsTraceFlow(std::string_view kind) { return kind == "launch" || kind == "fwdbwd" || kind == "flow"; }
+
 // Codes of what limited a phase, shared with the page (web/src/labels.js).
 constexpr int kBoundWaiting = analysis::kBoundResourceCount;   // 5
 constexpr int kBoundUnknown = analysis::kBoundResourceCount + 1;  // 6
@@ -110,6 +113,14 @@ struct TimelineLayout {
   std::vector<size_t> parent;    // per shown phase: position in `shown` of its parent, or kNone
   std::vector<int64_t> collapsed;  // per shown phase: its children that are not shown
   std::vector<size_t> position;  // per run.phases index: its position in `shown`, or kNone
+  // The bands of the model's tracks (a GPU stream, a thread of an imported trace): the
+  // phases of one track under one parent are packed together into a block of rows of their own.
+  struct Band {
+    model::TrackId track = 0;
+    int row = 0, rows = 0;
+    TimeNs start_ns = 0, end_ns = 0;  // from its first phase's start to the last end
+  };
+  std::vector<Band> bands;
   int rows = 0;
   int depth_limit = -1;          // the deepest level shown in full (deeper: only under the longest phases); -1: all
 };
@@ -209,21 +220,56 @@ TimelineLayout LayoutTimeline(const model::Run& run, const analysis::RunSummary&
       layout.parent[pos[i]] = pos[p];
     }
   }
-  // Children of each shown phase (and of a virtual root, index m), in start order.
+  // The nodes packed into rows: the shown phases (0..m-1), a virtual root (m), and a band per
+  // (parent, model track) (m+1..): the phases of a track whose parent is not on that track
+  // (kernels of a GPU stream under their process, the top-level phases of an imported
+  // thread) form one block of rows, so that a track is one band on the timeline.
+  const size_t root = m;
+  std::vector<size_t> node_parent(m + 1, kNone);
+  std::vector<TimeNs> node_start(m + 1, 0), node_end(m + 1, 0);
+  std::vector<int> node_key(m + 1, -1);  // packing order: deepest first; a band between its phases and their parent
+  std::map<std::pair<size_t, model::TrackId>, size_t> band_of;
+  std::vector<model::TrackId> band_track;
   std::vector<std::vector<size_t>> kids(m + 1);
-  for (size_t k = 0; k < m; ++k) kids[layout.parent[k] == kNone ? m : layout.parent[k]].push_back(k);
+  for (size_t k = 0; k < m; ++k) {
+    const model::Phase& p = run.phases[layout.shown[k]];
+    size_t parent = layout.parent[k] == kNone ? root : layout.parent[k];
+    node_start[k] = start_of(layout.shown[k]);
+    node_end[k] = end_of(layout.shown[k]);
+    node_key[k] = 2 * depth[layout.shown[k]] + 2;
+    bool parent_on_track = parent != root && run.phases[layout.shown[parent]].track == p.track;
+    if (p.track != 0 && !parent_on_track) {
+      auto [it, added] = band_of.emplace(std::make_pair(parent, p.track), node_parent.size());
+      size_t band = it->second;
+      if (added) {
+        node_parent.push_back(parent);
+        node_start.push_back(node_start[k]);
+        node_end.push_back(node_end[k]);
+        node_key.push_back(node_key[k] - 1);
+        band_track.push_back(p.track);
+        kids.emplace_back();
+        kids[parent].push_back(band);  // shown is in start order: so are the kids
+      }
+      node_end[band] = std::max(node_end[band], node_end[k]);
+      node_parent[k] = band;
+      kids[band].push_back(k);
+    } else {
+      node_parent[k] = parent;
+      kids[parent].push_back(k);
+    }
+  }
+  const size_t nodes = node_parent.size();
   // Heights bottom-up (deepest first), packing each node's children blocks greedily: a block
   // goes to the first offset where all its rows are free at its start.
-  std::vector<size_t> order(m);
+  std::vector<size_t> order(nodes);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return depth[layout.shown[a]] > depth[layout.shown[b]]; });
-  std::vector<int> height(m + 1, 1), offset(m + 1, 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return node_key[a] > node_key[b]; });
+  std::vector<int> height(nodes, 1), offset(nodes, 0);
   std::vector<TimeNs> row_end;
   auto pack = [&](size_t node) {
     row_end.clear();
     for (size_t c : kids[node]) {
-      TimeNs s = start_of(layout.shown[c]), e = end_of(layout.shown[c]);
+      TimeNs s = node_start[c], e = node_end[c];
       int h = height[c];
       size_t r = 0;
       for (;; ++r) {
@@ -242,14 +288,22 @@ TimelineLayout LayoutTimeline(const model::Run& run, const analysis::RunSummary&
     }
     return static_cast<int>(row_end.size());
   };
-  for (size_t k : order) height[k] = 1 + pack(k);
-  int top = pack(m);  // the top-level blocks
-  layout.rows = top;
-  layout.row.assign(m, 0);
-  // Absolute rows top-down: shown is in start order, so a parent comes before its children.
-  for (size_t k = 0; k < m; ++k) {
-    size_t p = layout.parent[k];
-    layout.row[k] = p == kNone ? offset[k] : layout.row[p] + 1 + offset[k];
+  for (size_t node : order) {
+    if (node == root) continue;
+    height[node] = (node < m ? 1 : 0) + pack(node);
+  }
+  layout.rows = pack(root);  // the top-level blocks
+  // Absolute rows top-down (parents first): a phase's children start on the row below it, a
+  // band's phases on its own first row.
+  std::vector<int> top(nodes, 0);
+  auto base = [&](size_t node) { return node == root ? 0 : node < m ? top[node] + 1 : top[node]; };
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (*it == root) continue;
+    top[*it] = base(node_parent[*it]) + offset[*it];
+  }
+  layout.row.assign(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(m));
+  for (size_t b = m + 1; b < nodes; ++b) {
+    layout.bands.push_back({band_track[b - m - 1], top[b], height[b], node_start[b], node_end[b]});
   }
   return layout;
 }
@@ -672,6 +726,7 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
                      {"top", std::move(top)}});
   }
   run_json["other_processes"] = std::move(other);
+  run_json["sources"] = SourcesJson(run);
 
   // Timeline.
   TimelineLayout layout = LayoutTimeline(run, analysis.summary, std::max<size_t>(options.max_timeline_phases, 1));
@@ -681,7 +736,33 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
   json ids = json::array(), parents = json::array(), names = json::array(), types = json::array(),
        starts = json::array(), ends = json::array(), rows = json::array(), crit = json::array(),
        open = json::array(), collapsed = json::array(), bound = json::array(), bound_s = json::array(),
-       hosts = json::array(), pids = json::array();
+       hosts = json::array(), pids = json::array(), track_col = json::array();
+  // The model's tracks the timeline shows (imported threads, GPU streams, async tracks), in
+  // order of first use.
+  json tracks = json::array();
+  std::unordered_map<model::TrackId, int> track_index;
+  auto track_of = [&](model::TrackId id) -> int {
+    if (id == 0) return -1;
+    auto [it, added] = track_index.emplace(id, static_cast<int>(tracks.size()));
+    if (added) {
+      const model::Track* t = run.FindTrack(id);
+      json entry = {{"id", id}, {"kind", t ? json(std::string(model::TrackKindName(t->kind))) : json(nullptr)},
+                    {"label", t ? json(Text(TrackLabel(*t))) : json("track " + std::to_string(id))}};
+      if (t != nullptr) {
+        entry["host"] = Text(t->host);
+        entry["pid"] = t->pid;
+        if (t->kind == model::TrackKind::kThread) entry["tid"] = t->tid;
+        if (t->kind == model::TrackKind::kDevice) entry["device"] = t->device;
+        if (t->kind != model::TrackKind::kThread) entry["stream"] = t->stream;
+        const model::Source* source = t->source != 0 ? run.FindSource(t->source) : nullptr;
+        entry["source"] = source ? json(Text(source->path)) : json(nullptr);
+        std::string rank = source ? SourceTag(*source, "rank") : std::string();
+        entry["rank"] = rank.empty() ? json(nullptr) : json(Text(rank));
+      }
+      tracks.push_back(std::move(entry));
+    }
+    return it->second;
+  };
   for (size_t k = 0; k < layout.shown.size(); ++k) {
     size_t i = layout.shown[k];
     const model::Phase& p = run.phases[i];
@@ -705,16 +786,30 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
     bound_s.push_back(Round(secs, 3));
     hosts.push_back(strings.Intern(p.host));
     pids.push_back(p.pid);
+    track_col.push_back(track_of(p.track));
   }
+  json bands = json::array();
+  for (const TimelineLayout::Band& b : layout.bands) {
+    bands.push_back({{"track", track_of(b.track)},
+                     {"row", b.row},
+                     {"rows", b.rows},
+                     {"start", RelS(b.start_ns, t0)},
+                     {"end", RelS(b.end_ns, t0)}});
+  }
+  // The run's own edges (dataflow between steps) first, then the flows of imported traces
+  // (launches, fwdbwd), which can be many more.
   json edges = json::array();
-  for (const model::Edge& e : run.edges) {
-    size_t from = IndexOf(run, e.from), to = IndexOf(run, e.to);
-    if (from == kNone || to == kNone) continue;
-    from = layout.position[from];
-    to = layout.position[to];
-    if (from == kNone || to == kNone) continue;
-    edges.push_back(json::array({from, to, Text(e.kind)}));
-    if (edges.size() >= 5000) break;
+  for (int pass = 0; pass < 2 && edges.size() < 5000; ++pass) {
+    for (const model::Edge& e : run.edges) {
+      if (IsTraceFlow(e.kind) != (pass == 1)) continue;
+      size_t from = IndexOf(run, e.from), to = IndexOf(run, e.to);
+      if (from == kNone || to == kNone) continue;
+      from = layout.position[from];
+      to = layout.position[to];
+      if (from == kNone || to == kNone) continue;
+      edges.push_back(json::array({from, to, Text(e.kind)}));
+      if (edges.size() >= 5000) break;
+    }
   }
   json timeline = {{"total_phases", run.phases.size()},
                    {"shown_phases", layout.shown.size()},
@@ -735,6 +830,9 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
                    {"bound_s", std::move(bound_s)},
                    {"host", std::move(hosts)},
                    {"pid", std::move(pids)},
+                   {"track", std::move(track_col)},
+                   {"tracks", std::move(tracks)},
+                   {"bands", std::move(bands)},
                    {"edges", std::move(edges)}};
 
   // Steps: what limited each, slack, critical.

@@ -31,6 +31,7 @@ json PhaseJson(const model::Phase& phase, const analysis::PhaseSummary& ps) {
       {"end_ns", phase.ended() ? json(phase.end_ns) : json(nullptr)},
       {"host", Text(phase.host)},
       {"pid", phase.pid == 0 ? json(nullptr) : json(phase.pid)},
+      {"track", phase.track == 0 ? json(nullptr) : json(phase.track)},
       {"duration_s", ps.duration_s},
       {"cpu_seconds", ps.cpu_seconds},
       {"self_cpu_seconds", ps.self_cpu_seconds},
@@ -299,6 +300,54 @@ static void AnalysisJson(const analysis::RunAnalysis& a, json& out) {
   out["gpu"] = GpuJson(a.gpu);
 }
 
+json SourcesJson(const model::Run& run) {
+  json out = json::array();
+  for (const model::Source& source : run.sources) {
+    json tags = json::object();
+    for (const auto& [key, value] : source.tags) tags[ValidUtf8(key)] = Text(value);
+    json dropped = json::array();
+    int64_t total = 0;
+    for (const model::IngestStat& stat : IngestStatsOf(run, source.id)) {
+      dropped.push_back({{"reason", Text(stat.reason)}, {"count", stat.count}});
+      total += stat.count;
+    }
+    auto tag = [&](std::string_view key) {
+      std::string v = SourceTag(source, key);
+      return v.empty() ? json(nullptr) : Text(v);
+    };
+    std::string note = SourceClockNote(source);
+    out.push_back({{"id", source.id},
+                   {"path", Text(source.path)},
+                   {"format", Text(source.format)},
+                   {"rank", tag("rank")},
+                   {"world_size", tag("world_size")},
+                   {"clock", tag("clock")},
+                   {"clock_note", note.empty() ? json(nullptr) : json(note)},
+                   {"tags", std::move(tags)},
+                   {"dropped", std::move(dropped)},
+                   {"dropped_total", total}});
+  }
+  return out;
+}
+
+json TracksJson(const model::Run& run) {
+  json out = json::array();
+  for (const model::Track& t : run.tracks) {
+    json entry = {{"id", t.id},
+                  {"kind", std::string(model::TrackKindName(t.kind))},
+                  {"label", Text(TrackLabel(t))},
+                  {"source", t.source == 0 ? json(nullptr) : json(t.source)},
+                  {"host", Text(t.host)},
+                  {"pid", t.pid == 0 ? json(nullptr) : json(t.pid)}};
+    if (t.kind == model::TrackKind::kThread) entry["tid"] = t.tid;
+    if (t.kind == model::TrackKind::kDevice) entry["device"] = t.device;
+    if (t.kind != model::TrackKind::kThread) entry["stream"] = t.stream;
+    entry["name"] = Text(t.name);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analysis) {
   const analysis::RunSummary& summary = analysis.summary;
   json run_json = RunInfoJson(run.info);
@@ -324,7 +373,9 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
   for (const model::Edge& e : run.edges) edges.push_back({{"from", e.from}, {"to", e.to}, {"kind", Text(e.kind)}});
   json hosts = json::array();
   for (const analysis::HostSummary& host : summary.hosts) hosts.push_back(HostJson(host));
-  json out = {{"schema", kReportSchema}, {"run", run_json}, {"phases", phases}, {"edges", edges}, {"hosts", hosts}};
+  json out = {{"schema", kReportSchema}, {"run", run_json},         {"phases", phases},
+              {"edges", edges},          {"hosts", hosts},            {"sources", SourcesJson(run)},
+              {"tracks", TracksJson(run)}};
   AnalysisJson(analysis, out);
   return out;
 }

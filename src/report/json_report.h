@@ -17,4 +17,13 @@ nlohmann::json RenderJsonReport(const model::Run& run, const analysis::RunAnalys
 // The "run" object of the report; also used for the entries of `grademl ls --json`.
 nlohmann::json RunInfoJson(const model::RunInfo& info);
 
+// The "sources" array of the report (also in the HTML report's data): per imported trace its
+// id, path, format, rank, world_size, clock, clock_note (null unless clock=aligned), tags,
+// and what its import dropped: dropped (per reason, largest first) and dropped_total.
+nlohmann::json SourcesJson(const model::Run& run);
+
+// The "tracks" array of the report: per track of the model (imported threads, GPU streams,
+// async tracks) its id, kind, label, source, host, pid and tid / device and stream.
+nlohmann::json TracksJson(const model::Run& run);
+
 }  // namespace grademl::report

@@ -9,6 +9,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "analysis/gpu_breakdown.h"
 #include "report/text_format.h"
 
 namespace grademl::report {
@@ -121,6 +122,129 @@ void RenderHeader(const model::Run& run, const RunSummary& summary, const Styler
   if (summary.noisy) lines.Add("noisy", style(kYellow, "yes: " + Sanitize(summary.noisy_reason)));
   if (std::string notice = ProcessEventsNotice(run); !notice.empty()) lines.Add("processes", style(kYellow, notice));
   lines.Render(out, style);
+}
+
+// --- imported traces ---------------------------------------------------------------------
+
+// The traces imported into the run: path, format, rank, the clock note for a trace aligned
+// to its process's lifetime, and what the import dropped per reason.
+void RenderSources(const model::Run& run, const Styler& style, std::string& out) {
+  if (run.sources.empty()) return;
+  out += '\n' + style(kBold, "Imported traces") + '\n';
+  for (const model::Source& source : run.sources) {
+    std::string line = "  " + TruncateToWidth(Sanitize(source.path), 80) + "  " + Sanitize(source.format);
+    std::string rank = SourceTag(source, "rank"), world = SourceTag(source, "world_size");
+    if (!rank.empty()) line += ", rank " + Sanitize(rank) + (world.empty() ? "" : " of " + Sanitize(world));
+    out += line + '\n';
+    if (std::string note = SourceClockNote(source); !note.empty()) {
+      out += "    " + style(kYellow, "clock: " + note) + '\n';
+    }
+    std::vector<model::IngestStat> stats = IngestStatsOf(run, source.id);
+    if (stats.empty()) continue;
+    int64_t total = 0;
+    std::vector<std::string> parts;
+    for (const model::IngestStat& stat : stats) {
+      total += stat.count;
+      if (parts.size() < 8) parts.push_back(fmt::format("{} {}", TruncateToWidth(Sanitize(stat.reason), 40), stat.count));
+    }
+    if (stats.size() > parts.size()) parts.push_back(fmt::format("{} more reasons", stats.size() - parts.size()));
+    out += "    " + WrapText(fmt::format("dropped {}: {}", total, Join(parts, ", ")), 96, 6) + '\n';
+  }
+}
+
+// --- GPU (imported traces) ----------------------------------------------------------------
+
+std::string Micros(double us) {
+  if (!std::isfinite(us)) return "-";
+  return us == 0 ? "0 s" : FormatDuration(static_cast<DurationNs>(std::llround(us * 1000.0)));
+}
+std::string Pct(double pct) { return std::isfinite(pct) ? fmt::format("{:.1f}%", pct) : std::string("-"); }
+
+// Aligned columns: a dim header, then rows; the first column left-aligned, others right.
+void RenderColumns(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows,
+                   const Styler& style, std::string& out) {
+  std::vector<size_t> width(head.size(), 0);
+  for (size_t c = 0; c < head.size(); ++c) width[c] = DisplayWidth(head[c]);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], DisplayWidth(row[c]));
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string text = "  ";
+    for (size_t c = 0; c < cells.size() && c < width.size(); ++c) {
+      if (c > 0) text += "  ";
+      text += c == 0 ? PadRight(cells[c], width[c]) : PadLeft(cells[c], width[c]);
+    }
+    RightTrim(text);
+    return text;
+  };
+  out += style(kDim, line(head)) + '\n';
+  for (const auto& row : rows) out += line(row) + '\n';
+}
+
+void RenderGpu(const analysis::GpuAnalysis& gpu, const Styler& style, std::string& out) {
+  if (gpu.empty()) return;
+  out += '\n' + style(kBold, "GPU") + style(kDim, "  (imported traces, per rank, as HolisticTraceAnalysis defines it: docs/gpu.md)") + '\n';
+  if (!gpu.temporal.empty()) {
+    std::unordered_map<int64_t, double> overlap;
+    for (const analysis::GpuOverlap& o : gpu.overlap) overlap[o.rank] = o.comm_comp_overlap_pct;
+    std::vector<std::vector<std::string>> rows;
+    for (const analysis::GpuTemporal& t : gpu.temporal) {
+      auto it = overlap.find(t.rank);
+      rows.push_back({fmt::format("{}", t.rank), Micros(t.kernel_us), Pct(t.idle_pct), Pct(t.compute_pct),
+                      Pct(t.non_compute_pct), it == overlap.end() ? "-" : Pct(it->second)});
+    }
+    RenderColumns({"rank", "span", "idle", "compute", "non-compute", "comm/comp overlap"}, rows, style, out);
+  }
+  // Kernel time by HTA's kernel type over all ranks; types with no time are left out.
+  std::vector<std::vector<std::string>> types;
+  for (const analysis::GpuKernelType& k : gpu.kernel_types) {
+    if (k.us > 0) types.push_back({k.type, Pct(k.pct), Micros(k.us)});
+  }
+  if (!types.empty()) RenderColumns({"kernel type (all ranks)", "share", "time"}, types, style, out);
+  // Idle time per stream: host wait (the stream waited on the CPU to launch), kernel wait
+  // (short gaps between kernels), other.
+  if (!gpu.idle.empty()) {
+    std::map<std::pair<int64_t, int64_t>, std::map<std::string, const analysis::GpuIdle*>> by_stream;
+    for (const analysis::GpuIdle& i : gpu.idle) by_stream[{i.rank, i.stream}][i.category] = &i;
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& [key, categories] : by_stream) {
+      std::vector<std::string> row = {fmt::format("rank {} stream {}", key.first, key.second)};
+      for (const char* category : {"host_wait", "kernel_wait", "other"}) {
+        auto it = categories.find(category);
+        if (it == categories.end()) {
+          row.push_back("-");
+        } else {
+          const analysis::GpuIdle* i = it->second;
+          row.push_back(std::isfinite(i->ratio) ? fmt::format("{} ({:.0f}%)", Micros(i->us), i->ratio * 100)
+                                                : Micros(i->us));
+        }
+      }
+      rows.push_back(std::move(row));
+    }
+    RenderColumns({"idle time of", "host wait", "kernel wait", "other"}, rows, style, out);
+  }
+  for (const analysis::GpuLaunchStats& l : gpu.launch) {
+    if (l.kernels == 0) continue;
+    std::string text = fmt::format("rank {}: {} kernels, {} with their launch", l.rank, l.kernels, l.launched);
+    if (l.launched > 0) {
+      text += fmt::format("; launch delay median {}, p95 {}, max {}", Micros(l.delay_p50_us), Micros(l.delay_p95_us),
+                          Micros(l.delay_max_us));
+    }
+    if (l.short_kernels > 0) {
+      text += fmt::format("; {} kernels shorter than their launch call ({} of kernel time)", l.short_kernels,
+                          Micros(l.short_kernel_us));
+    }
+    out += "  " + WrapText(text, 96, 4) + '\n';
+  }
+  for (const analysis::CpuCommOverlap& c : gpu.cpu_overlap) {
+    out += "  " + WrapText(fmt::format("rank {}: {} CPU collectives (gloo): communication {}, overlapped with computation {}",
+                                       c.rank, c.collectives, Micros(c.comm_us), Pct(c.comm_comp_overlap_pct)),
+                           96, 4) +
+           '\n';
+  }
+  for (int64_t rank : gpu.ranks_without_kernels) {
+    out += "  " + style(kDim, fmt::format("rank {}: no kernel inside the profiled steps", rank)) + '\n';
+  }
 }
 
 // --- phase tree --------------------------------------------------------------------------
@@ -686,11 +810,13 @@ std::string RenderTerminalReport(const model::Run& run, const analysis::RunAnaly
   const RunSummary& summary = analysis.summary;
   std::string out;
   RenderHeader(run, summary, style, out);
+  RenderSources(run, style, out);
   out += '\n';
   RenderPhases(run, summary, options, style, out);
   RenderLimits(run, analysis, options, style, out);
   RenderCoreUse(run, analysis, options, style, out);
   for (const analysis::HostSummary& host : summary.hosts) RenderHost(host, style, out);
+  RenderGpu(analysis.gpu, style, out);
   RenderIssues(run, analysis, style, out);
   RenderFailedSteps(run, style, out);
   return out;

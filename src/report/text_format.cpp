@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -190,6 +191,46 @@ std::string ProcessEventsNotice(const model::Run& run) {
   return "processes shorter than " + interval + " may be missing (their CPU is counted in their parent): " +
          (turned_off ? "the kernel's process events were turned off (GRADEML_PROCESS_EVENTS)"
                      : "the kernel's process events need root or CAP_NET_ADMIN");
+}
+
+std::string TrackLabel(const model::Track& track) {
+  switch (track.kind) {
+    case model::TrackKind::kDevice: {
+      std::string label = track.device >= 0 ? fmt::format("GPU {}", track.device) : std::string("device");
+      if (track.stream >= 0) label += fmt::format(" stream {}", track.stream);
+      return label;
+    }
+    case model::TrackKind::kAsync:
+      if (!track.name.empty()) return "async " + track.name;
+      return fmt::format("async {}", track.stream);
+    case model::TrackKind::kThread:
+    default: {
+      std::string label = fmt::format("thread {}", track.tid);
+      if (!track.name.empty() && track.name != std::to_string(track.tid)) label += " (" + track.name + ")";
+      return label;
+    }
+  }
+}
+
+std::string SourceTag(const model::Source& source, std::string_view key) {
+  for (const auto& [k, v] : source.tags)
+    if (k == key) return v;
+  return "";
+}
+
+std::string SourceClockNote(const model::Source& source) {
+  if (SourceTag(source, "clock") == "aligned") return "aligned to the process lifetime, not absolute";
+  return "";
+}
+
+std::vector<model::IngestStat> IngestStatsOf(const model::Run& run, model::SourceId source) {
+  std::vector<model::IngestStat> out;
+  for (const model::IngestStat& s : run.ingest_stats)
+    if (s.source == source && s.count > 0) out.push_back(s);
+  std::sort(out.begin(), out.end(), [](const model::IngestStat& a, const model::IngestStat& b) {
+    return a.count != b.count ? a.count > b.count : a.reason < b.reason;
+  });
+  return out;
 }
 
 }  // namespace grademl::report

@@ -53,4 +53,20 @@ std::string ProcessEventsMode(const model::Run& run);
 // The reports' one line when processes shorter than a pass may be missing ("" when not).
 std::string ProcessEventsNotice(const model::Run& run);
 
+// --- imported traces (Run::sources, Run::tracks) ---
+
+// What a track is, in words, raw (the caller escapes it for its output): "thread 4242
+// (dataloader)", "GPU 0 stream 7", "async NAME".
+std::string TrackLabel(const model::Track& track);
+
+// A tag of a source ("" when absent).
+std::string SourceTag(const model::Source& source, std::string_view key);
+
+// The note the reports print for a source's clock: for clock=aligned "aligned to the process
+// lifetime, not absolute"; "" for the others (absolute, anchored: exact on the run's clock).
+std::string SourceClockNote(const model::Source& source);
+
+// The ingest stats of one source (what was dropped and why), largest count first, then by reason.
+std::vector<model::IngestStat> IngestStatsOf(const model::Run& run, model::SourceId source);
+
 }  // namespace grademl::report

@@ -124,4 +124,102 @@ inline model::Run IncompleteRun() {
   return f.Build();
 }
 
+// A recorded run with two imported traces (docs/import.md): rank 0's Kineto trace (absolute
+// clock) with a CPU thread, two GPU streams and an async track, and rank 1's Chrome trace with
+// no absolute time (aligned to its process). Names come from the trace, so one kernel's name
+// is hostile markup with a terminal escape. Rank 0's import dropped events for two reasons.
+//
+// Rank 0 (pid 4242), in seconds since the run's start:
+//   thread 4242 "python": ProfilerStep#1 [1, 2] > aten::mm [1.1, 1.4] > cudaLaunchKernel [1.2, 1.21]
+//   thread 4300 "pt_autograd_0": autograd::engine [1.5, 1.9]
+//   GPU 0 stream 7:  sm80_gemm [1.25, 1.5], Memcpy HtoD [1.6, 1.7]
+//   GPU 0 stream 20: ncclKernel_AllReduce [1.3, 1.6] (overlaps the gemm)
+//   async "gpu_user_annotation": two slices that overlap without nesting [1.2, 1.8], [1.7, 1.9]
+// Rank 1 (pid 5151): thread 5151: step [2.5, 3], GPU 0 stream 7: hostile kernel [2.6, 2.7]
+inline model::Run ImportedGpuRun() {
+  RunFixture f;
+  model::RunInfo& info = f.run.info;
+  info.id = 9;
+  info.uuid = "1c2d3e4f-5a6b-4c7d-8e9f-a0b1c2d3e4f5";
+  info.command = {"grademl-import"};
+  info.cwd = "/work";
+  info.host = "node1";
+  info.start_ns = At(0);
+  info.end_ns = At(4);
+  info.complete = true;
+  info.grademl_version = "0.1.0";
+  auto root = f.AddPhase(0, "run", "run", At(0), At(4));
+  auto rank0 = f.AddPhase(root, "python3 train.py", "run/process", At(0.5), At(3.5), 4242);
+  auto rank1 = f.AddPhase(root, "python3 train.py --rank 1", "run/process", At(2.2), At(3.2), 5151);
+
+  model::Source s0;
+  s0.id = 1;
+  s0.path = "traces/rank0.pt.trace.json.gz";
+  s0.format = "kineto";
+  s0.tags = {{"rank", "0"}, {"world_size", "2"}, {"clock", "absolute"}};
+  model::Source s1;
+  s1.id = 2;
+  s1.path = "traces/rank1 <b>\x1b[2J.json";
+  s1.format = "chrome_json";
+  s1.tags = {{"rank", "1"}, {"world_size", "2"}, {"clock", "aligned"}};
+  f.run.sources = {s0, s1};
+  f.run.ingest_stats = {{.source = 1, .reason = "unknown phase 'Z'", .count = 3},
+                        {.source = 1, .reason = "bad ts", .count = 1},
+                        {.source = 1, .reason = "unmatched E", .count = 3}};
+
+  auto track = [&](model::TrackId id, model::TrackKind kind, model::SourceId source, int32_t pid, int64_t tid,
+                   int32_t device, int64_t stream, std::string name) {
+    model::Track t;
+    t.id = id;
+    t.kind = kind;
+    t.source = source;
+    t.host = "node1";
+    t.pid = pid;
+    t.tid = tid;
+    t.device = device;
+    t.stream = stream;
+    t.name = std::move(name);
+    f.run.tracks.push_back(t);
+  };
+  using model::TrackKind;
+  track(1, TrackKind::kThread, 1, 4242, 4242, -1, -1, "python");
+  track(2, TrackKind::kThread, 1, 4242, 4300, -1, -1, "pt_autograd_0");
+  track(3, TrackKind::kDevice, 1, 4242, 0, 0, 7, "stream 7");
+  track(4, TrackKind::kDevice, 1, 4242, 0, 0, 20, "stream 20");
+  track(5, TrackKind::kAsync, 1, 4242, 0, -1, 1, "gpu_user_annotation");
+  track(6, TrackKind::kThread, 2, 5151, 5151, -1, -1, "");
+  track(7, TrackKind::kDevice, 2, 5151, 0, 0, 7, "stream 7");
+
+  auto on = [&](model::PhaseId parent, std::string name, std::string leaf, double s, double e, model::TrackId t,
+                int32_t pid, model::Tags tags = {}) {
+    std::string type = "process/" + leaf;
+    for (const auto& p : f.run.phases) {
+      if (p.id == parent) type = p.type + "/" + leaf;
+    }
+    model::PhaseId id = f.AddPhase(parent, std::move(name), type, At(s), At(e), pid);
+    f.run.phases.back().track = t;
+    f.run.phases.back().tags = std::move(tags);
+    return id;
+  };
+  auto step = on(rank0, "ProfilerStep#1", "iteration", 1, 2, 1, 4242, {{"cat", "user_annotation"}});
+  auto mm = on(step, "aten::mm", "op", 1.1, 1.4, 1, 4242, {{"cat", "cpu_op"}, {"external_id", "12"}});
+  auto launch = on(mm, "cudaLaunchKernel", "runtime", 1.2, 1.21, 1, 4242, {{"cat", "cuda_runtime"}, {"correlation", "77"}});
+  on(rank0, "autograd::engine", "op", 1.5, 1.9, 2, 4242, {{"cat", "cpu_op"}});
+  auto gemm = on(rank0, "sm80_gemm", "kernel", 1.25, 1.5, 3, 4242,
+                 {{"cat", "kernel"}, {"device", "0"}, {"stream", "7"}, {"correlation", "77"}});
+  on(rank0, "Memcpy HtoD", "memcpy", 1.6, 1.7, 3, 4242,
+     {{"cat", "gpu_memcpy"}, {"device", "0"}, {"stream", "7"}, {"correlation", "78"}});
+  on(rank0, "ncclKernel_AllReduce", "kernel", 1.3, 1.6, 4, 4242,
+     {{"cat", "kernel"}, {"device", "0"}, {"stream", "20"}, {"correlation", "79"}});
+  on(rank0, "forward", "annotation", 1.2, 1.8, 5, 4242, {{"cat", "gpu_user_annotation"}});
+  on(rank0, "backward", "annotation", 1.7, 1.9, 5, 4242, {{"cat", "gpu_user_annotation"}});
+  auto step1 = on(rank1, "step", "event", 2.5, 3, 6, 5151);
+  auto evil = on(rank1, "<img src=x onerror=alert(1)>\x1b[31m", "kernel", 2.6, 2.7, 7, 5151,
+                 {{"cat", "kernel"}, {"device", "0"}, {"stream", "7"}});
+  f.run.edges.push_back({.from = launch, .to = gemm, .kind = "launch"});
+  f.run.edges.push_back({.from = step1, .to = evil, .kind = "flow"});
+  return f.Build();
+}
+
 }  // namespace grademl::testing
+

@@ -280,7 +280,7 @@ TEST_F(QuerySessionTest, IntrospectionIsAllowed) {
   QueryResult r = Query(*s, "PRAGMA table_info(samples)");
   EXPECT_EQ(r.rows.size(), QuerySession::BuiltinViews()[2].columns.size());
   r = Query(*s, "SELECT name FROM sqlite_temp_master WHERE type = 'view' ORDER BY name");
-  EXPECT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows.size(), 3u);  // edges, kernels, samples
   r = Query(*s, "EXPLAIN QUERY PLAN SELECT * FROM phases WHERE id = 2");
   EXPECT_FALSE(r.rows.empty());
   r = Query(*s, "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 5) SELECT sum(x) FROM n");
@@ -335,6 +335,62 @@ TEST_F(QuerySessionTest, OpenErrors) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kNotFound);
   EXPECT_FALSE(std::filesystem::exists(dir_.File("none.db")));
+}
+
+// A run with an imported trace: a runtime call on a thread track launching a kernel on GPU 0
+// stream 7 (a `launch` edge), a memcpy on the same stream with no launch, and a phase on a
+// thread track that is not a kernel. The kernels view holds the two stream phases only, with
+// the values written here (launch delay: 1.25 s - 1.2 s = 50 ms).
+TEST_F(QuerySessionTest, KernelsViewListsDeviceTrackPhasesWithTheirLaunch) {
+  {
+    auto db = Database::Open(path_, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status().message();
+    model::RunInfo info{.uuid = "u3", .command = {"grademl", "import"}, .cwd = "/", .host = "node1",
+                        .start_ns = kT0, .end_ns = kT0 + 4 * kSec, .complete = true, .grademl_version = "0.1.0"};
+    auto id = (*db)->CreateRun(info);
+    ASSERT_TRUE(id.ok());
+    model::RunDelta d;
+    d.info = info;
+    d.sources = {{.id = 1, .path = "rank3.json", .format = "kineto", .tags = {{"rank", "3"}, {"clock", "absolute"}}}};
+    d.tracks = {{.id = 1, .kind = model::TrackKind::kThread, .source = 1, .host = "node1", .pid = 77, .tid = 78},
+                {.id = 2, .kind = model::TrackKind::kDevice, .source = 1, .host = "node1", .pid = 77, .device = 0,
+                 .stream = 7, .name = "stream 7"}};
+    d.phases = {MakePhase(1, 0, "run", "run", kT0, kT0 + 4 * kSec),
+                MakePhase(2, 1, "python", "run/process", kT0, kT0 + 4 * kSec, 77),
+                MakePhase(3, 2, "cudaLaunchKernel", "run/process/runtime", kT0 + 1200 * kSec / 1000,
+                          kT0 + 1210 * kSec / 1000, 77),
+                MakePhase(4, 2, "sm80_gemm", "run/process/kernel", kT0 + 1250 * kSec / 1000,
+                          kT0 + 1500 * kSec / 1000, 77),
+                MakePhase(5, 2, "Memcpy HtoD", "run/process/memcpy", kT0 + 2 * kSec, kT0 + 3 * kSec, 77)};
+    d.phases[2].track = 1;
+    d.phases[2].tags = {{"cat", "cuda_runtime"}, {"correlation", "9"}};
+    d.phases[3].track = 2;
+    d.phases[3].tags = {{"cat", "kernel"}, {"stream", "7"}, {"correlation", "9"}};
+    d.phases[4].track = 2;
+    d.phases[4].tags = {{"cat", "gpu_memcpy"}};
+    d.edges = {{.from = 3, .to = 4, .kind = "launch"}, {.from = 2, .to = 5, .kind = "data"}};
+    ASSERT_TRUE((*db)->WriteDelta(*id, d).ok());
+  }
+  auto s = Open("3");
+  ASSERT_NE(s, nullptr);
+  QueryResult r = Query(*s,
+                        "SELECT run_id, phase_id, name, type, cat, rank, source_id, pid, device, stream, start_s, "
+                        "correlation, launch_phase_id, launch_name, round(launch_delay_s * 1e6) FROM kernels");
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[0], (std::vector<QueryValue>{int64_t{3}, int64_t{4}, std::string("sm80_gemm"), std::string("kernel"),
+                                                std::string("kernel"), int64_t{3}, int64_t{1}, int64_t{77}, int64_t{0},
+                                                int64_t{7}, 1.25, int64_t{9}, int64_t{3},
+                                                std::string("cudaLaunchKernel"), 50000.0}));
+  EXPECT_EQ(r.rows[1], (std::vector<QueryValue>{int64_t{3}, int64_t{5}, std::string("Memcpy HtoD"),
+                                                std::string("memcpy"), std::string("gpu_memcpy"), int64_t{3},
+                                                int64_t{1}, int64_t{77}, int64_t{0}, int64_t{7}, 2.0, QueryValue(),
+                                                QueryValue(), QueryValue(), QueryValue()}));
+  EXPECT_EQ(Query(*s, "SELECT track_id FROM phases WHERE id IN (2, 3, 4) ORDER BY id").rows,
+            (std::vector<std::vector<QueryValue>>{{QueryValue()}, {int64_t{1}}, {int64_t{2}}}));
+  // Run 1 has no imported work: no kernel.
+  auto s1 = Open("1");
+  ASSERT_NE(s1, nullptr);
+  EXPECT_TRUE(Query(*s1, "SELECT * FROM kernels").rows.empty());
 }
 
 }  // namespace

@@ -18,7 +18,10 @@ const PALETTE = ['#8cb4d9', '#f6b26b', '#93c47d', '#c9a0dc', '#76c7c0', '#e6a8a8
 // Fixed colours for the well-known types, so that a run reads the same in every report.
 const KNOWN = { run: '#d3d7dd', step: '#8fb8de', process: '#c9dcef', epoch: '#b4a7d6', iteration: '#b6d7a8',
                 data_wait: '#d9d9d9', forward: '#f9cb9c', loss: '#ea9999', backward: '#f6b26b',
-                optimizer_step: '#ffd966', module: '#a2c4c9', op: '#cfe2f3', task: '#a4c2f4', stage: '#9fc5e8' };
+                optimizer_step: '#ffd966', module: '#a2c4c9', op: '#cfe2f3', task: '#a4c2f4', stage: '#9fc5e8',
+                // Imported traces (docs/import.md): GPU work and what launched it.
+                kernel: '#59a14f', memcpy: '#edc948', memset: '#f1ce63', sync: '#e15759', runtime: '#d4a6c8',
+                annotation: '#bcbddc', python: '#c6dbef' };
 const colorCache = new Map();
 // A stable colour per phase type, by the type's last element ("forward", "process").
 export function typeColor(type) {

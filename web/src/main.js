@@ -39,7 +39,22 @@ function header(data) {
     run.noisy ? el('p', { class: 'noisy' }, `Noisy run: ${run.noisy_reason}.`) : null,
     ...(run.other_processes || []).filter((o) => o.top.length).map((o) =>
       el('p', { class: 'outside' }, `Outside the run on ${o.host}: ${o.cpu_seconds.toFixed(2)} CPU-s (${o.avg_cores.toFixed(2)} cores on average); most CPU: ` +
-        o.top.slice(0, 3).map((p) => `${p.command} (pid ${p.pid}, ${p.cpu_seconds.toFixed(2)} s)`).join('; '))));
+        o.top.slice(0, 3).map((p) => `${p.command} (pid ${p.pid}, ${p.cpu_seconds.toFixed(2)} s)`).join('; '))),
+    sourcesList(run.sources || []));
+}
+
+// The traces imported into the run (grademl import, or stitched by grademl run): path,
+// format, rank, the clock note, and what the import dropped and why.
+function sourcesList(sources) {
+  if (!sources.length) return null;
+  return el('div', { class: 'sources' }, el('h3', {}, `Imported traces (${sources.length})`),
+    el('ul', {}, sources.map((s) => el('li', {},
+      el('code', {}, s.path), ` · ${s.format}`, s.rank !== null ? ` · rank ${s.rank}` : '',
+      s.clock_note ? el('span', { class: 'noisy' }, ` · ${s.clock_note}`) : null,
+      s.dropped_total > 0
+        ? el('span', { class: 'muted' }, ` · dropped ${s.dropped_total.toLocaleString('en-US')}: ` +
+             s.dropped.map((d) => `${d.reason} ${d.count.toLocaleString('en-US')}`).join(', '))
+        : el('span', { class: 'muted' }, ' · nothing dropped')))));
 }
 
 function issuesSection(data, showPhase) {

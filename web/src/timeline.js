@@ -5,6 +5,10 @@
 // the visible rows whose time range meets the view (binary search per row on start, with
 // the row's longest duration as slack), and phases narrower than a pixel are merged into one
 // pixel column, so a view over 100,000 phases draws a few thousand rectangles.
+//
+// Phases of imported traces on a track of their own (a GPU stream, a thread of the trace)
+// lie in bands of rows (data.timeline.bands): each band is tinted over its time range and
+// labelled with its track ("GPU 0 stream 7") where it starts.
 
 import { el } from './dom.js';
 import { BOUNDS, CRITICAL_COLOR, typeColor } from './labels.js';
@@ -28,6 +32,9 @@ export class Timeline {
     this.hover = -1;
     this.indexById = new Map();
     for (let i = 0; i < this.n; ++i) this.indexById.set(this.t.id[i], i);
+    this.tracks = this.t.tracks || [];
+    this.bands = this.t.bands || [];
+    this.trackCol = this.t.track || [];
     this.buildRows();
     this.buildDom();
     view.set(0, this.end);
@@ -206,7 +213,9 @@ export class Timeline {
                     `mostly ${BOUNDS[b].label === 'waiting' ? 'waiting' : `${BOUNDS[b].label}-bound`}: ${fmtDuration(t.bound_s[i])} (${Math.round(frac * 100)}%)`));
     }
     const where = [s[t.host[i]] ? `host ${s[t.host[i]]}` : '', t.pid[i] ? `pid ${t.pid[i]}` : ''].filter(Boolean);
-    if (where.length) lines.push(el('div', { class: 'muted' }, where.join(' · ')));
+    const track = this.trackCol[i] >= 0 ? this.tracks[this.trackCol[i]] : null;
+    if (track) where.push(track.rank !== null && track.rank !== undefined ? `${track.label} · rank ${track.rank}` : track.label);
+    if (where.length) lines.push(el('div', { class: 'muted tt-where' }, where.join(' · ')));
     if (t.critical[i]) lines.push(el('div', { class: 'tt-critical' }, 'on the critical path'));
     if (t.collapsed[i]) lines.push(el('div', { class: 'muted' }, `${t.collapsed[i].toLocaleString('en-US')} child phases not drawn (level of detail)`));
     this.tooltip.replaceChildren(...lines);
@@ -227,6 +236,7 @@ export class Timeline {
     const lastRow = Math.min(this.rows.length - 1, Math.floor((this.scrollY + this.viewH) / ROW_H));
     ctx.font = '11px system-ui, sans-serif';
     ctx.textBaseline = 'middle';
+    this.drawBands(ctx, firstRow, lastRow, false);
     const strings = t.strings;
     let drawn = 0;
     for (let r = firstRow; r <= lastRow; ++r) {
@@ -289,8 +299,40 @@ export class Timeline {
     }
     ctx.globalAlpha = 1;
     this.drawEdges(ctx, t0, scale);
+    this.drawBands(ctx, firstRow, lastRow, true);
     ctx.restore();
     this.lastDrawn = drawn;
+  }
+
+  // The bands of the tracks in rows [firstRow, lastRow] that meet the view: a tint over
+  // their time range behind the phases (labels false), or each band's label where it starts
+  // (at the canvas's left edge once the start is scrolled out) (labels true).
+  drawBands(ctx, firstRow, lastRow, labels) {
+    const { t0, t1 } = this.view;
+    for (const b of this.bands) {
+      if (b.row > lastRow || b.row + b.rows - 1 < firstRow || b.end < t0 || b.start > t1) continue;
+      const track = this.tracks[b.track];
+      const y = AXIS_H + b.row * ROW_H - this.scrollY;
+      const x0 = Math.max(0, this.tToX(b.start)), x1 = Math.min(this.width, this.tToX(b.end));
+      if (!labels) {
+        ctx.fillStyle = track && track.kind === 'device' ? 'rgba(89,161,79,0.08)' : 'rgba(78,121,167,0.06)';
+        ctx.fillRect(x0, y, Math.max(1, x1 - x0), b.rows * ROW_H);
+        ctx.fillStyle = 'rgba(0,0,0,0.15)';
+        ctx.fillRect(x0, y, Math.max(1, x1 - x0), 1);
+        continue;
+      }
+      const text = track ? track.label : '';
+      if (!text) continue;
+      const shown = text.length > 40 ? `${text.slice(0, 39)}…` : text;
+      const w = ctx.measureText(shown).width + 8;
+      // Just left of the band's first phase (the phase keeps its name in sight), pushed right
+      // by the canvas's left edge.
+      const lx = Math.max(0, x0 - w - 2);
+      ctx.fillStyle = 'rgba(255,255,255,0.85)';
+      ctx.fillRect(lx, y + 1, w, ROW_H - 2);
+      ctx.fillStyle = '#444';
+      ctx.fillText(shown, lx + 4, y + ROW_H / 2 + 0.5);
+    }
   }
 
   drawEdges(ctx, t0, scale) {
