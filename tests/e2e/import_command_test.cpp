@@ -124,6 +124,35 @@ TEST(ImportCommandE2E, TruncatedTraceGivesAPartialRunAndExit1) {
   EXPECT_EQ(run.phases.size(), 5u);  // root, process, step, mm, launch
 }
 
+TEST(ImportCommandE2E, GzipTraceAndAPartialImportIntoAStoredRun) {
+  std::string dir = FreshDir("import_gzip");
+  std::string db = dir + "/g.db";
+  // gzip is found by its magic bytes, not by the name.
+  std::string gz = dir + "/trace.bin";
+  CommandResult r = RunCommand({"/bin/sh", "-c", "gzip -c '" + Fixture("chrome_array.json") + "' > '" + gz + "'"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunCommand({GrademlBinary(), "--db", db, "import", gz});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("4 events, 4 phases"), std::string::npos) << r.out;  // a, b, c + the process
+  EXPECT_TRUE(Load(db, 1).info.complete);
+
+  // A truncated file imported into that stored run: what was valid is added, the run is
+  // now incomplete with the reason, exit 1.
+  std::string text = ReadFile(Fixture("chrome_object.json"));
+  std::string cut = dir + "/cut.json";
+  std::ofstream(cut, std::ios::binary) << text.substr(0, text.find("\"name\": \"later\""));
+  r = RunCommand({GrademlBinary(), "--db", db, "import", "--into", "1", cut});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("byte "), std::string::npos) << r.err;
+  model::Run run = Load(db, 1);
+  EXPECT_FALSE(run.info.complete);
+  EXPECT_NE(run.info.error.find(cut), std::string::npos) << run.info.error;
+  EXPECT_EQ(run.sources.size(), 2u);
+  EXPECT_NE(Named(run, "outer"), nullptr);
+  EXPECT_NE(Named(run, "a"), nullptr);
+}
+
 TEST(ImportCommandE2E, RandomBytesGiveAOneLineErrorAndNoRun) {
   std::string dir = FreshDir("import_random");
   std::string db = dir + "/g.db";
