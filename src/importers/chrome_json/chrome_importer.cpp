@@ -450,9 +450,11 @@ int32_t ChromeTraceImporter::PidOf(uint32_t process) const {
 
 model::PhaseId ChromeTraceImporter::EmitSlice(const SliceRecord& r, uint32_t process, model::PhaseId parent,
                                               model::TrackId track) {
-  model::PhaseSpec spec;
+  // One spec reused for every slice: its strings and tag vector keep their buffers.
+  model::PhaseSpec& spec = spec_;
+  spec.tags.clear();
   spec.parent = parent;
-  spec.name = strings_.Get(r.name);
+  spec.name.assign(strings_.Get(r.name));
   std::string_view cat = r.cat == kNone ? std::string_view() : std::string_view(strings_.Get(r.cat));
   char ph = (r.kind == RecordKind::kInstant || r.kind == RecordKind::kAsyncInstant) ? 'i' : 'X';
   std::string_view type = PhaseTypeFor(cat, spec.name, ph);
@@ -461,9 +463,9 @@ model::PhaseId ChromeTraceImporter::EmitSlice(const SliceRecord& r, uint32_t pro
       processes_[process].pid_str != kNone && strings_.Get(processes_[process].pid_str) == "CPU functions") {
     type = "op";
   }
-  spec.type = std::string(type);
+  spec.type.assign(type);
   spec.start_ns = SaturatingAdd(r.start, offset_);
-  spec.host = target_.host;
+  if (spec.host != target_.host) spec.host = target_.host;
   spec.pid = PidOf(process);
   spec.track = track;
   if (!cat.empty()) spec.tags.emplace_back("cat", std::string(cat));

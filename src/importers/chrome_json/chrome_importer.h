@@ -192,6 +192,7 @@ class ChromeTraceImporter {
   int64_t offset_ = 0;        // added to trace ns to get the run's clock
   std::string clock_;
   TraceHeader header_;
+  model::PhaseSpec spec_;  // reused by EmitSlice
   Status read_status_;
   TimeNs out_start_ = 0, out_end_ = 0;
 };
