@@ -211,6 +211,13 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
                                    EscapeControl(options.files[i]), result->events, result->phases, result->edges,
                                    result->dropped, result->format, result->clock,
                                    result->partial ? ", PARTIAL" : "");
+    if (!result->stats.empty()) {
+      line += "  not imported as is:";
+      for (size_t k = 0; k < result->stats.size(); ++k) {
+        line += fmt::format("{} {} {}", k == 0 ? "" : ",", result->stats[k].second, result->stats[k].first);
+      }
+      line += "\n";
+    }
     std::fwrite(line.data(), 1, line.size(), stdout);
     if (result->partial) {
       PrintError(result->error.message());

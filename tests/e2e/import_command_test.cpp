@@ -74,6 +74,9 @@ TEST(ImportCommandE2E, SeveralFilesMakeOneRun) {
   CommandResult r = RunCommand(
       {GrademlBinary(), "--db", db, "import", Fixture("kineto_gpu.json"), Fixture("chrome_array.json")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("not imported as is: 1 begin_without_end_closed_at_trace_end, 1 end_without_begin"),
+            std::string::npos)
+      << r.out;
   model::Run run = Load(db, 1);
   EXPECT_EQ(run.sources.size(), 2u);
   EXPECT_EQ(CountLeaf(run, "process"), 2);  // python3 (kineto) and pid 1 (array)

@@ -860,6 +860,7 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
   int64_t dropped = 0;
   for (const auto& [reason, count] : drops_) {
     builder.AddIngestStat(source, reason, count);
+    result.stats.emplace_back(reason, count);
     // Counted but kept (adjusted): not dropped.
     bool kept = reason.ends_with("_kept_as_child") || reason.ends_with("_closed_at_trace_end");
     if (!kept) dropped += count;
