@@ -85,10 +85,11 @@ std::string PhReason(char ph) {
 uint32_t StringPool::Intern(std::string_view text) {
   auto it = index_.find(text);
   if (it != index_.end()) return it->second;
-  uint32_t id = static_cast<uint32_t>(raw_.size());
-  raw_.emplace_back(text);
+  uint32_t id = static_cast<uint32_t>(valid_.size());
   valid_.push_back(ValidUtf8(text));
-  index_.emplace(std::string_view(raw_.back()), id);
+  std::string_view key = valid_.back();
+  if (key != text) key = raw_.emplace_back(text);
+  index_.emplace(key, id);
   return id;
 }
 
