@@ -3,6 +3,8 @@
 // flagged incomplete, the byte offset in a one-line error and exit 1; random bytes give a
 // one-line error and no run; several files make one run; --into/--under add to a stored run
 // (stitched when the phase is a process). C++ only: fit for the sanitizer lists.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -154,6 +156,26 @@ TEST(ImportCommandE2E, GzipTraceAndAPartialImportIntoAStoredRun) {
   EXPECT_EQ(run.sources.size(), 2u);
   EXPECT_NE(Named(run, "outer"), nullptr);
   EXPECT_NE(Named(run, "a"), nullptr);
+}
+
+TEST(ImportCommandE2E, RelativeTraceInANewRunEndsWhenItsFileWasWritten) {
+  std::string dir = FreshDir("import_aligned");
+  std::string db = dir + "/g.db";
+  std::string path = dir + "/legacy.json";
+  std::ofstream(path) << ReadFile(Fixture("torch113_legacy.json"));
+  const TimeNs mtime = 1'736'000'000'123'456'789;  // 2025-01-04
+  struct timespec times[2] = {{mtime / kNsPerSec, mtime % kNsPerSec}, {mtime / kNsPerSec, mtime % kNsPerSec}};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "import", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("torch_legacy, clock aligned"), std::string::npos) << r.out;
+  model::Run run = Load(db, 1);
+  // The last event (relu, 160 + 10 µs) ends at the file's mtime; the first (linear, 100 µs) 70 µs before.
+  EXPECT_EQ(run.info.end_ns, mtime);
+  EXPECT_EQ(run.info.start_ns, mtime - 70 * kNsPerUs);
+  ASSERT_EQ(run.sources.size(), 1u);
+  auto tags = run.sources[0].tags;
+  EXPECT_NE(std::find(tags.begin(), tags.end(), std::pair<std::string, std::string>("clock", "aligned")), tags.end());
 }
 
 TEST(ImportCommandE2E, RandomBytesGiveAOneLineErrorAndNoRun) {
