@@ -81,7 +81,10 @@ GpuRowTable ExtractGpuRows(const model::Run& run) {
     GpuTraceRow r{.index = index, .name = phase.name, .cat = *cat};
     r.ts_us = NsToUs(phase.start_ns);
     r.dur_us = NsToUs(phase.end_ns - phase.start_ns);
-    r.stream = IntTag(phase.tags, "stream");
+    // A runtime call is never a GPU row: CUDA's carry no stream, and ROCm's carry "0x0",
+    // which HTA reads as none (the importer keeps it as the number 0).
+    const bool runtime = *cat == "cuda_runtime" || *cat == "cuda_driver";
+    r.stream = runtime && track->kind == model::TrackKind::kThread ? -1 : IntTag(phase.tags, "stream");
     r.correlation = IntTag(phase.tags, "correlation");
     r.tid = track->kind == model::TrackKind::kThread ? track->tid : 0;
     rows.rows.push_back(std::move(r));
