@@ -384,7 +384,8 @@ GpuAnalysis AnalyzeGpuRows(const GpuRowTable& table, const GpuAnalysisOptions& o
     Sweep(classes, [&](int running, double, double len) {
       if (running <= 7) type_sums[running] += std::trunc(len);
     });
-    // Idle time per stream, streams in order of first appearance.
+    // Idle time per stream, by stream number (HTA lists them in order of first appearance,
+    // which depends on the order the rows come in).
     std::vector<int64_t> stream_order;
     std::map<int64_t, std::vector<const WorkRow*>> by_stream;
     for (const WorkRow* w : kernels) {
@@ -393,6 +394,7 @@ GpuAnalysis AnalyzeGpuRows(const GpuRowTable& table, const GpuAnalysisOptions& o
       if (v.empty()) stream_order.push_back(w->stream);
       v.push_back(w);
     }
+    std::sort(stream_order.begin(), stream_order.end());
     GpuLaunchStats ls{.rank = pr.rank};
     std::vector<double> delays;
     for (int64_t stream : stream_order) {

@@ -139,7 +139,7 @@ struct GpuAnalysis {
   std::vector<GpuTemporal> temporal;          // per rank, by rank
   std::vector<GpuOverlap> overlap;            // per rank
   std::vector<GpuKernelType> kernel_types;    // over all ranks, by time descending
-  std::vector<GpuIdle> idle;                  // per rank and stream
+  std::vector<GpuIdle> idle;                  // per rank and stream (by number): host_wait, kernel_wait, other
   std::vector<GpuLaunchStats> launch;         // per rank
   std::vector<CpuCommOverlap> cpu_overlap;    // per rank with CPU collectives
   std::vector<GpuRankSummary> ranks;          // per rank with kernels: bound and what-if

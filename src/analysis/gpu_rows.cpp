@@ -1,6 +1,6 @@
 // ExtractGpuRows: the neutral row table of the GPU analyses (gpu_breakdown.h) from a
 // model::Run. One rank per imported Source (rank from its `rank` tag, ts_float from its
-// `ts_float` tag); one row per phase of that source with a duration on a thread or device
+// `ts_float` tag, times back in the file's own clock by its `ts_offset_ns` tag); one row per phase of that source with a duration on a thread or device
 // track (async slices and instants are not complete events, so HTA never sees them), with
 // the phase's `cat`, `stream` and `correlation` tags. Times go back to the µs doubles HTA
 // parses: ns / 1000, correctly rounded.
@@ -56,6 +56,10 @@ model::PhaseId ProcessPhaseOf(const model::Run& run, const model::Phase& phase) 
 GpuRowTable ExtractGpuRows(const model::Run& run) {
   std::map<model::SourceId, GpuRankRows> by_source;
   std::unordered_map<model::SourceId, int64_t> next_index;
+  // The source's ts_offset_ns tag: what the importer added to the file's timestamps. Without
+  // it, the times in the run's clock are used (the same figures unless the trace is rounded
+  // and the offset is not whole µs).
+  std::unordered_map<model::SourceId, int64_t> offsets;
   for (const model::Phase& phase : run.phases) {
     if (phase.track == 0 || !phase.ended()) continue;
     const model::Track* track = run.FindTrack(phase.track);
@@ -75,13 +79,18 @@ GpuRowTable ExtractGpuRows(const model::Run& run) {
         rows.rank = rank >= 0 ? rank : 0;
         const std::string* ts_float = FindTag(source->tags, "ts_float");
         rows.ts_float = ts_float != nullptr && *ts_float == "1";
+        const std::string* offset = FindTag(source->tags, "ts_offset_ns");
+        if (offset != nullptr) std::from_chars(offset->data(), offset->data() + offset->size(), offsets[track->source]);
       }
     }
     if (rows.phase == 0) rows.phase = ProcessPhaseOf(run, phase);
     GpuTraceRow r{.index = index, .name = phase.name, .cat = *cat};
-    r.ts_us = NsToUs(phase.start_ns);
+    r.ts_us = NsToUs(phase.start_ns - offsets[track->source]);
     r.dur_us = NsToUs(phase.end_ns - phase.start_ns);
-    r.stream = IntTag(phase.tags, "stream");
+    // A runtime call is never a GPU row: CUDA's carry no stream, and ROCm's carry "0x0",
+    // which HTA reads as none (the importer keeps it as the number 0).
+    const bool runtime = *cat == "cuda_runtime" || *cat == "cuda_driver";
+    r.stream = runtime && track->kind == model::TrackKind::kThread ? -1 : IntTag(phase.tags, "stream");
     r.correlation = IntTag(phase.tags, "correlation");
     r.tid = track->kind == model::TrackKind::kThread ? track->tid : 0;
     rows.rows.push_back(std::move(r));

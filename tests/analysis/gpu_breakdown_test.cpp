@@ -351,3 +351,44 @@ TEST(GpuWhatif, CommunicationFullyOverlapped) {
 
 }  // namespace
 }  // namespace grademl::analysis
+
+namespace grademl::analysis {
+namespace {
+
+TEST(GpuExtract, RuntimeCallsWithAStreamAreNotGpuRows) {
+  // ROCm's runtime calls carry stream "0x0" (HTA: none), which the importer keeps as 0. Were
+  // they GPU rows, example A's span would start at the first launch (90), not 100.
+  model::Run run = testing::RunFromRows(testing::ExampleA());
+  for (auto& p : run.phases) {
+    if (p.name == "cudaLaunchKernel") p.tags.push_back({"stream", "0"});
+  }
+  GpuAnalysis a = AnalyzeGpu(run);
+  ASSERT_EQ(a.temporal.size(), 1u);
+  EXPECT_NEAR(a.temporal[0].kernel_us, 270, 1e-9);
+  EXPECT_NEAR(a.temporal[0].idle_us, 15, 1e-9);
+}
+
+TEST(GpuExtract, RankAndRoundingFromTheSourceTags) {
+  model::Run run = testing::RunFromRows(testing::ExampleB());
+  GpuRowTable rows = ExtractGpuRows(run);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_TRUE(rows[0].ts_float);
+  EXPECT_EQ(rows[0].rank, 0);
+  EXPECT_EQ(rows[0].phase, 2);  // the process phase
+  // 1000.4 µs read back from 1000400 ns is the same double a decimal parser gives.
+  bool found = false;
+  for (const auto& r : rows[0].rows) {
+    if (r.name != "gemm_kernel") continue;
+    found = true;
+    EXPECT_EQ(r.ts_us, 1000.4);
+    EXPECT_EQ(r.dur_us, 5.2);
+  }
+  EXPECT_TRUE(found);
+  run.sources[0].tags = {{"rank", "5"}};
+  rows = ExtractGpuRows(run);
+  EXPECT_EQ(rows[0].rank, 5);
+  EXPECT_FALSE(rows[0].ts_float);
+}
+
+}  // namespace
+}  // namespace grademl::analysis

@@ -15,70 +15,13 @@
 #include <string>
 
 #include "analysis/gpu_breakdown.h"
+#include "analysis/gpu_trace_loader.h"
 
 namespace grademl::analysis {
 namespace {
 
-std::optional<std::filesystem::path> SharedTraces() {
-  if (const char* env = std::getenv("GRADEML_SHARED_TRACES"); env != nullptr && *env != '\0') {
-    return std::filesystem::path(env);
-  }
-  std::filesystem::path p = std::filesystem::path(GRADEML_SOURCE_DIR) / ".." / "shared" / "traces";
-  if (std::filesystem::is_directory(p)) return p;
-  return std::nullopt;
-}
-
-std::string ReadGzip(const std::filesystem::path& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) return {};
-  std::string out;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-  gzclose(f);
-  return out;
-}
-
-// pd.to_numeric-like: an integer, or a string holding one; anything else is -1.
-int64_t IntArg(const nlohmann::json& args, const char* key) {
-  auto it = args.find(key);
-  if (it == args.end()) return -1;
-  if (it->is_number_integer()) return it->get<int64_t>();
-  if (it->is_number_float()) return static_cast<int64_t>(it->get<double>());
-  if (it->is_string()) {
-    const std::string& s = it->get_ref<const std::string&>();
-    char* end = nullptr;
-    long long v = std::strtoll(s.c_str(), &end, 10);
-    if (!s.empty() && end != nullptr && *end == '\0') return v;
-  }
-  return -1;
-}
-
-// One trace file as HTA's dataframe: the rank from distributedInfo.
-GpuRankRows LoadTrace(const std::filesystem::path& path) {
-  nlohmann::json doc = nlohmann::json::parse(ReadGzip(path));
-  GpuRankRows out;
-  if (doc.contains("distributedInfo")) out.rank = doc["distributedInfo"].value("rank", 0);
-  const auto& events = doc["traceEvents"];
-  int64_t index = 0;
-  for (const auto& e : events) {
-    int64_t i = index++;
-    if (!e.contains("ts") || e["ts"].is_number_float()) out.ts_float = true;
-    if (!e.contains("dur") || !e.contains("cat")) continue;
-    const std::string cat = e["cat"].is_string() ? e["cat"].get<std::string>() : e["cat"].dump();
-    if (cat == "Trace") continue;
-    GpuTraceRow r{.index = i, .name = e.value("name", std::string()), .cat = cat};
-    r.ts_us = e.contains("ts") ? e["ts"].get<double>() : 0;
-    r.dur_us = e["dur"].get<double>();
-    if (e.contains("args")) {
-      r.stream = IntArg(e["args"], "stream");
-      r.correlation = IntArg(e["args"], "correlation");
-    }
-    if (e.contains("tid") && e["tid"].is_number_integer()) r.tid = e["tid"].get<int64_t>();
-    out.rows.push_back(std::move(r));
-  }
-  return out;
-}
+using testing::LoadTrace;
+using testing::SharedTraces;
 
 double Num(const nlohmann::json& v) {
   if (v.is_number()) return v.get<double>();

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/gpu_breakdown.h"
+#include "analysis/gpu_trace_loader.h"
 #include "e2e/command.h"
 
 namespace grademl::testing {
@@ -103,6 +105,60 @@ TEST_P(GpuReportE2E, ImportedTraceAgreesWithHta) {
 
 INSTANTIATE_TEST_SUITE_P(SharedKinetoTraces, GpuReportE2E,
                          ::testing::Values("gpu_train_control", "gpu_train_test", "gpu_ns_resolution_rank0"));
+
+// Every shared Kineto trace: the figures through `grademl import` (the importer, the store,
+// ExtractGpuRows) equal those of the same analyses on rows read straight from the file by
+// HTA's loading rules (the test-only loader), to the rounding the JSON applies.
+class GpuImportE2E : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuImportE2E, ImportedRowsGiveTheFiguresOfTheFile) {
+  REQUIRE_SHARED_KINETO(kineto);
+  const std::string name = GetParam();
+  json gpu = ImportAndReport("import_" + name, *kineto / (name + ".json.gz"))["gpu"];
+  analysis::GpuAnalysis direct = analysis::AnalyzeGpuRows({LoadTrace(*kineto / (name + ".json.gz"))});
+  if (direct.empty()) {
+    EXPECT_TRUE(gpu.is_null()) << gpu.dump();
+    return;
+  }
+  ASSERT_TRUE(gpu.is_object());
+  auto near = [](const json& actual, double expected, int decimals, const std::string& what) {
+    double e = analysis::RoundHalfEven(expected, decimals);
+    if (!std::isfinite(e)) {
+      EXPECT_TRUE(actual.is_null()) << what;
+    } else {
+      ASSERT_TRUE(actual.is_number()) << what;
+      EXPECT_NEAR(actual.get<double>(), e, 1e-6) << what;
+    }
+  };
+  ASSERT_EQ(gpu["temporal"].size(), direct.temporal.size());
+  for (size_t i = 0; i < direct.temporal.size(); ++i) {
+    near(gpu["temporal"][i]["idle_us"], direct.temporal[i].idle_us, 3, "idle_us");
+    near(gpu["temporal"][i]["compute_us"], direct.temporal[i].compute_us, 3, "compute_us");
+    near(gpu["temporal"][i]["kernel_us"], direct.temporal[i].kernel_us, 3, "kernel_us");
+    near(gpu["overlap"][i]["comm_comp_overlap_pct"], direct.overlap[i].comm_comp_overlap_pct, 2, "overlap");
+  }
+  ASSERT_EQ(gpu["kernel_types"].size(), direct.kernel_types.size());
+  for (size_t i = 0; i < direct.kernel_types.size(); ++i) {
+    EXPECT_EQ(gpu["kernel_types"][i]["type"], direct.kernel_types[i].type);
+    near(gpu["kernel_types"][i]["us"], direct.kernel_types[i].us, 3, direct.kernel_types[i].type);
+  }
+  ASSERT_EQ(gpu["idle"].size(), direct.idle.size());
+  for (size_t i = 0; i < direct.idle.size(); ++i) {
+    EXPECT_EQ(gpu["idle"][i]["stream"], direct.idle[i].stream);
+    EXPECT_EQ(gpu["idle"][i]["category"], direct.idle[i].category);
+    near(gpu["idle"][i]["us"], direct.idle[i].us, 2, direct.idle[i].category);
+  }
+  ASSERT_EQ(gpu["cpu_overlap"].size(), direct.cpu_overlap.size());
+  for (size_t i = 0; i < direct.cpu_overlap.size(); ++i) {
+    near(gpu["cpu_overlap"][i]["comm_us"], direct.cpu_overlap[i].comm_us, 3, "cpu comm_us");
+    near(gpu["cpu_overlap"][i]["comp_us"], direct.cpu_overlap[i].comp_us, 3, "cpu comp_us");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedKinetoTraces, GpuImportE2E,
+                         // The three with HTA's figures are checked against them above.
+                         ::testing::Values("cpu_only_rank34", "alexnet_gpu", "cuda_event_sync_multi_stream",
+                                           "amd_mi250_train", "nccl_distributed_rank", "cpu_torch113_mlp_digits"));
 
 TEST(GpuReportE2E, GlooCollectivesOfACpuOnlyRank) {
   // cpu_only_rank34: 10 gloo:all_reduce annotations on two gloo threads, and the main

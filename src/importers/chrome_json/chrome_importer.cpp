@@ -682,6 +682,9 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
   if (!header.backend.empty()) src.tags.emplace_back("backend", ValidUtf8(header.backend));
   if (ts_float_) src.tags.emplace_back("ts_float", "1");
   src.tags.emplace_back("clock", clock_);
+  // What was added to the trace's own timestamps: the GPU analyses subtract it to round
+  // float traces to whole µs exactly as HTA does on the file (analysis/gpu_rows.cpp).
+  src.tags.emplace_back("ts_offset_ns", std::to_string(offset_));
   for (size_t i = 0; i < header.device_names.size(); ++i) {
     src.tags.emplace_back(fmt::format("device{}", i), ValidUtf8(header.device_names[i]));
   }
