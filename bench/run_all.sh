@@ -143,3 +143,6 @@ echo
 
 echo "## 7. Chrome/Kineto trace parsing: streaming reader vs Python's json.load, same files, same run (goal >= 400 MB/s per core)"
 bench/trace_parse_bench.sh "$BUILD"
+
+echo "## 8. Whole trace import (parse, model, store): grademl import vs Python's json.load merely parsing, same files, same run (goal >= 2x)"
+bench/trace_import_bench.sh "$BUILD"

@@ -145,13 +145,6 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
     info.cwd = std::filesystem::current_path(ec).string();
     info.host = LocalHostName();
     info.grademl_version = GRADEML_VERSION;
-    // A trace without absolute time ends when its file was last written.
-    if (!options.files.empty()) {
-      struct stat st {};
-      if (stat(options.files.front().c_str(), &st) == 0) {
-        target.align_end_ns = static_cast<TimeNs>(st.st_mtim.tv_sec) * kNsPerSec + st.st_mtim.tv_nsec;
-      }
-    }
     builder = std::make_unique<model::RunBuilder>(info);
   }
   target.builder = builder.get();
@@ -159,6 +152,13 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
   // Read every file first: a file that is not a trace stops everything before anything is written.
   std::vector<std::unique_ptr<importers::TraceRead>> reads;
   for (const auto& file : options.files) {
+    if (new_run) {
+      // A trace without absolute time ends when its file was last written.
+      struct stat st {};
+      target.align_end_ns = stat(file.c_str(), &st) == 0
+                                ? static_cast<TimeNs>(st.st_mtim.tv_sec) * kNsPerSec + st.st_mtim.tv_nsec
+                                : 0;
+    }
     auto read = importers::ReadTraceFile(file, target);
     if (!read.ok()) {
       PrintError(read.status().message());
@@ -211,6 +211,13 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
                                    EscapeControl(options.files[i]), result->events, result->phases, result->edges,
                                    result->dropped, result->format, result->clock,
                                    result->partial ? ", PARTIAL" : "");
+    if (!result->stats.empty()) {
+      line += "  not imported as is:";
+      for (size_t k = 0; k < result->stats.size(); ++k) {
+        line += fmt::format("{} {} {}", k == 0 ? "" : ",", result->stats[k].second, result->stats[k].first);
+      }
+      line += "\n";
+    }
     std::fwrite(line.data(), 1, line.size(), stdout);
     if (result->partial) {
       PrintError(result->error.message());

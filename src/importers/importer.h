@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -53,6 +54,8 @@ struct ImportResult {
   std::string format;
   std::string clock;
   int64_t edges = 0;
+  // The source's ingest stats (reason, count), as added to the run, by reason.
+  std::vector<std::pair<std::string, int64_t>> stats;
 };
 
 namespace chrome_json {

@@ -3,6 +3,8 @@
 // flagged incomplete, the byte offset in a one-line error and exit 1; random bytes give a
 // one-line error and no run; several files make one run; --into/--under add to a stored run
 // (stitched when the phase is a process). C++ only: fit for the sanitizer lists.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,6 +76,9 @@ TEST(ImportCommandE2E, SeveralFilesMakeOneRun) {
   CommandResult r = RunCommand(
       {GrademlBinary(), "--db", db, "import", Fixture("kineto_gpu.json"), Fixture("chrome_array.json")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("not imported as is: 1 begin_without_end_closed_at_trace_end, 1 end_without_begin"),
+            std::string::npos)
+      << r.out;
   model::Run run = Load(db, 1);
   EXPECT_EQ(run.sources.size(), 2u);
   EXPECT_EQ(CountLeaf(run, "process"), 2);  // python3 (kineto) and pid 1 (array)
@@ -122,6 +127,55 @@ TEST(ImportCommandE2E, TruncatedTraceGivesAPartialRunAndExit1) {
   ASSERT_NE(Named(run, "cudaLaunchKernel"), nullptr);
   EXPECT_EQ(Named(run, "gemm"), nullptr);
   EXPECT_EQ(run.phases.size(), 5u);  // root, process, step, mm, launch
+}
+
+TEST(ImportCommandE2E, GzipTraceAndAPartialImportIntoAStoredRun) {
+  std::string dir = FreshDir("import_gzip");
+  std::string db = dir + "/g.db";
+  // gzip is found by its magic bytes, not by the name.
+  std::string gz = dir + "/trace.bin";
+  CommandResult r = RunCommand({"/bin/sh", "-c", "gzip -c '" + Fixture("chrome_array.json") + "' > '" + gz + "'"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunCommand({GrademlBinary(), "--db", db, "import", gz});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("4 events, 4 phases"), std::string::npos) << r.out;  // a, b, c + the process
+  EXPECT_TRUE(Load(db, 1).info.complete);
+
+  // A truncated file imported into that stored run: what was valid is added, the run is
+  // now incomplete with the reason, exit 1.
+  std::string text = ReadFile(Fixture("chrome_object.json"));
+  std::string cut = dir + "/cut.json";
+  std::ofstream(cut, std::ios::binary) << text.substr(0, text.find("\"name\": \"later\""));
+  r = RunCommand({GrademlBinary(), "--db", db, "import", "--into", "1", cut});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("byte "), std::string::npos) << r.err;
+  model::Run run = Load(db, 1);
+  EXPECT_FALSE(run.info.complete);
+  EXPECT_NE(run.info.error.find(cut), std::string::npos) << run.info.error;
+  EXPECT_EQ(run.sources.size(), 2u);
+  EXPECT_NE(Named(run, "outer"), nullptr);
+  EXPECT_NE(Named(run, "a"), nullptr);
+}
+
+TEST(ImportCommandE2E, RelativeTraceInANewRunEndsWhenItsFileWasWritten) {
+  std::string dir = FreshDir("import_aligned");
+  std::string db = dir + "/g.db";
+  std::string path = dir + "/legacy.json";
+  std::ofstream(path) << ReadFile(Fixture("torch113_legacy.json"));
+  const TimeNs mtime = 1'736'000'000'123'456'789;  // 2025-01-04
+  struct timespec times[2] = {{mtime / kNsPerSec, mtime % kNsPerSec}, {mtime / kNsPerSec, mtime % kNsPerSec}};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "import", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("torch_legacy, clock aligned"), std::string::npos) << r.out;
+  model::Run run = Load(db, 1);
+  // The last event (relu, 160 + 10 µs) ends at the file's mtime; the first (linear, 100 µs) 70 µs before.
+  EXPECT_EQ(run.info.end_ns, mtime);
+  EXPECT_EQ(run.info.start_ns, mtime - 70 * kNsPerUs);
+  ASSERT_EQ(run.sources.size(), 1u);
+  auto tags = run.sources[0].tags;
+  EXPECT_NE(std::find(tags.begin(), tags.end(), std::pair<std::string, std::string>("clock", "aligned")), tags.end());
 }
 
 TEST(ImportCommandE2E, RandomBytesGiveAOneLineErrorAndNoRun) {

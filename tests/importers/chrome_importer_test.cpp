@@ -391,6 +391,46 @@ TEST(ChromeImporterTest, Torch113StitchedUnderRecordedProcessAndIteration) {
   EXPECT_EQ(im.result.phases, 4);
 }
 
+TEST(ChromeImporterTest, KinetoStitchedUnderRecordedProcess) {
+  const TimeNs base = 1'700'000'000'000'000'000;
+  model::PhaseId process = 0, iteration = 0;
+  Imported im = Import(Fixture("kineto_gpu.json"), [&](ImportTarget& t, model::RunBuilder& b, model::PhaseId root) {
+    process = b.BeginPhase({.parent = root, .name = "python3 train.py", .type = "process", .start_ns = base, .host = "h", .pid = 777});
+    // A recorded iteration around ProfilerStep#7 (1000..2000 µs): 900..2100 µs.
+    iteration = b.BeginPhase({.parent = process, .name = "iteration 3", .type = "iteration", .start_ns = base + 900 * kUs, .host = "h", .pid = 777});
+    b.EndPhase(iteration, base + 2100 * kUs);
+    t.process_phase = process;
+    t.host = "h";
+    t.pid = 777;
+    t.iterations.push_back(*b.GetPhase(iteration));
+  });
+  EXPECT_EQ(im.result.clock, "absolute");  // same host, same clock: the trace's own times
+  // No process phase of its own; the step under the recorded iteration, the backward op
+  // (another thread, 1500..1600 µs) under it too, GPU work under the process.
+  EXPECT_EQ(std::count_if(im.run.phases.begin(), im.run.phases.end(),
+                          [](const model::Phase& p) { return p.leaf_type() == "process"; }),
+            1);
+  EXPECT_EQ(im.Named("ProfilerStep#7").parent, iteration);
+  EXPECT_EQ(im.Named("ProfilerStep#7").type, "run/process/iteration/iteration");
+  EXPECT_EQ(im.Named("autograd::engine::evaluate_function: MmBackward0").parent, iteration);
+  const model::Phase& gemm = im.Named("gemm");
+  EXPECT_EQ(gemm.parent, process);
+  EXPECT_EQ(gemm.pid, 777);
+  EXPECT_EQ(gemm.host, "h");
+  const model::Track* track = im.run.FindTrack(gemm.track);
+  ASSERT_NE(track, nullptr);
+  EXPECT_EQ(track->pid, 777);
+  EXPECT_EQ(track->host, "h");
+  EXPECT_EQ(track->kind, model::TrackKind::kDevice);
+  EXPECT_EQ(im.result.phases, 10);  // the 10 slices, no process
+  EXPECT_TRUE(im.HasEdge("cudaLaunchKernel", "gemm", "launch"));
+  // [memory] series on a process resource pointing at the recorded process.
+  const model::Series* alloc = im.SeriesNamed("torch.memory.allocated[cuda:0]");
+  ASSERT_NE(alloc, nullptr);
+  ASSERT_NE(im.run.FindResource(alloc->info.resource), nullptr);
+  EXPECT_EQ(im.run.FindResource(alloc->info.resource)->phase, process);
+}
+
 TEST(ChromeImporterTest, TruncatedFileIsPartialWithEverythingBefore) {
   std::string text;
   {

@@ -347,6 +347,7 @@ TEST(JsonEventReaderTest, StructuralErrors) {
       {"[{\"ts\":1}, 5]", "chunked.json: byte 11: expected an event object in traceEvents, found '5'", 1},
       {"[{\"ts\":1} {\"ts\":2}]", "chunked.json: byte 10: expected ',' between events", 1},
       {"[{\"ts\":1}, [1]]", "chunked.json: byte 11: expected an event object in traceEvents, found '['", 1},
+      {"[ , {\"ts\":1}]", "chunked.json: byte 2: expected an event object in traceEvents, found ','", 0},
       {"[{\"ts\":1}] x", "chunked.json: byte 11: unexpected 'x' after the end of the trace", 1},
       {"[{\"ts\":1}, {\"ts\" 2}]", "chunked.json: byte 11: invalid JSON in an event", 1},
       {"{\"traceEvents\": [{\"ts\": 1}]", "chunked.json: byte 27: truncated: the input ends inside the top-level object", 1},

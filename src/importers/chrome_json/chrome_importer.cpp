@@ -85,10 +85,11 @@ std::string PhReason(char ph) {
 uint32_t StringPool::Intern(std::string_view text) {
   auto it = index_.find(text);
   if (it != index_.end()) return it->second;
-  uint32_t id = static_cast<uint32_t>(raw_.size());
-  raw_.emplace_back(text);
+  uint32_t id = static_cast<uint32_t>(valid_.size());
   valid_.push_back(ValidUtf8(text));
-  index_.emplace(std::string_view(raw_.back()), id);
+  std::string_view key = valid_.back();
+  if (key != text) key = raw_.emplace_back(text);
+  index_.emplace(key, id);
   return id;
 }
 
@@ -450,9 +451,11 @@ int32_t ChromeTraceImporter::PidOf(uint32_t process) const {
 
 model::PhaseId ChromeTraceImporter::EmitSlice(const SliceRecord& r, uint32_t process, model::PhaseId parent,
                                               model::TrackId track) {
-  model::PhaseSpec spec;
+  // One spec reused for every slice: its strings and tag vector keep their buffers.
+  model::PhaseSpec& spec = spec_;
+  spec.tags.clear();
   spec.parent = parent;
-  spec.name = strings_.Get(r.name);
+  spec.name.assign(strings_.Get(r.name));
   std::string_view cat = r.cat == kNone ? std::string_view() : std::string_view(strings_.Get(r.cat));
   char ph = (r.kind == RecordKind::kInstant || r.kind == RecordKind::kAsyncInstant) ? 'i' : 'X';
   std::string_view type = PhaseTypeFor(cat, spec.name, ph);
@@ -461,9 +464,9 @@ model::PhaseId ChromeTraceImporter::EmitSlice(const SliceRecord& r, uint32_t pro
       processes_[process].pid_str != kNone && strings_.Get(processes_[process].pid_str) == "CPU functions") {
     type = "op";
   }
-  spec.type = std::string(type);
+  spec.type.assign(type);
   spec.start_ns = SaturatingAdd(r.start, offset_);
-  spec.host = target_.host;
+  if (spec.host != target_.host) spec.host = target_.host;
   spec.pid = PidOf(process);
   spec.track = track;
   if (!cat.empty()) spec.tags.emplace_back("cat", std::string(cat));
@@ -858,6 +861,7 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
   int64_t dropped = 0;
   for (const auto& [reason, count] : drops_) {
     builder.AddIngestStat(source, reason, count);
+    result.stats.emplace_back(reason, count);
     // Counted but kept (adjusted): not dropped.
     bool kept = reason.ends_with("_kept_as_child") || reason.ends_with("_closed_at_trace_end");
     if (!kept) dropped += count;

@@ -35,11 +35,14 @@ class StringPool {
   uint32_t Intern(std::string_view text);
   // The string as valid UTF-8 (what goes into the model).
   const std::string& Get(uint32_t id) const { return valid_[id]; }
-  size_t size() const { return raw_.size(); }
+  size_t size() const { return valid_.size(); }
 
  private:
-  std::deque<std::string> raw_;    // as read; a deque never moves its elements: the index's views stay valid
-  std::deque<std::string> valid_;  // ValidUtf8 of each
+  // A deque never moves its elements: the index's views stay valid. The index's key is the
+  // text as read: a view into valid_ when that is the same text (nearly always), else into
+  // raw_, which keeps only the texts that were not valid UTF-8.
+  std::deque<std::string> valid_;
+  std::deque<std::string> raw_;
   std::unordered_map<std::string_view, uint32_t> index_;
 };
 
@@ -192,6 +195,7 @@ class ChromeTraceImporter {
   int64_t offset_ = 0;        // added to trace ns to get the run's clock
   std::string clock_;
   TraceHeader header_;
+  model::PhaseSpec spec_;  // reused by EmitSlice
   Status read_status_;
   TimeNs out_start_ = 0, out_end_ = 0;
 };

@@ -126,8 +126,9 @@ class Reader {
 
   // Reads one more chunk, first dropping the bytes before `keep_from` (indices held by the
   // caller shift down by the returned amount). At the end of the input, eof_ is set. An
-  // input error (a damaged compressed stream) also sets eof_; it is returned by Finish()
-  // after what was read before it has been used.
+  // input error (a damaged compressed stream) also sets eof_ and is kept in input_error_:
+  // what was read before it is used first, then the error is returned instead of a
+  // truncation of our own.
   size_t Fill(size_t keep_from) {
     size_t drop = std::min(keep_from, len_);
     if (drop > 0) {
@@ -160,12 +161,9 @@ class Reader {
     return Error(index, what);
   }
 
-  // Makes pos_ < len_ unless the input ended; keeps bytes from `keep` (kNone: from pos_).
-  bool Available(size_t keep = kNone) {
-    while (pos_ >= len_ && !eof_) {
-      size_t from = keep == kNone ? pos_ : keep;
-      Fill(from);
-    }
+  // Makes pos_ < len_ unless the input ended (what is before pos_ may be dropped).
+  bool Available() {
+    while (pos_ >= len_ && !eof_) Fill(pos_);
     return pos_ < len_;
   }
 
@@ -398,12 +396,12 @@ class Reader {
   // ---- The events ----------------------------------------------------------------------
 
   // Checks the bytes between two elements of the events array [from, to): whitespace and
-  // at most one comma. Sets *comma when it saw one.
-  Status Gap(size_t from, size_t to, bool* comma) {
+  // at most one comma (none before the first element). Sets *comma when it saw one.
+  Status Gap(size_t from, size_t to, bool* comma, bool first) {
     for (size_t i = from; i < to; ++i) {
       char c = buf_[i];
       if (IsWs(c)) continue;
-      if (c == ',' && !*comma) {
+      if (c == ',' && !*comma && !first) {
         *comma = true;
         continue;
       }
@@ -431,7 +429,7 @@ class Reader {
       while (len_ - scan < 64 && !eof_) {
         size_t keep = open != kNone ? open : scan;
         if (open == kNone) {  // check what the gap holds so far, then forget it
-          GRADEML_RETURN_IF_ERROR(Gap(gap_start, scan, &comma));
+          GRADEML_RETURN_IF_ERROR(Gap(gap_start, scan, &comma, first));
           gap_start = scan;
         }
         size_t drop = Fill(keep);
@@ -473,7 +471,7 @@ class Reader {
         size_t at = scan + static_cast<size_t>(i);
         if ((m.open >> i) & 1) {
           if (depth == 0) {
-            GRADEML_RETURN_IF_ERROR(Gap(gap_start, at, &comma));
+            GRADEML_RETURN_IF_ERROR(Gap(gap_start, at, &comma, first));
             if (buf_[at] != '{') return Error(at, "expected an event object in traceEvents, found '['");
             if (!first && !comma) return Error(at, "expected ',' between events");
             open = at;
@@ -481,7 +479,7 @@ class Reader {
           ++depth;
         } else {
           if (depth == 0) {
-            GRADEML_RETURN_IF_ERROR(Gap(gap_start, at, &comma));
+            GRADEML_RETURN_IF_ERROR(Gap(gap_start, at, &comma, first));
             if (buf_[at] != ']') return Error(at, "unexpected '}' in traceEvents");
             pos_ = at + 1;
             return Status::Ok();
@@ -507,7 +505,7 @@ class Reader {
       return Error(open, fmt::format("truncated: the input ends inside this event (at byte {})", Offset(len_)));
     }
     if (!input_error_.ok()) return input_error_;
-    GRADEML_RETURN_IF_ERROR(Gap(gap_start, len_, &comma));  // a string here starts with '"': an error
+    GRADEML_RETURN_IF_ERROR(Gap(gap_start, len_, &comma, first));  // a string here starts with '"': an error
     pos_ = len_;
     // The Chrome format lets a bare array end without its ']' (a trace cut short by a crash).
     if (bare_array) return Status::Ok();
