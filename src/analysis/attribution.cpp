@@ -831,6 +831,12 @@ class Attributor {
       }
       uint32_t p = t.parent[i];
       if (p == kNone || t.owner[p] == kNone) continue;
+      // Work on a device (a GPU stream's kernels) or an async track runs beside the process's
+      // threads, not in them: it takes no share of the process's CPU, memory or I/O.
+      if (const model::Track* track = run_.FindTrack(phases[i].track);
+          track != nullptr && track->kind != model::TrackKind::kThread) {
+        continue;
+      }
       int32_t pid = phases[i].pid;
       if (pid == 0 || pid == processes_[t.owner[p]].pid) t.owner[i] = t.owner[p];
     }

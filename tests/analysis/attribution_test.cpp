@@ -286,6 +286,29 @@ TEST(AttributionTest, TwoProcessesGetTheirOwnCpuAndTheRestIsOtherLoad) {
   EXPECT_NEAR(sum, 1.5, kEps);
 }
 
+// GPU kernels imported onto a device track of a process run beside its threads: the process's
+// CPU goes to its thread phases and to the process itself, never to a kernel.
+TEST(AttributionTest, DeviceTrackPhasesTakeNoShareOfTheProcesssCpu) {
+  HostRun r;
+  auto p = r.f.AddProcess(r.root, "python train.py", Sec(0), Sec(10), 10, r.host);
+  r.f.Counter(r.f.last_process_resource, metric::kProcCpuUser, {{Sec(0), 0}, {Sec(10), 10}});
+  auto op = r.f.AddPhase(p, "aten::mm", "run/process/op", Sec(2), Sec(6), 10);
+  auto kernel = r.f.AddPhase(p, "sgemm", "run/process/kernel", Sec(4), Sec(8), 10);
+  r.f.run.tracks.push_back({.id = 1, .kind = model::TrackKind::kThread, .pid = 10, .tid = 10});
+  r.f.run.tracks.push_back({.id = 2, .kind = model::TrackKind::kDevice, .pid = 10, .device = 0, .stream = 7});
+  r.f.run.phases[Ix(op)].track = 1;
+  r.f.run.phases[Ix(kernel)].track = 2;
+  AttributionOptions o;
+  o.fit_rules = false;  // every type Variable(1): a kernel counted in the process would take half
+  Attribution at = AttributeResources(r.f.Build(), o);
+  std::string_view c = attributed::kCpu;
+  // 1 core all along: the op's 4 s are its own, the process keeps the rest; none of it is the
+  // kernel's, not even while the kernel ran alone ([6, 8)).
+  EXPECT_NEAR(UsageOf(at, c, op), 4, 1e-6);
+  EXPECT_NEAR(UsageOf(at, c, kernel), 0, 1e-6);
+  EXPECT_NEAR(UsageOf(at, c, p), 10, 1e-6);
+}
+
 // Without process data the host's own CPU and disk bytes are split over the phases that ran
 // on it. Device-mapper disks repeat their disks' traffic and are not counted again.
 TEST(AttributionTest, HostCpuAndDiskBytesAreSplitWhenNoProcessDataExists) {
