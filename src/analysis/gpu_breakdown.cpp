@@ -86,7 +86,7 @@ double Len(const std::vector<Interval>& groups) {
 }
 
 // SWEEP: +bit at each group's start, -bit at its end; segments between consecutive points
-// labelled by the running sum after the first of them. Calls on_segment(running, length).
+// labelled by the running sum after the first of them. Calls on_segment(running, start, length).
 template <typename F>
 void Sweep(const std::vector<std::pair<int, const std::vector<Interval>*>>& classes, F&& on_segment) {
   std::vector<std::pair<double, int>> points;
@@ -101,7 +101,7 @@ void Sweep(const std::vector<std::pair<int, const std::vector<Interval>*>>& clas
   int running = 0;
   for (size_t i = 0; i + 1 < points.size(); ++i) {
     running += points[i].second;
-    if (running > 0) on_segment(running, points[i + 1].first - points[i].first);
+    if (running > 0) on_segment(running, points[i].first, points[i + 1].first - points[i].first);
   }
 }
 
@@ -153,6 +153,7 @@ std::string KernelTypeLabel(int bits) {
 // One rank after rounding and alignment: the rows and the pairing of host and GPU rows.
 struct PreparedRank {
   int64_t rank = 0;
+  model::PhaseId phase = 0;
   std::vector<WorkRow> rows;  // after the iteration filter; GPU rows repeated per matching host row
 };
 
@@ -222,7 +223,7 @@ GpuAnalysis AnalyzeGpuRows(const GpuRowTable& table, const GpuAnalysisOptions& o
   std::vector<PreparedRank> ranks;
   for (size_t k = 0; k < table.size(); ++k) {
     const auto& rows = loaded[k];
-    PreparedRank pr{.rank = table[k].rank};
+    PreparedRank pr{.rank = table[k].rank, .phase = table[k].phase};
     // Correlation pairing: the last host row with a GPU row's correlation is its launch.
     std::unordered_map<int64_t, const GpuTraceRow*> host_by_corr;
     const GpuTraceRow* index0 = nullptr;
@@ -319,7 +320,7 @@ GpuAnalysis AnalyzeGpuRows(const GpuRowTable& table, const GpuAnalysisOptions& o
         }
         auto c = Merge(cpu_comm), p = Merge(cpu_comp);
         double overlap = 0;
-        Sweep({{1, &c}, {2, &p}}, [&](int running, double len) {
+        Sweep({{1, &c}, {2, &p}}, [&](int running, double, double len) {
           if (running == 3) overlap += len;
         });
         CpuCommOverlap co{.rank = pr.rank, .collectives = static_cast<int64_t>(cpu_comm.size()), .comm_us = Len(c),
@@ -346,20 +347,27 @@ GpuAnalysis AnalyzeGpuRows(const GpuRowTable& table, const GpuAnalysisOptions& o
     // Communication-computation overlap.
     auto comm_groups = Merge(comm), comp_groups = Merge(comp), mem_groups = Merge(mem);
     double overlap = 0;
-    Sweep({{1, &comm_groups}, {2, &comp_groups}}, [&](int running, double len) {
+    Sweep({{1, &comm_groups}, {2, &comp_groups}}, [&](int running, double, double len) {
       if (running == 3) overlap += len;
     });
     out.overlap.push_back({.rank = pr.rank, .comm_comp_overlap_pct = 100.0 * overlap / Len(comm_groups)});
     // What limited the GPU, and the communication nothing else ran beside.
-    GpuRankSummary rs{.rank = pr.rank, .kernel_us = t.kernel_us, .idle_us = t.idle_us, .comm_us = Len(comm_groups)};
+    GpuRankSummary rs{.rank = pr.rank, .phase = pr.phase, .kernel_us = t.kernel_us, .idle_us = t.idle_us, .comm_us = Len(comm_groups)};
     rs.host_wait_us = HostWaitIdle(kernels);
     std::vector<const WorkRow*> not_comm;
     for (const WorkRow* w : kernels) {
       if (w->cls != KernelClass::kCommunication) not_comm.push_back(w);
     }
     auto rest = Merge(not_comm);
-    Sweep({{1, &comm_groups}, {2, &rest}}, [&](int running, double len) {
-      if (running == 1) rs.exposed_comm_us += len;
+    Sweep({{1, &comm_groups}, {2, &rest}}, [&](int running, double start, double len) {
+      if (running != 1 || len <= 0) return;
+      rs.exposed_comm_us += len;
+      auto& v = rs.exposed_comm_intervals_us;
+      if (!v.empty() && v.back().second == start + min_ts) {
+        v.back().second += len;
+      } else {
+        v.push_back({start + min_ts, start + min_ts + len});
+      }
     });
     double idle_pct = 100.0 * rs.idle_us / rs.kernel_us;
     if (idle_pct <= options.gpu_bound_max_idle_pct) {
@@ -373,7 +381,7 @@ GpuAnalysis AnalyzeGpuRows(const GpuRowTable& table, const GpuAnalysisOptions& o
     // Kernel types: COMPUTATION 1, COMMUNICATION 2, MEMORY 4; segments truncated to whole µs.
     std::vector<std::pair<int, const std::vector<Interval>*>> classes = {{1, &comp_groups}, {2, &comm_groups}};
     if (options.include_memory_kernels) classes.push_back({4, &mem_groups});
-    Sweep(classes, [&](int running, double len) {
+    Sweep(classes, [&](int running, double, double len) {
       if (running <= 7) type_sums[running] += std::trunc(len);
     });
     // Idle time per stream, streams in order of first appearance.

@@ -35,6 +35,7 @@ struct GpuTraceRow {
 // The rows of one rank (one trace file).
 struct GpuRankRows {
   int64_t rank = 0;
+  model::PhaseId phase = 0;  // the process phase the trace's events lie under (0: unknown)
   bool ts_float = false;  // some ts written as a JSON float: HTA rounds every event to whole µs
   std::vector<GpuTraceRow> rows;
 };
@@ -50,6 +51,7 @@ struct GpuAnalysisOptions {
   double runtime_outlier_us = 50;            // launch stats: a runtime call longer than this is an outlier
   double gpu_bound_max_idle_pct = 10;        // a rank whose GPU idled at most this much is GPU-bound
   double host_bound_min_wait_pct = 10;       // ... and host-bound when it idled this much waiting on launches
+  double issue_min_pct = 5;                  // GPU issues: at least this share of the rank's GPU span
 };
 
 // HTA's kernel classes (get_kernel_type), by the kernel's full name.
@@ -113,6 +115,7 @@ struct CpuCommOverlap {
 // What limited one rank's GPU, and what fully overlapping its communication would save.
 struct GpuRankSummary {
   int64_t rank = 0;
+  model::PhaseId phase = 0;    // GpuRankRows::phase
   double kernel_us = 0;        // the temporal breakdown's span
   double idle_us = 0;          // no stream busy
   // Of idle_us: gaps after which the next kernel was launched by the host only after the GPU
@@ -123,6 +126,7 @@ struct GpuRankSummary {
   // with other work would take off the GPU's timeline (the what-if lever
   // `communication_overlapped`).
   double exposed_comm_us = 0;
+  std::vector<std::pair<double, double>> exposed_comm_intervals_us;  // [start, end) in the rows' µs
   // "gpu": idle at most gpu_bound_max_idle_pct of the span; "host": idle waiting on launches
   // at least host_bound_min_wait_pct; "mixed": the GPU idled, for other reasons (syncs,
   // dependencies, communication waits) or for several.

@@ -172,6 +172,45 @@ std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bot
   };
 }
 
+std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bottlenecks& bottlenecks,
+                                                                        const model::Run& run,
+                                                                        const GpuAnalysis* gpu) {
+  auto base = BoundSecondsOf(bottlenecks);
+  return [base, &run, gpu](model::PhaseId id, std::string_view resource) -> double {
+    if (resource != "communication") return base(id, resource);
+    if (gpu == nullptr) return 0.0;
+    const model::Phase* p = run.FindPhase(id);
+    if (p == nullptr) return 0.0;
+    double best = 0;
+    for (const GpuRankSummary& r : gpu->ranks) {
+      if (r.phase == 0) continue;
+      // The rank's process phase or one of its ancestors: all of the rank's exposed time.
+      bool above = false;
+      for (const model::Phase* q = run.FindPhase(r.phase); q != nullptr; q = q->parent != 0 ? run.FindPhase(q->parent) : nullptr) {
+        if (q->id == id) {
+          above = true;
+          break;
+        }
+      }
+      double s = 0;
+      if (above) {
+        s = r.exposed_comm_us / 1e6;
+      } else if (const model::Phase* proc = run.FindPhase(r.phase);
+                 proc != nullptr && p->pid == proc->pid && p->host == proc->host && p->pid != 0) {
+        // A phase of that process (an iteration, an op, a communication kernel on its stream):
+        // the exposed time within its window. Only communication kernels overlap exposed time
+        // on the device tracks, so shrinking them moves the GPU work after them in the replay.
+        const double start_us = static_cast<double>(p->start_ns) / 1e3;
+        const double end_us = static_cast<double>(p->end_ns) / 1e3;
+        for (const auto& [a, b] : r.exposed_comm_intervals_us) s += std::max(0.0, std::min(b, end_us) - std::max(a, start_us));
+        s /= 1e6;
+      }
+      best = std::max(best, s);
+    }
+    return best;
+  };
+}
+
 std::function<PhaseCoreUse(model::PhaseId)> CoreUseOfRun(const model::Run& run, const CoreUse* core_use) {
   return [&run, core_use](model::PhaseId id) {
     if (core_use != nullptr) {
@@ -192,7 +231,7 @@ std::string CoreCount(double n) {
 
 std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
-                              const IssueOptions& options, const CoreUse* core_use) {
+                              const IssueOptions& options, const CoreUse* core_use, const GpuAnalysis* gpu) {
   std::vector<Issue> issues;
   const model::Phase* root = run.Root();
   if (root == nullptr) return issues;
@@ -435,10 +474,48 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
                     critical_path.jobs, critical_path.jobs, example, more, saving_text(saving)));
   }
 
+  if (gpu != nullptr) {
+    for (Issue& i : GpuIssues(*gpu, run_s)) issues.push_back(std::move(i));
+  }
+
   std::stable_sort(issues.begin(), issues.end(),
                    [](const Issue& a, const Issue& b) { return a.impact_s > b.impact_s; });
   if (issues.size() > options.max_issues) issues.resize(options.max_issues);
   return issues;
+}
+
+std::vector<Issue> GpuIssues(const GpuAnalysis& gpu, double run_s, const GpuAnalysisOptions& options) {
+  std::vector<Issue> out;
+  auto add = [&](const GpuRankSummary& r, std::string kind, double us, std::string change, std::string text) {
+    Issue issue;
+    issue.phase = r.phase;
+    issue.kind = std::move(kind);
+    issue.impact_s = us / 1e6;
+    issue.impact_fraction = run_s > 0 ? std::min(1.0, issue.impact_s / run_s) : 0;
+    issue.change = std::move(change);
+    issue.text = std::move(text);
+    out.push_back(std::move(issue));
+  };
+  const bool several = gpu.ranks.size() > 1;
+  for (const GpuRankSummary& r : gpu.ranks) {
+    const std::string who = several ? fmt::format("Rank {}'s GPU", r.rank) : std::string("The GPU");
+    const std::string span = Seconds(r.kernel_us / 1e6);
+    if (r.host_wait_pct() >= options.issue_min_pct) {
+      add(r, "gpu_host_wait", r.host_wait_us,  "",
+          fmt::format("{} sat idle {:.0f}% of the profiled steps ({} of {}) waiting on the host: the next kernel was "
+                      "launched only after the GPU had drained (host-bound; fewer, larger kernels, CUDA graphs or "
+                      "less Python per step would feed it).",
+                      who, r.host_wait_pct(), Seconds(r.host_wait_us / 1e6), span));
+    }
+    if (r.exposed_comm_pct() >= options.issue_min_pct) {
+      add(r, "gpu_exposed_communication", r.exposed_comm_us,
+          r.phase != 0 ? fmt::format("#{}:communication=0", r.phase) : std::string(),
+          fmt::format("{} ran communication with nothing beside it {:.0f}% of the profiled steps ({} of {}); "
+                      "overlapping it fully with computation would save up to that.",
+                      who, r.exposed_comm_pct(), Seconds(r.exposed_comm_us / 1e6), span));
+    }
+  }
+  return out;
 }
 
 }  // namespace grademl::analysis

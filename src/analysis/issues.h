@@ -19,6 +19,7 @@
 #include "analysis/bottlenecks.h"
 #include "analysis/core_use.h"
 #include "analysis/critical_path.h"
+#include "analysis/gpu_breakdown.h"
 #include "analysis/imbalance.h"
 #include "model/run.h"
 
@@ -28,7 +29,9 @@ namespace grademl::analysis {
 struct Issue {
   model::PhaseId phase = 0;  // the phase it is about (for imbalance: the slowest sibling)
   // "cpu", "memory", "disk", "network", "gpu" (bound by that resource), "waiting",
-  // "imbalance", "straggler", "data_wait", "concurrency", "underused_cores".
+  // "imbalance", "straggler", "data_wait", "concurrency", "underused_cores"; from imported
+  // GPU traces: "gpu_host_wait" (the GPU idle waiting for the host's launches),
+  // "gpu_exposed_communication" (communication kernels nothing else ran beside).
   std::string kind;
   // What the change would save, by the what-if engine. For levers whose effect depends on how
   // well the work scales (underused_cores, num_workers), an upper bound.
@@ -62,12 +65,27 @@ struct IssueOptions {
 // Seconds of a phase's time bound by a resource ("cpu", ..., "gpu", or "waiting" for
 // total_waiting_s()), from the bottleneck analysis: the what-if engine's provider.
 std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bottlenecks& bottlenecks);
+// The same, plus "communication": the exposed communication seconds of the imported GPU
+// traces (GpuRankSummary::exposed_comm_us) of a rank's process phase and its ancestors (the
+// largest over the ranks below them), and of the phases in that process (host phases and
+// communication kernels), within their time.
+std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bottlenecks& bottlenecks,
+                                                                        const model::Run& run,
+                                                                        const GpuAnalysis* gpu);
 
 // Ranks the issues of an indexed run, the largest impact first. `core_use` (FindCoreUse),
-// when given, saves computing it again.
+// when given, saves computing it again; `gpu` (AnalyzeGpu), when given, adds the GPU issues
+// of imported traces.
 std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
-                              const IssueOptions& options = {}, const CoreUse* core_use = nullptr);
+                              const IssueOptions& options = {}, const CoreUse* core_use = nullptr,
+                              const GpuAnalysis* gpu = nullptr);
+
+// The GPU issues of imported traces, per rank: the GPU idle waiting on the host
+// (gpu_host_wait) and communication running alone (gpu_exposed_communication), each when it
+// is at least options.issue_min_pct of the rank's GPU span. impact_s is the time in the
+// profiled window (the trace), impact_fraction that time over `run_s`.
+std::vector<Issue> GpuIssues(const GpuAnalysis& gpu, double run_s, const GpuAnalysisOptions& options = {});
 
 // The what-if engine's core-use provider: the phase's entry in `core_use` when it has one,
 // else CoreUseOf(run, id).

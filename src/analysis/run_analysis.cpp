@@ -10,7 +10,7 @@ RunAnalysis AnalyzeRun(const model::Run& run) {
   a.critical_path = FindCriticalPath(run);
   a.core_use = FindCoreUse(run);
   a.gpu = AnalyzeGpu(run);
-  a.issues = RankIssues(run, a.bottlenecks, a.imbalance, a.critical_path, {}, &a.core_use);
+  a.issues = RankIssues(run, a.bottlenecks, a.imbalance, a.critical_path, {}, &a.core_use, &a.gpu);
   return a;
 }
 

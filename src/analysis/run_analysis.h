@@ -24,7 +24,7 @@ struct RunAnalysis {
   CriticalPathResult critical_path;
   std::vector<Issue> issues;
   CoreUse core_use;  // threads, cores used and available per step and process
-  GpuAnalysis gpu;   // the GPU and communication analyses of imported traces (empty without them)
+  GpuAnalysis gpu;   // imported GPU traces (HTA's breakdowns per rank); empty without them
 };
 
 // Runs every analysis on an indexed run.

@@ -192,7 +192,7 @@ StatusOr<WhatifChange> ParseWhatifChange(std::string_view text) {
       return ch;
     }
     if (set_zero) {
-      return BadChange(text, colon + 1, "expected a resource (cpu, memory, disk, network, gpu or waiting) before '=0'");
+      return BadChange(text, colon + 1, "expected a resource (cpu, memory, disk, network, gpu, waiting or communication) before '=0'");
     }
   } else if (set_zero) {
     return BadChange(text, eq, "'=0' needs a resource: SEL:RESOURCE=0");

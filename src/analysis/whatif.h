@@ -20,8 +20,11 @@
 namespace grademl::analysis {
 
 // The resources a phase's time can be bound by, as named in resource changes.
-inline constexpr std::array<std::string_view, 6> kWhatifResources = {"cpu", "memory", "disk", "network", "gpu",
-                                                                      "waiting"};
+// "communication": the communication kernels of an imported GPU trace that ran with nothing
+// beside them (analysis/gpu_breakdown.h); `SEL:communication=0` is communication fully
+// overlapped with computation.
+inline constexpr std::array<std::string_view, 7> kWhatifResources = {"cpu", "memory", "disk", "network", "gpu",
+                                                                      "waiting", "communication"};
 
 // One change of a what-if question, parsed from its text:
 //   SEL*F             scale the selected phases (their whole subtree) by F in [0, 1000]; *0 removes

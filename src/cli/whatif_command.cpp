@@ -231,7 +231,9 @@ Action RegisterWhatifCommand(CLI::App& app, CommonOptions& common) {
       "  -SEL               remove the phases\n"
       "  SEL:RES*F, SEL:RES=0\n"
       "                     scale or remove the time they were bound by RES\n"
-      "                     (cpu, memory, disk, network, gpu, waiting)\n"
+      "                     (cpu, memory, disk, network, gpu, waiting; communication:\n"
+      "                     exposed communication kernels of an imported GPU trace,\n"
+      "                     SEL:communication=0 is communication fully overlapped)\n"
       "  balance:SEL        concurrent same-type siblings take their mean duration\n"
       "  jobs=N, -j N       run at most N workflow steps at a time\n"
       "  SEL:threads=N      their CPU-bound time x cores used / min(N, cores available)\n"
@@ -284,13 +286,15 @@ Action RegisterWhatifCommand(CLI::App& app, CommonOptions& common) {
     // Resource changes (SEL:RES*F) need the time each phase was bound by each resource: the
     // bottleneck analysis, run only when a change asks for it.
     analysis::Bottlenecks bottlenecks;
+    analysis::GpuAnalysis gpu;
     bool resources = std::any_of(changes.begin(), changes.end(), [](const analysis::WhatifChange& c) {
       return c.kind == analysis::WhatifChange::Kind::kResource || c.kind == analysis::WhatifChange::Kind::kThreads ||
              c.kind == analysis::WhatifChange::Kind::kCores;
     });
     if (resources) {
       bottlenecks = analysis::FindBottlenecks(*run);
-      options.bound_seconds = analysis::BoundSecondsOf(bottlenecks);
+      gpu = analysis::AnalyzeGpu(*run);
+      options.bound_seconds = analysis::BoundSecondsOf(bottlenecks, *run, &gpu);
       // threads=N / cores=N: the cores each selected phase used and could use.
       options.core_use = analysis::CoreUseOfRun(*run, nullptr);
     }

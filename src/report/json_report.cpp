@@ -132,6 +132,91 @@ json HostJson(const analysis::HostSummary& host) {
   return out;
 }
 
+// Figures rounded as HTA rounds them (numpy half-to-even); NaN (undefined) is null.
+json Rounded(double v, int decimals) {
+  return std::isfinite(v) ? json(analysis::RoundHalfEven(v, decimals)) : json(nullptr);
+}
+json Us(double v) { return Rounded(v, 3); }  // µs to the ns
+
+// The GPU analyses of imported traces (docs/gpu.md); null when the run has none.
+json GpuJson(const analysis::GpuAnalysis& g) {
+  if (g.empty()) return nullptr;
+  json temporal = json::array();
+  for (const auto& t : g.temporal) {
+    temporal.push_back({{"rank", t.rank},
+                        {"idle_pct", Rounded(t.idle_pct, 2)},
+                        {"compute_pct", Rounded(t.compute_pct, 2)},
+                        {"non_compute_pct", Rounded(t.non_compute_pct, 2)},
+                        {"idle_us", Us(t.idle_us)},
+                        {"compute_us", Us(t.compute_us)},
+                        {"non_compute_us", Us(t.non_compute_us)},
+                        {"kernel_us", Us(t.kernel_us)}});
+  }
+  json overlap = json::array();
+  for (const auto& o : g.overlap) {
+    overlap.push_back({{"rank", o.rank}, {"comm_comp_overlap_pct", Rounded(o.comm_comp_overlap_pct, 2)}});
+  }
+  json kernel_types = json::array();
+  for (const auto& k : g.kernel_types) {
+    kernel_types.push_back({{"type", k.type}, {"us", Us(k.us)}, {"pct", Rounded(k.pct, 1)}});
+  }
+  json idle = json::array();
+  for (const auto& i : g.idle) {
+    idle.push_back({{"rank", i.rank},
+                    {"stream", i.stream},
+                    {"category", i.category},
+                    {"us", Rounded(i.us, 2)},
+                    {"ratio", Rounded(i.ratio, 2)}});
+  }
+  json launch = json::array();
+  for (const auto& l : g.launch) {
+    launch.push_back({{"rank", l.rank},
+                      {"kernels", l.kernels},
+                      {"launched", l.launched},
+                      {"delay_mean_us", Us(l.launched > 0 ? l.delay_mean_us : NAN)},
+                      {"delay_p50_us", Us(l.launched > 0 ? l.delay_p50_us : NAN)},
+                      {"delay_p95_us", Us(l.launched > 0 ? l.delay_p95_us : NAN)},
+                      {"delay_max_us", Us(l.launched > 0 ? l.delay_max_us : NAN)},
+                      {"delay_outliers", l.delay_outliers},
+                      {"runtime_outliers", l.runtime_outliers},
+                      {"short_kernels", l.short_kernels},
+                      {"short_kernel_us", Us(l.short_kernel_us)}});
+  }
+  json cpu_overlap = json::array();
+  for (const auto& c : g.cpu_overlap) {
+    cpu_overlap.push_back({{"rank", c.rank},
+                           {"collectives", c.collectives},
+                           {"comm_us", Us(c.comm_us)},
+                           {"comp_us", Us(c.comp_us)},
+                           {"overlap_us", Us(c.overlap_us)},
+                           {"comm_comp_overlap_pct", Rounded(c.comm_comp_overlap_pct, 2)}});
+  }
+  json ranks = json::array();
+  json whatif = json::array();
+  for (const auto& r : g.ranks) {
+    ranks.push_back({{"rank", r.rank},
+                     {"phase", r.phase == 0 ? json(nullptr) : json(r.phase)},
+                     {"bound", r.bound},
+                     {"kernel_us", Us(r.kernel_us)},
+                     {"idle_us", Us(r.idle_us)},
+                     {"host_wait_us", Us(r.host_wait_us)},
+                     {"host_wait_pct", Rounded(r.host_wait_pct(), 2)},
+                     {"comm_us", Us(r.comm_us)},
+                     {"exposed_comm_us", Us(r.exposed_comm_us)},
+                     {"exposed_comm_pct", Rounded(r.exposed_comm_pct(), 2)}});
+    whatif.push_back({{"rank", r.rank},
+                      {"lever", "communication_overlapped"},
+                      {"change", r.phase == 0 ? json(nullptr) : json("#" + std::to_string(r.phase) + ":communication=0")},
+                      {"kernel_us", Us(r.kernel_us)},
+                      {"predicted_kernel_us", Us(r.kernel_us - r.exposed_comm_us)},
+                      {"saving_us", Us(r.exposed_comm_us)},
+                      {"saving_pct", Rounded(r.exposed_comm_pct(), 2)}});
+  }
+  return {{"temporal", temporal}, {"overlap", overlap},   {"kernel_types", kernel_types},
+          {"idle", idle},         {"launch", launch},     {"cpu_overlap", cpu_overlap},
+          {"ranks", ranks},       {"whatif", whatif}};
+}
+
 }  // namespace
 
 json RunInfoJson(const model::RunInfo& info) {
@@ -212,6 +297,7 @@ static void AnalysisJson(const analysis::RunAnalysis& a, json& out) {
                       {"text", Text(i.text)}});
   }
   out["issues"] = std::move(issues);
+  out["gpu"] = GpuJson(a.gpu);
 }
 
 json SourcesJson(const model::Run& run) {

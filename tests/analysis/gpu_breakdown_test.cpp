@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "analysis/gpu_example_traces.h"
+#include "analysis/issues.h"
 
 namespace grademl::analysis {
 namespace {
@@ -63,6 +64,17 @@ void ExpectIdle(const GpuAnalysis& a, int64_t rank, int64_t stream, std::string_
   }
 }
 
+// Each worked example runs twice: on the row table directly, and on the same rows as a
+// hand-built imported run through ExtractGpuRows (AnalyzeGpu).
+class GpuExample : public ::testing::TestWithParam<bool> {
+ protected:
+  GpuAnalysis Analyze(const GpuRowTable& table, const GpuAnalysisOptions& options = {}) {
+    return GetParam() ? AnalyzeGpu(testing::RunFromRows(table), options) : AnalyzeGpuRows(table, options);
+  }
+};
+INSTANTIATE_TEST_SUITE_P(RowsAndRun, GpuExample, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "ThroughRun" : "Rows"; });
+
 TEST(GpuClassifier, FollowsHtasRulesInOrder) {
   EXPECT_EQ(ClassifyKernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"), KernelClass::kCommunication);
   EXPECT_EQ(ClassifyKernel("ncclKernel_AllGather_RING_LL_Sum_int8_t"), KernelClass::kCommunication);
@@ -90,15 +102,15 @@ TEST(GpuRounding, NumpyHalfToEven) {
   EXPECT_DOUBLE_EQ(RoundHalfEven(100.0 * 15 / 270, 2), 5.56);
 }
 
-TEST(GpuExampleA, Temporal) {
-  GpuAnalysis a = AnalyzeGpuRows(ExampleA());
+TEST_P(GpuExample, ATemporal) {
+  GpuAnalysis a = Analyze(ExampleA());
   ASSERT_EQ(a.temporal.size(), 1u);
   EXPECT_EQ(a.temporal[0].rank, 0);
   ExpectTemporal(a.temporal[0], 270, 15, 150, 105, 5.56, 55.56, 38.89);
 }
 
-TEST(GpuExampleA, KernelTypesWithMemory) {
-  GpuAnalysis a = AnalyzeGpuRows(ExampleA());
+TEST_P(GpuExample, AKernelTypesWithMemory) {
+  GpuAnalysis a = Analyze(ExampleA());
   ASSERT_EQ(a.kernel_types.size(), 4u);
   EXPECT_EQ(a.kernel_types[0].type, "COMMUNICATION");  // by time, descending
   ExpectType(a, "COMMUNICATION", 85, 34.7);
@@ -107,22 +119,22 @@ TEST(GpuExampleA, KernelTypesWithMemory) {
   ExpectType(a, "COMMUNICATION overlapping MEMORY", 10, 4.1);
 }
 
-TEST(GpuExampleA, KernelTypesWithoutMemory) {
-  GpuAnalysis a = AnalyzeGpuRows(ExampleA(), {.include_memory_kernels = false});
+TEST_P(GpuExample, AKernelTypesWithoutMemory) {
+  GpuAnalysis a = Analyze(ExampleA(), {.include_memory_kernels = false});
   ASSERT_EQ(a.kernel_types.size(), 3u);
   ExpectType(a, "COMMUNICATION", 95, 38.8);
   ExpectType(a, "COMPUTATION", 80, 32.7);
   ExpectType(a, "COMPUTATION overlapping COMMUNICATION", 70, 28.6);
 }
 
-TEST(GpuExampleA, CommCompOverlap) {
-  GpuAnalysis a = AnalyzeGpuRows(ExampleA());
+TEST_P(GpuExample, ACommCompOverlap) {
+  GpuAnalysis a = Analyze(ExampleA());
   ASSERT_EQ(a.overlap.size(), 1u);
   EXPECT_DOUBLE_EQ(RoundHalfEven(a.overlap[0].comm_comp_overlap_pct, 2), 42.42);
 }
 
-TEST(GpuExampleA, IdlePerStream) {
-  GpuAnalysis a = AnalyzeGpuRows(ExampleA());
+TEST_P(GpuExample, AIdlePerStream) {
+  GpuAnalysis a = Analyze(ExampleA());
   ExpectIdle(a, 0, 7, "host_wait", 50, 0.45);
   ExpectIdle(a, 0, 7, "kernel_wait", 10, 0.09);
   ExpectIdle(a, 0, 7, "other", 50, 0.45);
@@ -132,10 +144,10 @@ TEST(GpuExampleA, IdlePerStream) {
   EXPECT_EQ(a.idle.size(), 5u);
 }
 
-TEST(GpuExampleA, LaunchStats) {
+TEST_P(GpuExample, ALaunchStats) {
   // Launch delays (kernel start - launch start), from the table: k1 10, k2 55, k3 30, k4 5,
   // k5 220, c1 10, c2 30 (s1 is a sync, not a kernel). Mean 360/7, median 30.
-  GpuAnalysis a = AnalyzeGpuRows(ExampleA());
+  GpuAnalysis a = Analyze(ExampleA());
   ASSERT_EQ(a.launch.size(), 1u);
   const auto& l = a.launch[0];
   EXPECT_EQ(l.kernels, 7);
@@ -148,11 +160,11 @@ TEST(GpuExampleA, LaunchStats) {
   EXPECT_EQ(l.short_kernels, 0);
 }
 
-TEST(GpuExampleA, BoundAndExposedCommunication) {
+TEST_P(GpuExample, ABoundAndExposedCommunication) {
   // GPU-wide idle gaps: [250, 260) before k4, launched at 255 (after the GPU drained: host
   // wait); [345, 350) before k5, launched at 130 (not). Communication alone: [140, 150),
   // [160, 200), [300, 335) = 85 of its 165 µs. Idle 15 of 270 (5.6 %): GPU-bound.
-  GpuAnalysis a = AnalyzeGpuRows(ExampleA());
+  GpuAnalysis a = Analyze(ExampleA());
   ASSERT_EQ(a.ranks.size(), 1u);
   const auto& r = a.ranks[0];
   EXPECT_NEAR(r.host_wait_us, 10, kEps);
@@ -161,8 +173,8 @@ TEST(GpuExampleA, BoundAndExposedCommunication) {
   EXPECT_EQ(r.bound, "gpu");
 }
 
-TEST(GpuExampleB, NsRoundingShrinksEventsToWholeMicroseconds) {
-  GpuAnalysis a = AnalyzeGpuRows(ExampleB());
+TEST_P(GpuExample, BNsRoundingShrinksEventsToWholeMicroseconds) {
+  GpuAnalysis a = Analyze(ExampleB());
   ASSERT_EQ(a.temporal.size(), 1u);
   ExpectTemporal(a.temporal[0], 9, 4, 5, 0, 44.44, 55.56, 0.0);
   ASSERT_EQ(a.kernel_types.size(), 1u);
@@ -173,14 +185,14 @@ TEST(GpuExampleB, NsRoundingShrinksEventsToWholeMicroseconds) {
   ExpectIdle(a, 0, 7, "other", 0, 0.0);
 }
 
-TEST(GpuExampleB, WithoutRoundingIdleIsMuchLarger) {
-  GpuAnalysis a = AnalyzeGpuRows(ExampleB(), {.ns_rounding = false});
+TEST_P(GpuExample, BWithoutRoundingIdleIsMuchLarger) {
+  GpuAnalysis a = Analyze(ExampleB(), {.ns_rounding = false});
   ASSERT_EQ(a.temporal.size(), 1u);
   EXPECT_DOUBLE_EQ(RoundHalfEven(a.temporal[0].idle_pct, 1), 19.8);  // the document's figure
 }
 
-TEST(GpuExampleC, TwoRanks) {
-  GpuAnalysis a = AnalyzeGpuRows(ExampleC());
+TEST_P(GpuExample, CTwoRanks) {
+  GpuAnalysis a = Analyze(ExampleC());
   ASSERT_EQ(a.kernel_types.size(), 4u);
   ExpectType(a, "COMPUTATION", 40, 44.4);
   ExpectType(a, "COMMUNICATION", 20, 22.2);
@@ -205,26 +217,26 @@ TEST(GpuExampleC, TwoRanks) {
   ExpectIdle(a, 1, 7, "other", 0, 0.0);
 }
 
-TEST(GpuExampleD, IterationFilterKeepsKernelsLaunchedBeforeTheLastStep) {
-  GpuAnalysis a = AnalyzeGpuRows(ExampleD());
+TEST_P(GpuExample, DIterationFilterKeepsKernelsLaunchedBeforeTheLastStep) {
+  GpuAnalysis a = Analyze(ExampleD());
   ASSERT_EQ(a.temporal.size(), 1u);
   ExpectTemporal(a.temporal[0], 160, 115, 45, 0, 71.88, 28.12, 0.0);
 }
 
-TEST(GpuExampleD, HostBound) {
+TEST_P(GpuExample, DHostBound) {
   // Kept rows [60, 70) (launched 50), [80, 85) (no launch), [190, 220) (launched 150). The
   // gap [85, 190) ends with a kernel launched at 150, after the GPU drained: 105 µs of host
   // wait in a span of 160; [70, 80) ends with a row without launch: not host wait.
-  GpuAnalysis a = AnalyzeGpuRows(ExampleD());
+  GpuAnalysis a = Analyze(ExampleD());
   ASSERT_EQ(a.ranks.size(), 1u);
   EXPECT_NEAR(a.ranks[0].host_wait_us, 105, kEps);
   EXPECT_EQ(a.ranks[0].bound, "host");
   EXPECT_NEAR(a.ranks[0].exposed_comm_us, 0, kEps);
 }
 
-TEST(GpuExampleD, WithoutTheFilterEveryKernelCounts) {
+TEST_P(GpuExample, DWithoutTheFilterEveryKernelCounts) {
   // All six GPU rows: span [60, 330) = 270, union 10+30+5+20+10+10 = 85.
-  GpuAnalysis a = AnalyzeGpuRows(ExampleD(), {.iteration_filter = false});
+  GpuAnalysis a = Analyze(ExampleD(), {.iteration_filter = false});
   ASSERT_EQ(a.temporal.size(), 1u);
   EXPECT_NEAR(a.temporal[0].kernel_us, 270, kEps);
   EXPECT_NEAR(a.temporal[0].idle_us, 185, kEps);
@@ -267,6 +279,74 @@ TEST(GpuAnalysisEmpty, NoRowsNoFigures) {
   a = AnalyzeGpuRows({host_only});
   EXPECT_TRUE(a.empty());
   EXPECT_EQ(a.ranks_without_kernels, std::vector<int64_t>{0});
+}
+
+}  // namespace
+}  // namespace grademl::analysis
+
+namespace grademl::analysis {
+namespace {
+
+TEST(GpuIssues, ExposedCommunicationInExampleA) {
+  // Exposed communication 85 of 270 µs (31 %); host wait 10 (3.7 %, under the 5 % threshold).
+  GpuAnalysis a = AnalyzeGpuRows(testing::ExampleA());
+  a.ranks[0].phase = 42;
+  auto issues = GpuIssues(a, /*run_s=*/0.001);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].kind, "gpu_exposed_communication");
+  EXPECT_EQ(issues[0].phase, 42);
+  EXPECT_NEAR(issues[0].impact_s, 85e-6, 1e-12);
+  EXPECT_NEAR(issues[0].impact_fraction, 0.085, 1e-9);
+  EXPECT_EQ(issues[0].change, "#42:communication=0");
+  EXPECT_NE(issues[0].text.find("31%"), std::string::npos) << issues[0].text;
+}
+
+TEST(GpuIssues, HostWaitInExampleD) {
+  // 105 of 160 µs idle waiting on launches: 66 %.
+  GpuAnalysis a = AnalyzeGpuRows(testing::ExampleD());
+  auto issues = GpuIssues(a, 0.001);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].kind, "gpu_host_wait");
+  EXPECT_NEAR(issues[0].impact_s, 105e-6, 1e-12);
+  EXPECT_NE(issues[0].text.find("idle 66% of the profiled steps"), std::string::npos) << issues[0].text;
+  EXPECT_NE(issues[0].text.find("waiting on the host"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace grademl::analysis
+
+namespace grademl::analysis {
+namespace {
+
+TEST(GpuWhatif, CommunicationFullyOverlapped) {
+  // Example A as an imported run: the process phase's exposed communication is 85 µs
+  // (COMMUNICATION alone in the document's kernel-type table); a host op inside the process
+  // covering [100, 200) µs holds [140, 150) + [160, 200) = 50 µs of it; the AllGather kernel
+  // [280, 335) its exposed part [300, 335) = 35 µs; the sgemm kernel none.
+  model::Run run = testing::RunFromRows(testing::ExampleA());
+  GpuAnalysis gpu = AnalyzeGpu(run);
+  ASSERT_EQ(gpu.ranks.size(), 1u);
+  const model::PhaseId process = gpu.ranks[0].phase;
+  ASSERT_NE(process, 0);
+  EXPECT_EQ(run.FindPhase(process)->leaf_type(), "process");
+  Bottlenecks none;
+  model::Phase op{.id = 1000, .parent = process, .name = "aten::mm", .type = "run/process/op",
+                  .start_ns = 100'000, .end_ns = 200'000, .host = "node1", .pid = run.FindPhase(process)->pid};
+  run.phases.push_back(op);
+  run.Index();
+  auto bound = BoundSecondsOf(none, run, &gpu);
+  EXPECT_NEAR(bound(process, "communication"), 85e-6, 1e-12);
+  EXPECT_NEAR(bound(run.Root()->id, "communication"), 85e-6, 1e-12);  // an ancestor: the whole rank
+  EXPECT_NEAR(bound(1000, "communication"), 50e-6, 1e-12);
+  model::PhaseId allgather = 0, sgemm = 0;
+  for (const auto& p : run.phases) {
+    if (p.name.starts_with("ncclKernel")) allgather = p.id;
+    if (p.name.starts_with("sgemm")) sgemm = p.id;
+  }
+  ASSERT_NE(allgather, 0);
+  EXPECT_NEAR(bound(allgather, "communication"), 35e-6, 1e-12);
+  EXPECT_EQ(bound(sgemm, "communication"), 0.0);
+  EXPECT_EQ(bound(process, "cpu"), 0.0);
 }
 
 }  // namespace

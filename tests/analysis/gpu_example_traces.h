@@ -3,10 +3,15 @@
 // correlation), for gpu_breakdown_test and the model-level tests.
 #pragma once
 
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "analysis/gpu_breakdown.h"
+#include "model/run.h"
 
 namespace grademl::testing {
 
@@ -78,6 +83,66 @@ inline analysis::GpuRowTable ExampleD() {
   b.Add("fill_kernel", "kernel", 80, 5, 7, -1, 7);          // a stream, no correlation
   b.Add("fill_kernel", "kernel", 320, 10, 7, -1, 7);
   return {b.Build()};
+}
+
+// The same rows as a hand-built imported run, as the importer maps a Kineto trace onto the
+// model: a Source per rank (tags rank, ts_float), a process phase per rank, host rows on
+// thread tracks (tid) and rows with a stream on device tracks, tags cat/stream/correlation.
+inline model::Run RunFromRows(const analysis::GpuRowTable& table) {
+  model::Run run;
+  run.info.id = 1;
+  model::PhaseId next = 1;
+  auto phase = [&](model::PhaseId parent, std::string name, std::string type, TimeNs start, TimeNs end,
+                   int32_t pid, model::TrackId track, model::Tags tags) {
+    model::Phase p{.id = next++, .parent = parent, .name = std::move(name), .type = std::move(type),
+                   .tags = std::move(tags), .start_ns = start, .end_ns = end, .host = "node1", .pid = pid,
+                   .track = track};
+    run.phases.push_back(std::move(p));
+    return run.phases.back().id;
+  };
+  TimeNs lo = INT64_MAX, hi = INT64_MIN;
+  for (const auto& rank : table) {
+    for (const auto& r : rank.rows) {
+      lo = std::min<TimeNs>(lo, std::llround(r.ts_us * 1000));
+      hi = std::max<TimeNs>(hi, std::llround((r.ts_us + r.dur_us) * 1000));
+    }
+  }
+  model::PhaseId root = phase(0, "import", "run", lo - 1000, hi + 1000, 0, 0, {});
+  model::SourceId source = 0;
+  for (const auto& rank : table) {
+    ++source;
+    model::Tags source_tags = {{"rank", std::to_string(rank.rank)}};
+    if (rank.ts_float) source_tags.push_back({"ts_float", "1"});
+    run.sources.push_back({.id = source, .path = "rank" + std::to_string(rank.rank) + ".json", .format = "kineto",
+                           .tags = source_tags});
+    const int32_t pid = 100 + static_cast<int32_t>(rank.rank);
+    model::PhaseId process = phase(root, "python train.py", "run/process", lo - 500, hi + 500, pid, 0, {});
+    std::map<std::pair<bool, int64_t>, model::TrackId> tracks;
+    for (const auto& r : rank.rows) {
+      const bool device = r.stream != -1;
+      auto key = std::make_pair(device, device ? r.stream : r.tid);
+      if (!tracks.count(key)) {
+        model::Track t{.id = static_cast<model::TrackId>(run.tracks.size()) + 1,
+                       .kind = device ? model::TrackKind::kDevice : model::TrackKind::kThread, .source = source,
+                       .host = "node1", .pid = pid};
+        if (device) {
+          t.device = 0, t.stream = r.stream, t.name = "stream " + std::to_string(r.stream);
+        } else {
+          t.tid = r.tid;
+        }
+        run.tracks.push_back(t);
+        tracks[key] = t.id;
+      }
+      model::Tags tags = {{"cat", r.cat}};
+      if (r.stream != -1) tags.push_back({"stream", std::to_string(r.stream)});
+      if (r.correlation != -1) tags.push_back({"correlation", std::to_string(r.correlation)});
+      const TimeNs start = std::llround(r.ts_us * 1000);
+      phase(process, r.name, device ? "run/process/kernel" : "run/process/op", start,
+            start + std::llround(r.dur_us * 1000), pid, tracks[key], std::move(tags));
+    }
+  }
+  run.Index();
+  return run;
 }
 
 }  // namespace grademl::testing

@@ -152,8 +152,8 @@ TEST(WhatifParseTest, ErrorsNameTheChangeAndThePosition) {
            {"-j", "bad change '-j': expected a number of jobs (at character 3)"},
            {"train:cpu=1", "bad change 'train:cpu=1': only '=0' can be set: SEL:RESOURCE=0 removes the time bound "
                            "by the resource (at character 11)"},
-           {"train:cpux=0", "bad change 'train:cpux=0': expected a resource (cpu, memory, disk, network, gpu or "
-                            "waiting) before '=0' (at character 7)"},
+           {"train:cpux=0", "bad change 'train:cpux=0': expected a resource (cpu, memory, disk, network, gpu, "
+                            "waiting or communication) before '=0' (at character 7)"},
            {"train=0", "bad change 'train=0': '=0' needs a resource: SEL:RESOURCE=0 (at character 6)"},
            {"*0.5", "bad change '*0.5': expected a phase name, type:GLOB or #ID (at character 1)"},
            {"type:*0.5", "bad change 'type:*0.5': expected a type glob after 'type:' (at character 6)"},
