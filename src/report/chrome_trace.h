@@ -2,7 +2,9 @@
 // Perfetto UI and chrome://tracing; documented in docs/export.md. Rendering only.
 //
 // Phases become "X" slices on one track per host+process (the run root and workflow steps
-// on a "workflow" track), laid out in lanes so that slices on a thread nest; metric series
+// on a "workflow" track), laid out in lanes so that slices on a thread nest; the phases of
+// imported traces on one thread per model track (a trace's thread, a GPU stream, an async
+// track) of their process, with the trace's flows (launches) as flow events; metric series
 // become "C" counter tracks (per process and per host); dataflow edges become flow events;
 // phases on the critical path carry `critical: true`. Events are written as they are
 // produced, through a buffer, so that a run of millions of phases never becomes one DOM.

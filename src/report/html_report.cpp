@@ -901,7 +901,8 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
           {"attribution", AttributionTable(run, analysis, attribution, options.max_table_phases)},
           {"critical_path", {{"makespan_s", Round(makespan, 6)}, {"truncated", analysis.critical_path.path.truncated}}},
           {"issues", std::move(issues)},
-          {"whatif", std::move(whatif)}};
+          {"whatif", std::move(whatif)},
+          {"gpu", GpuReportJson(analysis.gpu)}};
 }
 
 std::string RenderHtmlReport(const model::Run& run, const analysis::RunAnalysis& analysis,

@@ -10,6 +10,10 @@
 // open: the timeline keeps the phases of the shallowest levels of the tree up to
 // `max_timeline_phases` (deeper ones are counted on their parent, see `collapsed`), and
 // every metric is resampled onto one grid of at most `max_points` points.
+//
+// Phases of imported traces keep their tracks: the phases of one thread, GPU stream or async
+// track under one parent form a band of rows of their own (`timeline.bands`), labelled by
+// the page; the imported sources and the GPU analyses are in `run.sources` and `gpu`.
 #pragma once
 
 #include <string>

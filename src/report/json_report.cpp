@@ -300,6 +300,8 @@ static void AnalysisJson(const analysis::RunAnalysis& a, json& out) {
   out["gpu"] = GpuJson(a.gpu);
 }
 
+json GpuReportJson(const analysis::GpuAnalysis& gpu) { return GpuJson(gpu); }
+
 json SourcesJson(const model::Run& run) {
   json out = json::array();
   for (const model::Source& source : run.sources) {

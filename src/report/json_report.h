@@ -17,6 +17,10 @@ nlohmann::json RenderJsonReport(const model::Run& run, const analysis::RunAnalys
 // The "run" object of the report; also used for the entries of `grademl ls --json`.
 nlohmann::json RunInfoJson(const model::RunInfo& info);
 
+// The "gpu" object of the report (docs/gpu.md), null without imported GPU work; also in the
+// HTML report's data.
+nlohmann::json GpuReportJson(const analysis::GpuAnalysis& gpu);
+
 // The "sources" array of the report (also in the HTML report's data): per imported trace its
 // id, path, format, rank, world_size, clock, clock_note (null unless clock=aligned), tags,
 // and what its import dropped: dropped (per reason, largest first) and dropped_total.

@@ -205,6 +205,8 @@ std::string TrackLabel(const model::Track& track) {
       return fmt::format("async {}", track.stream);
     case model::TrackKind::kThread:
     default: {
+      // Kineto names its threads "thread 3113936 (python3.8)" already.
+      if (track.name.rfind("thread ", 0) == 0) return track.name;
       std::string label = fmt::format("thread {}", track.tid);
       if (!track.name.empty() && track.name != std::to_string(track.tid)) label += " (" + track.name + ")";
       return label;

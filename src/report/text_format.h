@@ -56,7 +56,8 @@ std::string ProcessEventsNotice(const model::Run& run);
 // --- imported traces (Run::sources, Run::tracks) ---
 
 // What a track is, in words, raw (the caller escapes it for its output): "thread 4242
-// (dataloader)", "GPU 0 stream 7", "async NAME".
+// (dataloader)" (a name that starts with "thread " as Kineto's do, as it is), "GPU 0
+// stream 7", "async NAME".
 std::string TrackLabel(const model::Track& track);
 
 // A tag of a source ("" when absent).

@@ -6,7 +6,7 @@
 //  - each GPU stream is a band of its own, labelled "GPU 0 stream 7" / "GPU 0 stream 20";
 //  - the kernel is drawn on its stream's band, and its tooltip names the stream;
 //  - the hostile kernel name is data, shown as text, never run;
-//  - the header lists the imported trace.
+//  - the header lists the imported trace, and the GPU section has rank 0's row.
 // A screenshot is kept in the artifacts folder.
 //
 // Usage: node imported_tracks_test.mjs --grademl BIN --web WEB_DIR --trace FILE --artifacts DIR [--chromium PATH]
@@ -89,6 +89,9 @@ try {
 
   const sources = await page.evaluate(() => [...document.querySelectorAll('.sources li')].map((li) => li.textContent));
   check(sources.length === 1 && sources[0].includes('imported_gpu.trace.json'), `the header lists the imported trace (${JSON.stringify(sources)})`);
+
+  const gpuRows = await page.evaluate(() => [...document.querySelectorAll('section#gpu table.gpu tbody tr')].map((tr) => tr.textContent));
+  check(gpuRows.length === 1 && gpuRows[0].startsWith('rank 0'), `the GPU section has a row for rank 0 (${JSON.stringify(gpuRows)})`);
 
   mkdirSync(artifacts, { recursive: true });
   const shot = join(artifacts, 'imported_tracks.png');

@@ -87,5 +87,31 @@ TEST(TextFormatTest, WrapTextKeepsDurationsWhole) {
   EXPECT_EQ(WrapText("", 20, 4), "");
 }
 
+TEST(TextFormatTest, TrackLabels) {
+  model::Track t;
+  t.kind = model::TrackKind::kThread;
+  t.tid = 4242;
+  EXPECT_EQ(TrackLabel(t), "thread 4242");
+  t.name = "4242";
+  EXPECT_EQ(TrackLabel(t), "thread 4242");
+  t.name = "dataloader";
+  EXPECT_EQ(TrackLabel(t), "thread 4242 (dataloader)");
+  t.name = "thread 4242 (python3.8)";  // Kineto's own thread names
+  EXPECT_EQ(TrackLabel(t), "thread 4242 (python3.8)");
+  t.kind = model::TrackKind::kDevice;
+  t.device = 3;
+  t.stream = 20;
+  EXPECT_EQ(TrackLabel(t), "GPU 3 stream 20");
+  t.stream = -1;
+  EXPECT_EQ(TrackLabel(t), "GPU 3");
+  t.kind = model::TrackKind::kAsync;
+  t.name = "";
+  t.stream = 12;
+  EXPECT_EQ(TrackLabel(t), "async 12");
+  t.name = "gpu_user_annotation";
+  EXPECT_EQ(TrackLabel(t), "async gpu_user_annotation");
+}
+
 }  // namespace
 }  // namespace grademl::report
+

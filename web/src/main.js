@@ -75,6 +75,36 @@ function issuesSection(data, showPhase) {
   return section('issues', 'Top issues', 'Ranked by the seconds fixing each would save, as simulated by the what-if engine.', list);
 }
 
+// The GPU analyses of imported traces (docs/gpu.md): per rank how the GPU's time split, the
+// communication-computation overlap and what bound it; the kernel types over all ranks.
+function gpuSection(data) {
+  const g = data.gpu;
+  if (!g || !g.temporal.length) return null;
+  const pct = (v) => (v === null || v === undefined ? '–' : `${v.toFixed(1)}%`);
+  const overlap = new Map(g.overlap.map((o) => [o.rank, o.comm_comp_overlap_pct]));
+  const bound = new Map((g.ranks || []).map((r) => [r.rank, r.bound]));
+  const rows = g.temporal.map((t) => el('tr', {},
+    el('td', {}, `rank ${t.rank}`),
+    el('td', { class: 'num' }, fmtDuration(t.kernel_us / 1e6)),
+    el('td', { class: 'num' }, pct(t.idle_pct)),
+    el('td', { class: 'num' }, pct(t.compute_pct)),
+    el('td', { class: 'num' }, pct(t.non_compute_pct)),
+    el('td', { class: 'num' }, pct(overlap.get(t.rank))),
+    el('td', {}, bound.get(t.rank) || ''),
+    el('td', { class: 'bar-cell' }, el('div', { class: 'stack' },
+      el('span', { style: { width: `${t.compute_pct}%`, background: '#59a14f' }, title: `compute ${pct(t.compute_pct)}` }),
+      el('span', { style: { width: `${t.non_compute_pct}%`, background: '#edc948' }, title: `non-compute ${pct(t.non_compute_pct)}` }),
+      el('span', { style: { width: `${t.idle_pct}%`, background: '#bab0ac' }, title: `idle ${pct(t.idle_pct)}` })))));
+  const types = g.kernel_types.filter((k) => k.us > 0).map((k) => el('tr', {},
+    el('td', {}, k.type), el('td', { class: 'num' }, fmtDuration(k.us / 1e6)), el('td', { class: 'num' }, pct(k.pct))));
+  return section('gpu', 'GPU (imported traces)',
+    'Per rank, the time from the first kernel to the last split into compute, other kernels (communication, memory) and idle, and the share of communication that overlapped computation, as HolisticTraceAnalysis defines them.',
+    el('table', { class: 'gpu' }, el('thead', {}, el('tr', {}, ['Rank', 'Span', 'Idle', 'Compute', 'Non-compute', 'Comm/comp overlap', 'Bound', ''].map((h) => el('th', {}, h)))),
+       el('tbody', {}, rows)),
+    types.length ? el('div', {}, el('h3', {}, 'Kernel time by type, all ranks'),
+                      el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'Type'), el('th', {}, 'Time'), el('th', {}, 'Share'))), el('tbody', {}, types))) : null);
+}
+
 function legend() {
   return el('div', { class: 'legend' },
     BOUNDS.map((b) => el('span', {}, el('span', { class: 'swatch', style: { background: b.color } }), b.label)),
@@ -189,6 +219,8 @@ function main() {
     timeline.root.scrollIntoView({ behavior: 'smooth', block: 'center' });
   };
   app.append(issuesSection(data, showPhase));
+  const gpu = gpuSection(data);
+  if (gpu) app.append(gpu);
 
   const tl = data.timeline;
   const lod = tl.shown_phases < tl.total_phases
