@@ -16,6 +16,7 @@
 #include "core/text.h"
 #include "importers/importer.h"
 #include "model/run_builder.h"
+#include "report/text_format.h"
 #include "store/database.h"
 
 namespace grademl::cli {
@@ -232,12 +233,12 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
     builder->UpdateRunInfo([&](model::RunInfo& i) {
       i.end_ns = end;
       i.complete = partial_error.empty();
-      i.error = partial_error.empty() ? "" : "import incomplete: " + partial_error;
+      i.error = partial_error.empty() ? "" : std::string(report::kImportIncomplete) + ": " + partial_error;
     });
   } else if (!partial_error.empty()) {
     builder->UpdateRunInfo([&](model::RunInfo& i) {
       i.complete = false;
-      i.error = "import incomplete: " + partial_error;
+      i.error = std::string(report::kImportIncomplete) + ": " + partial_error;
     });
   }
   if (Status st = db.WriteDelta(run_id, builder->TakeDelta(/*final=*/true)); !st.ok()) {

@@ -86,11 +86,15 @@ void RenderHeader(const model::Run& run, const RunSummary& summary, const Styler
   if (!info.host.empty()) lines.Add("host", Sanitize(info.host));
   lines.Add("started", FormatTimestamp(summary.start_ns) + " (local time)");
   std::string duration = FormatDuration(summary.end_ns - summary.start_ns);
-  lines.Add("duration", info.complete ? duration : duration + " (until grademl stopped)");
+  lines.Add("duration", info.complete || IsPartialImport(info) ? duration : duration + " (until grademl stopped)");
 
   std::string status;
   bool has_exit = info.exit_code.has_value() || info.exit_signal.has_value();
-  if (!info.error.empty() && !has_exit) {
+  if (IsPartialImport(info)) {
+    status = style(kYellow, "partial: " + Sanitize(info.error) + " (everything before the damage was kept)");
+  } else if (IsImportedRun(info) && info.complete && !has_exit) {
+    status = "imported (traces written by other tools, not recorded by grademl run)";
+  } else if (!info.error.empty() && !has_exit) {
     status = style(kRed, "failed to start: " + Sanitize(info.error));
   } else if (!info.complete) {
     status = style(kYellow, "still running / incomplete (grademl stopped before the end)");

@@ -46,7 +46,15 @@ std::string SignalName(int signal) {
   return fmt::format("signal {}", signal);
 }
 
+bool IsImportedRun(const model::RunInfo& info) {
+  return info.command.size() >= 2 && info.command[0] == "grademl" && info.command[1] == "import";
+}
+
+bool IsPartialImport(const model::RunInfo& info) { return info.error.starts_with(kImportIncomplete); }
+
 std::string RunStatusWord(const model::RunInfo& info) {
+  if (IsPartialImport(info)) return "partial import";
+  if (IsImportedRun(info) && info.complete && !info.exit_code && !info.exit_signal) return "imported";
   if (!info.error.empty() && !info.exit_code && !info.exit_signal) return "failed to start";
   if (!info.complete) return "incomplete";
   if (info.exit_signal) return "signal " + SignalName(*info.exit_signal);

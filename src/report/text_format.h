@@ -22,6 +22,11 @@ std::string SignalName(int signal);
 // One word (or two) for how a run ended: "ok", "exit N", "signal NAME", "incomplete",
 // "failed to start". The same words in `grademl ls` and its JSON.
 std::string RunStatusWord(const model::RunInfo& info);
+// A run made by `grademl import` (its command is `grademl import FILE...`), not recorded.
+bool IsImportedRun(const model::RunInfo& info);
+// The error `grademl import` stores when a file was damaged (everything before it was kept).
+inline constexpr std::string_view kImportIncomplete = "import incomplete";
+bool IsPartialImport(const model::RunInfo& info);
 
 // argv joined by spaces, quoting (POSIX shell style) the arguments that need it.
 std::string JoinCommand(const std::vector<std::string>& argv);

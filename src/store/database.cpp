@@ -320,10 +320,12 @@ Status Database::JoinWriters(bool hot_journal) {
   return st;
 }
 
+// A run `grademl import` left incomplete on purpose (a damaged file: its error starts with
+// "import incomplete", report::kImportIncomplete) was not interrupted: it is not checked for.
 Status Database::CheckAfterUncleanShutdown(bool hot_journal) {
   const std::string marker(kInterrupted);
   sqlite3_stmt* s = nullptr;
-  int rc = sqlite3_prepare_v2(db_, "SELECT count(*) FROM runs WHERE complete = 0 AND instr(error, ?1) = 0", -1, &s,
+  int rc = sqlite3_prepare_v2(db_, "SELECT count(*) FROM runs WHERE complete = 0 AND instr(error, ?1) = 0 AND error NOT LIKE 'import incomplete%'", -1, &s,
                               nullptr);
   if (rc != SQLITE_OK) return SqlError(rc);
   sqlite::BindText(s, 1, marker);
@@ -347,7 +349,7 @@ Status Database::CheckAfterUncleanShutdown(bool hot_journal) {
   }
   rc = sqlite3_prepare_v2(db_,
                           "UPDATE runs SET error = CASE WHEN error = '' THEN ?1 ELSE error || '; ' || ?1 END "
-                          "WHERE complete = 0 AND instr(error, ?1) = 0",
+                          "WHERE complete = 0 AND instr(error, ?1) = 0 AND error NOT LIKE 'import incomplete%'",
                           -1, &s, nullptr);
   if (rc != SQLITE_OK) return SqlError(rc);
   sqlite::BindText(s, 1, marker);

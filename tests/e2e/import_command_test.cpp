@@ -127,6 +127,17 @@ TEST(ImportCommandE2E, TruncatedTraceGivesAPartialRunAndExit1) {
   ASSERT_NE(Named(run, "cudaLaunchKernel"), nullptr);
   EXPECT_EQ(Named(run, "gemm"), nullptr);
   EXPECT_EQ(run.phases.size(), 5u);  // root, process, step, mm, launch
+
+  // A partial import is not an interrupted recording: the next writer neither marks it so nor
+  // checks the store for it; ls and report call it a partial import.
+  r = RunCommand({GrademlBinary(), "--db", db, "import", Fixture("kineto_gpu.json")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  run = Load(db, 1);
+  EXPECT_EQ(run.info.error.find("interrupted"), std::string::npos) << run.info.error;
+  r = RunCommand({GrademlBinary(), "--db", db, "ls"});
+  EXPECT_NE(r.out.find("partial import"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("imported"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("failed to start"), std::string::npos) << r.out;
 }
 
 TEST(ImportCommandE2E, GzipTraceAndAPartialImportIntoAStoredRun) {

@@ -49,6 +49,20 @@ TEST(TextFormatTest, StatusWords) {
   EXPECT_EQ(RunStatusWord(info), "failed to start");
 }
 
+TEST(TextFormatTest, StatusOfImportedRuns) {
+  model::RunInfo info;
+  info.command = {"grademl", "import", "trace.json"};
+  info.complete = true;
+  EXPECT_EQ(RunStatusWord(info), "imported");
+  info.complete = false;
+  info.error = "import incomplete: trace.json: byte 12: truncated";
+  EXPECT_EQ(RunStatusWord(info), "partial import");
+  // A recorded run that a damaged trace was imported into keeps saying so, exit code or not.
+  info.command = {"python3", "train.py"};
+  info.exit_code = 0;
+  EXPECT_EQ(RunStatusWord(info), "partial import");
+}
+
 TEST(TextFormatTest, Commands) {
   EXPECT_EQ(JoinCommand({"python3", "-c", "print('hi')", "a b", "", "x=1,y=2"}),
             "python3 -c 'print('\\''hi'\\'')' 'a b' '' x=1,y=2");
