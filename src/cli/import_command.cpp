@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <random>
 
 #include "cli/commands.h"
+#include "core/machine.h"
 #include "core/text.h"
 #include "importers/importer.h"
 #include "model/run_builder.h"
@@ -28,23 +28,6 @@ struct ImportOptions {
   std::string into;
   std::string under;
 };
-
-std::string NewRunUuid() {
-  std::random_device rd;
-  std::uniform_int_distribution<uint32_t> dist;
-  uint32_t a = dist(rd), b = dist(rd), c = dist(rd), d = dist(rd);
-  b = (b & 0xffff0fffu) | 0x00004000u;  // RFC 4122 version 4
-  c = (c & 0x3fffffffu) | 0x80000000u;
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%04x%08x", a, b >> 16, b & 0xffff, c >> 16, c & 0xffff, d);
-  return buf;
-}
-
-std::string LocalHostName() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-  return buf;
-}
 
 // The phase --under names in `run`: its id, or a name that exactly one phase has.
 StatusOr<const model::Phase*> FindUnderPhase(const model::Run& run, const std::string& spec) {
@@ -139,12 +122,12 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
     }
   } else {
     // A new run: created once every file was read, spanning all of them.
-    info.uuid = NewRunUuid();
+    info.uuid = NewUuid();
     info.command = {"grademl", "import"};
     for (const auto& f : options.files) info.command.push_back(f);
     std::error_code ec;
     info.cwd = std::filesystem::current_path(ec).string();
-    info.host = LocalHostName();
+    info.host = HostName();
     info.grademl_version = GRADEML_VERSION;
     builder = std::make_unique<model::RunBuilder>(info);
   }

@@ -12,10 +12,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <random>
 
 #include "collect/event_collector.h"
+#include "core/machine.h"
 #include "instrument/event_format.h"
 #include "collect/gpu_monitor.h"
 #include "collect/host_monitor.h"
@@ -31,23 +30,6 @@ extern char** environ;
 
 namespace grademl::workflow {
 namespace {
-
-std::string NewUuid() {
-  std::random_device rd;
-  std::uniform_int_distribution<uint32_t> dist;
-  uint32_t a = dist(rd), b = dist(rd), c = dist(rd), d = dist(rd);
-  b = (b & 0xffff0fffu) | 0x00004000u;  // RFC 4122 version 4
-  c = (c & 0x3fffffffu) | 0x80000000u;
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%04x%08x", a, b >> 16, b & 0xffff, c >> 16, c & 0xffff, d);
-  return buf;
-}
-
-std::string HostName() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-  return buf;
-}
 
 std::string CurrentDir() {
   char buf[4096];
@@ -136,16 +118,6 @@ int ShellExitCode(int wait_status) {
 // Events that instrumented processes could not record (memory full or not reservable,
 // nesting deeper than instrument::kMaxDepth) are said at the end and kept with the run, as
 // tags of its root phase: grademl.events_dropped, grademl.events_too_deep.
-// /etc/machine-id (systemd; D-Bus's copy otherwise), "" when neither is readable.
-std::string MachineId() {
-  for (const char* path : {"/etc/machine-id", "/var/lib/dbus/machine-id"}) {
-    std::ifstream in(path);
-    std::string id;
-    if (in && std::getline(in, id) && !id.empty()) return id.substr(0, 64);
-  }
-  return "";
-}
-
 void ReportDroppedEvents(const collect::EventCollector::Stats& s, model::RunBuilder& builder, model::PhaseId run_phase) {
   if (s.dropped == 0) return;
   std::string detail;
