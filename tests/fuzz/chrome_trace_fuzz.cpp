@@ -17,29 +17,12 @@
 #include "fuzz/fuzz_support.h"
 #include "importers/chrome_json/json_event_reader.h"
 #include "importers/trace_input.h"
+#include "importers/chunked_trace_input.h"
 
 namespace {
 
 using namespace grademl;
 using namespace grademl::importers;
-
-class ChunkedInput final : public TraceInput {
- public:
-  ChunkedInput(std::string_view data, size_t chunk) : TraceInput("fuzz.json"), data_(data), chunk_(chunk) {}
-  StatusOr<std::span<const char>> Next() override {
-    size_t n = std::min(chunk_, data_.size() - at_);
-    std::span<const char> out(data_.data() + at_, n);
-    at_ += n;
-    offset_ += n;
-    return out;
-  }
-  std::string_view compression() const override { return "none"; }
-
- private:
-  std::string_view data_;
-  size_t chunk_;
-  size_t at_ = 0;
-};
 
 struct Outcome {
   std::vector<uint64_t> offsets;
@@ -90,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool plain = (*input)->compression() == "none";
   Outcome whole = ReadAll(**input, plain ? size : 0);
   if (plain) {
-    ChunkedInput chunked(bytes, 1 + size % 61);
+    testing::ChunkedTraceInput chunked(std::string(bytes), 1 + size % 61, "fuzz.json");
     Outcome pieces = ReadAll(chunked, size);
     if (pieces.offsets != whole.offsets || pieces.ok != whole.ok || pieces.error != whole.error) std::abort();
   }

@@ -19,6 +19,7 @@
 
 #include "importers/chrome_json/json_event_reader.h"
 #include "importers/trace_input.h"
+#include "importers/chunked_trace_input.h"
 
 namespace grademl::importers::chrome_json {
 namespace {
@@ -33,25 +34,6 @@ struct Ev {
   std::optional<int64_t> ts, dur;
   std::vector<std::pair<std::string, ArgValue>> args;
   std::vector<std::string> arg_text;
-};
-
-// A TraceInput over a string handed out `chunk` bytes at a time (chunk boundaries anywhere).
-class ChunkedInput final : public TraceInput {
- public:
-  ChunkedInput(std::string data, size_t chunk) : TraceInput("chunked.json"), data_(std::move(data)), chunk_(chunk) {}
-  StatusOr<std::span<const char>> Next() override {
-    size_t n = std::min(chunk_, data_.size() - at_);
-    std::span<const char> out(data_.data() + at_, n);
-    at_ += n;
-    offset_ += n;
-    return out;
-  }
-  std::string_view compression() const override { return "none"; }
-
- private:
-  std::string data_;
-  size_t chunk_;
-  size_t at_ = 0;
 };
 
 struct Result {
@@ -100,7 +82,7 @@ Result Read(TraceInput& input, const ReadOptions& options = {}) {
 }
 
 Result ReadString(const std::string& text, size_t chunk = 1 << 20, const ReadOptions& options = {}) {
-  ChunkedInput input(text, chunk);
+  testing::ChunkedTraceInput input(text, chunk);
   return Read(input, options);
 }
 
@@ -371,7 +353,7 @@ TEST(JsonEventReaderTest, EventLargerThanTheLimitIsAnError) {
 }
 
 TEST(JsonEventReaderTest, CallbackErrorStopsReading) {
-  ChunkedInput input(kKineto, 4096);
+  testing::ChunkedTraceInput input(kKineto, 4096);
   int seen = 0;
   auto header = ReadChromeTrace(input, [&](const RawTraceEvent&) {
     return ++seen == 2 ? InvalidArgument("enough") : Status::Ok();
