@@ -14,8 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { launchChromium } from './chromium.mjs';
+import { launchChromium, openReport } from './chromium.mjs';
 
 const args = process.argv.slice(2);
 const arg = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : dflt; };
@@ -53,14 +52,7 @@ try {
   process.exit(1);
 }
 try {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-  const errors = [], requests = [], dialogs = [];
-  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') errors.push(`console.${m.type()}: ${m.text()}`); });
-  page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
-  page.on('dialog', async (d) => { dialogs.push(d.message()); await d.dismiss(); });
-  page.on('request', (r) => { if (!r.url().startsWith('file:') && !r.url().startsWith('data:')) requests.push(r.url()); });
-  await page.goto(pathToFileURL(html).href);
-  await page.waitForFunction(() => window.grademl && window.grademl.ready, null, { timeout: 10000 });
+  const { page, errors, requests, dialogs } = await openReport(browser, html);
 
   const t = await page.evaluate(() => window.grademl.data.timeline);
   const labels = t.tracks.map((k) => k.label);
