@@ -22,15 +22,10 @@ StatusOr<std::unique_ptr<TraceRead>> Read(const std::string& name, const Opener&
   std::string head;
   {
     GRADEML_ASSIGN_OR_RETURN(auto input, open());
-    while (head.size() < kSniffBytes) {
-      auto chunk = input->Next();
-      if (!chunk.ok()) {
-        if (head.empty()) return chunk.status();
-        break;  // damage further on: the reader reports it with its offset
-      }
-      if (chunk->empty()) break;
-      head.append(chunk->data(), std::min(chunk->size(), kSniffBytes - head.size()));
-    }
+    Status damage;
+    head = ReadHead(*input, kSniffBytes, &damage);
+    // Damage further on is left to the reader, which reports it with its offset.
+    if (head.empty() && !damage.ok()) return damage;
   }
   if (head.empty()) return Corrupt("{}: empty file, not a trace", name);
   if (!chrome_json::LooksLikeChromeTrace(head)) {

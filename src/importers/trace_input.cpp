@@ -243,17 +243,13 @@ StatusOr<std::unique_ptr<TraceInput>> Make(std::unique_ptr<ByteSource> source, c
     if (chunk.empty()) break;
     first.insert(first.end(), chunk.begin(), chunk.end());
   }
-  auto starts = [&](std::initializer_list<unsigned char> magic) {
-    if (first.size() < magic.size()) return false;
-    return std::equal(magic.begin(), magic.end(), first.begin(),
-                      [](unsigned char m, char c) { return m == static_cast<unsigned char>(c); });
-  };
-  if (starts({0x1f, 0x8b})) {
+  const std::string_view compression = CompressionOf(std::string_view(first.data(), first.size()));
+  if (compression == "gzip") {
     auto input = std::make_unique<GzipInput>(std::move(source), path, std::move(first));
     GRADEML_RETURN_IF_ERROR(input->Init());
     return std::unique_ptr<TraceInput>(std::move(input));
   }
-  if (starts({0x28, 0xb5, 0x2f, 0xfd})) {
+  if (compression == "zstd") {
     auto input = std::make_unique<ZstdInput>(std::move(source), path, std::move(first));
     GRADEML_RETURN_IF_ERROR(input->Init());
     return std::unique_ptr<TraceInput>(std::move(input));
@@ -262,6 +258,31 @@ StatusOr<std::unique_ptr<TraceInput>> Make(std::unique_ptr<ByteSource> source, c
 }
 
 }  // namespace
+
+std::string_view CompressionOf(std::string_view first_bytes) {
+  auto starts = [&](std::initializer_list<unsigned char> magic) {
+    if (first_bytes.size() < magic.size()) return false;
+    return std::equal(magic.begin(), magic.end(), first_bytes.begin(),
+                      [](unsigned char m, char c) { return m == static_cast<unsigned char>(c); });
+  };
+  if (starts({0x1f, 0x8b})) return "gzip";
+  if (starts({0x28, 0xb5, 0x2f, 0xfd})) return "zstd";
+  return "none";
+}
+
+std::string ReadHead(TraceInput& input, size_t max, Status* error) {
+  std::string head;
+  while (head.size() < max) {
+    auto chunk = input.Next();
+    if (!chunk.ok()) {
+      if (error != nullptr) *error = chunk.status();
+      break;
+    }
+    if (chunk->empty()) break;
+    head.append(chunk->data(), std::min(chunk->size(), max - head.size()));
+  }
+  return head;
+}
 
 StatusOr<std::unique_ptr<TraceInput>> TraceInput::Open(const std::string& path) {
   if (path.empty()) return InvalidArgument("no trace file given");

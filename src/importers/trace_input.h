@@ -42,4 +42,13 @@ class TraceInput {
   uint64_t offset_ = 0;
 };
 
+// The compression the first bytes of a file announce: "gzip", "zstd" or "none" (too few
+// bytes count as none).
+std::string_view CompressionOf(std::string_view first_bytes);
+
+// Up to `max` uncompressed bytes from the start of `input`, for sniffing the format. Stops
+// early at the end or at an error, which goes to `*error` when given (what came before it is
+// returned).
+std::string ReadHead(TraceInput& input, size_t max, Status* error = nullptr);
+
 }  // namespace grademl::importers

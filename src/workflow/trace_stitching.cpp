@@ -48,11 +48,7 @@ bool MayBeTrace(const std::string& path) {
   char head[64] = {};
   in.read(head, sizeof head);
   std::streamsize n = in.gcount();
-  if (n >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b) return true;
-  if (n >= 4 && static_cast<unsigned char>(head[0]) == 0x28 && static_cast<unsigned char>(head[1]) == 0xb5 &&
-      static_cast<unsigned char>(head[2]) == 0x2f && static_cast<unsigned char>(head[3]) == 0xfd) {
-    return true;
-  }
+  if (importers::CompressionOf(std::string_view(head, static_cast<size_t>(n))) != "none") return true;
   for (std::streamsize i = 0; i < n; ++i) {
     char c = head[i];
     if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
@@ -67,12 +63,7 @@ bool LooksLikeTraceFile(const std::string& path) {
   if (!MayBeTrace(path)) return false;
   auto input = importers::TraceInput::Open(path);
   if (!input.ok()) return false;
-  std::string head;
-  while (head.size() < 64 * 1024) {
-    auto chunk = (*input)->Next();
-    if (!chunk.ok() || chunk->empty()) break;
-    head.append(chunk->data(), std::min(chunk->size(), 64 * 1024 - head.size()));
-  }
+  std::string head = importers::ReadHead(**input, 64 * 1024);
   if (!importers::chrome_json::LooksLikeChromeTrace(head)) return false;
   // A bare array of JSON objects is a trace only when its events have a phase ("ph"): an
   // out holding records ([{"id": 1}, ...]) is data, not a trace.
