@@ -151,8 +151,13 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
     reads.push_back(std::move(*read));
   }
 
+  // The run's end: a reopened run keeps its own; a new one spans its files. A new run is
+  // stored without an end until the import finishes, so that one killed midway reads as
+  // interrupted (store::Database's check after an unclean shutdown).
+  TimeNs end = info.end_ns;
   if (new_run) {
-    TimeNs start = 0, end = 0;
+    TimeNs start = 0;
+    end = 0;
     for (const auto& r : reads) {
       if (r->start_ns() > r->end_ns()) continue;
       start = start == 0 ? r->start_ns() : std::min(start, r->start_ns());
@@ -160,7 +165,6 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
     }
     if (start == 0) start = end = WallClock::Now();
     info.start_ns = start;
-    info.end_ns = end;
     auto id = db.CreateRun(info);
     if (!id.ok()) {
       PrintError(id.status().message());
@@ -181,7 +185,6 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
 
   int exit_code = 0;
   std::string partial_error;
-  TimeNs end = info.end_ns;
   for (size_t i = 0; i < reads.size(); ++i) {
     auto result = reads[i]->Emit();
     if (!result.ok()) {

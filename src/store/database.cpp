@@ -320,13 +320,14 @@ Status Database::JoinWriters(bool hot_journal) {
   return st;
 }
 
-// A run `grademl import` left incomplete on purpose (a damaged file: its error starts with
-// "import incomplete", report::kImportIncomplete) was not interrupted: it is not checked for.
+// Interrupted means incomplete with no end time: a writer that finishes sets both together,
+// and one that finishes with the run incomplete on purpose (`grademl import` of a damaged
+// file) still sets the end, so such a run is neither checked for nor marked.
 Status Database::CheckAfterUncleanShutdown(bool hot_journal) {
   const std::string marker(kInterrupted);
   sqlite3_stmt* s = nullptr;
-  int rc = sqlite3_prepare_v2(db_, "SELECT count(*) FROM runs WHERE complete = 0 AND instr(error, ?1) = 0 AND error NOT LIKE 'import incomplete%'", -1, &s,
-                              nullptr);
+  int rc = sqlite3_prepare_v2(
+      db_, "SELECT count(*) FROM runs WHERE complete = 0 AND end_ns IS NULL AND instr(error, ?1) = 0", -1, &s, nullptr);
   if (rc != SQLITE_OK) return SqlError(rc);
   sqlite::BindText(s, 1, marker);
   rc = sqlite3_step(s);
@@ -349,7 +350,7 @@ Status Database::CheckAfterUncleanShutdown(bool hot_journal) {
   }
   rc = sqlite3_prepare_v2(db_,
                           "UPDATE runs SET error = CASE WHEN error = '' THEN ?1 ELSE error || '; ' || ?1 END "
-                          "WHERE complete = 0 AND instr(error, ?1) = 0 AND error NOT LIKE 'import incomplete%'",
+                          "WHERE complete = 0 AND end_ns IS NULL AND instr(error, ?1) = 0",
                           -1, &s, nullptr);
   if (rc != SQLITE_OK) return SqlError(rc);
   sqlite::BindText(s, 1, marker);
