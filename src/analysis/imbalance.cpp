@@ -51,6 +51,13 @@ std::string GroupName(const model::Phase& p) {
   return out;
 }
 
+bool HasGroupTag(const model::Phase& p) {
+  for (const auto& [key, value] : p.tags) {
+    if (key == kImbalanceGroupTag) return true;
+  }
+  return false;
+}
+
 // One phase of a group, with its effective interval.
 struct Member {
   const model::Phase* phase;
@@ -64,6 +71,24 @@ class GroupScanner {
   GroupScanner(const ImbalanceOptions& options, TimeNs run_end, double min_cost)
       : o_(options), run_end_(run_end), min_cost_(min_cost) {}
 
+  // Phases tagged kImbalanceGroupTag, compared with the phases of the same type and group
+  // wherever they sit in the tree (Dask tasks under different workers); the group's parent
+  // is the members' nearest common ancestor.
+  void ScanTaggedGroups(const model::Run& run, std::vector<Imbalance>& out) {
+    groups_.clear();
+    for (const model::Phase& p : run.phases) {
+      for (const auto& [key, value] : p.tags) {
+        if (key != kImbalanceGroupTag) continue;
+        TimeNs end = p.end_ns != 0 ? p.end_ns : run_end_;
+        groups_[{std::string_view(p.type), value}].push_back({&p, p.start_ns, std::max(end, p.start_ns)});
+        break;
+      }
+    }
+    for (auto& [key, members] : groups_) {
+      if (members.size() >= 2) Scan(CommonAncestor(run, members), key, members, out);
+    }
+  }
+
   void ScanChildren(const model::Run& run, model::PhaseId parent, std::vector<Imbalance>& out) {
     const auto& kids = run.ChildrenOf(parent);
     if (kids.size() < 2) return;
@@ -71,7 +96,7 @@ class GroupScanner {
     groups_.clear();
     for (model::PhaseId id : kids) {
       const model::Phase* p = run.FindPhase(id);
-      if (p == nullptr) continue;
+      if (p == nullptr || HasGroupTag(*p)) continue;
       TimeNs end = p->end_ns != 0 ? p->end_ns : run_end_;
       groups_[{std::string_view(p->type), GroupName(*p)}].push_back({p, p->start_ns, std::max(end, p->start_ns)});
     }
@@ -172,6 +197,35 @@ class GroupScanner {
     if (im.straggler_count > 0 && few && im.cost_s >= min_cost_) out.push_back(std::move(im));
   }
 
+  static model::PhaseId CommonAncestor(const model::Run& run, const std::vector<Member>& members) {
+    // The first member's ancestors, nearest first; each other member cuts the chain at the
+    // first ancestor of its own that is on it.
+    std::vector<model::PhaseId> chain;
+    for (const model::Phase* p = run.FindPhase(members.front().phase->parent); p != nullptr;
+         p = run.FindPhase(p->parent)) {
+      chain.push_back(p->id);
+      if (chain.size() > 10000) break;  // a malformed (cyclic) tree
+    }
+    size_t keep = 0;  // chain[keep..] are common so far
+    for (const Member& m : members) {
+      if (m.phase->parent == members.front().phase->parent) continue;
+      size_t found = chain.size();
+      int guard = 0;
+      for (const model::Phase* p = run.FindPhase(m.phase->parent); p != nullptr && found == chain.size() && guard < 10000;
+           p = run.FindPhase(p->parent), ++guard) {
+        for (size_t i = keep; i < chain.size(); ++i) {
+          if (chain[i] == p->id) {
+            found = i;
+            break;
+          }
+        }
+      }
+      keep = found;
+      if (keep >= chain.size()) return 0;
+    }
+    return keep < chain.size() ? chain[keep] : 0;
+  }
+
   const ImbalanceOptions& o_;
   TimeNs run_end_;
   double min_cost_;
@@ -193,6 +247,7 @@ std::vector<Imbalance> FindImbalance(const model::Run& run, const ImbalanceOptio
   double min_cost = std::max(options.min_cost_s, options.min_cost_fraction * run_s);
   GroupScanner scanner(options, run_end, min_cost);
   for (const model::Phase& p : run.phases) scanner.ScanChildren(run, p.id, out);
+  scanner.ScanTaggedGroups(run, out);
   std::stable_sort(out.begin(), out.end(), [](const Imbalance& a, const Imbalance& b) {
     return a.cost_s != b.cost_s ? a.cost_s > b.cost_s : a.start_ns < b.start_ns;
   });

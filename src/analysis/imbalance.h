@@ -9,6 +9,10 @@
 //    the mean, cost = actual - balanced, the straggler = the longest.
 //  - sequential: repeated siblings one after the other (epochs, iterations). Those much
 //    slower than the median are stragglers; cost = what they took beyond the median.
+// Engine tasks carry a tag kImbalanceGroupTag (Dask: the task prefix; Spark: the stage
+// attempt): phases of one type and group value are compared with each other wherever they
+// sit in the tree (Dask tasks run under different worker processes), and not with their
+// other siblings; the group's parent is their nearest common ancestor.
 // FindImbalance is a pure function of the model; docs/bottlenecks.md describes it.
 #pragma once
 
@@ -29,6 +33,9 @@ enum class ImbalanceKind {
 std::string_view ImbalanceKindName(ImbalanceKind kind);
 
 inline constexpr size_t kMaxListedStragglers = 60;
+
+// The tag that puts phases into one comparison group across parents (see above).
+inline constexpr char kImbalanceGroupTag[] = "group";
 
 // One imbalanced group of sibling phases.
 struct Imbalance {

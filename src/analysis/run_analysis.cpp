@@ -10,6 +10,9 @@ RunAnalysis AnalyzeRun(const model::Run& run) {
   a.critical_path = FindCriticalPath(run);
   a.core_use = FindCoreUse(run);
   a.gpu = AnalyzeGpu(run);
+  a.spark = AnalyzeSpark(run);
+  a.dask = AnalyzeDask(run);
+  a.communication = AnalyzeCommunication(run);
   a.issues = RankIssues(run, a.bottlenecks, a.imbalance, a.critical_path, {}, &a.core_use, &a.gpu);
   return a;
 }

@@ -1,17 +1,20 @@
 // Every analysis of one run, computed together for the reports (`grademl report`, the
 // HTML report): the summary, bottlenecks, imbalance, critical path, the ranked issues and the
-// GPU analyses of imported traces.
+// GPU analyses of imported traces, and the engines' views (Spark, Dask, ranks).
 #pragma once
 
 #include <vector>
 
 #include "analysis/bottlenecks.h"
+#include "analysis/communication.h"
 #include "analysis/core_use.h"
 #include "analysis/critical_path.h"
+#include "analysis/dask_tasks.h"
 #include "analysis/gpu_breakdown.h"
 #include "analysis/imbalance.h"
 #include "analysis/issues.h"
 #include "analysis/run_summary.h"
+#include "analysis/spark_stages.h"
 #include "model/run.h"
 
 namespace grademl::analysis {
@@ -25,6 +28,9 @@ struct RunAnalysis {
   std::vector<Issue> issues;
   CoreUse core_use;  // threads, cores used and available per step and process
   GpuAnalysis gpu;   // imported GPU traces (HTA's breakdowns per rank); empty without them
+  SparkAnalysis spark;                  // imported Spark event logs; empty without them
+  DaskAnalysis dask;                    // Dask tasks; empty without them
+  CommunicationAnalysis communication;  // ranks of distributed jobs; empty without them
 };
 
 // Runs every analysis on an indexed run.

@@ -1,22 +1,26 @@
 #include "importers/importer.h"
 
-#include <functional>
-#include <memory>
+#include <sys/stat.h>
 
-#include "importers/chrome_json/chrome_importer.h"
-#include "importers/chrome_json/json_event_reader.h"
+#include <memory>
+#include <string>
+
 #include "importers/trace_input.h"
 
 namespace grademl::importers {
 
 namespace {
 
-// How many uncompressed bytes the format sniffers look at.
-constexpr size_t kSniffBytes = 4096;
+std::string ExpectedFormats() {
+  std::string out;
+  for (const TraceFormat& f : TraceFormats()) {
+    if (!out.empty()) out += "; ";
+    out += f.description;
+  }
+  return out;
+}
 
-using Opener = std::function<StatusOr<std::unique_ptr<TraceInput>>()>;
-
-StatusOr<std::unique_ptr<TraceRead>> Read(const std::string& name, const Opener& open, ImportTarget& target) {
+StatusOr<std::unique_ptr<TraceRead>> Read(const std::string& name, const InputOpener& open, ImportTarget& target) {
   if (target.builder == nullptr) return InvalidArgument("{}: import target has no run builder", name);
   // Sniff the format from the first uncompressed bytes.
   std::string head;
@@ -28,42 +32,52 @@ StatusOr<std::unique_ptr<TraceRead>> Read(const std::string& name, const Opener&
     if (head.empty() && !damage.ok()) return damage;
   }
   if (head.empty()) return Corrupt("{}: empty file, not a trace", name);
-  if (!chrome_json::LooksLikeChromeTrace(head)) {
-    return Corrupt("{}: byte 0: not a trace GradeML can import (expected Chrome trace JSON, e.g. from the "
-                   "PyTorch profiler; plain, gzip or zstd)",
-                   name);
+  const TraceFormat* format = SniffTraceFormat(head);
+  if (format == nullptr) {
+    return Corrupt("{}: byte 0: not a trace GradeML can import (expected {}; plain, gzip or zstd)", name,
+                   ExpectedFormats());
   }
-  GRADEML_ASSIGN_OR_RETURN(auto input, open());
-  auto importer = std::make_unique<chrome_json::ChromeTraceImporter>(name, target);
-  auto header = chrome_json::ReadChromeTrace(
-      *input, [&](const chrome_json::RawTraceEvent& event) { return importer->OnEvent(event); });
-  importer->EndInput(header.ok() ? *header : chrome_json::TraceHeader{}, header.status());
-  return std::make_unique<TraceRead>(std::move(importer));
+  return format->read(name, open, target);
 }
 
-StatusOr<ImportResult> ReadAndEmit(const std::string& name, const Opener& open, ImportTarget& target) {
-  GRADEML_ASSIGN_OR_RETURN(auto read, Read(name, open, target));
-  return read->Emit();
+// A directory is read when a directory format recognises it (its files, in order).
+StatusOr<std::unique_ptr<TraceRead>> ReadPath(const std::string& path, ImportTarget& target) {
+  struct stat st {};
+  if (!path.empty() && stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    for (const TraceFormat& f : TraceFormats()) {
+      if (f.files_of_directory == nullptr) continue;
+      std::vector<std::string> files = f.files_of_directory(path);
+      if (files.empty()) continue;
+      InputOpener open = [files, path] { return TraceInput::OpenFiles(files, path); };
+      return Read(path, open, target);
+    }
+    return InvalidArgument("{}: a directory, and not one GradeML can import (e.g. a Spark eventlog_v2_* directory)",
+                           path);
+  }
+  return Read(path, [&] { return TraceInput::Open(path); }, target);
 }
 
 }  // namespace
 
-TraceRead::TraceRead(std::unique_ptr<chrome_json::ChromeTraceImporter> importer) : importer_(std::move(importer)) {}
-TraceRead::~TraceRead() = default;
-TimeNs TraceRead::start_ns() const { return importer_->start_ns(); }
-TimeNs TraceRead::end_ns() const { return importer_->end_ns(); }
-StatusOr<ImportResult> TraceRead::Emit() { return importer_->Emit(); }
+const TraceFormat* SniffTraceFormat(std::string_view head) {
+  for (const TraceFormat& f : TraceFormats()) {
+    if (f.sniff(head)) return &f;
+  }
+  return nullptr;
+}
 
 StatusOr<std::unique_ptr<TraceRead>> ReadTraceFile(const std::string& path, ImportTarget& target) {
-  return Read(path, [&] { return TraceInput::Open(path); }, target);
+  return ReadPath(path, target);
 }
 
 StatusOr<ImportResult> ImportTraceFile(const std::string& path, ImportTarget& target) {
-  return ReadAndEmit(path, [&] { return TraceInput::Open(path); }, target);
+  GRADEML_ASSIGN_OR_RETURN(auto read, ReadPath(path, target));
+  return read->Emit();
 }
 
 StatusOr<ImportResult> ImportTraceBytes(std::string_view bytes, const std::string& name, ImportTarget& target) {
-  return ReadAndEmit(name, [&] { return TraceInput::FromMemory(bytes, name); }, target);
+  GRADEML_ASSIGN_OR_RETURN(auto read, Read(name, [&] { return TraceInput::FromMemory(bytes, name); }, target));
+  return read->Emit();
 }
 
 }  // namespace grademl::importers

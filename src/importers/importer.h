@@ -1,5 +1,6 @@
 // Importing trace files written by other tools into a run: format detection by content and
-// dispatch to the format's importer (one folder per format under src/importers/). Importers
+// dispatch to the format's importer (one folder per format under src/importers/, listed in
+// formats.cpp). Importers
 // never touch the store: they add hosts, sources, tracks, phases, edges, series and ingest
 // stats through model::RunBuilder, like the collectors. docs/import.md describes the mapping.
 #pragma once
@@ -39,6 +40,10 @@ struct ImportTarget {
   // and memory stays bounded (unset: nothing is flushed during the import).
   model::ResourceId process_resource = 0;
   std::function<Status()> flush;
+  // Engine logs (Dask's task log, ...) describe work done in other processes of the run:
+  // the recorded process phases of the run (every host), so that an importer can put each
+  // task under the process that ran it (by host and pid). Empty: no recorded processes.
+  std::vector<model::Phase> processes;
 };
 
 struct ImportResult {
@@ -58,26 +63,50 @@ struct ImportResult {
   std::vector<std::pair<std::string, int64_t>> stats;
 };
 
-namespace chrome_json {
-class ChromeTraceImporter;
-}
-
-// A trace file read into compact records, its events not yet added to the run. Reading and
-// adding are two steps so that a caller importing several files into a new run can first
-// make the run's root phase span all of them (then set ImportTarget::under and Emit each).
+// A file read by its format's importer into compact records, its events not yet added to
+// the run. Reading and adding are two steps so that a caller importing several files into a
+// new run can first make the run's root phase span all of them (then set
+// ImportTarget::under and Emit each). Each format's importer implements it.
 class TraceRead {
  public:
-  explicit TraceRead(std::unique_ptr<chrome_json::ChromeTraceImporter> importer);
-  ~TraceRead();
+  virtual ~TraceRead() = default;
   // The span of the file's events in the run's clock (start > end when it had none).
-  TimeNs start_ns() const;
-  TimeNs end_ns() const;
+  virtual TimeNs start_ns() const = 0;
+  virtual TimeNs end_ns() const = 0;
   // Adds everything to the ImportTarget given to ReadTraceFile (once).
-  StatusOr<ImportResult> Emit();
-
- private:
-  std::unique_ptr<chrome_json::ChromeTraceImporter> importer_;
+  virtual StatusOr<ImportResult> Emit() = 0;
 };
+
+class TraceInput;
+// Opens the file (or, for a directory format, the directory's files in order) from its
+// start, decompressed; a format may open it more than once.
+using InputOpener = std::function<StatusOr<std::unique_ptr<TraceInput>>()>;
+
+// One format GradeML imports. src/importers/formats.cpp lists them, in sniffing order (the
+// first whose sniff accepts the file's first bytes reads it); a new format is a new folder
+// under src/importers/ and one line there.
+struct TraceFormat {
+  std::string_view name;         // "chrome_json", "spark", "dask", ...
+  std::string_view description;  // for "not a trace GradeML can import (expected ...)"
+  // The first uncompressed bytes of the file (up to kSniffBytes; fewer for a short file).
+  bool (*sniff)(std::string_view head) = nullptr;
+  // Reads the whole input (an error: nothing was added; a damaged input reads up to the
+  // damage and its Emit result is partial). `name` is the path, for messages.
+  StatusOr<std::unique_ptr<TraceRead>> (*read)(const std::string& name, const InputOpener& open,
+                                               ImportTarget& target) = nullptr;
+  // For a format stored as a directory of files (Spark's rolling event logs): the files of
+  // `dir` to read, in order, or empty when `dir` is not one of its directories. Null for
+  // single-file formats.
+  std::vector<std::string> (*files_of_directory)(const std::string& dir) = nullptr;
+};
+
+// How many uncompressed bytes the format sniffers see.
+inline constexpr size_t kSniffBytes = 4096;
+
+// Every format, in sniffing order.
+const std::vector<TraceFormat>& TraceFormats();
+// The format of these first bytes, or nullptr.
+const TraceFormat* SniffTraceFormat(std::string_view head);
 
 // Reads one file (the first step of ImportTraceFile): an error when the file cannot be
 // opened or is not a trace of a known format; a damaged file reads up to the damage (Emit's

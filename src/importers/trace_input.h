@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -24,6 +25,10 @@ class TraceInput {
   // Reads from memory (tests, the fuzzer): the same detection and decompression as a file;
   // `name` stands for the path in errors. The bytes must outlive the TraceInput.
   static StatusOr<std::unique_ptr<TraceInput>> FromMemory(std::string_view bytes, std::string name);
+  // Reads `paths` one after the other as one stream, each decompressed on its own (the files
+  // of a directory format, e.g. Spark's rolling event logs); errors name the file and the
+  // offset inside it; `name` stands for the whole.
+  static StatusOr<std::unique_ptr<TraceInput>> OpenFiles(std::vector<std::string> paths, std::string name);
 
   virtual ~TraceInput() = default;
 

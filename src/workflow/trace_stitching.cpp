@@ -162,6 +162,8 @@ void TraceStitching::Import(const Request& r, TimeNs end, Outcome& outcome) {
   importers::ImportTarget target{.builder = builder_};
   target.under = r.under != 0 ? r.under : run_phase_;
   target.anchor_ns = r.anchor_ns;
+  target.processes = builder_->PhasesWhere(
+      [](const model::Phase& p) { return p.leaf_type() == model::kPhaseTypeProcess; });
   std::optional<model::Phase> window = builder_->GetPhase(r.process != 0 ? r.process : target.under);
   if (window) {
     target.align_start_ns = window->start_ns;

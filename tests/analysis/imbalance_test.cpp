@@ -271,5 +271,38 @@ TEST(ImbalanceTest, ManySlowPhasesAreNotStragglers) {
   EXPECT_EQ(out[0].stragglers.size(), 5u);  // listed, for the ranked issues' what-if
 }
 
+// Engine tasks (Dask) of one prefix run under different worker processes: the `group` tag
+// compares them across parents, and keeps them out of their other siblings' groups.
+TEST(ImbalanceTest, TaggedTasksAreComparedAcrossParents) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(10);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(10));
+  auto client = f.AddProcess(root, "python3 features.py", 0, Sec(10), 10);
+  auto w1 = f.AddProcess(client, "python3 -m distributed.cli.dask_worker", 0, Sec(10), 11);
+  auto w2 = f.AddProcess(client, "python3 -m distributed.cli.dask_worker", 0, Sec(10), 12);
+  auto task = [&](model::PhaseId worker, const char* key, double s, double e, const char* group) {
+    auto id = f.AddPhase(worker, key, "run/process/process/task", Sec(s), Sec(e), 0);
+    f.run.phases[static_cast<size_t>(id - 1)].tags = {{"key", key}, {"group", group}};
+    return id;
+  };
+  // Four tasks of prefix "clean" at once (mean 1.75 s, the longest 4 s): cost 2.25 s.
+  task(w1, "('clean-aa', 0)", 1, 2, "clean");
+  task(w2, "('clean-aa', 1)", 1, 2, "clean");
+  auto skewed = task(w1, "('clean-aa', 2)", 1, 5, "clean");
+  task(w2, "('clean-aa', 3)", 1, 1.5, "clean");  // wait: starts with the others
+  // Another prefix, balanced: not reported; never mixed with "clean".
+  task(w1, "('sum-bb', 0)", 6, 7, "sum");
+  task(w2, "('sum-bb', 1)", 6, 7, "sum");
+  auto out = FindImbalance(f.Build());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].kind, ImbalanceKind::kConcurrent);
+  EXPECT_EQ(out[0].parent, client);  // the nearest common ancestor of the two workers' tasks
+  EXPECT_EQ(out[0].count, 4);
+  EXPECT_EQ(out[0].straggler, skewed);
+  EXPECT_NEAR(out[0].actual_s, 4, kEps);
+  EXPECT_NEAR(out[0].balanced_s, (1 + 1 + 4 + 0.5) / 4.0, kEps);
+  EXPECT_NEAR(out[0].cost_s, 4 - 6.5 / 4, kEps);
+}
+
 }  // namespace
 }  // namespace grademl::analysis

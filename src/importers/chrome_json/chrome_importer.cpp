@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/text.h"
+#include "importers/trace_input.h"
 
 namespace grademl::importers::chrome_json {
 
@@ -880,6 +881,26 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
     result.error = read_status;
   }
   return result;
+}
+
+namespace {
+
+StatusOr<std::unique_ptr<TraceRead>> ReadChrome(const std::string& name, const InputOpener& open, ImportTarget& target) {
+  GRADEML_ASSIGN_OR_RETURN(auto input, open());
+  auto importer = std::make_unique<ChromeTraceImporter>(name, target);
+  auto header = ReadChromeTrace(*input, [&](const RawTraceEvent& event) { return importer->OnEvent(event); });
+  importer->EndInput(header.ok() ? *header : TraceHeader{}, header.status());
+  return std::unique_ptr<TraceRead>(std::move(importer));
+}
+
+}  // namespace
+
+TraceFormat ChromeTraceFormat() {
+  return {.name = "chrome_json",
+          .description = "Chrome trace JSON, e.g. from the PyTorch profiler",
+          .sniff = &LooksLikeChromeTrace,
+          .read = &ReadChrome,
+          .files_of_directory = nullptr};
 }
 
 }  // namespace grademl::importers::chrome_json

@@ -46,7 +46,7 @@ class StringPool {
   std::unordered_map<std::string_view, uint32_t> index_;
 };
 
-class ChromeTraceImporter {
+class ChromeTraceImporter final : public TraceRead {
  public:
   ChromeTraceImporter(std::string path, ImportTarget& target);
 
@@ -56,10 +56,10 @@ class ChromeTraceImporter {
   // partial; what was read is still imported). Decides the clock.
   void EndInput(const TraceHeader& header, const Status& read_status);
   // The span of the events in the run's clock, after EndInput (start > end: no events).
-  TimeNs start_ns() const;
-  TimeNs end_ns() const;
+  TimeNs start_ns() const override;
+  TimeNs end_ns() const override;
   // Builds the model from everything recorded (once, after EndInput).
-  StatusOr<ImportResult> Emit();
+  StatusOr<ImportResult> Emit() override;
   // EndInput, then Emit.
   StatusOr<ImportResult> Finish(const TraceHeader& header, const Status& read_status);
 
@@ -199,5 +199,8 @@ class ChromeTraceImporter {
   Status read_status_;
   TimeNs out_start_ = 0, out_end_ = 0;
 };
+
+// The Chrome trace format's entry in importers::TraceFormats().
+TraceFormat ChromeTraceFormat();
 
 }  // namespace grademl::importers::chrome_json

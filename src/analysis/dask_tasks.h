@@ -1,0 +1,52 @@
+// Dask: the tasks recorded by grademl's Dask scheduler plugin (python/grademl/dask_plugin.py,
+// imported by src/importers/dask/), aggregated per task prefix (Dask's own grouping:
+// "read-csv", "add", ...) and per worker: counts, compute / transfer / disk / deserialise
+// time from each task's startstops, bytes produced, and the slowest task against the
+// median. Stragglers within a prefix come from the imbalance analysis (tasks carry the
+// `group` tag). A pure function of the model; docs/engines.md describes it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/run.h"
+
+namespace grademl::analysis {
+
+struct DaskPrefix {
+  std::string prefix;
+  int64_t tasks = 0;
+  int64_t workers = 0;          // distinct workers that ran them
+  double compute_s = 0;         // sums over the tasks' startstops
+  double transfer_s = 0;
+  double disk_s = 0;            // disk-read + disk-write
+  double deserialize_s = 0;
+  int64_t nbytes = 0;           // bytes of the results
+  double max_task_s = 0, median_task_s = 0;  // compute time per task
+  model::PhaseId slowest_task = 0;
+};
+
+struct DaskWorker {
+  std::string worker;           // address, "tcp://127.0.0.1:40331"
+  std::string host;
+  int32_t pid = 0;
+  model::PhaseId process = 0;   // the worker's process phase (0: not recorded)
+  int64_t tasks = 0;
+  double compute_s = 0, transfer_s = 0;
+  int64_t transfers_in = 0;     // transfer edges into this worker
+};
+
+struct DaskAnalysis {
+  int64_t tasks = 0;
+  int64_t edges = 0;            // dependency edges between task phases
+  int64_t transfers = 0;        // transfer edges between workers
+  std::vector<DaskPrefix> prefixes;  // the costliest (compute_s) first
+  std::vector<DaskWorker> workers;
+  bool empty() const { return tasks == 0; }
+};
+
+// The Dask tasks of a run (indexed). Empty when it has none.
+DaskAnalysis AnalyzeDask(const model::Run& run);
+
+}  // namespace grademl::analysis

@@ -1,0 +1,11 @@
+#include "analysis/spark_stages.h"
+
+namespace grademl::analysis {
+
+// FOUNDATION PLACEHOLDER (issue 14): filled in by its helper's branch before the merge.
+SparkAnalysis AnalyzeSpark(const model::Run& run) {
+  (void)run;
+  return {};
+}
+
+}  // namespace grademl::analysis

@@ -1,0 +1,15 @@
+// The formats GradeML imports, in sniffing order: the first whose sniff accepts a file's first
+// bytes reads it. A new format is a new folder under src/importers/ and one line here.
+#include "importers/chrome_json/chrome_importer.h"
+#include "importers/importer.h"
+
+namespace grademl::importers {
+
+const std::vector<TraceFormat>& TraceFormats() {
+  static const std::vector<TraceFormat> formats = {
+      chrome_json::ChromeTraceFormat(),
+  };
+  return formats;
+}
+
+}  // namespace grademl::importers
