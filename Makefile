@@ -8,7 +8,7 @@ PYTHON := /usr/bin/python3
 CCACHE := $(shell command -v ccache 2>/dev/null)
 LAUNCHER := $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE))
 
-.PHONY: all build test demo bench bench-html validate bootstrap clean \
+.PHONY: all build test demo demo-engines bench bench-html validate bootstrap clean \
         test-sanitize test-asan test-tsan fuzz
 
 all: build
@@ -35,6 +35,16 @@ demo: build
 	@echo
 	@echo "Recorded in .grademl/grademl.db; the HTML report is .grademl/report.html (open it in a browser)."
 	@echo "Try: $(GRADEML) ls; $(GRADEML) report; $(GRADEML) report --json; $(GRADEML) export --perfetto run.trace.json"
+
+# The engines example (examples/engines): a Dask feature-engineering step (LocalCluster, 2
+# worker processes) and a 2-rank DDP training step (torchrun, gloo) under GradeML; prints the
+# report (Dask tasks, ranks and their communication) and writes .grademl/engines.html.
+# ENGINES_SCALE=0.1 make demo-engines runs a smaller version.
+demo-engines: build
+	$(GRADEML) run examples/engines/pipeline.yaml
+	$(GRADEML) report --html .grademl/engines.html
+	@echo
+	@echo "Recorded in .grademl/grademl.db; the HTML report is .grademl/engines.html."
 
 bench: build
 	bench/run_all.sh $(BUILD)
