@@ -805,7 +805,9 @@ void RenderSpark(const analysis::SparkAnalysis& spark, const Styler& style, std:
                                   "{} killed, {} speculative), {} executors",
                                   a.jobs, a.failed_jobs, a.stages, a.failed_stages, a.skipped_stages, t.tasks, t.failed,
                                   t.killed, t.speculative, a.executors));
-    if (a.sql_executions > 0) lines.Add("sql", fmt::format("{} SQL executions", a.sql_executions));
+    if (a.sql_executions > 0) {
+      lines.Add("sql", fmt::format("{} SQL execution{}", a.sql_executions, a.sql_executions == 1 ? "" : "s"));
+    }
     lines.Add("task time", fmt::format("{} in all: run {}, CPU {}, GC {}, shuffle fetch wait {}, scheduler delay {}, "
                                        "deserialize {}",
                                        FormatSeconds(t.task_s), share(t.executor_run_s, t.task_s),

@@ -126,7 +126,7 @@ function sparkSection(data, showPhase) {
     ];
     const stages = a.stage_attempts.slice(0, MAX_ROWS);
     const rows = stages.map((st) => el('tr', { dataset: { phase: st.phase } },
-      el('td', { class: 'name' }, showPhase
+      el('td', { class: 'spark-stage-name' }, showPhase
         ? el('button', { type: 'button', class: 'link', title: 'show on the timeline', onclick: () => showPhase(st.phase) }, st.name)
         : st.name),
       el('td', {}, st.status),
