@@ -514,6 +514,9 @@ TEST(SparkImporterTest, FixtureTreeTagsSeriesAndSkippedStages) {
   std::set<std::string> tracks;
   for (const model::Track& t : im.run.tracks) tracks.insert(t.name + "@" + t.host);
   EXPECT_EQ(tracks, (std::set<std::string>{"executor 1@node-a", "executor 2@node-b"}));
+  std::set<std::string> resources;
+  for (const model::Resource& r : im.run.resources) resources.insert(r.name + "@" + r.host);
+  EXPECT_EQ(resources, (std::set<std::string>{"driver@driver-host", "executor 1@node-a", "executor 2@node-b"}));
   double gc_total = 0;
   int64_t task_total = 0;
   for (const model::Series& s : im.run.series) {
@@ -645,6 +648,13 @@ TEST(SparkImporterTest, DamagedLinesAndForeignEvents) {
   EXPECT_EQ(im.result.events, 6);
   ASSERT_EQ(im.Of("application").size(), 1u);
   EXPECT_EQ(im.Of("application")[0]->end_ns - im.Of("application")[0]->start_ns, 1000 * kMs);
+  // Names from the log in reasons: 50 distinct at most per kind, the rest as KIND:other.
+  std::string many = head;
+  for (int i = 0; i < 60; ++i) many += "{\"Event\":\"com.example.E" + std::to_string(i) + "\"}\n";
+  im = Import("many.log", {}, &many);
+  EXPECT_EQ(im.Stat("unknown_event:E0"), 1);
+  EXPECT_EQ(im.Stat("unknown_event:other"), 10);
+  EXPECT_EQ(im.result.dropped, 60);
   // Wrong types and absurd times never crash: they read as absent.
   std::string odd = head + "{\"Event\":\"SparkListenerApplicationStart\",\"App Name\":7,\"Timestamp\":-5}\n" +
                     "{\"Event\":\"SparkListenerTaskEnd\",\"Stage ID\":\"x\",\"Task Info\":{\"Task ID\":1,\"Launch Time\":18446744073709551615,\"Finish Time\":1e300}}\n" +

@@ -17,12 +17,14 @@
 
 #include "core/text.h"
 #include "importers/trace_input.h"
+#include "model/metric_names.h"
 
 namespace grademl::importers::spark {
 
 namespace {
 
 namespace dom = simdjson::dom;
+namespace metric = model::metric;
 
 static_assert(kLinePadding >= simdjson::SIMDJSON_PADDING, "the line reader's padding must cover simdjson's");
 
@@ -307,7 +309,19 @@ struct SparkLogImporter::Handlers {
 SparkLogImporter::SparkLogImporter(std::string path, ImportTarget& target)
     : path_(std::move(path)), target_(target) {}
 
-void SparkLogImporter::Drop(std::string reason, int64_t n) { drops_[std::move(reason)] += n; }
+void SparkLogImporter::Drop(std::string reason, int64_t n) {
+  // Reasons that carry a name from the log ("unknown_event:NAME"): at most kMaxNamedReasons
+  // names per kind, the others counted together as "KIND:other".
+  if (size_t colon = reason.find(':'); colon != std::string::npos && drops_.count(reason) == 0) {
+    int& named = named_reasons_[reason.substr(0, colon)];
+    if (named >= kMaxNamedReasons) {
+      reason = reason.substr(0, colon) + ":other";
+    } else {
+      ++named;
+    }
+  }
+  drops_[std::move(reason)] += n;
+}
 
 void SparkLogImporter::SeeTime(int64_t ms) {
   if (!ValidMs(ms)) return;
@@ -847,12 +861,12 @@ void SparkLogImporter::Handlers::SqlEnd(SparkLogImporter& im, const dom::object&
 
 TimeNs SparkLogImporter::start_ns() const {
   if (min_ms_ == 0) return 1;
-  return SaturatingAdd(std::min(app_.start_ms != 0 ? app_.start_ms : min_ms_, min_ms_) * 1'000'000, offset_ns_);
+  return Ns(min_ms_);  // the application starts at the earliest time of the log
 }
 
 TimeNs SparkLogImporter::end_ns() const {
   if (min_ms_ == 0) return 0;
-  return SaturatingAdd(max_ms_ * 1'000'000, offset_ns_);
+  return Ns(max_ms_);
 }
 
 TimeNs SparkLogImporter::Ns(int64_t ms) const { return SaturatingAdd(ms * 1'000'000, offset_ns_); }
@@ -1218,24 +1232,33 @@ StatusOr<ImportResult> SparkLogImporter::Emit() {
       bool gauge = false;
     };
     static const Counter kCounters[] = {
-        {"spark.tasks", "count", [](const SparkLogImporter&, const Task&) { return 1.0; }},
-        {"spark.run_time", "s", [](const SparkLogImporter& im, const Task& t) { return im.Metric(t, kRunMs) / 1e3; }},
-        {"spark.cpu_time", "s", [](const SparkLogImporter& im, const Task& t) { return im.Metric(t, kCpuNs) / 1e9; }},
-        {"spark.gc_time", "s", [](const SparkLogImporter& im, const Task& t) { return im.Metric(t, kGcMs) / 1e3; }},
-        {"spark.shuffle_read_bytes", "bytes",
+        {metric::kSparkTasks, metric::kUnitCount, [](const SparkLogImporter&, const Task&) { return 1.0; }},
+        {metric::kSparkRunTime, metric::kUnitSeconds, [](const SparkLogImporter& im, const Task& t) { return im.Metric(t, kRunMs) / 1e3; }},
+        {metric::kSparkCpuTime, metric::kUnitSeconds, [](const SparkLogImporter& im, const Task& t) { return im.Metric(t, kCpuNs) / 1e9; }},
+        {metric::kSparkGcTime, metric::kUnitSeconds, [](const SparkLogImporter& im, const Task& t) { return im.Metric(t, kGcMs) / 1e3; }},
+        {metric::kSparkShuffleReadBytes, metric::kUnitBytes,
          [](const SparkLogImporter& im, const Task& t) {
            return static_cast<double>(im.Metric(t, kShuffleRemoteBytes) + im.Metric(t, kShuffleLocalBytes));
          }},
-        {"spark.shuffle_write_bytes", "bytes",
+        {metric::kSparkShuffleWriteBytes, metric::kUnitBytes,
          [](const SparkLogImporter& im, const Task& t) { return static_cast<double>(im.Metric(t, kShuffleWriteBytes)); }},
-        {"spark.input_bytes", "bytes",
+        {metric::kSparkInputBytes, metric::kUnitBytes,
          [](const SparkLogImporter& im, const Task& t) { return static_cast<double>(im.Metric(t, kInputBytes)); }},
-        {"spark.output_bytes", "bytes",
+        {metric::kSparkOutputBytes, metric::kUnitBytes,
          [](const SparkLogImporter& im, const Task& t) { return static_cast<double>(im.Metric(t, kOutputBytes)); }},
-        {"spark.disk_spill_bytes", "bytes",
+        {metric::kSparkDiskSpillBytes, metric::kUnitBytes,
          [](const SparkLogImporter& im, const Task& t) { return static_cast<double>(im.Metric(t, kDiskSpillBytes)); }},
     };
     for (uint32_t e = 0; e < executors_.size(); ++e) {
+      // Every executor (and the driver) is a process resource on its host; those that ran
+      // tasks carry series.
+      model::Resource res;
+      res.kind = model::ResourceKind::kProcess;
+      res.host = HostName(executors_[e].host);
+      res.name = executors_[e].id == "driver" ? std::string("driver") : "executor " + executors_[e].id;
+      res.start_ns = executors_[e].added_ms != 0 ? Ns(executors_[e].added_ms) : 0;
+      model::ResourceId resource = builder.AddResource(res);
+      executors_[e].resource = resource;
       if (executors_[e].track == 0) continue;
       std::vector<uint32_t> mine;  // its tasks that ended, by end time
       for (uint32_t i : by_executor[e]) {
@@ -1244,13 +1267,6 @@ StatusOr<ImportResult> SparkLogImporter::Emit() {
       std::stable_sort(mine.begin(), mine.end(), [&](uint32_t a, uint32_t b) {
         return std::tie(tasks_[a].finish_ms, tasks_[a].task_id) < std::tie(tasks_[b].finish_ms, tasks_[b].task_id);
       });
-      model::Resource res;
-      res.kind = model::ResourceKind::kProcess;
-      res.host = HostName(executors_[e].host);
-      res.name = executors_[e].id == "driver" ? std::string("driver") : "executor " + executors_[e].id;
-      res.start_ns = executors_[e].added_ms != 0 ? Ns(executors_[e].added_ms) : 0;
-      model::ResourceId resource = builder.AddResource(res);
-      executors_[e].resource = resource;
       int64_t first = 0;  // its first launch
       for (uint32_t i : by_executor[e]) {
         const Task& t = tasks_[i];
@@ -1288,8 +1304,8 @@ StatusOr<ImportResult> SparkLogImporter::Emit() {
       if (!steps.empty()) {
         model::SeriesInfo info;
         info.resource = resource;
-        info.name = "spark.running_tasks";
-        info.unit = "count";
+        info.name = std::string(metric::kSparkRunningTasks);
+        info.unit = std::string(metric::kUnitCount);
         info.kind = model::SeriesKind::kGauge;
         if (executors_[e].cores > 0) info.capacity = static_cast<double>(executors_[e].cores);
         model::SeriesId series = builder.AddSeries(info);

@@ -181,6 +181,8 @@ class SparkLogImporter final : public TraceRead {
   std::vector<std::string> strings_;
   std::unordered_map<std::string, uint32_t> string_index_;
   std::map<std::string, int64_t> drops_;
+  static constexpr int kMaxNamedReasons = 50;
+  std::unordered_map<std::string, int> named_reasons_;  // distinct names per reason kind
 
   int64_t events_ = 0;
   int64_t lines_ = 0;
