@@ -41,8 +41,8 @@ std::string Identity(const std::string& path) {
 }
 
 // A cheap look at the first bytes before the importer's own sniffing: compressed (gzip,
-// zstd; Spark's lz4 and snappy framings too, which the importer refuses with a message) or
-// text starting with '{' or '['.
+// zstd; Spark's lz4, snappy and lzf framings too, which the importer refuses with a message)
+// or text starting with '{' or '['.
 bool MayBeTrace(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char head[64] = {};
@@ -50,7 +50,7 @@ bool MayBeTrace(const std::string& path) {
   std::streamsize n = in.gcount();
   std::string_view first(head, static_cast<size_t>(n));
   if (importers::CompressionOf(first) != "none") return true;
-  if (first.starts_with("LZ4Block") || first.starts_with(std::string_view("\x82SNAPPY\0", 8))) return true;
+  if (importers::SniffTraceFormat(first) != nullptr && !first.starts_with("{") && !first.starts_with("[")) return true;
   for (std::streamsize i = 0; i < n; ++i) {
     char c = head[i];
     if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;

@@ -38,6 +38,10 @@ constexpr size_t kMaxReasonBytes = 300;
 
 constexpr std::string_view kLz4Magic = "LZ4Block";
 constexpr std::string_view kSnappyMagic{"\x82SNAPPY\0", 8};
+// compress-lzf's chunks (Spark's lzf codec): "ZV", then 0 (stored) or 1 (compressed).
+bool LooksLikeLzf(std::string_view head) {
+  return head.size() >= 5 && head[0] == 'Z' && head[1] == 'V' && (head[2] == 0 || head[2] == 1);
+}
 
 bool ValidMs(int64_t ms) { return ms > 0 && ms <= kMaxMs; }
 
@@ -406,10 +410,13 @@ Status SparkLogImporter::ReadAll(TraceInput& input) {
     if (l.number == 1) {
       // Spark's lz4 and snappy codecs write the JVM libraries' own framing: refused by name.
       if (l.text.starts_with(kLz4Magic)) {
-        return InvalidArgument("{}", Refusal(l.file, "lz4", "lz4-java's LZ4Block framing, spark.io.compression.codec=lz4"));
+        return InvalidArgument("{}", Refusal(l.file, "lz4", "lz4-java's LZ4Block framing"));
       }
       if (l.text.starts_with(kSnappyMagic)) {
-        return InvalidArgument("{}", Refusal(l.file, "snappy", "snappy-java's own framing, spark.io.compression.codec=snappy"));
+        return InvalidArgument("{}", Refusal(l.file, "snappy", "snappy-java's own framing"));
+      }
+      if (LooksLikeLzf(l.text)) {
+        return InvalidArgument("{}", Refusal(l.file, "lzf", "compress-lzf's chunk format"));
       }
     }
     Status st = Handlers::Line(*this, parser, l);
@@ -1344,7 +1351,7 @@ StatusOr<ImportResult> SparkLogImporter::Emit() {
 // ---- The format ------------------------------------------------------------------------
 
 bool LooksLikeSparkEventLog(std::string_view head) {
-  if (head.starts_with(kLz4Magic) || head.starts_with(kSnappyMagic)) return true;
+  if (head.starts_with(kLz4Magic) || head.starts_with(kSnappyMagic) || LooksLikeLzf(head)) return true;
   size_t i = 0;
   if (head.starts_with("\xEF\xBB\xBF")) i = 3;
   auto ws = [&] {

@@ -201,8 +201,8 @@ TraceFormat SparkFormat();
 
 // Content sniffing: the first line is a Spark listener event ({"Event":"SparkListener...",
 // or "org.apache.spark..."), or the file is in one of the JVM codecs' own framings Spark
-// writes (lz4-java's "LZ4Block", snappy-java's "\x82SNAPPY\0"), so that the reader can
-// refuse it with a clear message.
+// writes (lz4-java's "LZ4Block", snappy-java's "\x82SNAPPY\0", compress-lzf's "ZV" chunks),
+// so that the reader can refuse it with a clear message.
 bool LooksLikeSparkEventLog(std::string_view head);
 
 // The files of a rolling event log directory (`eventlog_v2_<appId>`: `events_<n>_<appId>`,

@@ -20,8 +20,9 @@ The application's name is the XSS probe the HTML report must show as text.
 
 Also written from it: fixture_app.log.zstd (by the zstd command line tool, standard zstd
 frames as Spark's zstd codec writes them), and two files in the JVM codecs' own framings
-that the importer refuses: fixture_app.lz4 (lz4-java's LZ4Block framing, a RAW block) and
-fixture_app.snappy (snappy-java's SnappyOutputStream header).
+that the importer refuses: fixture_app.lz4 (lz4-java's LZ4Block framing, a RAW block),
+fixture_app.snappy (snappy-java's SnappyOutputStream header) and fixture_app.lzf
+(compress-lzf's stored chunks).
 """
 import json
 import os
@@ -168,4 +169,9 @@ with open(os.path.join(HERE, "fixture_app.lz4"), "wb") as f:
 # snappy-java SnappyOutputStream: magic, version 1, compatible version 1, then chunks.
 with open(os.path.join(HERE, "fixture_app.snappy"), "wb") as f:
     f.write(b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + struct.pack(">i", 0))
-print("wrote", log, "and its zstd, lz4 and snappy forms")
+# compress-lzf (Spark's lzf codec): "ZV", 0 (a stored chunk), its length (big-endian), the bytes.
+with open(os.path.join(HERE, "fixture_app.lzf"), "wb") as f:
+    for at in range(0, len(data), 65535):
+        chunk = data[at:at + 65535]
+        f.write(b"ZV\x00" + struct.pack(">H", len(chunk)) + chunk)
+print("wrote", log, "and its zstd, lz4, snappy and lzf forms")
