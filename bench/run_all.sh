@@ -146,3 +146,6 @@ bench/trace_parse_bench.sh "$BUILD"
 
 echo "## 8. Whole trace import (parse, model, store): grademl import vs Python's json.load merely parsing, same files, same run (goal >= 2x)"
 bench/trace_import_bench.sh "$BUILD"
+echo
+echo "## 9. Spark event log import (read, parse, model; no store) vs Python's json.loads on each line, same logs, same run"
+bench/spark_import_bench.sh "$BUILD"

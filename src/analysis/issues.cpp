@@ -231,7 +231,8 @@ std::string CoreCount(double n) {
 
 std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
-                              const IssueOptions& options, const CoreUse* core_use, const GpuAnalysis* gpu) {
+                              const IssueOptions& options, const CoreUse* core_use, const GpuAnalysis* gpu,
+                              const SparkAnalysis* spark) {
   std::vector<Issue> issues;
   const model::Phase* root = run.Root();
   if (root == nullptr) return issues;
@@ -472,6 +473,36 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
         fmt::format("Steps ran at most {} at a time (-j {}) and ready steps waited for a free slot{}; with -j {} "
                     "the run would be {} shorter.",
                     critical_path.jobs, critical_path.jobs, example, more, saving_text(saving)));
+  }
+
+  // 5. Spark stages whose tasks lost time to a problem with a lever: that time halved in
+  // every task of the stage (the stage scaled by 1 - share/2), replayed. The costliest few.
+  if (spark != nullptr) {
+    struct Candidate {
+      const SparkApplication* app;
+      const SparkStage* stage;
+      double potential_s;
+    };
+    std::vector<Candidate> candidates;
+    for (const SparkApplication& app : spark->applications) {
+      for (const SparkStage& st : app.stages_detail) {
+        const std::string& b = st.bottleneck;
+        if (b != "gc" && b != "shuffle_wait" && b != "scheduler_delay" && b != "deserialize" && b != "spill") continue;
+        candidates.push_back({&app, &st, st.duration_s * st.bottleneck_fraction / 2});
+      }
+    }
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.potential_s > b.potential_s; });
+    if (candidates.size() > 5) candidates.resize(5);
+    for (const Candidate& c : candidates) {
+      if (c.potential_s < options.min_impact_s || c.potential_s < options.min_impact_fraction * run_s) continue;
+      const SparkStage& st = *c.stage;
+      std::string change = fmt::format("#{}*{:.4g}", st.phase, 1.0 - st.bottleneck_fraction / 2);
+      double saving = estimate.Saving({change});
+      add(st.phase, "spark_" + st.bottleneck, {change}, saving,
+          fmt::format("Spark {} of application '{}': {} Halving that time would save {}.", Shorten(st.name, 60),
+                      Shorten(c.app->name, 40), st.advice, saving_text(saving)));
+    }
   }
 
   if (gpu != nullptr) {

@@ -21,6 +21,7 @@
 #include "analysis/critical_path.h"
 #include "analysis/gpu_breakdown.h"
 #include "analysis/imbalance.h"
+#include "analysis/spark_stages.h"
 #include "model/run.h"
 
 namespace grademl::analysis {
@@ -31,7 +32,10 @@ struct Issue {
   // "cpu", "memory", "disk", "network", "gpu" (bound by that resource), "waiting",
   // "imbalance", "straggler", "data_wait", "concurrency", "underused_cores"; from imported
   // GPU traces: "gpu_host_wait" (the GPU idle waiting for the host's launches),
-  // "gpu_exposed_communication" (communication kernels nothing else ran beside).
+  // "gpu_exposed_communication" (communication kernels nothing else ran beside); from Spark
+  // event logs, a stage's bottleneck: "spark_gc", "spark_shuffle_wait",
+  // "spark_scheduler_delay", "spark_deserialize", "spark_spill" (skewed stages come as
+  // "imbalance" of their tasks).
   std::string kind;
   // What the change would save, by the what-if engine. For levers whose effect depends on how
   // well the work scales (underused_cores, num_workers), an upper bound.
@@ -75,11 +79,12 @@ std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bot
 
 // Ranks the issues of an indexed run, the largest impact first. `core_use` (FindCoreUse),
 // when given, saves computing it again; `gpu` (AnalyzeGpu), when given, adds the GPU issues
-// of imported traces.
+// of imported traces; `spark` (AnalyzeSpark), the bottlenecks of Spark stages (the stage's
+// time bound by the problem halved, replayed by the what-if engine).
 std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
                               const IssueOptions& options = {}, const CoreUse* core_use = nullptr,
-                              const GpuAnalysis* gpu = nullptr);
+                              const GpuAnalysis* gpu = nullptr, const SparkAnalysis* spark = nullptr);
 
 // The GPU issues of imported traces, per rank: the GPU idle waiting on the host
 // (gpu_host_wait) and communication running alone (gpu_exposed_communication), each when it

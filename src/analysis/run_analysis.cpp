@@ -13,7 +13,7 @@ RunAnalysis AnalyzeRun(const model::Run& run) {
   a.spark = AnalyzeSpark(run);
   a.dask = AnalyzeDask(run);
   a.communication = AnalyzeCommunication(run);
-  a.issues = RankIssues(run, a.bottlenecks, a.imbalance, a.critical_path, {}, &a.core_use, &a.gpu);
+  a.issues = RankIssues(run, a.bottlenecks, a.imbalance, a.critical_path, {}, &a.core_use, &a.gpu, &a.spark);
   return a;
 }
 

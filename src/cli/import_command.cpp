@@ -1,7 +1,8 @@
 // `grademl import FILE... [--into RUN] [--under PHASE]`: imports trace files written by other
-// tools (Chrome trace JSON, PyTorch profiler/Kineto, torch 1.13's own export; plain, gzip or
-// zstd) into a new run, or into a stored run under one of its phases. Parsing and wiring
-// only: the importers (src/importers) build the model, the store writes it.
+// tools (Chrome trace JSON, PyTorch profiler/Kineto, torch 1.13's own export, Spark event logs
+// and eventlog_v2_* directories; plain, gzip or zstd) into a new run, or into a stored run
+// under one of its phases. Parsing and wiring only: the importers (src/importers) build the
+// model, the store writes it.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -95,6 +96,7 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
     info = reopened->info;
     builder = std::make_unique<model::RunBuilder>(info, reopened->writer);
     builder->AdoptPhase(*under);
+    target.hosts = run->hosts;
     target.under = under->id;
     target.align_start_ns = under->start_ns;
     target.align_end_ns = under->end_ns != 0 ? under->end_ns : run->EffectiveEnd();
@@ -242,10 +244,11 @@ Action RegisterImportCommand(CLI::App& app, CommonOptions& common) {
   CLI::App* sub = app.add_subcommand(
       "import",
       "Import trace files written by other tools: Chrome trace JSON (object or bare array), the PyTorch "
-      "profiler's (Kineto) traces and torch 1.13's own export; plain, gzip or zstd, detected by content. "
+      "profiler's (Kineto) traces and torch 1.13's own export, Spark event logs (a file, or a rolling "
+      "eventlog_v2_* directory); plain, gzip or zstd, detected by content. "
       "Several files go into one run (e.g. the ranks of one job). A damaged file imports what came before "
       "the damage, marks the run incomplete and exits 1 (docs/import.md)");
-  sub->add_option("FILE", options->files, "Trace files to import")->required();
+  sub->add_option("FILE", options->files, "Trace files (or Spark eventlog_v2_* directories) to import")->required();
   auto* into = sub->add_option("--into", options->into,
                                "Add to this stored run (id, -N for the N-th latest) instead of making a new one");
   sub->add_option("--under", options->under,

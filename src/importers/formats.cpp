@@ -2,12 +2,14 @@
 // bytes reads it. A new format is a new folder under src/importers/ and one line here.
 #include "importers/chrome_json/chrome_importer.h"
 #include "importers/importer.h"
+#include "importers/spark/spark_importer.h"
 
 namespace grademl::importers {
 
 const std::vector<TraceFormat>& TraceFormats() {
   static const std::vector<TraceFormat> formats = {
       chrome_json::ChromeTraceFormat(),
+      spark::SparkFormat(),
   };
   return formats;
 }

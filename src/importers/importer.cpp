@@ -59,6 +59,15 @@ StatusOr<std::unique_ptr<TraceRead>> ReadPath(const std::string& path, ImportTar
 
 }  // namespace
 
+bool IsTraceDirectory(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  for (const TraceFormat& f : TraceFormats()) {
+    if (f.files_of_directory != nullptr && !f.files_of_directory(path).empty()) return true;
+  }
+  return false;
+}
+
 const TraceFormat* SniffTraceFormat(std::string_view head) {
   for (const TraceFormat& f : TraceFormats()) {
     if (f.sniff(head)) return &f;

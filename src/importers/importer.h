@@ -44,6 +44,10 @@ struct ImportTarget {
   // the recorded process phases of the run (every host), so that an importer can put each
   // task under the process that ran it (by host and pid). Empty: no recorded processes.
   std::vector<model::Phase> processes;
+  // The hosts the run already has (a stored run's; the recording host), by name: an importer
+  // adds only hosts not among them, and reads times recorded on one of them with its clock
+  // offset (Spark: the driver's). Empty: only `host` is known (offset 0) when set.
+  std::vector<model::Host> hosts;
 };
 
 struct ImportResult {
@@ -105,6 +109,8 @@ inline constexpr size_t kSniffBytes = 4096;
 
 // Every format, in sniffing order.
 const std::vector<TraceFormat>& TraceFormats();
+// Whether `path` is a directory a directory format reads (a Spark eventlog_v2_* directory).
+bool IsTraceDirectory(const std::string& path);
 // The format of these first bytes, or nullptr.
 const TraceFormat* SniffTraceFormat(std::string_view head);
 

@@ -40,6 +40,11 @@ class TraceInput {
   const std::string& path() const { return path_; }
   // Uncompressed bytes handed out so far.
   uint64_t offset() const { return offset_; }
+  // For OpenFiles: which file the last chunk came from (its index in the list, and its path),
+  // so that a reader can number lines per file and name the file in its errors. A single
+  // input is its own only part: 0 and path().
+  virtual size_t part_index() const { return 0; }
+  virtual const std::string& part_path() const { return path_; }
 
  protected:
   explicit TraceInput(std::string path) : path_(std::move(path)) {}

@@ -83,6 +83,21 @@ inline constexpr std::string_view kGpuUtilization = "gpu.utilization";    // gau
 inline constexpr std::string_view kGpuMemoryUsed = "gpu.memory_used";     // gauge, bytes (capacity = total)
 inline constexpr std::string_view kGpuPower = "gpu.power";                // gauge, W (capacity = power limit)
 
+// --- a Spark executor (ResourceKind::kProcess named "executor N" or "driver", no pid; from an
+// imported Spark event log, docs/engines.md): counters built from its task ends, each a
+// sample at a task's finish (series whose values are all 0 are left out), and the tasks
+// running on it. ---
+inline constexpr std::string_view kSparkTasks = "spark.tasks";                          // counter, count (task attempts ended)
+inline constexpr std::string_view kSparkRunTime = "spark.run_time";                     // counter, s (executor run time)
+inline constexpr std::string_view kSparkCpuTime = "spark.cpu_time";                     // counter, s (executor CPU time)
+inline constexpr std::string_view kSparkGcTime = "spark.gc_time";                       // counter, s (JVM GC time)
+inline constexpr std::string_view kSparkShuffleReadBytes = "spark.shuffle_read_bytes";  // counter, bytes
+inline constexpr std::string_view kSparkShuffleWriteBytes = "spark.shuffle_write_bytes";  // counter, bytes
+inline constexpr std::string_view kSparkInputBytes = "spark.input_bytes";               // counter, bytes
+inline constexpr std::string_view kSparkOutputBytes = "spark.output_bytes";             // counter, bytes
+inline constexpr std::string_view kSparkDiskSpillBytes = "spark.disk_spill_bytes";      // counter, bytes
+inline constexpr std::string_view kSparkRunningTasks = "spark.running_tasks";           // gauge, count (capacity: its cores)
+
 // Units.
 inline constexpr std::string_view kUnitSeconds = "s";
 inline constexpr std::string_view kUnitBytes = "bytes";

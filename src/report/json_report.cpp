@@ -217,6 +217,76 @@ json GpuJson(const analysis::GpuAnalysis& g) {
           {"ranks", ranks},       {"whatif", whatif}};
 }
 
+// Seconds of the Spark section, to the µs (its inputs are whole ms and ns).
+json SparkSeconds(double s) { return Rounded(s, 6); }
+
+// The task sums of a Spark application or stage (analysis/spark_stages.h).
+void SparkSumsJson(const analysis::SparkTaskSums& s, json& out) {
+  out["tasks"] = s.tasks;
+  out["failed_tasks"] = s.failed;
+  out["killed_tasks"] = s.killed;
+  out["speculative_tasks"] = s.speculative;
+  out["task_s"] = SparkSeconds(s.task_s);
+  out["executor_run_s"] = SparkSeconds(s.executor_run_s);
+  out["executor_cpu_s"] = s.has_cpu ? SparkSeconds(s.executor_cpu_s) : json(nullptr);
+  out["gc_s"] = SparkSeconds(s.gc_s);
+  out["deserialize_s"] = SparkSeconds(s.deserialize_s);
+  out["shuffle_fetch_wait_s"] = SparkSeconds(s.shuffle_fetch_wait_s);
+  out["shuffle_write_s"] = SparkSeconds(s.shuffle_write_s);
+  out["scheduler_delay_s"] = SparkSeconds(s.scheduler_delay_s);
+  out["input_bytes"] = s.input_bytes;
+  out["output_bytes"] = s.output_bytes;
+  out["shuffle_read_bytes"] = s.shuffle_read_bytes;
+  out["shuffle_remote_bytes"] = s.shuffle_remote_bytes;
+  out["shuffle_write_bytes"] = s.shuffle_write_bytes;
+  out["memory_spill_bytes"] = s.memory_spill_bytes;
+  out["disk_spill_bytes"] = s.disk_spill_bytes;
+  out["result_bytes"] = s.result_bytes;
+}
+
+// The Spark applications of imported event logs (docs/json-report.md); null without them.
+json SparkJson(const analysis::SparkAnalysis& spark) {
+  if (spark.empty()) return nullptr;
+  json apps = json::array();
+  for (const analysis::SparkApplication& a : spark.applications) {
+    json stages = json::array();
+    for (const analysis::SparkStage& st : a.stages_detail) {
+      json entry = {{"phase", st.phase},
+                    {"job", st.job == 0 ? json(nullptr) : json(st.job)},
+                    {"job_id", st.job_id < 0 ? json(nullptr) : json(st.job_id)},
+                    {"stage_id", st.stage_id},
+                    {"attempt", st.attempt},
+                    {"name", Text(st.name)},
+                    {"status", Text(st.status)},
+                    {"duration_s", SparkSeconds(st.duration_s)}};
+      SparkSumsJson(st.sums, entry);
+      entry["max_task_s"] = SparkSeconds(st.max_task_s);
+      entry["median_task_s"] = SparkSeconds(st.median_task_s);
+      entry["slowest_task"] = st.slowest_task == 0 ? json(nullptr) : json(st.slowest_task);
+      entry["bottleneck"] = st.bottleneck.empty() ? json(nullptr) : json(st.bottleneck);
+      entry["bottleneck_fraction"] = st.bottleneck.empty() ? json(nullptr) : Rounded(st.bottleneck_fraction, 4);
+      entry["advice"] = st.advice.empty() ? json(nullptr) : Text(st.advice);
+      stages.push_back(std::move(entry));
+    }
+    json app = {{"phase", a.phase},
+                {"name", Text(a.name)},
+                {"app_id", Text(a.app_id)},
+                {"spark_version", a.spark_version.empty() ? json(nullptr) : Text(a.spark_version)},
+                {"duration_s", SparkSeconds(a.duration_s)},
+                {"jobs", a.jobs},
+                {"failed_jobs", a.failed_jobs},
+                {"sql_executions", a.sql_executions},
+                {"stages", a.stages},
+                {"failed_stages", a.failed_stages},
+                {"skipped_stages", a.skipped_stages},
+                {"executors", a.executors}};
+    SparkSumsJson(a.sums, app);
+    app["stage_attempts"] = std::move(stages);
+    apps.push_back(std::move(app));
+  }
+  return {{"applications", std::move(apps)}};
+}
+
 }  // namespace
 
 json RunInfoJson(const model::RunInfo& info) {
@@ -298,9 +368,12 @@ static void AnalysisJson(const analysis::RunAnalysis& a, json& out) {
   }
   out["issues"] = std::move(issues);
   out["gpu"] = GpuJson(a.gpu);
+  out["spark"] = SparkJson(a.spark);
 }
 
 json GpuReportJson(const analysis::GpuAnalysis& gpu) { return GpuJson(gpu); }
+
+json SparkReportJson(const analysis::SparkAnalysis& spark) { return SparkJson(spark); }
 
 json SourcesJson(const model::Run& run) {
   json out = json::array();

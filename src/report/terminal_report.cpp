@@ -787,6 +787,82 @@ void RenderCoreUse(const model::Run& run, const analysis::RunAnalysis& a, const 
   }
 }
 
+// The Spark applications of imported event logs: counts, where the tasks' time went, and per
+// stage attempt its tasks, time split, skew and bottleneck; the advice of the costliest.
+void RenderSpark(const analysis::SparkAnalysis& spark, const Styler& style, std::string& out) {
+  if (spark.empty()) return;
+  constexpr size_t kMaxStageRows = 30;
+  constexpr size_t kMaxAdvice = 5;
+  auto share = [](double part, double whole) { return whole > 0 ? FormatPercent(part / whole) : std::string("-"); };
+  for (const analysis::SparkApplication& a : spark.applications) {
+    out += '\n' + style(kBold, "Spark") + "  " + TruncateToWidth(Sanitize(a.name), 60) +
+           style(kDim, fmt::format("  ({}{}; docs/engines.md)", TruncateToWidth(Sanitize(a.app_id), 40),
+                                   a.spark_version.empty() ? "" : ", Spark " + Sanitize(a.spark_version))) +
+           '\n';
+    const analysis::SparkTaskSums& t = a.sums;
+    LabeledLines lines;
+    lines.Add("work", fmt::format("{} jobs ({} failed), {} stage attempts ({} failed, {} skipped), {} tasks ({} failed, "
+                                  "{} killed, {} speculative), {} executors",
+                                  a.jobs, a.failed_jobs, a.stages, a.failed_stages, a.skipped_stages, t.tasks, t.failed,
+                                  t.killed, t.speculative, a.executors));
+    if (a.sql_executions > 0) {
+      lines.Add("sql", fmt::format("{} SQL execution{}", a.sql_executions, a.sql_executions == 1 ? "" : "s"));
+    }
+    lines.Add("task time", fmt::format("{} in all: run {}, CPU {}, GC {}, shuffle fetch wait {}, scheduler delay {}, "
+                                       "deserialize {}",
+                                       FormatSeconds(t.task_s), share(t.executor_run_s, t.task_s),
+                                       t.has_cpu ? share(t.executor_cpu_s, t.task_s) : std::string("-"),
+                                       share(t.gc_s, t.task_s), share(t.shuffle_fetch_wait_s, t.task_s),
+                                       share(t.scheduler_delay_s, t.task_s), share(t.deserialize_s, t.task_s)));
+    lines.Add("data", fmt::format("input {}, output {}, shuffle read {} (remote {}), shuffle write {}, spilled {} "
+                                  "to disk ({} in memory)",
+                                  BytesOrDash(t.input_bytes), BytesOrDash(t.output_bytes),
+                                  BytesOrDash(t.shuffle_read_bytes), BytesOrDash(t.shuffle_remote_bytes),
+                                  BytesOrDash(t.shuffle_write_bytes), BytesOrDash(t.disk_spill_bytes),
+                                  BytesOrDash(t.memory_spill_bytes)));
+    lines.Render(out, style);
+    std::vector<const analysis::SparkStage*> shown;
+    for (const analysis::SparkStage& st : a.stages_detail) shown.push_back(&st);
+    size_t hidden = 0;
+    if (shown.size() > kMaxStageRows) {  // the longest ones, in stage order
+      std::stable_sort(shown.begin(), shown.end(), [](auto* x, auto* y) { return x->duration_s > y->duration_s; });
+      hidden = shown.size() - kMaxStageRows;
+      shown.resize(kMaxStageRows);
+      std::stable_sort(shown.begin(), shown.end(), [](auto* x, auto* y) {
+        return std::tie(x->stage_id, x->attempt) < std::tie(y->stage_id, y->attempt);
+      });
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const analysis::SparkStage* st : shown) {
+      const analysis::SparkTaskSums& s = st->sums;
+      std::string tasks = std::to_string(s.tasks);
+      if (s.failed + s.killed > 0) tasks += fmt::format(" ({}F {}K)", s.failed, s.killed);
+      rows.push_back({TruncateToWidth(Sanitize(st->name), 40), st->status, FormatSeconds(st->duration_s), tasks,
+                      share(s.gc_s, s.task_s), share(s.shuffle_fetch_wait_s, s.task_s),
+                      share(s.scheduler_delay_s, s.task_s), share(s.deserialize_s, s.task_s),
+                      st->median_task_s > 0 ? fmt::format("{:.1f}x", st->max_task_s / st->median_task_s) : "-",
+                      st->bottleneck.empty() ? "-" : st->bottleneck});
+    }
+    RenderColumns({"stage", "status", "duration", "tasks", "GC", "fetch wait", "sched delay", "deser", "max/median",
+                   "bottleneck"},
+                  rows, style, out);
+    if (hidden > 0) out += style(kDim, fmt::format("  ... {} shorter stage attempts (grademl report --json has them)", hidden)) + '\n';
+    // The advice of the stages with the most time behind their bottleneck.
+    std::vector<const analysis::SparkStage*> advised;
+    for (const analysis::SparkStage& st : a.stages_detail) {
+      if (!st.advice.empty()) advised.push_back(&st);
+    }
+    std::stable_sort(advised.begin(), advised.end(), [](auto* x, auto* y) {
+      return x->duration_s * x->bottleneck_fraction > y->duration_s * y->bottleneck_fraction;
+    });
+    if (advised.size() > kMaxAdvice) advised.resize(kMaxAdvice);
+    for (const analysis::SparkStage* st : advised) {
+      std::string lead = "  " + TruncateToWidth(Sanitize(st->name), 40) + ": ";
+      out += style(kBold, lead) + WrapText(Sanitize(st->advice), 100 - DisplayWidth(lead), DisplayWidth(lead)) + '\n';
+    }
+  }
+}
+
 void RenderIssues(const model::Run& run, const analysis::RunAnalysis& a, const Styler& style, std::string& out) {
   if (a.issues.empty()) return;
   out += '\n' + style(kBold, "Top issues, by estimated saving") +
@@ -821,6 +897,7 @@ std::string RenderTerminalReport(const model::Run& run, const analysis::RunAnaly
   RenderCoreUse(run, analysis, options, style, out);
   for (const analysis::HostSummary& host : summary.hosts) RenderHost(host, style, out);
   RenderGpu(analysis.gpu, style, out);
+  RenderSpark(analysis.spark, style, out);
   RenderIssues(run, analysis, style, out);
   RenderFailedSteps(run, style, out);
   return out;

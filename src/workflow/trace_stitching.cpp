@@ -13,7 +13,6 @@
 
 #include "core/text.h"
 #include "importers/importer.h"
-#include "importers/chrome_json/json_event_reader.h"
 #include "importers/trace_input.h"
 
 namespace grademl::workflow {
@@ -42,13 +41,16 @@ std::string Identity(const std::string& path) {
 }
 
 // A cheap look at the first bytes before the importer's own sniffing: compressed (gzip,
-// zstd) or text starting with '{' or '['.
+// zstd; Spark's lz4, snappy and lzf framings too, which the importer refuses with a message)
+// or text starting with '{' or '['.
 bool MayBeTrace(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char head[64] = {};
   in.read(head, sizeof head);
   std::streamsize n = in.gcount();
-  if (importers::CompressionOf(std::string_view(head, static_cast<size_t>(n))) != "none") return true;
+  std::string_view first(head, static_cast<size_t>(n));
+  if (importers::CompressionOf(first) != "none") return true;
+  if (importers::SniffTraceFormat(first) != nullptr && !first.starts_with("{") && !first.starts_with("[")) return true;
   for (std::streamsize i = 0; i < n; ++i) {
     char c = head[i];
     if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
@@ -64,7 +66,9 @@ bool LooksLikeTraceFile(const std::string& path) {
   auto input = importers::TraceInput::Open(path);
   if (!input.ok()) return false;
   std::string head = importers::ReadHead(**input, 64 * 1024);
-  if (!importers::chrome_json::LooksLikeChromeTrace(head)) return false;
+  const importers::TraceFormat* format = importers::SniffTraceFormat(head);
+  if (format == nullptr) return false;
+  if (format->name != "chrome_json") return true;  // a Spark event log, ...
   // A bare array of JSON objects is a trace only when its events have a phase ("ph"): an
   // out holding records ([{"id": 1}, ...]) is data, not a trace.
   size_t first = head.find_first_not_of(" \t\r\n\xEF\xBB\xBF");
@@ -116,11 +120,21 @@ std::vector<TraceStitching::Request> TraceStitching::StepOutTraces() const {
         continue;
       }
       if (!fs::is_directory(path, ec)) continue;
+      // A directory that is one trace (a Spark eventlog_v2_* directory), or one holding traces.
+      if (importers::IsTraceDirectory(path.string())) {
+        out.push_back({.path = path.string(), .under = s.step, .origin = "step outs"});
+        continue;
+      }
       std::vector<std::string> found;
       size_t scanned = 0;
       for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied, ec);
            !ec && it != fs::recursive_directory_iterator() && scanned < kMaxOutFilesScanned; it.increment(ec)) {
         std::error_code type_ec;
+        if (it->is_directory(type_ec) && !it->is_symlink(type_ec) && importers::IsTraceDirectory(it->path().string())) {
+          found.push_back(it->path().string());
+          it.disable_recursion_pending();
+          continue;
+        }
         if (!it->is_regular_file(type_ec)) continue;
         ++scanned;
         if (LooksLikeTraceFile(it->path().string())) found.push_back(it->path().string());
@@ -140,7 +154,9 @@ std::vector<TraceStitching::Request> TraceStitching::GlobMatches(std::vector<std
     if (rc == 0) {
       for (size_t i = 0; i < g.gl_pathc; ++i) {
         std::error_code ec;
-        if (fs::is_regular_file(g.gl_pathv[i], ec)) out.push_back({.path = g.gl_pathv[i], .origin = "--import"});
+        if (fs::is_regular_file(g.gl_pathv[i], ec) || importers::IsTraceDirectory(g.gl_pathv[i])) {
+          out.push_back({.path = g.gl_pathv[i], .origin = "--import"});
+        }
       }
     } else {
       errors.push_back(fmt::format("--import '{}' matched no file", EscapeControl(pattern)));
@@ -151,16 +167,17 @@ std::vector<TraceStitching::Request> TraceStitching::GlobMatches(std::vector<std
 }
 
 void TraceStitching::Import(const Request& r, TimeNs end, Outcome& outcome) {
-  // Only regular files: a path a program tagged may name a FIFO or a device, whose reading
-  // would never end.
+  // Only regular files (and the directories a directory format reads): a path a program
+  // tagged may name a FIFO or a device, whose reading would never end.
   std::error_code ec;
-  if (!fs::is_regular_file(r.path, ec)) {
+  if (!fs::is_regular_file(r.path, ec) && !importers::IsTraceDirectory(r.path)) {
     outcome.errors.push_back(fmt::format("trace {} ({}) not imported: {}", EscapeControl(r.path), r.origin,
                                          fs::exists(r.path, ec) ? "not a regular file" : "no such file"));
     return;
   }
   importers::ImportTarget target{.builder = builder_};
   target.under = r.under != 0 ? r.under : run_phase_;
+  target.hosts.push_back({.name = host_});  // the recording host: the run's clock
   target.anchor_ns = r.anchor_ns;
   target.processes = builder_->PhasesWhere(
       [](const model::Phase& p) { return p.leaf_type() == model::kPhaseTypeProcess; });

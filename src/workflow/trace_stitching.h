@@ -5,7 +5,8 @@
 //      `trace_export` phases (tags trace.path, trace.anchor_ns), imported under the process
 //      that wrote them, its recorded iteration phases, on its host and clock;
 //   2. trace files among a workflow step's declared outs (files, or files inside an out
-//      directory, told apart by their content), imported under that step;
+//      directory, told apart by their content; a Spark eventlog_v2_* directory is one
+//      trace), imported under that step;
 //   3. files matching `grademl run --import GLOB`, imported under the run's phase.
 // Everything goes through importers::ImportTraceFile and the run's RunBuilder. A failed
 // import is a message (one line, escaped), never a failed run: the caller reports it and
@@ -81,7 +82,8 @@ class TraceStitching {
   std::vector<StepOuts> step_outs_;
 };
 
-// Whether the file's content (after gzip / zstd) looks like a trace grademl can import.
+// Whether the file's content (after gzip / zstd) looks like a trace grademl can import (a
+// format of importers::TraceFormats; a Chrome-JSON bare array only with events that have "ph").
 bool LooksLikeTraceFile(const std::string& path);
 
 }  // namespace grademl::workflow

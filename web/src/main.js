@@ -105,6 +105,53 @@ function gpuSection(data) {
                       el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'Type'), el('th', {}, 'Time'), el('th', {}, 'Share'))), el('tbody', {}, types))) : null);
 }
 
+// The Spark applications of imported event logs (docs/engines.md): per application its jobs,
+// stages and tasks, where the tasks' time went, and per stage attempt its time split, skew,
+// bottleneck and advice. Names come from the log (untrusted): text nodes only, as everywhere.
+function sparkSection(data, showPhase) {
+  const sp = data.spark;
+  if (!sp || !sp.applications.length) return null;
+  const MAX_ROWS = 200;
+  const share = (part, whole) => (whole > 0 && part !== null ? fmtPercent(part / whole) : '–');
+  const apps = sp.applications.map((a) => {
+    const facts = [
+      ['Application', a.app_id], ['Spark', a.spark_version || '–'], ['Duration', fmtDuration(a.duration_s)],
+      ['Jobs', `${a.jobs} (${a.failed_jobs} failed)`],
+      ['Stage attempts', `${a.stages} (${a.failed_stages} failed, ${a.skipped_stages} skipped)`],
+      ['Tasks', `${a.tasks} (${a.failed_tasks} failed, ${a.killed_tasks} killed, ${a.speculative_tasks} speculative)`],
+      ['Executors', String(a.executors)],
+      ['Task time', `${fmtDuration(a.task_s)}: CPU ${share(a.executor_cpu_s, a.task_s)}, GC ${share(a.gc_s, a.task_s)}, shuffle wait ${share(a.shuffle_fetch_wait_s, a.task_s)}, scheduler delay ${share(a.scheduler_delay_s, a.task_s)}`],
+      ['Shuffle', `read ${fmtBytes(a.shuffle_read_bytes)}, written ${fmtBytes(a.shuffle_write_bytes)}`],
+      ['Spilled', `${fmtBytes(a.disk_spill_bytes)} to disk`],
+    ];
+    const stages = a.stage_attempts.slice(0, MAX_ROWS);
+    const rows = stages.map((st) => el('tr', { dataset: { phase: st.phase } },
+      el('td', { class: 'spark-stage-name' }, showPhase
+        ? el('button', { type: 'button', class: 'link', title: 'show on the timeline', onclick: () => showPhase(st.phase) }, st.name)
+        : st.name),
+      el('td', {}, st.status),
+      el('td', { class: 'num' }, fmtDuration(st.duration_s)),
+      el('td', { class: 'num' }, st.failed_tasks + st.killed_tasks > 0 ? `${st.tasks} (${st.failed_tasks} failed, ${st.killed_tasks} killed)` : String(st.tasks)),
+      el('td', { class: 'num' }, share(st.gc_s, st.task_s)),
+      el('td', { class: 'num' }, share(st.shuffle_fetch_wait_s, st.task_s)),
+      el('td', { class: 'num' }, share(st.scheduler_delay_s, st.task_s)),
+      el('td', { class: 'num' }, share(st.deserialize_s, st.task_s)),
+      el('td', { class: 'num' }, st.median_task_s > 0 ? `${(st.max_task_s / st.median_task_s).toFixed(1)}x` : '–'),
+      el('td', { class: 'spark-advice', title: st.advice || '' }, st.bottleneck ? el('strong', {}, st.bottleneck) : '–',
+         st.advice ? el('span', { class: 'muted' }, ` ${st.advice}`) : null)));
+    return el('div', { class: 'spark-app', dataset: { phase: a.phase } },
+      el('h3', { class: 'spark-app-name' }, a.name),
+      el('dl', { class: 'facts' }, ...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
+      el('div', { class: 'scroll-x' }, el('table', { class: 'spark-stages' },
+        el('thead', {}, el('tr', {}, ['Stage', 'Status', 'Duration', 'Tasks', 'GC', 'Shuffle wait', 'Sched. delay', 'Deser.', 'Max/median', 'Bottleneck'].map((h) => el('th', {}, h)))),
+        el('tbody', {}, rows))),
+      a.stage_attempts.length > MAX_ROWS ? el('p', { class: 'muted' }, `… and ${a.stage_attempts.length - MAX_ROWS} more stage attempts (grademl report --json has them all).`) : null);
+  });
+  return section('spark', 'Spark (imported event logs)',
+    'Per application, its jobs, stage attempts and tasks; per stage the share of its tasks\' time spent in JVM garbage collection, waiting for shuffle blocks, in scheduler delay and deserialising, the slowest task against the median, and what limited it. Skewed tasks also show among the top issues (imbalance).',
+    ...apps);
+}
+
 function legend() {
   return el('div', { class: 'legend' },
     BOUNDS.map((b) => el('span', {}, el('span', { class: 'swatch', style: { background: b.color } }), b.label)),
@@ -221,6 +268,8 @@ function main() {
   app.append(issuesSection(data, showPhase));
   const gpu = gpuSection(data);
   if (gpu) app.append(gpu);
+  const spark = sparkSection(data, showPhase);
+  if (spark) app.append(spark);
 
   const tl = data.timeline;
   const lod = tl.shown_phases < tl.total_phases
