@@ -21,6 +21,10 @@ nlohmann::json RunInfoJson(const model::RunInfo& info);
 // HTML report's data.
 nlohmann::json GpuReportJson(const analysis::GpuAnalysis& gpu);
 
+// The "dask" object of the report (docs/json-report.md, docs/engines.md): Dask's tasks per
+// prefix and per worker; null without Dask tasks. Also in the HTML report's data.
+nlohmann::json DaskReportJson(const model::Run& run, const analysis::DaskAnalysis& dask);
+
 // The "sources" array of the report (also in the HTML report's data): per imported trace its
 // id, path, format, rank, world_size, clock, clock_note (null unless clock=aligned), tags,
 // and what its import dropped: dropped (per reason, largest first) and dropped_total.

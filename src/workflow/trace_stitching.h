@@ -6,7 +6,10 @@
 //      that wrote them, its recorded iteration phases, on its host and clock;
 //   2. trace files among a workflow step's declared outs (files, or files inside an out
 //      directory, told apart by their content), imported under that step;
-//   3. files matching `grademl run --import GLOB`, imported under the run's phase.
+//   3. files matching `grademl run --import GLOB`, imported under the run's phase;
+//   4. the engines' logs in the run's events folder (Dask's task logs, dask-*.jsonl, written
+//      by grademl's scheduler plugin), imported under the run's phase, each task under the
+//      recorded process of the worker that ran it.
 // Everything goes through importers::ImportTraceFile and the run's RunBuilder. A failed
 // import is a message (one line, escaped), never a failed run: the caller reports it and
 // records it in the run's error field.
@@ -44,6 +47,8 @@ class TraceStitching {
 
   // `grademl run --import GLOB`: expanded when the run ends, relative to grademl's directory.
   void AddGlob(std::string pattern);
+  // The folder where the run's engine plugins write their logs (the events folder).
+  void AddEngineLogs(std::string dir);
   // A step's declared outs (relative to `cwd` unless absolute): the traces among them.
   void AddStepOuts(const std::vector<std::string>& outs, const std::string& cwd, model::PhaseId step);
 
@@ -66,6 +71,7 @@ class TraceStitching {
   std::vector<Request> ProfilerExports() const;
   std::vector<Request> StepOutTraces() const;
   std::vector<Request> GlobMatches(std::vector<std::string>& errors) const;
+  std::vector<Request> EngineLogs() const;
   void Import(const Request& request, TimeNs end, Outcome& outcome);
 
   model::RunBuilder* builder_;
@@ -73,6 +79,7 @@ class TraceStitching {
   std::string host_;
   Hooks hooks_;
   std::vector<std::string> globs_;
+  std::vector<std::string> engine_log_dirs_;
   struct StepOuts {
     std::vector<std::string> outs;
     std::string cwd;
