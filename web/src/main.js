@@ -141,8 +141,10 @@ function daskSection(data, showPhase) {
     ? el('p', { class: 'muted' }, `… ${n(d.prefixes.length - DASK_MAX_PREFIXES)} more prefixes (grademl report --json: dask.prefixes).`)
     : null;
   const bytes = d.transfer_bytes > 0 ? ` (${fmtBytes(d.transfer_bytes)})` : '';
+  const count = (v, one, many) => `${n(v)} ${v === 1 ? one : many}`;
   return section('dask', 'Dask tasks',
-    `${n(d.tasks)} tasks${erred(d)} on ${n(d.workers.length)} workers, ${n(d.edges)} dependency edges, ${n(d.transfers)} transfers${bytes}. ` +
+    `${count(d.tasks, 'task', 'tasks')}${erred(d)} on ${count(d.workers.length, 'worker', 'workers')}, ` +
+      `${count(d.edges, 'dependency edge', 'dependency edges')}, ${count(d.transfers, 'transfer', 'transfers')}${bytes}. ` +
       'Each task is a phase under the worker process that ran it, its compute, transfer, disk and deserialisation as its children; task prefixes are compared across workers for stragglers.',
     el('table', { class: 'dask-prefixes' }, head(['Task prefix', 'Tasks', 'Workers', 'Compute', 'Transfer', 'Disk', 'Deserialize', 'Max / median task', 'Results', '']),
        el('tbody', {}, prefixRows)),
