@@ -235,5 +235,46 @@ if __name__ == "__main__":
   }
 }
 
+// `grademl import LOG`: a Dask task log on its own becomes a run whose workers are phases
+// of their own (tests/data/dask/small.jsonl: 5 tasks and 8 startstops, 2 workers, 4
+// dependencies and 3 transfers, 5 records not imported; see its README).
+TEST(DaskE2E, ImportALogOnItsOwn) {
+  std::string dir = FreshDir("dask_import");
+  std::string db = dir + "/g.db";
+  std::string log = std::string(GRADEML_TESTDATA_DIR) + "/dask/small.jsonl";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "import", log});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("15 events, 15 phases, 7 edges, 5 dropped (dask, clock absolute)"), std::string::npos) << r.out;
+  json report = ReportJson(db);
+  EXPECT_EQ(report["dask"]["tasks"], 5);
+  EXPECT_EQ(report["dask"]["erred"], 1);
+  EXPECT_EQ(report["dask"]["edges"], 4);
+  EXPECT_EQ(report["dask"]["transfers"], 2);
+  EXPECT_EQ(report["dask"]["workers"].size(), 2u);
+  EXPECT_TRUE(report["dask"]["workers"][0]["process"].is_null());
+}
+
+// A damaged task log found when the run ends is imported up to the damage, said on stderr
+// with its line, and never changes the exit code (the workload's).
+TEST(DaskE2E, ADamagedLogIsImportedInPartWithoutChangingTheExitCode) {
+  std::string dir = FreshDir("dask_damaged");
+  std::string db = dir + "/g.db";
+  std::ofstream(dir + "/log") << "{\"format\":\"grademl-dask\",\"version\":1,\"hostname\":\"h\"}\n"
+                                 "[\"w\",\"tcp://127.0.0.1:9\",\"127.0.0.1\",1,\"0\",1,0.0,1000.0]\n"
+                                 "[\"t\",\"a-1\",\"a\",\"memory\",\"tcp://127.0.0.1:9\",8,\"int\",1,1001.0,1001.5,"
+                                 "[[\"compute\",1001.1,1001.2,null]],null]\n"
+                                 "[\"t\",\"b-1\",\"b\",\"mem";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/bin/sh", "-c",
+                                "cat " + dir + "/log > \"$GRADEML_EVENTS_DIR/dask-1-0.jsonl\"; exit 3"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("(dask) imported in part: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("dask-1-0.jsonl: line 4: not JSON"), std::string::npos) << r.err;
+  model::Run run = LoadLatestRun(db);
+  std::vector<const model::Phase*> tasks = DaskTasks(run);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0]->name, "a-1");
+  EXPECT_NE(run.info.error.find("imported in part"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace grademl::testing
