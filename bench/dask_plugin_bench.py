@@ -68,6 +68,7 @@ def main():
         scheduler = cluster.scheduler
         plugin = None
         times = {False: [], True: []}
+        writer_cpu = []
         # Warm-up (imports, connections).
         warm = make_graph(2000, -1)
         client.get(warm[0], warm[1])
@@ -87,6 +88,7 @@ def main():
                 if on:
                     scheduler.remove_plugin(name=plugin_module.PLUGIN_NAME)
                     plugin.log.close()
+                    writer_cpu.append(plugin.log.cpu_s)
                     plugin = None
         # The hooks' own time: the plugin's methods timed on the scheduler's thread.
         plugin = plugin_module.install(scheduler)
@@ -115,6 +117,8 @@ def main():
     print(f"median without the plugin {off:.2f} s, with {on:.2f} s: ratio {on / off:.3f}")
     print(f"hooks: {spent[1]} calls, {1e6 * spent[0] / len(dsk):.2f} us per task on the scheduler's thread "
           f"({100 * spent[0] / on:.2f}% of a run with the plugin)")
+    print(f"writer thread: {statistics.median(writer_cpu):.2f} s CPU per run "
+          f"({1e6 * statistics.median(writer_cpu) / len(dsk):.1f} us per task)")
     print(f"task logs: {len(logs)} files, {lines} lines, {size / 1e6:.1f} MB "
           f"({size / max(1, lines):.0f} bytes per line)")
 

@@ -34,9 +34,13 @@ class MergePreloadsTest(unittest.TestCase):
         self.assertEqual(merge_preloads(["a", OURS, "b"], [["1"], ["2"]]), (["a", OURS, "b"], [["1"], [], ["2"]]))
 
     def test_the_yaml_preloads_grademl_replaced_come_back_first(self):
-        yaml = lambda: ["y1", "y2"]  # noqa: E731
+        yaml = lambda: (["y1", "y2"], None)  # noqa: E731  (the user's argv stands)
         self.assertEqual(merge_preloads([OURS], [], yaml), (["y1", "y2", OURS], []))
         self.assertEqual(merge_preloads([OURS], [["a"], ["b"]], yaml), (["y1", "y2", OURS], [["a"], ["b"], []]))
+        # grademl set the argv too ([]): the YAML's comes back with its preloads.
+        yaml_argv = lambda: (["y1", "y2"], [["a"], ["b"]])  # noqa: E731
+        self.assertEqual(merge_preloads([OURS], [], yaml_argv), (["y1", "y2", OURS], [["a"], ["b"], []]))
+        self.assertEqual(merge_preloads([OURS], [], lambda: (["y"], ["--v"])), (["y", OURS], ["--v"]))
         # A list that is not grademl's alone was chosen by the user: left as it is.
         self.assertEqual(merge_preloads(["u", OURS], [], yaml), (["u", OURS], []))
 

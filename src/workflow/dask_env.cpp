@@ -81,6 +81,9 @@ std::vector<std::pair<std::string, std::string>> DaskEnvironment(std::optional<s
     env.emplace_back(kDaskPreloadArgvVar, MergeDaskPreloadArgv(*user_argv));
   }
   env.emplace_back(kDaskPreloadReplacedVar, had_preload ? "0" : "1");
+  bool replace_argv = !had_preload && !user_argv.has_value();
+  if (replace_argv) env.emplace_back(kDaskPreloadArgvVar, "[]");
+  env.emplace_back(kDaskArgvReplacedVar, replace_argv ? "1" : "0");
   return env;
 }
 

@@ -8,7 +8,10 @@
 // empty argv to a per-preload DASK_DISTRIBUTED__SCHEDULER__PRELOAD_ARGV so that the lengths
 // still match. When the user had no such variable, grademl's replaces the preloads that the
 // user's YAML configuration may list; GRADEML_DASK_PRELOAD_REPLACED=1 tells the Python side
-// (grademl/auto/dask.py) to put those back.
+// (grademl/auto/dask.py) to put those back. grademl then also sets the argv variable to []
+// (when the user has none), so that a per-preload argv in the YAML can never mismatch the
+// list Dask sees, and says so with GRADEML_DASK_ARGV_REPLACED=1: the Python side restores
+// the YAML's argv with its preloads.
 #pragma once
 
 #include <optional>
@@ -22,6 +25,7 @@ namespace grademl::workflow {
 inline constexpr char kDaskPreloadVar[] = "DASK_DISTRIBUTED__SCHEDULER__PRELOAD";
 inline constexpr char kDaskPreloadArgvVar[] = "DASK_DISTRIBUTED__SCHEDULER__PRELOAD_ARGV";
 inline constexpr char kDaskPreloadReplacedVar[] = "GRADEML_DASK_PRELOAD_REPLACED";
+inline constexpr char kDaskArgvReplacedVar[] = "GRADEML_DASK_ARGV_REPLACED";
 inline constexpr char kDaskPluginModule[] = "grademl.dask_plugin";
 
 // The preload value with grademl's module added to `user` (nullopt: the user has none).

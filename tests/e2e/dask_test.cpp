@@ -182,8 +182,8 @@ TEST(DaskE2E, EveryTaskUnderItsWorkerProcessWithTheGraphsEdges) {
 }
 
 // A user's own scheduler preloads keep running beside grademl's plugin: one in the
-// environment (which replaces the YAML's, as Dask does without grademl), then one in a YAML
-// file named by DASK_CONFIG alone.
+// environment (which replaces the YAML's, as Dask does without grademl), then two with their
+// argv in a YAML file named by DASK_CONFIG alone.
 TEST(DaskE2E, AUsersOwnPreloadsStillRun) {
   REQUIRE_PYTHON_MODULES("dask, distributed");
   std::string dir = FreshDir("dask_user_preload");
@@ -192,28 +192,33 @@ if __name__ == "__main__":
     with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, Client(c) as client:
         assert client.submit(sum, [1, 2, 3]).result() == 6
 )";
-  for (const char* name : {"env_preload", "yaml_preload"}) {
+  for (const char* name : {"env_preload", "yaml_preload", "yaml_preload2"}) {
     std::ofstream(dir + "/" + name + ".py") << "import os\n"
                                                "def dask_setup(scheduler):\n"
                                                "    with open(os.environ['PRELOAD_MARKS'], 'a') as f:\n"
                                                "        f.write('"
                                             << name << "\\n')\n";
   }
-  std::ofstream(dir + "/dask.yaml") << "distributed:\n  scheduler:\n    preload:\n      - yaml_preload\n";
+  std::ofstream(dir + "/one.yaml") << "distributed:\n  scheduler:\n    preload:\n      - yaml_preload\n";
+  // Two preloads with an argv each: Dask refuses lists of different lengths, so grademl's
+  // module must not be added to one without the other.
+  std::ofstream(dir + "/two.yaml")
+      << "distributed:\n  scheduler:\n    preload: [yaml_preload, yaml_preload2]\n    preload-argv: [[], []]\n";
   struct Case {
     std::string name;
+    std::string yaml;
     std::vector<std::string> env;
     std::string marks;
   };
   std::vector<Case> cases = {
-      {"env", {"DASK_DISTRIBUTED__SCHEDULER__PRELOAD=env_preload"}, "env_preload\n"},
-      {"yaml", {}, "yaml_preload\n"},
+      {"env", "one.yaml", {"DASK_DISTRIBUTED__SCHEDULER__PRELOAD=env_preload"}, "env_preload\n"},
+      {"yaml", "two.yaml", {}, "yaml_preload\nyaml_preload2\n"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     std::string db = dir + "/" + c.name + ".db";
     std::string marks = dir + "/" + c.name + ".marks";
-    std::vector<std::string> argv = {"/usr/bin/env", "PYTHONPATH=" + dir, "DASK_CONFIG=" + dir + "/dask.yaml",
+    std::vector<std::string> argv = {"/usr/bin/env", "PYTHONPATH=" + dir, "DASK_CONFIG=" + dir + "/" + c.yaml,
                                      "PRELOAD_MARKS=" + marks};
     argv.insert(argv.end(), c.env.begin(), c.env.end());
     for (const std::string& a : {GrademlBinary(), std::string("--db"), db, std::string("run"),

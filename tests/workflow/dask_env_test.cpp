@@ -33,18 +33,24 @@ TEST(DaskEnvTest, PerPreloadArgvGetsAnEntry) {
 }
 
 TEST(DaskEnvTest, TheMarkerSaysWhetherTheYamlsPreloadsWereReplaced) {
-  auto env = DaskEnvironment(std::nullopt, std::nullopt);
-  ASSERT_EQ(env.size(), 2u);
-  EXPECT_EQ(env[0], (std::pair<std::string, std::string>{kDaskPreloadVar, "['grademl.dask_plugin']"}));
-  EXPECT_EQ(env[1], (std::pair<std::string, std::string>{kDaskPreloadReplacedVar, "1"}));
-  env = DaskEnvironment("mod", "[['--a']]");
-  ASSERT_EQ(env.size(), 3u);
-  EXPECT_EQ(env[0].second, "['mod', 'grademl.dask_plugin']");
-  EXPECT_EQ(env[1], (std::pair<std::string, std::string>{kDaskPreloadArgvVar, "[['--a'], []]"}));
-  EXPECT_EQ(env[2].second, "0");
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  // Nothing of the user's: grademl's list, and an empty argv (a per-preload argv in the
+  // user's YAML cannot mismatch it); the Python side restores the YAML's.
+  EXPECT_EQ(DaskEnvironment(std::nullopt, std::nullopt),
+            (Env{{kDaskPreloadVar, "['grademl.dask_plugin']"},
+                 {kDaskPreloadReplacedVar, "1"},
+                 {kDaskPreloadArgvVar, "[]"},
+                 {kDaskArgvReplacedVar, "1"}}));
+  EXPECT_EQ(DaskEnvironment("mod", "[['--a']]"), (Env{{kDaskPreloadVar, "['mod', 'grademl.dask_plugin']"},
+                                                      {kDaskPreloadArgvVar, "[['--a'], []]"},
+                                                      {kDaskPreloadReplacedVar, "0"},
+                                                      {kDaskArgvReplacedVar, "0"}}));
+  EXPECT_EQ(DaskEnvironment("mod", std::nullopt), (Env{{kDaskPreloadVar, "['mod', 'grademl.dask_plugin']"},
+                                                       {kDaskPreloadReplacedVar, "0"},
+                                                       {kDaskArgvReplacedVar, "0"}}));
   // The user's argv without a preload of theirs is left alone (grademl/auto/dask.py pads it).
-  env = DaskEnvironment(std::nullopt, "[['--a']]");
-  ASSERT_EQ(env.size(), 2u);
+  EXPECT_EQ(DaskEnvironment(std::nullopt, "[['--a']]"),
+            (Env{{kDaskPreloadVar, "['grademl.dask_plugin']"}, {kDaskPreloadReplacedVar, "1"}, {kDaskArgvReplacedVar, "0"}}));
 }
 
 TEST(DaskEnvTest, PythonStringLiterals) {

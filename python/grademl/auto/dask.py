@@ -9,7 +9,8 @@ imported, wraps `process_preloads`, where a scheduler turns its preload list int
     plugin appended;
   - when the environment variable was grademl's alone (GRADEML_DASK_PRELOAD_REPLACED=1), it
     replaced whatever the user's YAML configuration (~/.config/dask, DASK_CONFIG, ...) listed:
-    those preloads are put back in front of the plugin, with their preload-argv;
+    those preloads are put back in front of the plugin, with the YAML's preload-argv when
+    grademl had set that variable too (GRADEML_DASK_ARGV_REPLACED=1), else the user's;
   - a preload-argv given per preload (a list of lists) gets an empty entry for the plugin,
     so that the lengths still match.
 Any error leaves the arguments as they were (GRADEML_DEBUG=1 says why).
@@ -34,23 +35,30 @@ def _is_scheduler(server):
         return False
 
 
-def _yaml_preloads():
-    """The scheduler preloads that Dask's YAML files alone configure."""
+def _yaml_preloads(with_argv):
+    """The scheduler preloads (and, when `with_argv`, their argv) that Dask's YAML files
+    alone configure; the argv is None when not asked for."""
     import dask.config
 
     merged = dask.config.merge(*dask.config.collect_yaml(dask.config.paths))
     preload = dask.config.get("distributed.scheduler.preload", default=[], config=merged) or []
-    return [preload] if isinstance(preload, str) else list(preload)
+    argv = None
+    if with_argv:
+        argv = list(dask.config.get("distributed.scheduler.preload-argv", default=[], config=merged) or [])
+    return ([preload] if isinstance(preload, str) else list(preload)), argv
 
 
 def merge_preloads(preload, preload_argv, replaced_yaml=None):
     """The preload list and argv with grademl's plugin added (pure but for replaced_yaml, a
-    function giving the YAML's preloads, called when the list is grademl's alone)."""
+    function giving the YAML's preloads and, when grademl replaced the argv too, their argv;
+    called when the list is grademl's alone)."""
     preload = [preload] if isinstance(preload, str) else list(preload or ())
     argv = list(preload_argv or ())
     if replaced_yaml is not None and preload == [_MODULE]:
-        # The argv given is the user's (grademl never sets it when it replaced the list).
-        preload = [p for p in replaced_yaml() if p != _MODULE] + [_MODULE]
+        yaml_preload, yaml_argv = replaced_yaml()
+        preload = [p for p in yaml_preload if p != _MODULE] + [_MODULE]
+        if yaml_argv is not None:
+            argv = yaml_argv
     per_preload = bool(argv) and not isinstance(argv[0], str)
     if _MODULE not in preload:
         preload.append(_MODULE)
@@ -81,8 +89,11 @@ def _patch_preloading(preloading):
         merged = None
         if os.environ.get("GRADEML_EVENTS_DIR") and _is_scheduler(dask_server):
             try:
-                replaced = os.environ.get("GRADEML_DASK_PRELOAD_REPLACED") == "1"
-                merged = merge_preloads(preload, preload_argv, _yaml_preloads if replaced else None)
+                replaced = None
+                if os.environ.get("GRADEML_DASK_PRELOAD_REPLACED") == "1":
+                    argv_too = os.environ.get("GRADEML_DASK_ARGV_REPLACED") == "1"
+                    replaced = lambda: _yaml_preloads(argv_too)  # noqa: E731
+                merged = merge_preloads(preload, preload_argv, replaced)
             except Exception as e:
                 debug(f"dask preloads left as they were: {e!r}")
         if merged is not None:
