@@ -1,8 +1,8 @@
 // `grademl import FILE... [--into RUN] [--under PHASE]`: imports trace files written by other
 // tools (Chrome trace JSON, PyTorch profiler/Kineto, torch 1.13's own export, Spark event logs
-// and eventlog_v2_* directories; plain, gzip or zstd) into a new run, or into a stored run
-// under one of its phases. Parsing and wiring only: the importers (src/importers) build the
-// model, the store writes it.
+// and eventlog_v2_* directories, grademl's Dask task logs; plain, gzip or zstd) into a new run,
+// or into a stored run under one of its phases. Parsing and wiring only: the importers
+// (src/importers) build the model, the store writes it.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -97,6 +97,10 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
     builder = std::make_unique<model::RunBuilder>(info, reopened->writer);
     builder->AdoptPhase(*under);
     target.hosts = run->hosts;
+    // Engine logs (Dask's task log) put each task under the recorded process that ran it.
+    for (const model::Phase& p : run->phases) {
+      if (p.leaf_type() == model::kPhaseTypeProcess) target.processes.push_back(p);
+    }
     target.under = under->id;
     target.align_start_ns = under->start_ns;
     target.align_end_ns = under->end_ns != 0 ? under->end_ns : run->EffectiveEnd();
@@ -245,7 +249,8 @@ Action RegisterImportCommand(CLI::App& app, CommonOptions& common) {
       "import",
       "Import trace files written by other tools: Chrome trace JSON (object or bare array), the PyTorch "
       "profiler's (Kineto) traces and torch 1.13's own export, Spark event logs (a file, or a rolling "
-      "eventlog_v2_* directory); plain, gzip or zstd, detected by content. "
+      "eventlog_v2_* directory), grademl's Dask task logs (with --into, each task under the recorded worker "
+      "process); plain, gzip or zstd, detected by content. "
       "Several files go into one run (e.g. the ranks of one job). A damaged file imports what came before "
       "the damage, marks the run incomplete and exits 1 (docs/import.md)");
   sub->add_option("FILE", options->files, "Trace files (or Spark eventlog_v2_* directories) to import")->required();

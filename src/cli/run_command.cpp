@@ -50,6 +50,8 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       "clock; a workflow step's outs that are traces under that step; --import GLOB for any other\n"
       "writer, under the run. A failed import is said on stderr and kept as the run's error; it never\n"
       "changes the exit code.\n"
+      "Dask distributed schedulers started under the run load grademl's plugin (your preloads are kept):\n"
+      "each task becomes a phase under the worker process that ran it (docs/engines.md).\n"
       "Examples: grademl run -- python3 train.py --epochs 3\n"
       "          grademl run --import 'traces/*.json.gz' -- ./train.sh\n"
       "          grademl run -j 2 examples/digits/pipeline.yaml");
@@ -59,7 +61,8 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
   sub->add_flag("--no-report", opts->no_report, "Do not print the report when the command ends");
   sub->add_flag("-v,--verbose", opts->verbose, "Say which monitors are on");
   sub->add_flag("--no-auto", opts->no_auto,
-                "No zero-code instrumentation of Python programs (PyTorch, scikit-learn, pandas/numpy/pickle/joblib/torch I/O)");
+                "No zero-code instrumentation of Python programs (PyTorch, scikit-learn, pandas/numpy/pickle/joblib/torch I/O, "
+                "Dask's scheduler plugin)");
   sub->add_option("--auto-detail", opts->auto_detail,
                   "Finer auto-instrumentation, comma-separated: 'modules' adds a phase per PyTorch "
                   "nn.Module call (measured: about 1.3 us per call), 'ops' a phase per ATen operator "

@@ -904,6 +904,7 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
           {"whatif", std::move(whatif)},
           {"gpu", GpuReportJson(analysis.gpu)},
           {"spark", SparkReportJson(analysis.spark)}};
+          {"dask", DaskReportJson(run, analysis.dask)}};
 }
 
 std::string RenderHtmlReport(const model::Run& run, const analysis::RunAnalysis& analysis,

@@ -374,6 +374,54 @@ static void AnalysisJson(const analysis::RunAnalysis& a, json& out) {
 json GpuReportJson(const analysis::GpuAnalysis& gpu) { return GpuJson(gpu); }
 
 json SparkReportJson(const analysis::SparkAnalysis& spark) { return SparkJson(spark); }
+json DaskReportJson(const model::Run& run, const analysis::DaskAnalysis& d) {
+  if (d.empty()) return nullptr;
+  json prefixes = json::array();
+  for (const analysis::DaskPrefix& p : d.prefixes) {
+    const model::Phase* slowest = p.slowest_task != 0 ? run.FindPhase(p.slowest_task) : nullptr;
+    prefixes.push_back({{"prefix", Text(p.prefix)},
+                        {"tasks", p.tasks},
+                        {"erred", p.erred},
+                        {"workers", p.workers},
+                        {"compute_s", p.compute_s},
+                        {"transfer_s", p.transfer_s},
+                        {"disk_s", p.disk_s},
+                        {"deserialize_s", p.deserialize_s},
+                        {"result_bytes", p.nbytes},
+                        {"max_task_s", p.max_task_s},
+                        {"median_task_s", p.median_task_s},
+                        {"slowest_task", p.slowest_task != 0 ? json(p.slowest_task) : json(nullptr)},
+                        {"slowest_task_key", slowest != nullptr ? json(Text(slowest->name)) : json(nullptr)}});
+  }
+  json workers = json::array();
+  for (const analysis::DaskWorker& w : d.workers) {
+    workers.push_back({{"worker", Text(w.worker)},
+                       {"host", Text(w.host)},
+                       {"pid", w.pid != 0 ? json(w.pid) : json(nullptr)},
+                       {"process", w.process != 0 ? json(w.process) : json(nullptr)},
+                       {"phase", w.phase != 0 ? json(w.phase) : json(nullptr)},
+                       {"tasks", w.tasks},
+                       {"erred", w.erred},
+                       {"compute_s", w.compute_s},
+                       {"transfer_s", w.transfer_s},
+                       {"disk_s", w.disk_s},
+                       {"deserialize_s", w.deserialize_s},
+                       {"result_bytes", w.nbytes},
+                       {"transfers_in", w.transfers_in},
+                       {"transfer_bytes_in", w.transfer_bytes_in}});
+  }
+  return {{"tasks", d.tasks},
+          {"erred", d.erred},
+          {"edges", d.edges},
+          {"transfers", d.transfers},
+          {"transfer_bytes", d.transfer_bytes},
+          {"compute_s", d.compute_s},
+          {"transfer_s", d.transfer_s},
+          {"disk_s", d.disk_s},
+          {"deserialize_s", d.deserialize_s},
+          {"prefixes", std::move(prefixes)},
+          {"workers", std::move(workers)}};
+}
 
 json SourcesJson(const model::Run& run) {
   json out = json::array();
@@ -452,6 +500,7 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
               {"edges", edges},          {"hosts", hosts},            {"sources", SourcesJson(run)},
               {"tracks", TracksJson(run)}};
   AnalysisJson(analysis, out);
+  out["dask"] = DaskReportJson(run, analysis.dask);
   return out;
 }
 

@@ -24,6 +24,9 @@ nlohmann::json GpuReportJson(const analysis::GpuAnalysis& gpu);
 // The "spark" object of the report (docs/json-report.md), null without imported Spark event
 // logs; also in the HTML report's data.
 nlohmann::json SparkReportJson(const analysis::SparkAnalysis& spark);
+// The "dask" object of the report (docs/json-report.md, docs/engines.md): Dask's tasks per
+// prefix and per worker; null without Dask tasks. Also in the HTML report's data.
+nlohmann::json DaskReportJson(const model::Run& run, const analysis::DaskAnalysis& dask);
 
 // The "sources" array of the report (also in the HTML report's data): per imported trace its
 // id, path, format, rank, world_size, clock, clock_note (null unless clock=aligned), tags,

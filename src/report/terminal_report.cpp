@@ -251,6 +251,58 @@ void RenderGpu(const analysis::GpuAnalysis& gpu, const Styler& style, std::strin
   }
 }
 
+// Dask's tasks (docs/engines.md): prefixes aggregated, the costliest first, then workers.
+constexpr size_t kMaxDaskPrefixes = 12;
+constexpr size_t kMaxDaskWorkers = 16;
+
+void RenderDask(const analysis::DaskAnalysis& d, const Styler& style, std::string& out) {
+  if (d.empty()) return;
+  auto count = [](int64_t n, std::string_view one, std::string_view many) {
+    return fmt::format("{} {}", n, n == 1 ? one : many);
+  };
+  std::string summary = fmt::format("{}{} on {}, {}, {}", count(d.tasks, "task", "tasks"),
+                                    d.erred > 0 ? fmt::format(" ({} erred)", d.erred) : "",
+                                    count(static_cast<int64_t>(d.workers.size()), "worker", "workers"),
+                                    count(d.edges, "dependency edge", "dependency edges"),
+                                    count(d.transfers, "transfer", "transfers"));
+  if (d.transfer_bytes > 0) summary += fmt::format(" ({})", FormatBytes(static_cast<double>(d.transfer_bytes)));
+  out += '\n' + style(kBold, "Dask") + style(kDim, "  (" + summary + "; docs/engines.md)") + '\n';
+  auto seconds = [](double s) { return s > 0 ? FormatSeconds(s) : std::string("-"); };
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 0; i < d.prefixes.size() && i < kMaxDaskPrefixes; ++i) {
+    const analysis::DaskPrefix& p = d.prefixes[i];
+    std::string tasks = std::to_string(p.tasks);
+    if (p.erred > 0) tasks += fmt::format(" ({} erred)", p.erred);
+    rows.push_back({TruncateToWidth(Sanitize(p.prefix.empty() ? "(no prefix)" : p.prefix), 40), tasks,
+                    std::to_string(p.workers), seconds(p.compute_s), seconds(p.transfer_s), seconds(p.disk_s),
+                    seconds(p.deserialize_s), seconds(p.max_task_s) + " / " + seconds(p.median_task_s),
+                    p.nbytes > 0 ? FormatBytes(static_cast<double>(p.nbytes)) : std::string("-")});
+  }
+  RenderColumns({"task prefix", "tasks", "workers", "compute", "transfer", "disk", "deserialize", "max / median",
+                 "results"},
+                rows, style, out);
+  if (d.prefixes.size() > kMaxDaskPrefixes) {
+    out += "  " + style(kDim, fmt::format("… {} more prefixes (grademl report --json: dask.prefixes)",
+                                          d.prefixes.size() - kMaxDaskPrefixes)) +
+           '\n';
+  }
+  rows.clear();
+  for (size_t i = 0; i < d.workers.size() && i < kMaxDaskWorkers; ++i) {
+    const analysis::DaskWorker& w = d.workers[i];
+    std::string tasks = std::to_string(w.tasks);
+    if (w.erred > 0) tasks += fmt::format(" ({} erred)", w.erred);
+    std::string in = std::to_string(w.transfers_in);
+    if (w.transfer_bytes_in > 0) in += fmt::format(" ({})", FormatBytes(static_cast<double>(w.transfer_bytes_in)));
+    rows.push_back({TruncateToWidth(Sanitize(w.worker), 40), TruncateToWidth(Sanitize(w.host), 24),
+                    w.pid != 0 ? std::to_string(w.pid) : "-", tasks, seconds(w.compute_s), seconds(w.transfer_s), in,
+                    w.process != 0 ? "" : "not recorded"});
+  }
+  RenderColumns({"worker", "host", "pid", "tasks", "compute", "transfer", "transfers in", ""}, rows, style, out);
+  if (d.workers.size() > kMaxDaskWorkers) {
+    out += "  " + style(kDim, fmt::format("… {} more workers", d.workers.size() - kMaxDaskWorkers)) + '\n';
+  }
+}
+
 // --- phase tree --------------------------------------------------------------------------
 
 // One line of the phase table, before alignment.
@@ -898,6 +950,7 @@ std::string RenderTerminalReport(const model::Run& run, const analysis::RunAnaly
   for (const analysis::HostSummary& host : summary.hosts) RenderHost(host, style, out);
   RenderGpu(analysis.gpu, style, out);
   RenderSpark(analysis.spark, style, out);
+  RenderDask(analysis.dask, style, out);
   RenderIssues(run, analysis, style, out);
   RenderFailedSteps(run, style, out);
   return out;

@@ -23,6 +23,7 @@
 #include "collect/sampling_loop.h"
 #include "store/background_writer.h"
 #include "store/database.h"
+#include "workflow/dask_env.h"
 #include "workflow/events_dir.h"
 #include "workflow/trace_stitching.h"
 
@@ -86,6 +87,11 @@ void ReportStoreTrouble(const store::BackgroundWriter::Event& event) {
 }
 
 bool IsDir(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
+
+std::optional<std::string_view> EnvValue(const char* name) {
+  const char* v = getenv(name);
+  return v != nullptr ? std::optional<std::string_view>(v) : std::nullopt;
+}
 
 }  // namespace
 
@@ -155,6 +161,7 @@ struct Recording::Impl {
   std::unique_ptr<EventsDirectory> events_folder;  // locked while the run is live
   std::vector<std::pair<std::string, std::string>> instrument_env;  // set for every launched command
   std::string python_path_prefix;  // our package and its autoload dir, first in every PYTHONPATH
+  bool dask_env = false;           // Dask schedulers load grademl's plugin (dask_env.h)
   std::unique_ptr<TraceStitching> traces;  // imported when the run ends
 };
 
@@ -248,6 +255,14 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
     std::string pythonpath = impl->python_path_prefix;
     if (const char* old = getenv("PYTHONPATH"); old && *old) pythonpath += std::string(":") + old;
     impl->instrument_env.emplace_back("PYTHONPATH", pythonpath);
+    // Dask schedulers load grademl's plugin (part of the zero-code instrumentation); its task
+    // logs land in the events folder and are imported when the run ends.
+    if (options.auto_instrument && !impl->events_dir.empty()) {
+      for (auto& kv : DaskEnvironment(EnvValue(kDaskPreloadVar), EnvValue(kDaskPreloadArgvVar))) {
+        impl->instrument_env.push_back(std::move(kv));
+      }
+      impl->dask_env = true;
+    }
   }
   if (options.verbose) {
     std::fprintf(stderr, "grademl: events in %s, library %s, python %s\n", impl->events_dir.c_str(),
@@ -332,10 +347,18 @@ Recording::Launched Recording::Launch(const LaunchSpec& spec, model::PhaseId par
   args.push_back(nullptr);
   // grademl's environment, then the instrumentation variables, then the spec's.
   std::vector<std::pair<std::string, std::string>> extra = impl_->instrument_env;
+  std::optional<std::string_view> step_preload = EnvValue(kDaskPreloadVar), step_argv = EnvValue(kDaskPreloadArgvVar);
+  bool step_sets_dask = false;
   for (const auto& [key, value] : spec.env) {
     // A step's own PYTHONPATH comes after ours, so that auto-instrumentation still loads.
     bool ours_first = key == "PYTHONPATH" && !impl_->python_path_prefix.empty();
     extra.emplace_back(key, ours_first ? impl_->python_path_prefix + ":" + value : value);
+    if (key == kDaskPreloadVar) step_preload = value, step_sets_dask = true;
+    if (key == kDaskPreloadArgvVar) step_argv = value, step_sets_dask = true;
+  }
+  // A step's own Dask preloads are merged with grademl's plugin, as grademl's environment's are.
+  if (impl_->dask_env && step_sets_dask) {
+    for (auto& kv : DaskEnvironment(step_preload, step_argv)) extra.push_back(std::move(kv));
   }
   std::vector<std::string> env_storage;
   for (char** e = environ; *e; ++e) {
@@ -542,12 +565,14 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
     ReportDroppedEvents(impl_->events->stats(), *impl_->builder, impl_->run_phase);
     impl_->events.reset();
   }
-  impl_->events_folder.reset();  // everything is in the store now
   if (on_events_final_) on_events_final_(end);
-  // Traces written during the run, under the processes and steps that wrote them. A
-  // failure is a message and part of the run's error, never a different exit code.
+  // Traces written during the run, under the processes and steps that wrote them, and the
+  // engines' logs left in the events folder (Dask's task logs). A failure is a message and
+  // part of the run's error, never a different exit code.
   std::string run_error = error;
+  if (impl_->dask_env) impl_->traces->AddEngineLogs(impl_->events_dir);
   TraceStitching::Outcome imports = impl_->traces->ImportAll(end);
+  impl_->events_folder.reset();  // everything is in the store now
   for (const std::string& line : imports.errors) {
     std::fprintf(stderr, "grademl: %s\n", line.c_str());
     run_error += (run_error.empty() ? "" : "; ") + line;

@@ -80,6 +80,26 @@ TraceStitching::TraceStitching(model::RunBuilder* builder, model::PhaseId run_ph
 
 void TraceStitching::AddGlob(std::string pattern) { globs_.push_back(std::move(pattern)); }
 
+void TraceStitching::AddEngineLogs(std::string dir) { engine_log_dirs_.push_back(std::move(dir)); }
+
+std::vector<TraceStitching::Request> TraceStitching::EngineLogs() const {
+  std::vector<Request> out;
+  for (const std::string& dir : engine_log_dirs_) {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      std::error_code type_ec;
+      if (name.starts_with("dask-") && name.ends_with(".jsonl") && it->is_regular_file(type_ec)) {
+        found.push_back(it->path().string());
+      }
+    }
+    std::sort(found.begin(), found.end());
+    for (std::string& f : found) out.push_back({.path = std::move(f), .origin = "dask"});
+  }
+  return out;
+}
+
 void TraceStitching::AddStepOuts(const std::vector<std::string>& outs, const std::string& cwd, model::PhaseId step) {
   if (!outs.empty()) step_outs_.push_back({outs, cwd, step});
 }
@@ -236,6 +256,7 @@ TraceStitching::Outcome TraceStitching::ImportAll(TimeNs end) {
   std::vector<Request> requests = ProfilerExports();
   for (Request& r : StepOutTraces()) requests.push_back(std::move(r));
   for (Request& r : GlobMatches(outcome.errors)) requests.push_back(std::move(r));
+  for (Request& r : EngineLogs()) requests.push_back(std::move(r));
   std::set<std::string> done;
   for (const Request& r : requests) {
     if (!done.insert(Identity(r.path)).second) continue;

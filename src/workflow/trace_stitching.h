@@ -1,5 +1,5 @@
 // TraceStitching: the framework traces a run imports when it ends (docs/import.md, "Traces
-// written during `grademl run`"). Three kinds, each file imported once (by its real path),
+// written during `grademl run`"). Four kinds, each file imported once (by its real path),
 // in this order of precedence:
 //   1. traces torch's profiler wrote inside the run: the Python auto-instrumentation's
 //      `trace_export` phases (tags trace.path, trace.anchor_ns), imported under the process
@@ -7,7 +7,10 @@
 //   2. trace files among a workflow step's declared outs (files, or files inside an out
 //      directory, told apart by their content; a Spark eventlog_v2_* directory is one
 //      trace), imported under that step;
-//   3. files matching `grademl run --import GLOB`, imported under the run's phase.
+//   3. files matching `grademl run --import GLOB`, imported under the run's phase;
+//   4. the engines' logs in the run's events folder (Dask's task logs, dask-*.jsonl, written
+//      by grademl's scheduler plugin), imported under the run's phase, each task under the
+//      recorded process of the worker that ran it.
 // Everything goes through importers::ImportTraceFile and the run's RunBuilder. A failed
 // import is a message (one line, escaped), never a failed run: the caller reports it and
 // records it in the run's error field.
@@ -45,6 +48,8 @@ class TraceStitching {
 
   // `grademl run --import GLOB`: expanded when the run ends, relative to grademl's directory.
   void AddGlob(std::string pattern);
+  // The folder where the run's engine plugins write their logs (the events folder).
+  void AddEngineLogs(std::string dir);
   // A step's declared outs (relative to `cwd` unless absolute): the traces among them.
   void AddStepOuts(const std::vector<std::string>& outs, const std::string& cwd, model::PhaseId step);
 
@@ -67,6 +72,7 @@ class TraceStitching {
   std::vector<Request> ProfilerExports() const;
   std::vector<Request> StepOutTraces() const;
   std::vector<Request> GlobMatches(std::vector<std::string>& errors) const;
+  std::vector<Request> EngineLogs() const;
   void Import(const Request& request, TimeNs end, Outcome& outcome);
 
   model::RunBuilder* builder_;
@@ -74,6 +80,7 @@ class TraceStitching {
   std::string host_;
   Hooks hooks_;
   std::vector<std::string> globs_;
+  std::vector<std::string> engine_log_dirs_;
   struct StepOuts {
     std::vector<std::string> outs;
     std::string cwd;

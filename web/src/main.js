@@ -152,6 +152,55 @@ function sparkSection(data, showPhase) {
     ...apps);
 }
 
+// Dask's tasks (docs/engines.md): per task prefix, the costliest first, and per worker.
+// Keys, prefixes and addresses come from the program: text nodes only (dom.js).
+const DASK_MAX_PREFIXES = 50;
+function daskSection(data, showPhase) {
+  const d = data.dask;
+  if (!d) return null;
+  const n = (v) => v.toLocaleString('en-US');
+  const dur = (s) => (s > 0 ? fmtDuration(s) : '–');
+  const erred = (x) => (x.erred ? ` (${n(x.erred)} erred)` : '');
+  const prefixRows = d.prefixes.slice(0, DASK_MAX_PREFIXES).map((p) => el('tr', {},
+    el('td', {}, p.prefix || '(no prefix)'),
+    el('td', { class: 'num' }, n(p.tasks) + erred(p)),
+    el('td', { class: 'num' }, n(p.workers)),
+    el('td', { class: 'num' }, dur(p.compute_s)),
+    el('td', { class: 'num' }, dur(p.transfer_s)),
+    el('td', { class: 'num' }, dur(p.disk_s)),
+    el('td', { class: 'num' }, dur(p.deserialize_s)),
+    el('td', { class: 'num' }, `${dur(p.max_task_s)} / ${dur(p.median_task_s)}`),
+    el('td', { class: 'num' }, p.result_bytes > 0 ? fmtBytes(p.result_bytes) : '–'),
+    el('td', {}, p.slowest_task !== null && showPhase
+      ? el('button', { type: 'button', class: 'link', title: p.slowest_task_key || '', onclick: () => showPhase(p.slowest_task) }, 'show the slowest')
+      : null)));
+  const workerRows = d.workers.map((w) => el('tr', {},
+    el('td', {}, w.worker),
+    el('td', {}, w.host),
+    el('td', { class: 'num' }, w.pid === null ? '–' : String(w.pid)),
+    el('td', { class: 'num' }, n(w.tasks) + erred(w)),
+    el('td', { class: 'num' }, dur(w.compute_s)),
+    el('td', { class: 'num' }, dur(w.transfer_s)),
+    el('td', { class: 'num' }, n(w.transfers_in) + (w.transfer_bytes_in > 0 ? ` (${fmtBytes(w.transfer_bytes_in)})` : '')),
+    el('td', {}, w.process === null ? 'process not recorded' : '')));
+  const head = (names) => el('thead', {}, el('tr', {}, names.map((h) => el('th', {}, h))));
+  const more = d.prefixes.length > DASK_MAX_PREFIXES
+    ? el('p', { class: 'muted' }, `… ${n(d.prefixes.length - DASK_MAX_PREFIXES)} more prefixes (grademl report --json: dask.prefixes).`)
+    : null;
+  const bytes = d.transfer_bytes > 0 ? ` (${fmtBytes(d.transfer_bytes)})` : '';
+  const count = (v, one, many) => `${n(v)} ${v === 1 ? one : many}`;
+  return section('dask', 'Dask tasks',
+    `${count(d.tasks, 'task', 'tasks')}${erred(d)} on ${count(d.workers.length, 'worker', 'workers')}, ` +
+      `${count(d.edges, 'dependency edge', 'dependency edges')}, ${count(d.transfers, 'transfer', 'transfers')}${bytes}. ` +
+      'Each task is a phase under the worker process that ran it, its compute, transfer, disk and deserialisation as its children; task prefixes are compared across workers for stragglers.',
+    el('table', { class: 'dask-prefixes' }, head(['Task prefix', 'Tasks', 'Workers', 'Compute', 'Transfer', 'Disk', 'Deserialize', 'Max / median task', 'Results', '']),
+       el('tbody', {}, prefixRows)),
+    more,
+    el('h3', {}, 'Workers'),
+    el('table', { class: 'dask-workers' }, head(['Worker', 'Host', 'Pid', 'Tasks', 'Compute', 'Transfer', 'Transfers in', '']),
+       el('tbody', {}, workerRows)));
+}
+
 function legend() {
   return el('div', { class: 'legend' },
     BOUNDS.map((b) => el('span', {}, el('span', { class: 'swatch', style: { background: b.color } }), b.label)),
@@ -270,6 +319,8 @@ function main() {
   if (gpu) app.append(gpu);
   const spark = sparkSection(data, showPhase);
   if (spark) app.append(spark);
+  const dask = daskSection(data, showPhase);
+  if (dask) app.append(dask);
 
   const tl = data.timeline;
   const lod = tl.shown_phases < tl.total_phases

@@ -114,9 +114,9 @@ def install():
             return False
         _installed = True
         sys.meta_path.insert(0, _PostImportFinder())
-    from . import io as _io, sklearn as _sk, torch as _torch
+    from . import dask as _dask, io as _io, sklearn as _sk, torch as _torch
 
-    for mod in (_torch, _sk, _io):
+    for mod in (_torch, _sk, _io, _dask):
         try:
             mod.register_hooks(register)
         except Exception as e:
