@@ -903,7 +903,7 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
           {"issues", std::move(issues)},
           {"whatif", std::move(whatif)},
           {"gpu", GpuReportJson(analysis.gpu)},
-          {"spark", SparkReportJson(analysis.spark)}};
+          {"spark", SparkReportJson(analysis.spark)},
           {"dask", DaskReportJson(run, analysis.dask)}};
 }
 
