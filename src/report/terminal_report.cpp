@@ -853,10 +853,12 @@ void RenderSpark(const analysis::SparkAnalysis& spark, const Styler& style, std:
            '\n';
     const analysis::SparkTaskSums& t = a.sums;
     LabeledLines lines;
-    lines.Add("work", fmt::format("{} jobs ({} failed), {} stage attempts ({} failed, {} skipped), {} tasks ({} failed, "
-                                  "{} killed, {} speculative), {} executors",
-                                  a.jobs, a.failed_jobs, a.stages, a.failed_stages, a.skipped_stages, t.tasks, t.failed,
-                                  t.killed, t.speculative, a.executors));
+    auto count = [](int64_t n, std::string_view what) { return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s"); };
+    lines.Add("work", fmt::format("{} ({} failed), {} ({} failed, {} skipped), {} ({} failed, {} killed, {} "
+                                  "speculative), {}",
+                                  count(a.jobs, "job"), a.failed_jobs, count(a.stages, "stage attempt"),
+                                  a.failed_stages, a.skipped_stages, count(t.tasks, "task"), t.failed, t.killed,
+                                  t.speculative, count(a.executors, "executor")));
     if (a.sql_executions > 0) {
       lines.Add("sql", fmt::format("{} SQL execution{}", a.sql_executions, a.sql_executions == 1 ? "" : "s"));
     }

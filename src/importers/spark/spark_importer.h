@@ -2,11 +2,12 @@
 // spark.eventLog.dir holds, one listener event per line; Spark 1.x to 4.x field names), as a
 // single file or a rolling `eventlog_v2_<appId>` directory, plain or zstd.
 //
-// OnLine() parses each line with simdjson (DOM, in place in the line reader's buffer) and
+// ReadAll() parses each line with simdjson (DOM, in place in the line reader's buffer) and
 // keeps what the model needs as compact records: the application, SQL executions, jobs,
 // stage attempts, task attempts (times, ids, status, and the task metrics that are set,
-// packed), executors and hosts; nothing else of the line is kept. Emit() then builds the
-// tree application -> (sql_execution) -> job -> stage -> task under ImportTarget::under,
+// packed), executors and hosts; nothing else of the line is kept. Emit() then resolves every
+// span (what the log lacks from what it has) and builds the tree application ->
+// (sql_execution) -> job -> stage -> task under ImportTarget::under,
 // one async track and one process resource per executor (with counter series built from the
 // task ends), the hosts, and the stages' parents as "shuffle" edges, and counts what it
 // could not use per reason in the source's ingest stats. docs/engines.md has the mapping.
@@ -160,6 +161,11 @@ class SparkLogImporter final : public TraceRead {
   std::unordered_map<std::string, DurationNs> KnownHosts() const;
   void DecideClock();
   Status MaybeFlush();
+  // Emit's steps.
+  void ResolveSpans();
+  Status EmitTree(model::SourceId source);
+  void EmitEdges();
+  void EmitExecutorSeries();
 
   std::string path_;
   ImportTarget& target_;
@@ -191,6 +197,12 @@ class SparkLogImporter final : public TraceRead {
   int64_t offset_ns_ = 0;            // added to the driver's times: the run's clock
   std::string driver_host_;
   int64_t phases_ = 0, edges_ = 0, since_flush_ = 0;
+  // What Emit's steps share: each record's span in the log's ms (ResolveSpans), the stage
+  // attempts and tasks by start, each executor's tasks, the skipped stages (EmitTree).
+  std::vector<int64_t> stage_start_, stage_end_, job_start_, job_end_, sql_start_, sql_end_;
+  int64_t skipped_total_ = 0;
+  std::vector<uint32_t> stage_order_, task_order_;
+  std::vector<std::vector<uint32_t>> by_executor_;
   Status read_status_;
   bool emitted_ = false;
   TimeNs out_start_ = 0, out_end_ = 0;
