@@ -82,12 +82,6 @@ class TaskLog:
         self._thread = threading.Thread(target=self._run, name="grademl-dask-log", daemon=True)
         self._thread.start()
 
-    def append(self, record):
-        if len(self.queue) < MAX_PENDING:
-            self.queue.append(record)
-        else:
-            self.dropped += 1
-
     def _run(self):
         while not self._stop.wait(FLUSH_INTERVAL_S):
             self.drain()
