@@ -3,14 +3,19 @@ graph: the same ~100,000-task graph computed on one LocalCluster, alternately wi
 with the plugin on its scheduler, in the same process (docs/PERFORMANCE.md, "Dask").
 
     /usr/bin/python3 bench/dask_plugin_bench.py [--tasks 100000] [--pairs 2] [--workers 2]
+                                                [--grademl build/grademl]
 
 Prints per run the wall time of client.get, and at the end the median ratio with/without,
 the hooks' time per task (measured around the plugin's own methods in a separate pass of
-the same graph) and the size of the task log. Needs Debian's python3-distributed.
+the same graph), the writer thread's CPU time, the size of the task log and, with
+--grademl, how long `grademl import` takes to read one such log. Needs Debian's
+python3-distributed.
 """
 import argparse
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,6 +56,7 @@ def main():
     ap.add_argument("--tasks", type=int, default=100_000)
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--grademl", help="a grademl binary: also time the import of one log")
     args = ap.parse_args()
 
     events = tempfile.mkdtemp(prefix="grademl-dask-bench-")
@@ -121,6 +127,15 @@ def main():
           f"({1e6 * statistics.median(writer_cpu) / len(dsk):.1f} us per task)")
     print(f"task logs: {len(logs)} files, {lines} lines, {size / 1e6:.1f} MB "
           f"({size / max(1, lines):.0f} bytes per line)")
+    if args.grademl:
+        log = max(logs, key=os.path.getsize)
+        db = os.path.join(events, "import.db")
+        t0 = time.perf_counter()
+        out = subprocess.run([args.grademl, "--db", db, "import", log], capture_output=True, text=True, check=True)
+        dt = time.perf_counter() - t0
+        print(f"grademl import of {os.path.basename(log)} ({os.path.getsize(log) / 1e6:.1f} MB): {dt:.2f} s; "
+              f"{out.stdout.splitlines()[0]}")
+    shutil.rmtree(events, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -82,12 +82,6 @@ class TaskLog:
         self._thread = threading.Thread(target=self._run, name="grademl-dask-log", daemon=True)
         self._thread.start()
 
-    def append(self, record):
-        if len(self.queue) < MAX_PENDING:
-            self.queue.append(record)
-        else:
-            self.dropped += 1
-
     def _run(self):
         while not self._stop.wait(FLUSH_INTERVAL_S):
             self.drain()
@@ -102,7 +96,11 @@ class TaskLog:
                 lines = []
                 popleft = self.queue.popleft
                 for _ in range(len(self.queue)):
-                    lines.extend(_lines(popleft()))
+                    try:
+                        lines.extend(_lines(popleft()))
+                    except Exception as e:  # one record that cannot be written: counted, skipped
+                        self.dropped += 1
+                        _debug(f"a record was not logged: {e!r}")
                     if len(lines) >= 4096:
                         self._file.write("\n".join(lines) + "\n")
                         lines = []
@@ -261,6 +259,7 @@ def make_plugin(sched, log):
                 self._disable("remove_worker", e)
 
         async def close(self):
+            self.off = True  # nothing more is recorded once the log is closed
             try:
                 log.close()
             except Exception as e:

@@ -177,6 +177,20 @@ class PluginTest(unittest.TestCase):
         plugin.transition("k", "processing", "memory", worker="w", startstops=[])
         plugin.log.close()
 
+    def test_a_record_that_cannot_be_written_is_counted_and_skipped(self):
+        class Unprintable:
+            def __str__(self):
+                raise RuntimeError("no text")
+
+        tasks = {"a": _Task(), "b": _Task()}
+        plugin = plugin_module.install(_FakeScheduler(tasks=tasks))
+        plugin.transition("a", "processing", "memory", worker="w", typename=Unprintable(), startstops=[])
+        plugin.transition("b", "processing", "memory", worker="w", startstops=[])
+        plugin.log.close()
+        records = _read_log(self.dir)
+        self.assertEqual([r[1] for r in records[1:] if r[0] == "t"], ["b"])
+        self.assertEqual([r for r in records[1:] if r[0] == "n"], [["n", 1]])
+
     def test_records_beyond_the_bound_are_counted_not_kept(self):
         old = plugin_module.MAX_PENDING
         plugin_module.MAX_PENDING = 3

@@ -41,7 +41,8 @@ struct RecordingOptions {
   DurationNs flush_interval = 500 * kNsPerMs;  // how often data reaches the store
   std::string nvml_library;                    // empty: $GRADEML_NVML_LIBRARY or the driver's
   bool verbose = false;                        // say which monitors are on, on stderr
-  bool auto_instrument = true;                 // Python auto-instrumentation in launched processes
+  bool auto_instrument = true;                 // Python auto-instrumentation in launched processes,
+                                               // Dask's scheduler plugin included (dask_env.h)
   std::string auto_detail;                     // "" (default granularity) or "modules" (every nn.Module call)
   std::vector<std::string> import_globs;       // `--import GLOB`: trace files imported when the run ends
 };

@@ -61,7 +61,7 @@ import dask.core
 from dask.distributed import Client, LocalCluster
 
 def load(i):
-    time.sleep(1.0 if i == 3 else 0.02)
+    time.sleep(0.6 if i == 3 else 0.02)
     return list(range(2000 * (i + 1)))
 
 def inc(x):

@@ -16,6 +16,7 @@ imported, wraps `process_preloads`, where a scheduler turns its preload list int
 Any error leaves the arguments as they were (GRADEML_DEBUG=1 says why).
 """
 import os
+import sys
 
 from . import debug
 
@@ -27,10 +28,11 @@ def register_hooks(register):
 
 
 def _is_scheduler(server):
+    # A Scheduler's module is loaded wherever one exists: never import it here (a worker
+    # process calls process_preloads too).
+    module = sys.modules.get("distributed.scheduler")
     try:
-        from distributed.scheduler import Scheduler
-
-        return isinstance(server, Scheduler)
+        return module is not None and isinstance(server, module.Scheduler)
     except Exception:
         return False
 

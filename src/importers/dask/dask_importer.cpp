@@ -248,9 +248,9 @@ void DaskLogImporter::ResolveWorkers() {
     w.host = w.local ? local_host_ : ValidUtf8(w.ip);
     if (w.tasks == 0) continue;
     // The recorded process: its pid on its host, alive when it ran its tasks (the one that
-    // overlaps them most; pids are reused).
+    // overlaps them most, or the nearest: pids are reused).
     const model::Phase* best = nullptr;
-    TimeNs best_overlap = -1;
+    TimeNs best_overlap = INT64_MIN;
     for (const model::Phase& p : target_.processes) {
       if (w.pid <= 0 || p.pid != w.pid || p.host != w.host) continue;
       TimeNs end = p.end_ns != 0 ? p.end_ns : kForever;
