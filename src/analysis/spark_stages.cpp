@@ -51,6 +51,11 @@ std::string Bytes(double b) {
   return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.1f} {}", b, units[u]);
 }
 
+// The data a task read: its input and its shuffle read.
+int64_t TaskDataBytes(const model::Phase& task) {
+  return IntTag(task, "input_bytes") + IntTag(task, "shuffle_read_bytes");
+}
+
 // One task attempt's tags into the sums.
 void AddTask(const model::Phase& task, double duration_s, SparkTaskSums& s) {
   ++s.tasks;
@@ -109,8 +114,13 @@ void Diagnose(SparkStage& st, const SparkOptions& o) {
   for (const Candidate& c : problems) {
     if (c.fraction >= c.threshold && (best == nullptr || c.fraction > best->fraction)) best = &c;
   }
+  // A slow task is data skew only when it read more than the others; otherwise it was slow
+  // where or when it ran (a fresh executor's warm-up, a loaded host): a straggler.
+  const bool data_skew = st.slowest_task_data_bytes - st.median_task_data_bytes >= o.min_skew_bytes &&
+                         static_cast<double>(st.slowest_task_data_bytes) >=
+                             o.skew_factor * static_cast<double>(st.median_task_data_bytes);
   if (best != nullptr) {
-    st.bottleneck = std::string(best->kind);
+    st.bottleneck = best->kind == "skew" && !data_skew ? std::string("straggler") : std::string(best->kind);
     st.bottleneck_fraction = best->fraction;
   } else if (s.has_cpu && s.executor_cpu_s / t >= o.min_cpu_share) {
     st.bottleneck = "cpu";
@@ -153,6 +163,27 @@ void Diagnose(SparkStage& st, const SparkOptions& o) {
         "The slowest task took {} against a median of {} ({:.1f}x): the data is skewed; repartition it, or salt "
         "the hot keys, so that the partitions are even.",
         Secs(st.max_task_s), Secs(st.median_task_s), st.max_task_s / st.median_task_s);
+  } else if (b == "straggler") {
+    const double excess = st.max_task_s - st.median_task_s;
+    const std::string data = fmt::format("it read {} against the median task's {}",
+                                         Bytes(static_cast<double>(st.slowest_task_data_bytes)),
+                                         Bytes(static_cast<double>(st.median_task_data_bytes)));
+    const std::string where = st.slowest_task_executor.empty() ? std::string("its executor")
+                                                               : "executor " + st.slowest_task_executor;
+    if (st.slowest_task_startup_s >= 0.5 * excess) {
+      st.advice = fmt::format(
+          "The slowest task took {} against a median of {} ({:.1f}x), but the data is not skewed ({}): {} of it "
+          "was start-up (deserialising the task, GC, scheduler delay), as in the first tasks on a fresh executor. "
+          "Short stages pay this warm-up; keep executors alive across jobs, or give each task more work.",
+          Secs(st.max_task_s), Secs(st.median_task_s), st.max_task_s / st.median_task_s, data,
+          Secs(st.slowest_task_startup_s));
+    } else {
+      st.advice = fmt::format(
+          "The slowest task took {} against a median of {} ({:.1f}x), but the data is not skewed ({}): it was slow "
+          "where it ran ({}: look at that host's load, disk and GC); spark.speculation=true re-runs such "
+          "stragglers elsewhere.",
+          Secs(st.max_task_s), Secs(st.median_task_s), st.max_task_s / st.median_task_s, data, where);
+    }
   } else if (b == "cpu") {
     st.advice = fmt::format(
         "Tasks were on the CPU {} of their time: the stage is compute-bound; more executor cores, or more "
@@ -231,20 +262,33 @@ SparkAnalysis AnalyzeSpark(const model::Run& run, const SparkOptions& options) {
           st.name = child->name;
           st.status = std::string(TagOf(*child, "status"));
           st.duration_s = DurationS(*child, run_end);
-          std::vector<std::pair<double, model::PhaseId>> ok;
+          std::vector<std::pair<double, const model::Phase*>> ok;
+          std::vector<int64_t> data;  // of the successful tasks
           for (model::PhaseId k : run.ChildrenOf(child->id)) {
             const model::Phase* task = run.FindPhase(k);
             if (task == nullptr || task->leaf_type() != "task") continue;
             double d = DurationS(*task, run_end);
             AddTask(*task, d, st.sums);
-            if (TagOf(*task, "status") == "success") ok.emplace_back(d, task->id);
+            if (TagOf(*task, "status") == "success") {
+              ok.emplace_back(d, task);
+              data.push_back(TaskDataBytes(*task));
+            }
           }
           if (!ok.empty()) {
-            std::sort(ok.begin(), ok.end());
+            std::sort(ok.begin(), ok.end(), [](const auto& a, const auto& b) {
+              return a.first != b.first ? a.first < b.first : a.second->id < b.second->id;
+            });
+            const model::Phase& slowest = *ok.back().second;
             st.max_task_s = ok.back().first;
-            st.slowest_task = ok.back().second;
+            st.slowest_task = slowest.id;
             size_t n = ok.size();
             st.median_task_s = n % 2 == 1 ? ok[n / 2].first : (ok[n / 2 - 1].first + ok[n / 2].first) / 2;
+            std::sort(data.begin(), data.end());
+            st.median_task_data_bytes = n % 2 == 1 ? data[n / 2] : (data[n / 2 - 1] + data[n / 2]) / 2;
+            st.slowest_task_data_bytes = TaskDataBytes(slowest);
+            st.slowest_task_startup_s = (IntTag(slowest, "executor_deserialize_ms") + IntTag(slowest, "gc_ms") +
+                                         IntTag(slowest, "scheduler_delay_ms")) / 1e3;
+            st.slowest_task_executor = std::string(TagOf(slowest, "executor"));
           }
           Diagnose(st, options);
           ++app.stages;

@@ -50,10 +50,17 @@ struct SparkStage {
   // Skew: the slowest successful task against the median of the successful ones.
   double max_task_s = 0, median_task_s = 0;
   model::PhaseId slowest_task = 0;
+  // The data the slowest successful task read (input + shuffle read bytes) against the
+  // median task's, and the slowest task's start-up time (deserialisation, GC, scheduler
+  // delay): a slow task that read no more than the others is a straggler, not data skew.
+  int64_t slowest_task_data_bytes = 0, median_task_data_bytes = 0;
+  double slowest_task_startup_s = 0;
+  std::string slowest_task_executor;
   // What limited the stage: "gc", "shuffle_wait", "scheduler_delay", "deserialize", "spill",
-  // "skew" (problems with a lever), "cpu", "io" (where the time went when no problem stands
-  // out), or "" when nothing does; the share behind it (of the task time; for skew, of the
-  // stage's duration) and one plain sentence of advice.
+  // "skew" (the slowest task read more data), "straggler" (it did not: warm-up or a slow
+  // executor) (problems with a lever), "cpu", "io" (where the time went when no problem
+  // stands out), or "" when nothing does; the share behind it (of the task time; for skew
+  // and straggler, of the stage's duration) and one plain sentence of advice.
   std::string bottleneck;
   double bottleneck_fraction = 0;
   std::string advice;
@@ -83,10 +90,15 @@ struct SparkAnalysis {
 struct SparkOptions {
   // A problem is the bottleneck when its share of the task time is at least this ...
   double min_share = 0.1;
-  // ... and skew when the slowest task's excess over the median is this share of the stage.
+  // ... and skew when the slowest task's excess over the median is this share of the stage
+  // (data skew when it also read at least skew_factor times the median task's data,
+  // "straggler" when it did not).
   double min_skew_share = 0.2;
   // Skew needs the slowest successful task at least this many times the median.
   double skew_factor = 1.5;
+  // ... and data skew needs the slowest task to have read at least this many bytes more
+  // than the median task (a few hundred bytes more do not make a task 2x slower).
+  int64_t min_skew_bytes = 64 << 10;
   // With no problem: "cpu" when the tasks were on the CPU at least this share of their time,
   // "io" when off it (not in GC nor waiting on shuffles) at least this share with input or
   // output bytes.

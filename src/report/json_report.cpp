@@ -263,6 +263,9 @@ json SparkJson(const analysis::SparkAnalysis& spark) {
       entry["max_task_s"] = SparkSeconds(st.max_task_s);
       entry["median_task_s"] = SparkSeconds(st.median_task_s);
       entry["slowest_task"] = st.slowest_task == 0 ? json(nullptr) : json(st.slowest_task);
+      entry["slowest_task_data_bytes"] = st.slowest_task_data_bytes;
+      entry["median_task_data_bytes"] = st.median_task_data_bytes;
+      entry["slowest_task_startup_s"] = SparkSeconds(st.slowest_task_startup_s);
       entry["bottleneck"] = st.bottleneck.empty() ? json(nullptr) : json(st.bottleneck);
       entry["bottleneck_fraction"] = st.bottleneck.empty() ? json(nullptr) : Rounded(st.bottleneck_fraction, 4);
       entry["advice"] = st.advice.empty() ? json(nullptr) : Text(st.advice);

@@ -81,8 +81,8 @@ TEST(SparkStagesTest, FixtureSumsSkewAndBottlenecksWorkedOutByHand) {
   EXPECT_NEAR(app.sums.task_s, 4.0 + 8.0 + 1.3 + 0.71, 1e-9);
   EXPECT_NEAR(app.sums.gc_s, 2.0 + 0.2, 1e-9);
   EXPECT_EQ(app.sums.input_bytes, 4 << 20);
-  EXPECT_EQ(app.sums.shuffle_read_bytes, 4 * 4000 + 4 * 1000);
-  EXPECT_EQ(app.sums.shuffle_remote_bytes, 4 * 2000 + 4 * 500);
+  EXPECT_EQ(app.sums.shuffle_read_bytes, 4 * 4000 + 3 * 1000 + 1000000);
+  EXPECT_EQ(app.sums.shuffle_remote_bytes, 4 * 2000 + 3 * 500 + 500000);
   EXPECT_EQ(app.sums.shuffle_write_bytes, 4 * 1000);
 
   ASSERT_EQ(app.stages_detail.size(), 4u);
@@ -115,6 +115,8 @@ TEST(SparkStagesTest, FixtureSumsSkewAndBottlenecksWorkedOutByHand) {
   EXPECT_EQ(skew.bottleneck, "skew");
   EXPECT_NEAR(skew.bottleneck_fraction, 0.9 / 1.01, 1e-9);
   EXPECT_NE(skew.advice.find("10.0x"), std::string::npos) << skew.advice;
+  EXPECT_EQ(skew.slowest_task_data_bytes, 1000000);  // the slow task read 1000x the others' shuffle data
+  EXPECT_EQ(skew.median_task_data_bytes, 1000);
   const model::Phase* slowest = run.FindPhase(skew.slowest_task);
   ASSERT_NE(slowest, nullptr);
   EXPECT_EQ(slowest->name, "task 3.0");
@@ -162,6 +164,63 @@ TEST(SparkStagesTest, StageBottlenecksBecomeRankedIssuesAndSkewAnImbalance) {
   }
   EXPECT_TRUE(found);
   EXPECT_TRUE(by_kind.count("imbalance"));
+}
+
+// A hand-built stage of four tasks that read the same data; the slowest takes 10x the
+// median. Where its excess went decides the advice: start-up (a fresh executor's warm-up)
+// or the place it ran. Not data skew either way.
+model::Run StragglerRun(int slow_deserialize_ms) {
+  model::Run run;
+  run.info.start_ns = 1'000'000'000;
+  run.info.end_ns = 20'000'000'000;
+  auto add = [&](model::PhaseId id, model::PhaseId parent, std::string name, std::string type, TimeNs start,
+                 TimeNs end, model::Tags tags) {
+    run.phases.push_back({.id = id, .parent = parent, .name = std::move(name), .type = std::move(type),
+                          .tags = std::move(tags), .start_ns = start, .end_ns = end});
+  };
+  add(1, 0, "run", "run", 1'000'000'000, 20'000'000'000, {});
+  add(2, 1, "app", "run/application", 1'000'000'000, 20'000'000'000, {{"engine", "spark"}, {"app_id", "a1"}});
+  add(3, 2, "job 0", "run/application/job", 2'000'000'000, 4'000'000'000, {{"status", "succeeded"}});
+  add(4, 3, "stage 0: map", "run/application/job/stage", 2'000'000'000, 3'100'000'000,
+      {{"stage_id", "0"}, {"attempt", "0"}, {"status", "succeeded"}});
+  for (int i = 0; i < 4; ++i) {
+    const bool slow = i == 3;
+    const TimeNs d = slow ? 1'000'000'000 : 100'000'000;
+    add(10 + i, 4, "task " + std::to_string(i) + ".0", "run/application/job/stage/task", 2'050'000'000,
+        2'050'000'000 + d,
+        {{"status", "success"}, {"executor", slow ? "7" : "1"}, {"input_bytes", "1048576"},
+         {"shuffle_read_bytes", "0"}, {"executor_run_ms", slow ? "980" : "95"},
+         {"executor_deserialize_ms", slow ? std::to_string(slow_deserialize_ms) : "2"}, {"gc_ms", "0"},
+         {"scheduler_delay_ms", "3"}});
+  }
+  run.Index();
+  return run;
+}
+
+TEST(SparkStagesTest, ASlowTaskThatReadNoMoreDataIsAStragglerNotSkew) {
+  {  // 800 ms of the 1000 deserialising: warm-up
+    model::Run run = StragglerRun(800);
+    SparkAnalysis spark = AnalyzeSpark(run);
+    ASSERT_EQ(spark.applications.size(), 1u);
+    ASSERT_EQ(spark.applications[0].stages_detail.size(), 1u);
+    const SparkStage& st = spark.applications[0].stages_detail[0];
+    EXPECT_EQ(st.slowest_task, 13);
+    EXPECT_EQ(st.slowest_task_data_bytes, 1 << 20);
+    EXPECT_EQ(st.median_task_data_bytes, 1 << 20);
+    EXPECT_NEAR(st.slowest_task_startup_s, 0.803, 1e-9);
+    EXPECT_EQ(st.bottleneck, "straggler");
+    EXPECT_NEAR(st.bottleneck_fraction, 0.9 / 1.1, 1e-9);  // (1000 - 100) ms of the stage's 1100
+    EXPECT_NE(st.advice.find("warm-up"), std::string::npos) << st.advice;
+    EXPECT_EQ(st.advice.find("skewed;"), std::string::npos) << st.advice;
+  }
+  {  // 10 ms deserialising: it was slow where it ran (executor 7)
+    model::Run run = StragglerRun(10);
+    SparkAnalysis spark = AnalyzeSpark(run);
+    const SparkStage& st = spark.applications[0].stages_detail[0];
+    EXPECT_EQ(st.bottleneck, "straggler");
+    EXPECT_NE(st.advice.find("executor 7"), std::string::npos) << st.advice;
+    EXPECT_EQ(st.advice.find("warm-up"), std::string::npos) << st.advice;
+  }
 }
 
 TEST(SparkStagesTest, NoSparkPhasesNoApplications) {

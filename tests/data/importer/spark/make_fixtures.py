@@ -10,8 +10,10 @@ bottleneck, so that the expected analysis can be derived by hand (tests/analysis
     stage 1 "shuffle" (parent 0): 4 tasks of 2000 ms, run 1950, fetch wait 1200, GC 50
                              -> fetch wait share 4800/8000 = 0.60
   job 1 (plans stages 0, 2, 3; stage 0 is skipped: its output exists):
-    stage 2 "skew" (parent 0): tasks of 100, 100, 100 and 1000 ms; the stage spans 1010 ms
-                             -> max/median = 1000/100 = 10x, skew share (1000-100)/1010 = 0.891
+    stage 2 "skew" (parent 0): tasks of 100, 100, 100 and 1000 ms; the stage spans 1010 ms; the
+                             slow one reads 1,000,000 shuffle bytes, the others 1000 each
+                             -> max/median = 1000/100 = 10x, skew share (1000-100)/1010 = 0.891,
+                                data skew (1,000,000 >= 1.5 x 1000, and 64 KiB more or beyond)
     stage 3 "delay" (parent 2): 4 attempts: index 0 fails (200 ms) and is retried (200 ms), index 1
                              succeeds (200 ms) and a speculative copy of it is killed (110 ms);
                              each ran 40 ms (the killed one 20) after 10 ms deserialising
@@ -136,7 +138,7 @@ ev("SparkListenerStageSubmitted", **{"Stage Info": stage_info(2, "groupBy at fix
 for i in range(4):
     d = 1000 if i == 3 else 100
     task(2, 8 + i, i, 0, T0 + 4205, T0 + 4205 + d, "1" if i % 2 == 0 else "2",
-         metrics(d - 10, 5, cpu_ms=(d - 10) * 9 // 10, remote=500, local=500))
+         metrics(d - 10, 5, cpu_ms=(d - 10) * 9 // 10, remote=500000 if i == 3 else 500, local=500000 if i == 3 else 500))
 ev("SparkListenerStageCompleted",
    **{"Stage Info": stage_info(2, "groupBy at fixture.py:20", 4, [0], T0 + 4200, T0 + 5210)})
 # Stage 3: short tasks, mostly scheduler delay; a failed attempt retried, a speculative copy killed.
