@@ -79,6 +79,8 @@ def main():
             Client(cluster) as client:
         ddf = dd.read_csv(files, blocksize=None)  # one partition per file
         recent, overall, _ = build(ddf, history_parts)
+        # The graph dask.compute runs (optimised as it does): its size is printed below.
+        tasks = len(dask.base.collections_to_dsk([recent, overall], optimize_graph=True))
         recent, overall = dask.compute(recent, overall)
         workers = len(client.scheduler_info()["workers"])
 
@@ -95,7 +97,7 @@ def main():
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     np.savez(args.out, X_train=X[~is_test], y_train=y[~is_test], X_test=X[is_test], y_test=y[is_test],
              mean=mean, scale=scale, columns=np.array(FEATURES))
-    print(f"features_dask: {len(files)} files ({history_parts} as history) on {workers} Dask workers -> "
+    print(f"features_dask: {len(files)} files ({history_parts} as history), {tasks} Dask tasks on {workers} workers -> "
           f"{int((~is_test).sum())} train / {int(is_test.sum())} test rows, {len(FEATURES)} features, "
           f"tipped {y.mean():.1%}, in {time.time() - t0:.1f} s")
 
