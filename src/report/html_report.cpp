@@ -902,7 +902,9 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
           {"critical_path", {{"makespan_s", Round(makespan, 6)}, {"truncated", analysis.critical_path.path.truncated}}},
           {"issues", std::move(issues)},
           {"whatif", std::move(whatif)},
-          {"gpu", GpuReportJson(analysis.gpu)}};
+          {"gpu", GpuReportJson(analysis.gpu)},
+          {"communication", CommunicationJson(analysis.communication)},
+          {"communication_summary", CommunicationSummaryJson(analysis.communication)}};
 }
 
 std::string RenderHtmlReport(const model::Run& run, const analysis::RunAnalysis& analysis,

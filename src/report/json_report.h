@@ -21,6 +21,13 @@ nlohmann::json RunInfoJson(const model::RunInfo& info);
 // HTML report's data.
 nlohmann::json GpuReportJson(const analysis::GpuAnalysis& gpu);
 
+// The "communication" array of the report (docs/json-report.md): per rank of a distributed
+// job {rank, host, pid, collectives, comm_s, overlapped_s, overlap_pct, wait_s, ...}; and the
+// "communication_summary" object (jobs, stragglers, collective kinds), null without ranks.
+// Both are also in the HTML report's data.
+nlohmann::json CommunicationJson(const analysis::CommunicationAnalysis& communication);
+nlohmann::json CommunicationSummaryJson(const analysis::CommunicationAnalysis& communication);
+
 // The "sources" array of the report (also in the HTML report's data): per imported trace its
 // id, path, format, rank, world_size, clock, clock_note (null unless clock=aligned), tags,
 // and what its import dropped: dropped (per reason, largest first) and dropped_total.

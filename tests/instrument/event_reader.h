@@ -103,6 +103,7 @@ inline EventFile ReadEventMemory(int fd) {
           size = 24;
           break;
         case kRecTag:
+        case kRecProcessTag:
           memcpy(&r.value_id, q, 4);
           break;
         case kRecFlowOut: case kRecFlowIn:
