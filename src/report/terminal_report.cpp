@@ -258,18 +258,24 @@ std::string SecondsOrDash(double s) {
   return s == 0 ? "0 s" : FormatDuration(static_cast<DurationNs>(std::llround(s * 1e9)));
 }
 
+// Ranks of imported traces (source "trace") are left out: the GPU section above has their figures.
 void RenderCommunication(const analysis::CommunicationAnalysis& c, const Styler& style, std::string& out) {
-  if (c.empty()) return;
+  std::vector<bool> shown(c.jobs.size(), false);
+  for (const analysis::RankCommunication& r : c.ranks) {
+    if (r.source != "trace" && r.job < shown.size()) shown[r.job] = true;
+  }
+  if (std::find(shown.begin(), shown.end(), true) == shown.end()) return;
   out += '\n' + style(kBold, "Communication") +
          style(kDim, "  (ranks of distributed jobs: time in collectives, overlapped with computation, waiting for "
                      "the last peer: docs/engines.md)") +
          '\n';
   for (size_t j = 0; j < c.jobs.size(); ++j) {
+    if (!shown[j]) continue;
     const analysis::CommunicationJob& job = c.jobs[j];
     std::string head = job.id.empty() ? fmt::format("job of {} ranks", job.world_size)
                                       : fmt::format("job {} ({} ranks)", TruncateToWidth(Sanitize(job.id), 40),
                                                     job.world_size);
-    if (c.jobs.size() > 1 || !job.id.empty()) out += "  " + style(kDim, head) + '\n';
+    if (std::count(shown.begin(), shown.end(), true) > 1 || !job.id.empty()) out += "  " + style(kDim, head) + '\n';
     std::vector<std::vector<std::string>> rows;
     for (const analysis::RankCommunication& r : c.ranks) {
       if (r.job != j) continue;

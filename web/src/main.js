@@ -112,7 +112,9 @@ function communicationSection(data, showPhase) {
   const summary = data.communication_summary;
   if (!ranks.length || !summary) return null;
   const secs = (v) => (v === null || v === undefined ? '–' : fmtDuration(v));
-  const jobs = summary.jobs || [];
+  // Ranks of imported traces are in the GPU section: only the jobs grademl recorded.
+  const jobs = (summary.jobs || []).filter((job) => ranks.some((r) => r.job === job.job && r.source !== 'trace'));
+  if (!jobs.length) return null;
   const tables = jobs.map((job) => {
     const rows = ranks.filter((r) => r.job === job.job).map((r) => el('tr', { class: r.straggler ? 'straggler' : '' },
       el('td', {}, r.process !== null && showPhase
@@ -124,15 +126,12 @@ function communicationSection(data, showPhase) {
       el('td', { class: 'num' }, secs(r.comm_s)),
       el('td', { class: 'num' }, `${secs(r.overlapped_s)} (${r.overlap_pct.toFixed(1)}%)`),
       el('td', { class: 'num' }, secs(r.wait_s)),
-      el('td', { class: 'num' }, secs(r.compute_s)),
-      el('td', { class: 'bar-cell' }, el('div', { class: 'stack', title: 'in collectives: overlapped with computation, waiting for the last peer, the rest' },
-        r.comm_s > 0 ? el('span', { style: { width: `${(r.overlapped_s / r.comm_s) * 100}%`, background: '#59a14f' } }) : null,
-        r.comm_s > 0 && r.wait_s ? el('span', { style: { width: `${Math.min(1, r.wait_s / r.comm_s) * 100}%`, background: '#e15759' } }) : null))));
+      el('td', { class: 'num' }, secs(r.compute_s))));
     const title = job.id ? `Job ${job.id} (${job.world_size} ranks)` : `Job of ${job.world_size} ranks`;
     return el('div', {},
       jobs.length > 1 || job.id ? el('h3', {}, title) : null,
       el('table', { class: 'communication' },
-        el('thead', {}, el('tr', {}, ['Rank', 'Host pid', 'Collectives', 'Bytes', 'In collectives', 'Overlapped', 'Waiting', 'Computing', ''].map((h) => el('th', {}, h)))),
+        el('thead', {}, el('tr', {}, ['Rank', 'Host pid', 'Collectives', 'Bytes', 'In collectives', 'Overlapped', 'Waiting', 'Computing'].map((h) => el('th', {}, h)))),
         el('tbody', {}, rows)),
       job.straggler_rank !== null
         ? el('p', { class: 'noisy' }, `Rank ${job.straggler_rank} was the straggler: the other ranks waited ${fmtDuration(job.straggler_cost_s)} on average for it to arrive (${fmtDuration(job.straggler_total_s)} in all).`)
