@@ -207,6 +207,24 @@ TEST_F(WriterTest, PhasesWithGivenTimesAndProcessTags) {
   EXPECT_EQ(f.header.dropped_events, 1u);
 }
 
+TEST_F(WriterTest, CppApiCompleteAndTagProcess) {
+  std::uint64_t start = grademl::Now();
+  grademl::TagProcess("rank", "2");
+  grademl::Complete("broadcast", "collective", start, start + 7);
+  EventFile f = ReadCurrent();
+  auto threads = f.ByThread();
+  ASSERT_EQ(threads.size(), 1u);
+  const std::vector<Rec>& r = threads.begin()->second;
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].type, kRecProcessTag);
+  EXPECT_EQ(f.Name(r[0].value_id), "2");
+  EXPECT_EQ(r[1].type, kRecTypedBegin);
+  EXPECT_EQ(f.Name(r[1].value_id), "collective");
+  EXPECT_EQ(r[1].ticks, start);
+  EXPECT_EQ(r[2].type, kRecEnd);
+  EXPECT_EQ(r[2].ticks, start + 7);
+}
+
 TEST_F(WriterTest, NestingTagsAndRecordKinds) {
   uint32_t outer = grademl_intern("outer");
   uint32_t inner = grademl_intern("inner 1");

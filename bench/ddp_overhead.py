@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""What grademl's torch.distributed instrumentation costs (docs/PERFORMANCE.md):
+
+  1. per call: gloo collectives in one process (world size 1, so the collective itself is
+     as cheap as it gets and the wrapper's share as large as it gets): all_reduce (sync and
+     async + wait, 4 floats), broadcast, barrier; plain python3 against the same under
+     `grademl run` (recording every call), alternating;
+  2. a DDP training loop: torchrun, 2 gloo ranks, a 3-layer MLP (DDP's buckets all-reduced
+     every iteration through grademl's timed hook); seconds per iteration measured by rank 0
+     inside the loop, plain torchrun against `grademl run -- torchrun`, alternating.
+
+    bench/ddp_overhead.py --grademl build/grademl [--pairs 3] [--calls 20000] [--iters 200]
+
+Debian's torchrun on Python 3.11 needs --redirects 2 --tee 2 (pytorch/pytorch#92319).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+PY = "/usr/bin/python3"
+HERE = os.path.abspath(__file__)
+
+
+# ------------------------------------------------------------------ workers
+
+def worker_calls(n, out):
+    import torch
+    import torch.distributed as dist
+
+    store = tempfile.mktemp(prefix="grademl-bench-store-")
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    t = torch.ones(4)
+    res = {}
+    cases = {
+        "all_reduce": lambda: dist.all_reduce(t),
+        "all_reduce_async_wait": lambda: dist.all_reduce(t, async_op=True).wait(),
+        "broadcast": lambda: dist.broadcast(t, src=0),
+        "barrier": lambda: dist.barrier(),
+    }
+    for name, f in cases.items():
+        for _ in range(min(n, 2000)):  # warm-up
+            f()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        res[name] = (time.perf_counter() - t0) / n * 1e6
+    dist.destroy_process_group()
+    with open(out, "w") as fh:
+        json.dump(res, fh)
+
+
+def worker_ddp(iters, out):
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                                torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    x = torch.randn(32, 256)
+    y = torch.randint(0, 10, (32,))
+    lossf = torch.nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad()
+        lossf(ddp(x), y).backward()
+        opt.step()
+
+    for _ in range(10):
+        step()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        step()
+    dist.barrier()
+    per_iter = (time.perf_counter() - t0) / iters
+    buckets = len(ddp.reducer._get_zeros_like_grad_buckets())
+    if dist.get_rank() == 0:
+        with open(out, "w") as fh:
+            json.dump({"s_per_iter": per_iter, "buckets": buckets}, fh)
+    dist.destroy_process_group()
+
+
+# ------------------------------------------------------------------ driver
+
+def run(cmd, graded, grademl, db):
+    full = [grademl, "--db", db, "run", "--no-report", "--"] + cmd if graded else cmd
+    env = dict(os.environ)
+    r = subprocess.run(full, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(full)}\n{r.stderr[-3000:]}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--grademl", required=True)
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--iters", type=int, default=200)
+    a = ap.parse_args()
+    grademl = os.path.abspath(a.grademl)
+    tmp = tempfile.mkdtemp(prefix="grademl-ddp-bench-")
+    print(f"# torch.distributed instrumentation cost — {time.strftime('%Y-%m-%d', time.gmtime())}, "
+          f"{os.cpu_count()} cores")
+
+    plain, graded = {}, {}
+    for i in range(a.pairs):
+        for is_graded, into in ((False, plain), (True, graded)):
+            out = os.path.join(tmp, f"calls{i}{int(is_graded)}.json")
+            run([PY, HERE, "--worker", "calls", str(a.calls), out], is_graded, grademl, os.path.join(tmp, "c.db"))
+            for k, v in json.load(open(out)).items():
+                into.setdefault(k, []).append(v)
+    print(f"\n## 1. Per call, gloo world size 1, {a.calls} calls each, {a.pairs} pairs (median µs per call)")
+    print(f"{'collective':24} {'plain':>8} {'grademl':>8} {'added':>8}")
+    for k in plain:
+        p, g = statistics.median(plain[k]), statistics.median(graded[k])
+        print(f"{k:24} {p:8.2f} {g:8.2f} {g - p:8.2f}")
+
+    tr = ["/usr/bin/torchrun", "--standalone", "--nproc_per_node", "2", "--redirects", "2", "--tee", "2",
+          HERE, "--worker", "ddp", str(a.iters)]
+    rows = []
+    for i in range(a.pairs):
+        pair = []
+        for is_graded in (False, True):
+            out = os.path.join(tmp, f"ddp{i}{int(is_graded)}.json")
+            run(tr + [out], is_graded, grademl, os.path.join(tmp, "d.db"))
+            pair.append(json.load(open(out)))
+        rows.append(pair)
+    p = [r[0]["s_per_iter"] for r in rows]
+    g = [r[1]["s_per_iter"] for r in rows]
+    ratios = [y / x for x, y in zip(p, g)]
+    print(f"\n## 2. DDP training loop, torchrun 2 gloo ranks, {a.iters} iterations, {rows[0][0]['buckets']} buckets, "
+          f"{a.pairs} pairs")
+    print(f"plain median {1000 * statistics.median(p):.2f} ms/iteration; under grademl median "
+          f"{1000 * statistics.median(g):.2f} ms/iteration")
+    print(f"ratio: median {statistics.median(ratios):.4f}, min {min(ratios):.4f}, max {max(ratios):.4f}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        kind, n, out = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+        (worker_calls if kind == "calls" else worker_ddp)(n, out)
+    else:
+        main()
