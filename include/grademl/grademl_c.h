@@ -36,6 +36,9 @@ GRADEML_API void grademl_end(void);
 /* Tags the innermost open phase of the calling thread with key=value. */
 GRADEML_API void grademl_tag(uint32_t key_id, uint32_t value_id);
 GRADEML_API void grademl_tag_str(const char* key, const char* value);
+/* Tags the innermost open phase with key=<the integer in decimal>, without interning the value:
+ * for values that differ on every call (sequence numbers, sizes). */
+GRADEML_API void grademl_tag_int(uint32_t key_id, int64_t value);
 /* A zero-length phase. */
 GRADEML_API void grademl_instant(uint32_t name_id);
 /* A sample of the counter `name_id`. */

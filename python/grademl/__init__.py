@@ -222,12 +222,16 @@ def tag_process(key, value):
         _check(value)
 
 
-# Internal helpers for grademl.auto: typed begin with a tuple of (key, value) str pairs.
+# Internal helpers for grademl.auto: typed begin with a tuple of (key, value) pairs, values
+# str, or int (written without interning: sequence numbers, sizes).
 def _begin_typed(name, ptype, tags=()):
     b = _b
     b.begin_typed(_id(_safe(name)), _id(_safe(ptype)))
     for k, v in tags:
-        b.tag(_id(_safe(k)), _id(_safe(v)))
+        if type(v) is int:
+            b.tag_int(_id(_safe(k)), v)
+        else:
+            b.tag(_id(_safe(k)), _id(_safe(v)))
 
 
 def _end():
@@ -246,10 +250,13 @@ def _complete(name, ptype, start, end, tags=()):
     thread's innermost open phase that began at or before `start`."""
     b = _b
     nid, tid = _id(_safe(name)), _id(_safe(ptype))
-    tag_ids = [(_id(_safe(k)), _id(_safe(v))) for k, v in tags]
+    tag_ids = [(_id(_safe(k)), v if type(v) is int else _id(_safe(v)), type(v) is int) for k, v in tags]
     b.begin_at(nid, tid, start)
-    for k, v in tag_ids:
-        b.tag(k, v)
+    for k, v, is_int in tag_ids:
+        if is_int:
+            b.tag_int(k, v)
+        else:
+            b.tag(k, v)
     b.end_at(end)
 
 

@@ -4,7 +4,7 @@ A backend is any object with the functions of libgrademl's C ABI, taking Python
 values: enabled(), intern(str) -> int, begin(id), begin_typed(id, type_id), end(),
 tag(key_id, value_id), tag_str(key, value), instant(id), counter(id, float),
 flow_out(int), flow_in(int), now() -> int, begin_at(id, type_id, ticks), end_at(ticks),
-tag_process(key_id, value_id). The native module additionally has Phase and ids.
+tag_process(key_id, value_id), tag_int(key_id, int). The native module additionally has Phase and ids.
 """
 import glob
 import importlib.machinery
@@ -87,6 +87,7 @@ class _CtypesBackend:
         self.begin_at = fn("grademl_begin_at", None, u32, u32, u64)
         self.end_at = fn("grademl_end_at", None, u64)
         self.tag_process = fn("grademl_tag_process", None, u32, u32)
+        self.tag_int = fn("grademl_tag_int", None, u32, C.c_int64)
         self.library = path
 
 

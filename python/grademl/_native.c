@@ -28,6 +28,7 @@ static uint64_t (*p_now)(void);
 static void (*p_begin_at)(uint32_t, uint32_t, uint64_t);
 static void (*p_end_at)(uint64_t);
 static void (*p_tag_process)(uint32_t, uint32_t);
+static void (*p_tag_int)(uint32_t, int64_t);
 
 static PyObject *g_ids;      /* dict: str -> int, shared with grademl.__init__ */
 static PyObject *g_decorate; /* callable(phase, func) -> wrapper, set from Python */
@@ -354,6 +355,17 @@ static PyObject *m_tag_process(PyObject *m, PyObject *const *a, Py_ssize_t n) {
   Py_RETURN_NONE;
 }
 
+static PyObject *m_tag_int(PyObject *m, PyObject *const *a, Py_ssize_t n) {
+  (void)m;
+  uint32_t k;
+  if (n != 2) { PyErr_SetString(PyExc_TypeError, "tag_int(key_id, value)"); return NULL; }
+  if (get_u32(a[0], &k) < 0) return NULL;
+  long long v = PyLong_AsLongLong(a[1]);
+  if (v == -1 && PyErr_Occurred()) return NULL;
+  p_tag_int(k, (int64_t)v);
+  Py_RETURN_NONE;
+}
+
 static PyObject *m_set_decorator(PyObject *m, PyObject *fn) {
   (void)m;
   Py_XINCREF(fn);
@@ -377,6 +389,7 @@ static PyMethodDef module_methods[] = {
     {"begin_at", (PyCFunction)(void (*)(void))m_begin_at, METH_FASTCALL, NULL},
     {"end_at", m_end_at, METH_O, NULL},
     {"tag_process", (PyCFunction)(void (*)(void))m_tag_process, METH_FASTCALL, NULL},
+    {"tag_int", (PyCFunction)(void (*)(void))m_tag_int, METH_FASTCALL, NULL},
     {"set_decorator", m_set_decorator, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
@@ -421,6 +434,7 @@ static PyObject *init_module(void) {
   LOAD(p_begin_at, "grademl_begin_at");
   LOAD(p_end_at, "grademl_end_at");
   LOAD(p_tag_process, "grademl_tag_process");
+  LOAD(p_tag_int, "grademl_tag_int");
   if (PyType_Ready(&PhaseType) < 0) return NULL;
   g_str_phase_type = PyUnicode_InternFromString("phase_type");
   g_ids = PyDict_New();

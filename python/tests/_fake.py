@@ -70,6 +70,9 @@ class Recorder:
     def end_at(self, ticks):
         self._add(("end", ticks))
 
+    def tag_int(self, k, v):
+        self._add(("tag", self.names[k], str(v)))
+
     def tag_process(self, k, v):
         self._add(("tag_process", self.names[k], self.names[v]))
 

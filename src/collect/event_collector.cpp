@@ -73,6 +73,7 @@ size_t RecordSize(const ev::RecordHead& h) {
     case ev::kRecInstant:
     case ev::kRecTag:
     case ev::kRecProcessTag:
+    case ev::kRecTagInt:
       return 16;
     case ev::kRecCounter:
     case ev::kRecFlowOut:
@@ -400,6 +401,9 @@ void EventCollector::ScanChunk(File* f, Thread* t, Chunk* c) {
         case ev::kRecProcessTag:
           r.aux = ReadAt<uint32_t>(p + 8);
           break;
+        case ev::kRecTagInt:
+          r.flow = ReadAt<uint64_t>(p + 8);  // the int64 value, as its bits
+          break;
         case ev::kRecCounter:
           r.ticks = ReadAt<uint64_t>(p + 8);
           r.value = ReadAt<double>(p + 16);
@@ -557,6 +561,12 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Reco
       std::string key, value;
       if (!name_of(head.id, &key) || !name_of(rec.aux, &value)) return Apply::kWait;
       builder_->SetPhaseTag(innermost, key, value);
+      break;
+    }
+    case ev::kRecTagInt: {
+      std::string key;
+      if (!name_of(head.id, &key)) return Apply::kWait;
+      builder_->SetPhaseTag(innermost, key, std::to_string(static_cast<int64_t>(rec.flow)));
       break;
     }
     case ev::kRecProcessTag: {

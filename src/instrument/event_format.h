@@ -99,6 +99,7 @@ enum RecordType : uint8_t {
   kRecFlowIn = 8,   // the innermost open phase consumes flow `flow_id` (an edge from the producer's phase)
   kRecTypedBegin = 9,  // as kRecBegin with a phase type different from its name: id = name id, then uint32 type id (+pad), uint64 ticks
   kRecProcessTag = 10,  // a key=value tag on the writer's process phase, whatever is open: laid out as kRecTag
+  kRecTagInt = 11,      // a key=<integer> tag on the innermost open phase: id = key name id, then int64 value (no name interned for it)
 };
 
 struct RecordHead {

@@ -596,6 +596,21 @@ GRADEML_API void grademl_tag(uint32_t key_id, uint32_t value_id) {
   Commit(t);
 }
 
+GRADEML_API void grademl_tag_int(uint32_t key_id, int64_t value) {
+  if (!Ready()) return;
+  ThreadState& t = t_state;
+  if (key_id == 0) {
+    if (t.depth_written != 0 || t.depth_dropped != 0) CountDropped();
+    return;
+  }
+  char* p = ReservePhaseRecord(t, 16);
+  if (p == nullptr) return;
+  PutHead(p, kRecTagInt, key_id);
+  Put64(p + 8, static_cast<uint64_t>(value));
+  t.off += 16;
+  Commit(t);
+}
+
 GRADEML_API void grademl_tag_str(const char* key, const char* value) {
   if (!Ready()) return;
   grademl_tag(grademl_intern(key), grademl_intern(value));

@@ -120,6 +120,10 @@ class TestWriter {
     struct { ev::RecordHead h; uint32_t v; uint32_t pad; } r{{ev::kRecTag, 0, 0, key}, value, 0};
     Append(c, &r, sizeof r);
   }
+  void TagInt(int c, uint32_t key, int64_t value) {
+    struct { ev::RecordHead h; int64_t v; } r{{ev::kRecTagInt, 0, 0, key}, value};
+    Append(c, &r, sizeof r);
+  }
   void ProcessTag(int c, uint32_t key, uint32_t value) {
     struct { ev::RecordHead h; uint32_t v; uint32_t pad; } r{{ev::kRecProcessTag, 0, 0, key}, value, 0};
     Append(c, &r, sizeof r);
@@ -299,6 +303,7 @@ TEST_F(EventCollectorTest, EarlierBeginsNestWhereTheyStartAndProcessTags) {
   w.ProcessTag(k, 5, 6);
   w.TypedBegin(k, 3, 4, 2000);  // began in the epoch, before the backward
   w.Tag(k, 7, 8);
+  w.TagInt(k, 5, -1234567890123);
   w.End(k, 3500);
   w.TypedBegin(k, 9, 4, 500);  // began before anything open
   w.End(k, 3600);
@@ -320,6 +325,7 @@ TEST_F(EventCollectorTest, EarlierBeginsNestWhereTheyStartAndProcessTags) {
   EXPECT_EQ(all_reduce->start_ns, kAnchorEpoch + 2000);
   EXPECT_EQ(all_reduce->end_ns, kAnchorEpoch + 3500);
   EXPECT_EQ(m.Tag(*all_reduce, "bucket"), "0");
+  EXPECT_EQ(m.Tag(*all_reduce, "rank"), "-1234567890123");  // an integer tag
   std::vector<const model::Phase*> broadcasts;
   for (auto& [id, p] : m.phases) {
     if (p.name == "broadcast") broadcasts.push_back(&p);

@@ -21,7 +21,7 @@ namespace {
 using nlohmann::json;
 
 constexpr int kIterations = 6;
-constexpr double kSleepS = 0.15;  // rank 1, before each backward
+constexpr double kSleepS = 0.2;  // rank 1, before each backward
 constexpr int kSlowRank = 1;
 // With bucket_cap_mb=1 and three 1 MiB gradients: one bucket in the first iteration (before
 // DDP rebuilds its buckets), three afterwards.
@@ -145,12 +145,12 @@ TEST(DdpE2E, TorchrunJobRanksCollectivesBucketsAndTheStraggler) {
   }
   // Rank 0 waited for the sleeping rank in every iteration.
   const double injected = kSleepS * kIterations;
-  EXPECT_GE(row[0]->at("wait_s").get<double>(), injected - 0.25) << comm.dump(1);
+  EXPECT_GE(row[0]->at("wait_s").get<double>(), injected - 0.3) << comm.dump(1);
   EXPECT_LT(row[1]->at("wait_s").get<double>(), row[0]->at("wait_s").get<double>());
   EXPECT_TRUE(row[1]->at("straggler").get<bool>());
   const json& summary = report["communication_summary"];
   EXPECT_EQ(summary["straggler_rank"], kSlowRank) << summary.dump(1);
-  EXPECT_GE(summary["straggler_cost_s"].get<double>(), injected - 0.25);
+  EXPECT_GE(summary["straggler_cost_s"].get<double>(), injected - 0.3);
   EXPECT_EQ(summary["world_size"], 2);
   bool issue = false;
   for (const json& i : report["issues"]) {

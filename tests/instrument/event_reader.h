@@ -106,6 +106,9 @@ inline EventFile ReadEventMemory(int fd) {
         case kRecProcessTag:
           memcpy(&r.value_id, q, 4);
           break;
+        case kRecTagInt:
+          memcpy(&r.flow, q, 8);  // the int64 value's bits
+          break;
         case kRecFlowOut: case kRecFlowIn:
           memcpy(&r.ticks, q, 8);
           memcpy(&r.flow, q + 8, 8);

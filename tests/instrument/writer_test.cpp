@@ -183,6 +183,7 @@ TEST_F(WriterTest, PhasesWithGivenTimesAndProcessTags) {
   grademl_tag_process(grademl_intern("rank"), grademl_intern("1"));
   grademl_begin_at(name, type, t0 - 1000);
   grademl_tag_str("bytes", "8");
+  grademl_tag_int(grademl_intern("seq"), -42);
   grademl_end_at(t0 + 5);
   uint64_t t1 = grademl_now();
   grademl_begin_at(name, 0, 0);  // untyped; 0: now
@@ -195,15 +196,18 @@ TEST_F(WriterTest, PhasesWithGivenTimesAndProcessTags) {
   const std::vector<Rec>& r = threads.begin()->second;
   std::vector<uint8_t> types;
   for (const Rec& x : r) types.push_back(x.type);
-  EXPECT_EQ(types, (std::vector<uint8_t>{kRecProcessTag, kRecTypedBegin, kRecTag, kRecEnd, kRecBegin, kRecEnd}));
+  EXPECT_EQ(types, (std::vector<uint8_t>{kRecProcessTag, kRecTypedBegin, kRecTag, kRecTagInt, kRecEnd, kRecBegin,
+                                          kRecEnd}));
   EXPECT_EQ(f.Name(r[0].id), "rank");
   EXPECT_EQ(f.Name(r[0].value_id), "1");
   EXPECT_EQ(f.Name(r[1].id), "all_reduce");
   EXPECT_EQ(f.Name(r[1].value_id), "collective");
   EXPECT_EQ(r[1].ticks, t0 - 1000);
-  EXPECT_EQ(r[3].ticks, t0 + 5);
-  EXPECT_GE(r[4].ticks, t1);
-  EXPECT_GE(r[5].ticks, r[4].ticks);
+  EXPECT_EQ(f.Name(r[3].id), "seq");
+  EXPECT_EQ(static_cast<int64_t>(r[3].flow), -42);
+  EXPECT_EQ(r[4].ticks, t0 + 5);
+  EXPECT_GE(r[5].ticks, t1);
+  EXPECT_GE(r[6].ticks, r[5].ticks);
   EXPECT_EQ(f.header.dropped_events, 1u);
 }
 

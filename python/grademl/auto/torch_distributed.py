@@ -355,7 +355,7 @@ def _wrap_collective(func, fname, spec):
             if dtype is None:
                 dtype = d
         gkey = _group_key(group)
-        tags = [("bytes", str(nbytes))]
+        tags = [("bytes", nbytes)]
         if dtype is not None:
             tags.append(("dtype", _dtype_name(dtype)))
         tags.append(("process_group", gkey))
@@ -370,7 +370,7 @@ def _wrap_collective(func, fname, spec):
             seq = _next_seq((gkey, channel)) if peer is not None else 0
         else:
             seq = _next_seq((gkey, ""))
-        tags.append(("seq", str(seq)))
+        tags.append(("seq", seq))
         tags.append(("async", "1" if is_async else "0"))
         bucket = getattr(_tls, "ddp_bucket", None)
         if bucket is not None:
@@ -426,10 +426,10 @@ def _wrap_broadcast_coalesced(func):
             tensors = args[1] if len(args) > 1 else kwargs.get("tensors")
             nbytes, dtype = _tensor_bytes(list(tensors) if tensors is not None else None)
             gkey = _group_key(group)
-            tags = [("bytes", str(nbytes))]
+            tags = [("bytes", nbytes)]
             if dtype is not None:
                 tags.append(("dtype", _dtype_name(dtype)))
-            tags += [("process_group", gkey), ("seq", str(_next_seq((gkey, "")))), ("async", "0"),
+            tags += [("process_group", gkey), ("seq", _next_seq((gkey, ""))), ("async", "0"),
                      ("call", "_broadcast_coalesced")]
             _g._begin_typed("broadcast", _TYPE, tags)
         except Exception as e:
@@ -525,11 +525,11 @@ def _divide_factor(ddp):
 def _bucket_tags(ddp, bucket, buf):
     nbytes, dtype = _tensor_bytes(buf)
     gkey = _group_key(ddp.process_group)
-    tags = [("bytes", str(nbytes))]
+    tags = [("bytes", nbytes)]
     if dtype is not None:
         tags.append(("dtype", _dtype_name(dtype)))
-    tags += [("process_group", gkey), ("seq", str(_next_seq((gkey, "")))), ("async", "1"),
-             ("ddp_bucket", str(bucket.index()))]
+    tags += [("process_group", gkey), ("seq", _next_seq((gkey, ""))), ("async", "1"),
+             ("ddp_bucket", bucket.index())]
     return tags
 
 
@@ -598,7 +598,7 @@ def _run_user_hook(st, state, hook, bucket):
     if not _active():
         return hook(state, bucket)
     try:
-        index = str(bucket.index())
+        index = bucket.index()
         start = _g._now()
         before = getattr(_tls, "ddp_collectives", 0)
     except Exception as e:

@@ -24,9 +24,14 @@ dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.manual_seed(0)
 model = nn.Sequential(*[nn.Linear(512, 512, bias=False) for _ in range(3)])
+x = torch.randn(64, 512)
+# Warm up autograd and the allocator before the job is timed: a first pass costs both ranks
+# far more than later ones, and unevenly on a loaded machine.
+for _ in range(3):
+    model(x).pow(2).mean().backward()
+model.zero_grad()
 ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1)
 opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-x = torch.randn(64, 512)
 buckets = []
 for _ in range(iterations):
     opt.zero_grad()
