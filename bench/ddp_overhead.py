@@ -7,7 +7,11 @@
      `grademl run` (recording every call), alternating;
   2. a DDP training loop: torchrun, 2 gloo ranks, a 3-layer MLP (DDP's buckets all-reduced
      every iteration through grademl's timed hook); seconds per iteration measured by rank 0
-     inside the loop, plain torchrun against `grademl run -- torchrun`, alternating.
+     inside the loop, and the CPU time per iteration of both ranks (all their threads), plain
+     torchrun against `grademl run -- torchrun`, alternating.
+
+Wall times on a machine shared with other work are noisy; the CPU times are the steadier
+measure of what the instrumentation adds.
 
     bench/ddp_overhead.py --grademl build/grademl [--pairs 3] [--calls 20000] [--iters 200]
 
@@ -45,10 +49,10 @@ def worker_calls(n, out):
     for name, f in cases.items():
         for _ in range(min(n, 2000)):  # warm-up
             f()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(n):
             f()
-        res[name] = (time.perf_counter() - t0) / n * 1e6
+        res[name] = ((time.perf_counter() - t0) / n * 1e6, (time.process_time() - c0) / n * 1e6)
     dist.destroy_process_group()
     with open(out, "w") as fh:
         json.dump(res, fh)
@@ -76,15 +80,18 @@ def worker_ddp(iters, out):
     for _ in range(10):
         step()
     dist.barrier()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(iters):
         step()
+    cpu = time.process_time() - c0
     dist.barrier()
     per_iter = (time.perf_counter() - t0) / iters
     buckets = len(ddp.reducer._get_zeros_like_grad_buckets())
+    cpus = [None, None]
+    dist.all_gather_object(cpus, cpu / iters)  # CPU time per iteration of each rank (all its threads)
     if dist.get_rank() == 0:
         with open(out, "w") as fh:
-            json.dump({"s_per_iter": per_iter, "buckets": buckets}, fh)
+            json.dump({"s_per_iter": per_iter, "cpu_s_per_iter": sum(cpus), "buckets": buckets}, fh)
     dist.destroy_process_group()
 
 
@@ -117,11 +124,13 @@ def main():
             run([PY, HERE, "--worker", "calls", str(a.calls), out], is_graded, grademl, os.path.join(tmp, "c.db"))
             for k, v in json.load(open(out)).items():
                 into.setdefault(k, []).append(v)
-    print(f"\n## 1. Per call, gloo world size 1, {a.calls} calls each, {a.pairs} pairs (median µs per call)")
-    print(f"{'collective':24} {'plain':>8} {'grademl':>8} {'added':>8}")
+    print(f"\n## 1. Per call, gloo world size 1, {a.calls} calls each, {a.pairs} pairs (median µs per call; "
+          f"wall, and CPU of the process's threads)")
+    print(f"{'collective':24} {'plain':>8} {'grademl':>8} {'added':>8} {'CPU plain':>10} {'CPU grademl':>12} {'added':>8}")
     for k in plain:
-        p, g = statistics.median(plain[k]), statistics.median(graded[k])
-        print(f"{k:24} {p:8.2f} {g:8.2f} {g - p:8.2f}")
+        p, g = statistics.median(v[0] for v in plain[k]), statistics.median(v[0] for v in graded[k])
+        cp, cg = statistics.median(v[1] for v in plain[k]), statistics.median(v[1] for v in graded[k])
+        print(f"{k:24} {p:8.2f} {g:8.2f} {g - p:8.2f} {cp:10.2f} {cg:12.2f} {cg - cp:8.2f}")
 
     tr = ["/usr/bin/torchrun", "--standalone", "--nproc_per_node", "2", "--redirects", "2", "--tee", "2",
           HERE, "--worker", "ddp", str(a.iters)]
@@ -141,6 +150,12 @@ def main():
     print(f"plain median {1000 * statistics.median(p):.2f} ms/iteration; under grademl median "
           f"{1000 * statistics.median(g):.2f} ms/iteration")
     print(f"ratio: median {statistics.median(ratios):.4f}, min {min(ratios):.4f}, max {max(ratios):.4f}")
+    pc = [r[0]["cpu_s_per_iter"] for r in rows]
+    gc = [r[1]["cpu_s_per_iter"] for r in rows]
+    cratios = [y / x for x, y in zip(pc, gc)]
+    print(f"CPU of both ranks: plain median {1000 * statistics.median(pc):.2f} ms/iteration; under grademl median "
+          f"{1000 * statistics.median(gc):.2f} ms/iteration; ratio median {statistics.median(cratios):.4f}, "
+          f"min {min(cratios):.4f}, max {max(cratios):.4f}")
 
 
 if __name__ == "__main__":

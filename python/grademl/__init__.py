@@ -243,14 +243,22 @@ def _now():
     return _b.now()
 
 
-def _complete(name, ptype, start, end, tags=()):
+def _prepare(name, ptype, tags=()):
+    """The names of a phase to come, interned now (on the thread that has them): for
+    _complete, which may run on another thread."""
+    return (_b, _id(_safe(name)), _id(_safe(ptype)),
+            tuple((_id(_safe(k)), v if type(v) is int else _id(_safe(v)), type(v) is int) for k, v in tags))
+
+
+def _complete(prepared, start, end):
     """A phase that ran from `start` to `end` (_now() readings, possibly taken on other
     threads), written at once by the calling thread: an operation seen complete only later
-    (an asynchronous collective, from the thread that completed it). It nests under this
-    thread's innermost open phase that began at or before `start`."""
-    b = _b
-    nid, tid = _id(_safe(name)), _id(_safe(ptype))
-    tag_ids = [(_id(_safe(k)), v if type(v) is int else _id(_safe(v)), type(v) is int) for k, v in tags]
+    (an asynchronous collective, from the thread that completed it). `prepared` is
+    _prepare(name, type, tags). It nests under this thread's innermost open phase that
+    began at or before `start`. Nothing is written when the backend changed since."""
+    b, nid, tid, tag_ids = prepared
+    if b is not _b:
+        return
     b.begin_at(nid, tid, start)
     for k, v, is_int in tag_ids:
         if is_int:

@@ -238,19 +238,19 @@ def _my_rank():
 
 
 class _Call:
-    """What to record about one collective call."""
+    """What to record about one asynchronous collective, its names interned on the calling
+    thread: its completion is recorded by whichever thread completes it."""
 
-    __slots__ = ("name", "tags", "start")
+    __slots__ = ("prepared", "start")
 
     def __init__(self, name, tags, start):
-        self.name = name
-        self.tags = tags
+        self.prepared = _g._prepare(name, _TYPE, tags)
         self.start = start
 
     def record(self, end):
         if _active():
             try:
-                _g._complete(self.name, _TYPE, self.start, end, self.tags)
+                _g._complete(self.prepared, self.start, end)
             except Exception as e:
                 guard(HOOK, e)
 
