@@ -95,6 +95,56 @@ def worker_ddp(iters, out):
     dist.destroy_process_group()
 
 
+def worker_hook(blocks, out):
+    """In one process under grademl, world size 1: model A gets grademl's timed DDP hook, model
+    B DDP's built-in C++ all-reduce hook (what DDP does without one, in C++): alternating
+    blocks of iterations, the difference per bucket is what grademl's hook adds."""
+    import torch
+    import torch.distributed as dist
+
+    import grademl
+
+    store = tempfile.mktemp(prefix="grademl-bench-store-")
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+
+    def make():
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(12)])
+        return torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=0.05)
+
+    ddp_a, ddp_b = make(), make()
+    ddp_b._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)  # grademl's hook never goes in
+    x = torch.randn(16, 256)
+
+    def steps(ddp, n):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(n):
+            ddp(x).sum().backward()
+        return (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
+
+    steps(ddp_a, 20)
+    steps(ddp_b, 20)
+    from grademl.auto import torch_distributed as td
+
+    assert td._ddp_states[ddp_a].installed and not td._ddp_states[ddp_b].installed
+    assert grademl.enabled()
+    a, b = [], []
+    for i in range(blocks):  # ABBA: neither goes first every time
+        if i % 2:
+            a.append(steps(ddp_a, 20))
+            b.append(steps(ddp_b, 20))
+        else:
+            b.append(steps(ddp_b, 20))
+            a.append(steps(ddp_a, 20))
+    buckets = len(ddp_a.reducer._get_zeros_like_grad_buckets())
+    res = {"buckets": buckets,
+           "a_wall": statistics.median(v[0] for v in a), "b_wall": statistics.median(v[0] for v in b),
+           "a_cpu": statistics.median(v[1] for v in a), "b_cpu": statistics.median(v[1] for v in b)}
+    dist.destroy_process_group()
+    with open(out, "w") as fh:
+        json.dump(res, fh)
+
+
 # ------------------------------------------------------------------ driver
 
 def run(cmd, graded, grademl, db):
@@ -153,6 +203,14 @@ def main():
     pc = [r[0]["cpu_s_per_iter"] for r in rows]
     gc = [r[1]["cpu_s_per_iter"] for r in rows]
     cratios = [y / x for x, y in zip(pc, gc)]
+    out = os.path.join(tmp, "hook.json")
+    run([PY, HERE, "--worker", "hook", "40", out], True, grademl, os.path.join(tmp, "h.db"))
+    h = json.load(open(out))
+    print(f"\n## 3. grademl's DDP hook against DDP's built-in C++ all-reduce hook, one process under grademl, "
+          f"world size 1, {h['buckets']} buckets, 40 alternating blocks of 20 iterations (medians)")
+    print(f"per iteration: wall {1e3 * h['b_wall']:.3f} -> {1e3 * h['a_wall']:.3f} ms; CPU {1e3 * h['b_cpu']:.3f} -> "
+          f"{1e3 * h['a_cpu']:.3f} ms; added per bucket: wall {1e6 * (h['a_wall'] - h['b_wall']) / h['buckets']:.1f} µs, "
+          f"CPU {1e6 * (h['a_cpu'] - h['b_cpu']) / h['buckets']:.1f} µs")
     print(f"CPU of both ranks: plain median {1000 * statistics.median(pc):.2f} ms/iteration; under grademl median "
           f"{1000 * statistics.median(gc):.2f} ms/iteration; ratio median {statistics.median(cratios):.4f}, "
           f"min {min(cratios):.4f}, max {max(cratios):.4f}")
@@ -161,6 +219,6 @@ def main():
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         kind, n, out = sys.argv[2], int(sys.argv[3]), sys.argv[4]
-        (worker_calls if kind == "calls" else worker_ddp)(n, out)
+        {"calls": worker_calls, "ddp": worker_ddp, "hook": worker_hook}[kind](n, out)
     else:
         main()
