@@ -203,6 +203,9 @@ def main():
     pc = [r[0]["cpu_s_per_iter"] for r in rows]
     gc = [r[1]["cpu_s_per_iter"] for r in rows]
     cratios = [y / x for x, y in zip(pc, gc)]
+    print(f"CPU of both ranks: plain median {1000 * statistics.median(pc):.2f} ms/iteration; under grademl median "
+          f"{1000 * statistics.median(gc):.2f} ms/iteration; ratio median {statistics.median(cratios):.4f}, "
+          f"min {min(cratios):.4f}, max {max(cratios):.4f}")
     out = os.path.join(tmp, "hook.json")
     run([PY, HERE, "--worker", "hook", "40", out], True, grademl, os.path.join(tmp, "h.db"))
     h = json.load(open(out))
@@ -211,9 +214,6 @@ def main():
     print(f"per iteration: wall {1e3 * h['b_wall']:.3f} -> {1e3 * h['a_wall']:.3f} ms; CPU {1e3 * h['b_cpu']:.3f} -> "
           f"{1e3 * h['a_cpu']:.3f} ms; added per bucket: wall {1e6 * (h['a_wall'] - h['b_wall']) / h['buckets']:.1f} µs, "
           f"CPU {1e6 * (h['a_cpu'] - h['b_cpu']) / h['buckets']:.1f} µs")
-    print(f"CPU of both ranks: plain median {1000 * statistics.median(pc):.2f} ms/iteration; under grademl median "
-          f"{1000 * statistics.median(gc):.2f} ms/iteration; ratio median {statistics.median(cratios):.4f}, "
-          f"min {min(cratios):.4f}, max {max(cratios):.4f}")
 
 
 if __name__ == "__main__":

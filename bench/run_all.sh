@@ -146,3 +146,10 @@ bench/trace_parse_bench.sh "$BUILD"
 
 echo "## 8. Whole trace import (parse, model, store): grademl import vs Python's json.load merely parsing, same files, same run (goal >= 2x)"
 bench/trace_import_bench.sh "$BUILD"
+
+echo "## 9. torch.distributed: per collective, DDP's bucket hook, a 2-rank torchrun DDP loop, plain vs grademl run (bench/ddp_overhead.py)"
+if [ -x /usr/bin/torchrun ]; then
+  $PY bench/ddp_overhead.py --grademl "$GRADEML" --pairs "${DDP_PAIRS:-3}"
+else
+  echo "skipped: /usr/bin/torchrun (python3-torch) is missing"
+fi

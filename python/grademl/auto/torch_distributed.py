@@ -44,7 +44,8 @@ would have it; user hooks are timed too (the collectives they call carry ddp_buc
 that calls none is a phase "ddp_comm_hook"). Not timed, since grademl could not reproduce
 DDP's arithmetic to the bit: models with sparse gradients, and gradient_as_bucket_view=True
 on a world size that is not a power of two (the debug log says why). A built-in C++ hook
-registered before the first forward runs untimed.
+registered before the first forward runs untimed. GRADEML_DDP_HOOK=0 leaves DDP's reducer
+alone (buckets untimed; a Python hook costs more per bucket than DDP's C++ path).
 
 Every wrapper is guarded: an error in grademl's code switches the instrumentation off and
 the call goes on unchanged; torch's own errors are raised as torch raises them.
@@ -637,7 +638,7 @@ def _install(ddp, torch):
     st = _state_of(ddp)
     if st.installed or st.registrations:
         return
-    why = _why_not_timed(ddp, torch)
+    why = "GRADEML_DDP_HOOK=0" if os.environ.get("GRADEML_DDP_HOOK") == "0" else _why_not_timed(ddp, torch)
     if why is not None:
         st.registrations = -1  # never again for this model
         debug(f"{HOOK}: DDP buckets not timed ({why})")
