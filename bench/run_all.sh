@@ -149,3 +149,10 @@ bench/trace_import_bench.sh "$BUILD"
 echo
 echo "## 9. Spark event log import (read, parse, model; no store) vs Python's json.loads on each line, same logs, same run"
 bench/spark_import_bench.sh "$BUILD"
+
+echo "## 10. torch.distributed: per collective, DDP's bucket hook, a 2-rank torchrun DDP loop, plain vs grademl run (bench/ddp_overhead.py)"
+if [ -x /usr/bin/torchrun ]; then
+  $PY bench/ddp_overhead.py --grademl "$GRADEML" --pairs "${DDP_PAIRS:-3}"
+else
+  echo "skipped: /usr/bin/torchrun (python3-torch) is missing"
+fi

@@ -47,6 +47,17 @@ inline void Counter(std::uint32_t name_id, double value) { grademl_counter(name_
 inline void Counter(const char* name, double value) { grademl_counter(grademl_intern(name), value); }
 inline void FlowOut(std::uint64_t flow_id) { grademl_flow_out(flow_id); }
 inline void FlowIn(std::uint64_t flow_id) { grademl_flow_in(flow_id); }
+// Tags this process's own phase (not the innermost open phase), e.g. TagProcess("rank", "3").
+inline void TagProcess(const char* key, const char* value) {
+  grademl_tag_process(grademl_intern(key), grademl_intern(value));
+}
+// An operation timed elsewhere, recorded once it completed: Now() at its start, then
+// Complete(name, type, start, Now()) on any thread (see grademl_begin_at).
+inline std::uint64_t Now() { return grademl_now(); }
+inline void Complete(const char* name, const char* type, std::uint64_t start, std::uint64_t end) {
+  grademl_begin_at(grademl_intern(name), type != nullptr ? grademl_intern(type) : 0, start);
+  grademl_end_at(end);
+}
 
 // A scoped phase: begins in the constructor, ends in the destructor.
 class Phase {
@@ -92,6 +103,9 @@ inline void Counter(std::uint32_t, double) {}
 inline void Counter(const char*, double) {}
 inline void FlowOut(std::uint64_t) {}
 inline void FlowIn(std::uint64_t) {}
+inline void TagProcess(const char*, const char*) {}
+inline std::uint64_t Now() { return 0; }
+inline void Complete(const char*, const char*, std::uint64_t, std::uint64_t) {}
 class Phase {
  public:
   explicit Phase(std::uint32_t) {}

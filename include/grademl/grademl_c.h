@@ -36,6 +36,9 @@ GRADEML_API void grademl_end(void);
 /* Tags the innermost open phase of the calling thread with key=value. */
 GRADEML_API void grademl_tag(uint32_t key_id, uint32_t value_id);
 GRADEML_API void grademl_tag_str(const char* key, const char* value);
+/* Tags the innermost open phase with key=<the integer in decimal>, without interning the value:
+ * for values that differ on every call (sequence numbers, sizes). */
+GRADEML_API void grademl_tag_int(uint32_t key_id, int64_t value);
 /* A zero-length phase. */
 GRADEML_API void grademl_instant(uint32_t name_id);
 /* A sample of the counter `name_id`. */
@@ -44,6 +47,19 @@ GRADEML_API void grademl_counter(uint32_t name_id, double value);
  * grademl_flow_in(flow_id), in any thread or process of the run. */
 GRADEML_API void grademl_flow_out(uint64_t flow_id);
 GRADEML_API void grademl_flow_in(uint64_t flow_id);
+/* The event clock's current reading (raw ticks: the TSC on x86-64, else CLOCK_MONOTONIC ns),
+ * 0 when disabled. Only for grademl_begin_at / grademl_end_at. */
+GRADEML_API uint64_t grademl_now(void);
+/* Begins a phase on the calling thread that started at `ticks` (a grademl_now() reading,
+ * possibly taken on another thread): for an operation timed elsewhere and recorded once it
+ * completed (an asynchronous collective). type_id 0: untyped. It nests under the innermost
+ * open phase of this thread that began at or before it. Close it with grademl_end_at. */
+GRADEML_API void grademl_begin_at(uint32_t name_id, uint32_t type_id, uint64_t ticks);
+/* Ends the innermost open phase of the calling thread at `ticks` (a grademl_now() reading). */
+GRADEML_API void grademl_end_at(uint64_t ticks);
+/* Tags the calling process's own phase (not the innermost open phase) with key=value, from
+ * any thread, with or without open phases: e.g. rank=3 of a distributed job. */
+GRADEML_API void grademl_tag_process(uint32_t key_id, uint32_t value_id);
 /* grademl_begin(grademl_intern(name)), through a per-thread cache. */
 GRADEML_API void grademl_begin_str(const char* name);
 

@@ -7,6 +7,7 @@
     grademl.begin("step", i=1); grademl.end()
     grademl.instant("checkpoint"); grademl.counter("loss", 0.25)
     grademl.flow_out(42); grademl.flow_in(42)
+    grademl.tag_process("rank", 3)   # this process's own phase, from any thread
     grademl.enabled()
 
 Events are recorded only under `grademl run` (GRADEML_EVENTS_DIR and GRADEML_LIBRARY set
@@ -16,7 +17,7 @@ importing grademl never fails.
 import functools as _functools
 import os as _os
 
-__all__ = ["phase", "begin", "end", "instant", "counter", "flow_out", "flow_in", "enabled"]
+__all__ = ["phase", "begin", "end", "instant", "counter", "flow_out", "flow_in", "tag", "tag_process", "enabled"]
 
 _b = None        # the backend (see _backend.py) or None
 _on = False      # events are being recorded
@@ -211,16 +212,65 @@ def tag(key, value):
         _check(value)
 
 
-# Internal helpers for grademl.auto: typed begin with a tuple of (key, value) str pairs.
+def tag_process(key, value):
+    """Tag this process's own phase (not the innermost open phase) with key=value, from any
+    thread, inside or outside phases: e.g. tag_process("rank", 3)."""
+    if _on:
+        _b.tag_process(_id(str(key)), _id(value if type(value) is str else str(value)))
+    else:
+        _check(key)
+        _check(value)
+
+
+# Internal helpers for grademl.auto: typed begin with a tuple of (key, value) pairs, values
+# str, or int (written without interning: sequence numbers, sizes).
 def _begin_typed(name, ptype, tags=()):
     b = _b
     b.begin_typed(_id(_safe(name)), _id(_safe(ptype)))
     for k, v in tags:
-        b.tag(_id(_safe(k)), _id(_safe(v)))
+        if type(v) is int:
+            b.tag_int(_id(_safe(k)), v)
+        else:
+            b.tag(_id(_safe(k)), _id(_safe(v)))
 
 
 def _end():
     _b.end()
+
+
+def _now():
+    """The event clock's reading (opaque ticks) for _complete; 0 when disabled."""
+    return _b.now()
+
+
+def _prepare(name, ptype, tags=()):
+    """The names of a phase to come, interned now (on the thread that has them): for
+    _complete, which may run on another thread."""
+    return (_b, _id(_safe(name)), _id(_safe(ptype)),
+            tuple((_id(_safe(k)), v if type(v) is int else _id(_safe(v)), type(v) is int) for k, v in tags))
+
+
+def _complete(prepared, start, end):
+    """A phase that ran from `start` to `end` (_now() readings, possibly taken on other
+    threads), written at once by the calling thread: an operation seen complete only later
+    (an asynchronous collective, from the thread that completed it). `prepared` is
+    _prepare(name, type, tags). It nests under this thread's innermost open phase that
+    began at or before `start`. Nothing is written when the backend changed since."""
+    b, nid, tid, tag_ids = prepared
+    if b is not _b:
+        return
+    b.begin_at(nid, tid, start)
+    for k, v, is_int in tag_ids:
+        if is_int:
+            b.tag_int(k, v)
+        else:
+            b.tag(k, v)
+    b.end_at(end)
+
+
+def _tag_process(key, value):
+    """For grademl.auto: tag_process without the public checks (NUL shown as \\x00)."""
+    _b.tag_process(_id(_safe(key)), _id(_safe(value)))
 
 
 # ---------------------------------------------------------------- backend selection

@@ -3,7 +3,8 @@
 A backend is any object with the functions of libgrademl's C ABI, taking Python
 values: enabled(), intern(str) -> int, begin(id), begin_typed(id, type_id), end(),
 tag(key_id, value_id), tag_str(key, value), instant(id), counter(id, float),
-flow_out(int), flow_in(int). The native module additionally has Phase and ids.
+flow_out(int), flow_in(int), now() -> int, begin_at(id, type_id, ticks), end_at(ticks),
+tag_process(key_id, value_id), tag_int(key_id, int). The native module additionally has Phase and ids.
 """
 import glob
 import importlib.machinery
@@ -82,6 +83,11 @@ class _CtypesBackend:
         self.counter = fn("grademl_counter", None, u32, C.c_double)
         self.flow_out = fn("grademl_flow_out", None, u64)
         self.flow_in = fn("grademl_flow_in", None, u64)
+        self.now = fn("grademl_now", u64)
+        self.begin_at = fn("grademl_begin_at", None, u32, u32, u64)
+        self.end_at = fn("grademl_end_at", None, u64)
+        self.tag_process = fn("grademl_tag_process", None, u32, u32)
+        self.tag_int = fn("grademl_tag_int", None, u32, C.c_int64)
         self.library = path
 
 

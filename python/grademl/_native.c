@@ -24,6 +24,11 @@ static void (*p_instant)(uint32_t);
 static void (*p_counter)(uint32_t, double);
 static void (*p_flow_out)(uint64_t);
 static void (*p_flow_in)(uint64_t);
+static uint64_t (*p_now)(void);
+static void (*p_begin_at)(uint32_t, uint32_t, uint64_t);
+static void (*p_end_at)(uint64_t);
+static void (*p_tag_process)(uint32_t, uint32_t);
+static void (*p_tag_int)(uint32_t, int64_t);
 
 static PyObject *g_ids;      /* dict: str -> int, shared with grademl.__init__ */
 static PyObject *g_decorate; /* callable(phase, func) -> wrapper, set from Python */
@@ -310,6 +315,57 @@ static PyObject *m_flow(PyObject *o, void (*fn)(uint64_t)) {
 static PyObject *m_flow_out(PyObject *m, PyObject *o) { (void)m; return m_flow(o, p_flow_out); }
 static PyObject *m_flow_in(PyObject *m, PyObject *o) { (void)m; return m_flow(o, p_flow_in); }
 
+static PyObject *m_now(PyObject *m, PyObject *a) {
+  (void)m; (void)a;
+  return PyLong_FromUnsignedLongLong((unsigned long long)p_now());
+}
+
+static int get_u64(PyObject *o, uint64_t *out) {
+  unsigned long long v = PyLong_AsUnsignedLongLong(o);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  *out = (uint64_t)v;
+  return 0;
+}
+
+/* begin_at(name_id, type_id, ticks): a phase that began at `ticks` (a now() reading). */
+static PyObject *m_begin_at(PyObject *m, PyObject *const *a, Py_ssize_t n) {
+  (void)m;
+  uint32_t x, y;
+  uint64_t t;
+  if (n != 3) { PyErr_SetString(PyExc_TypeError, "begin_at(name_id, type_id, ticks)"); return NULL; }
+  if (get_u32(a[0], &x) < 0 || get_u32(a[1], &y) < 0 || get_u64(a[2], &t) < 0) return NULL;
+  p_begin_at(x, y, t);
+  Py_RETURN_NONE;
+}
+
+static PyObject *m_end_at(PyObject *m, PyObject *o) {
+  (void)m;
+  uint64_t t;
+  if (get_u64(o, &t) < 0) return NULL;
+  p_end_at(t);
+  Py_RETURN_NONE;
+}
+
+static PyObject *m_tag_process(PyObject *m, PyObject *const *a, Py_ssize_t n) {
+  (void)m;
+  uint32_t x, y;
+  if (n != 2) { PyErr_SetString(PyExc_TypeError, "tag_process(key_id, value_id)"); return NULL; }
+  if (get_u32(a[0], &x) < 0 || get_u32(a[1], &y) < 0) return NULL;
+  p_tag_process(x, y);
+  Py_RETURN_NONE;
+}
+
+static PyObject *m_tag_int(PyObject *m, PyObject *const *a, Py_ssize_t n) {
+  (void)m;
+  uint32_t k;
+  if (n != 2) { PyErr_SetString(PyExc_TypeError, "tag_int(key_id, value)"); return NULL; }
+  if (get_u32(a[0], &k) < 0) return NULL;
+  long long v = PyLong_AsLongLong(a[1]);
+  if (v == -1 && PyErr_Occurred()) return NULL;
+  p_tag_int(k, (int64_t)v);
+  Py_RETURN_NONE;
+}
+
 static PyObject *m_set_decorator(PyObject *m, PyObject *fn) {
   (void)m;
   Py_XINCREF(fn);
@@ -329,6 +385,11 @@ static PyMethodDef module_methods[] = {
     {"counter", (PyCFunction)(void (*)(void))m_counter, METH_FASTCALL, NULL},
     {"flow_out", m_flow_out, METH_O, NULL},
     {"flow_in", m_flow_in, METH_O, NULL},
+    {"now", m_now, METH_NOARGS, NULL},
+    {"begin_at", (PyCFunction)(void (*)(void))m_begin_at, METH_FASTCALL, NULL},
+    {"end_at", m_end_at, METH_O, NULL},
+    {"tag_process", (PyCFunction)(void (*)(void))m_tag_process, METH_FASTCALL, NULL},
+    {"tag_int", (PyCFunction)(void (*)(void))m_tag_int, METH_FASTCALL, NULL},
     {"set_decorator", m_set_decorator, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
@@ -369,6 +430,11 @@ static PyObject *init_module(void) {
   LOAD(p_counter, "grademl_counter");
   LOAD(p_flow_out, "grademl_flow_out");
   LOAD(p_flow_in, "grademl_flow_in");
+  LOAD(p_now, "grademl_now");
+  LOAD(p_begin_at, "grademl_begin_at");
+  LOAD(p_end_at, "grademl_end_at");
+  LOAD(p_tag_process, "grademl_tag_process");
+  LOAD(p_tag_int, "grademl_tag_int");
   if (PyType_Ready(&PhaseType) < 0) return NULL;
   g_str_phase_type = PyUnicode_InternFromString("phase_type");
   g_ids = PyDict_New();

@@ -323,7 +323,7 @@ GpuAnalysis AnalyzeGpuRows(const GpuRowTable& table, const GpuAnalysisOptions& o
         Sweep({{1, &c}, {2, &p}}, [&](int running, double, double len) {
           if (running == 3) overlap += len;
         });
-        CpuCommOverlap co{.rank = pr.rank, .collectives = static_cast<int64_t>(cpu_comm.size()), .comm_us = Len(c),
+        CpuCommOverlap co{.rank = pr.rank, .phase = pr.phase, .collectives = static_cast<int64_t>(cpu_comm.size()), .comm_us = Len(c),
                           .comp_us = Len(p), .overlap_us = overlap};
         co.comm_comp_overlap_pct = co.comm_us == 0 ? kNaN : 100.0 * overlap / co.comm_us;
         out.cpu_overlap.push_back(co);
@@ -354,6 +354,7 @@ GpuAnalysis AnalyzeGpuRows(const GpuRowTable& table, const GpuAnalysisOptions& o
     // What limited the GPU, and the communication nothing else ran beside.
     GpuRankSummary rs{.rank = pr.rank, .phase = pr.phase, .kernel_us = t.kernel_us, .idle_us = t.idle_us, .comm_us = Len(comm_groups)};
     rs.host_wait_us = HostWaitIdle(kernels);
+    rs.comm_kernels = static_cast<int64_t>(comm.size());
     std::vector<const WorkRow*> not_comm;
     for (const WorkRow* w : kernels) {
       if (w->cls != KernelClass::kCommunication) not_comm.push_back(w);

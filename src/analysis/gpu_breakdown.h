@@ -107,6 +107,7 @@ struct GpuLaunchStats {
 // neither run inside nor enclose a collective of their thread.
 struct CpuCommOverlap {
   int64_t rank = 0;
+  model::PhaseId phase = 0;  // GpuRankRows::phase
   int64_t collectives = 0;
   double comm_us = 0, comp_us = 0, overlap_us = 0;
   double comm_comp_overlap_pct = 0;  // NaN when comm_us is 0
@@ -122,6 +123,7 @@ struct GpuRankSummary {
   // had gone idle (the GPU-wide counterpart of the per-stream host_wait).
   double host_wait_us = 0;
   double comm_us = 0;          // union of the communication kernels
+  int64_t comm_kernels = 0;    // the communication kernels
   // Communication running while no other kernel ran: what overlapping communication fully
   // with other work would take off the GPU's timeline (the what-if lever
   // `communication_overlapped`).

@@ -232,7 +232,7 @@ std::string CoreCount(double n) {
 std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
                               const IssueOptions& options, const CoreUse* core_use, const GpuAnalysis* gpu,
-                              const SparkAnalysis* spark) {
+                              const SparkAnalysis* spark, const CommunicationAnalysis* communication) {
   std::vector<Issue> issues;
   const model::Phase* root = run.Root();
   if (root == nullptr) return issues;
@@ -508,11 +508,40 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
   if (gpu != nullptr) {
     for (Issue& i : GpuIssues(*gpu, run_s)) issues.push_back(std::move(i));
   }
+  if (communication != nullptr) {
+    for (Issue& i : CommunicationIssues(run, *communication, run_s)) {
+      if (i.impact_s >= options.min_impact_s && i.impact_s >= options.min_impact_fraction * run_s) {
+        issues.push_back(std::move(i));
+      }
+    }
+  }
 
   std::stable_sort(issues.begin(), issues.end(),
                    [](const Issue& a, const Issue& b) { return a.impact_s > b.impact_s; });
   if (issues.size() > options.max_issues) issues.resize(options.max_issues);
   return issues;
+}
+
+std::vector<Issue> CommunicationIssues(const model::Run& run, const CommunicationAnalysis& communication, double run_s) {
+  std::vector<Issue> out;
+  for (const CommunicationJob& job : communication.jobs) {
+    if (job.straggler_rank < 0 || job.straggler_cost_s <= 0) continue;
+    const model::Phase* p = run.FindPhase(job.straggler_process);
+    int64_t others = std::max<int64_t>(job.ranks - 1, 1);
+    Issue issue;
+    issue.phase = job.straggler_process;
+    issue.kind = "rank_straggler";
+    issue.impact_s = job.straggler_cost_s;
+    issue.impact_fraction = run_s > 0 ? std::min(1.0, issue.impact_s / run_s) : 0;
+    issue.text = fmt::format(
+        "Rank {}{} was the straggler of its distributed job: the other {} waited {} on average in collectives "
+        "for it to arrive ({} in all); were it as fast as them, the job would finish up to {} sooner.",
+        job.straggler_rank, p != nullptr ? fmt::format(" ({})", Label(*p)) : std::string(),
+        others == 1 ? std::string("rank") : fmt::format("{} ranks", others), Seconds(job.straggler_cost_s),
+        Seconds(job.straggler_total_s), Seconds(job.straggler_cost_s));
+    out.push_back(std::move(issue));
+  }
+  return out;
 }
 
 std::vector<Issue> GpuIssues(const GpuAnalysis& gpu, double run_s, const GpuAnalysisOptions& options) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "analysis/bottlenecks.h"
+#include "analysis/communication.h"
 #include "analysis/core_use.h"
 #include "analysis/critical_path.h"
 #include "analysis/gpu_breakdown.h"
@@ -35,7 +36,8 @@ struct Issue {
   // "gpu_exposed_communication" (communication kernels nothing else ran beside); from Spark
   // event logs, a stage's bottleneck: "spark_gc", "spark_shuffle_wait",
   // "spark_scheduler_delay", "spark_deserialize", "spark_spill" (skewed stages come as
-  // "imbalance" of their tasks).
+  // "imbalance" of their tasks); from the ranks of distributed jobs: "rank_straggler" (the
+  // rank the others waited for).
   std::string kind;
   // What the change would save, by the what-if engine. For levers whose effect depends on how
   // well the work scales (underused_cores, num_workers), an upper bound.
@@ -80,17 +82,24 @@ std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bot
 // Ranks the issues of an indexed run, the largest impact first. `core_use` (FindCoreUse),
 // when given, saves computing it again; `gpu` (AnalyzeGpu), when given, adds the GPU issues
 // of imported traces; `spark` (AnalyzeSpark), the bottlenecks of Spark stages (the stage's
-// time bound by the problem halved, replayed by the what-if engine).
+// time bound by the problem halved, replayed by the what-if engine); `communication`
+// (AnalyzeCommunication), the stragglers among the ranks of distributed jobs.
 std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
                               const IssueOptions& options = {}, const CoreUse* core_use = nullptr,
-                              const GpuAnalysis* gpu = nullptr, const SparkAnalysis* spark = nullptr);
+                              const GpuAnalysis* gpu = nullptr, const SparkAnalysis* spark = nullptr,
+                              const CommunicationAnalysis* communication = nullptr);
 
 // The GPU issues of imported traces, per rank: the GPU idle waiting on the host
 // (gpu_host_wait) and communication running alone (gpu_exposed_communication), each when it
 // is at least options.issue_min_pct of the rank's GPU span. impact_s is the time in the
 // profiled window (the trace), impact_fraction that time over `run_s`.
 std::vector<Issue> GpuIssues(const GpuAnalysis& gpu, double run_s, const GpuAnalysisOptions& options = {});
+
+// The stragglers among the ranks of distributed jobs (rank_straggler): per job whose
+// straggler stands out, the others' mean wait for it in collectives (what making it as fast
+// as them would save at most); impact_fraction that over `run_s`. No what-if change.
+std::vector<Issue> CommunicationIssues(const model::Run& run, const CommunicationAnalysis& communication, double run_s);
 
 // The what-if engine's core-use provider: the phase's entry in `core_use` when it has one,
 // else CoreUseOf(run, id).

@@ -72,6 +72,8 @@ size_t RecordSize(const ev::RecordHead& h) {
     case ev::kRecEnd:
     case ev::kRecInstant:
     case ev::kRecTag:
+    case ev::kRecProcessTag:
+    case ev::kRecTagInt:
       return 16;
     case ev::kRecCounter:
     case ev::kRecFlowOut:
@@ -142,6 +144,7 @@ struct EventCollector::Record {
 struct EventCollector::Thread {
   uint32_t tid = 0;
   std::vector<model::PhaseId> stack;  // open phases, innermost last
+  std::vector<TimeNs> starts;         // their start times
   std::deque<Chunk*> chunks;          // not yet read to their end, in index order
   std::deque<Record> records;         // read, not yet applied
   int stall_polls = 0;                // polls its next record has waited for a name
@@ -168,6 +171,7 @@ struct EventCollector::File {
   uint64_t writer_too_deep = 0;
 
   ProcessInfo proc;
+  bool proc_is_parent = false;  // proc is the writer's parent's (grademl never saw the writer)
   uint64_t known_chunks = 0;
   std::vector<std::unique_ptr<Chunk>> chunks;  // every chunk seen, owner
   std::vector<Chunk*> unclaimed;               // no record committed yet
@@ -394,7 +398,11 @@ void EventCollector::ScanChunk(File* f, Thread* t, Chunk* c) {
           r.ticks = ReadAt<uint64_t>(p + 16);
           break;
         case ev::kRecTag:
+        case ev::kRecProcessTag:
           r.aux = ReadAt<uint32_t>(p + 8);
+          break;
+        case ev::kRecTagInt:
+          r.flow = ReadAt<uint64_t>(p + 8);  // the int64 value, as its bits
           break;
         case ev::kRecCounter:
           r.ticks = ReadAt<uint64_t>(p + 8);
@@ -523,7 +531,13 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Reco
       }
       ticks = rec.ticks;
       TimeNs start = time_of(ticks);
-      model::PhaseSpec spec{.parent = innermost, .name = std::move(name), .type = TypeOf(type),
+      // A Begin timed before the innermost open phase began (grademl_begin_at: an operation
+      // recorded once it completed) nests under the innermost one that contains its start.
+      model::PhaseId parent = innermost;
+      for (size_t k = t->stack.size(); k > 0 && t->starts[k - 1] > start; --k) {
+        parent = k >= 2 ? t->stack[k - 2] : f->proc.phase;
+      }
+      model::PhaseSpec spec{.parent = parent, .name = std::move(name), .type = TypeOf(type),
                             .start_ns = start, .host = host_, .pid = f->pid, .tags = {}};
       model::PhaseId id = builder_->BeginPhase(spec);
       ++phases_;
@@ -531,6 +545,7 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Reco
         builder_->EndPhase(id, start);
       } else {
         t->stack.push_back(id);
+        t->starts.push_back(start);
       }
       break;
     }
@@ -538,6 +553,7 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Reco
       if (!t->stack.empty()) {  // an unmatched end has nothing to end
         builder_->EndPhase(t->stack.back(), time_of(rec.ticks));
         t->stack.pop_back();
+        t->starts.pop_back();
       }
       break;
     }
@@ -545,6 +561,24 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Reco
       std::string key, value;
       if (!name_of(head.id, &key) || !name_of(rec.aux, &value)) return Apply::kWait;
       builder_->SetPhaseTag(innermost, key, value);
+      break;
+    }
+    case ev::kRecTagInt: {
+      std::string key;
+      if (!name_of(head.id, &key)) return Apply::kWait;
+      builder_->SetPhaseTag(innermost, key, std::to_string(static_cast<int64_t>(rec.flow)));
+      break;
+    }
+    case ev::kRecProcessTag: {
+      std::string key, value;
+      if (!name_of(head.id, &key) || !name_of(rec.aux, &value)) return Apply::kWait;
+      // Only the writer's own process phase: a writer grademl never saw (its events under
+      // its parent's phase) would tag its parent.
+      if (f->proc_is_parent) {
+        ++own_dropped_;
+        break;
+      }
+      builder_->SetPhaseTag(f->proc.phase, key, value);
       break;
     }
     case ev::kRecCounter: {
@@ -627,6 +661,7 @@ void EventCollector::CloseFile(File* f, TimeNs end) {
     while (!t->stack.empty()) {
       builder_->EndPhase(t->stack.back(), end);
       t->stack.pop_back();
+      t->starts.pop_back();
     }
   }
   own_dropped_ += f->pending;  // what could never be applied
@@ -654,11 +689,14 @@ void EventCollector::PollFile(File* f, bool final, TimeNs end) {
   ProcessInfo info = process_of_(static_cast<pid_t>(f->pid));
   // A process that lived and died between two passes of the process monitor is never a
   // phase of its own: its events go under its parent's phase (tagged with their pid).
+  bool parent = false;
   if (info.phase == 0 && f->ppid > 0 && (final || ++f->unknown_polls > kUnknownWriterPolls)) {
     info = process_of_(static_cast<pid_t>(f->ppid));
+    parent = true;
   }
   if (f->proc.phase == 0) {
     f->proc = info;
+    f->proc_is_parent = parent && info.phase != 0;
   } else {
     f->proc.end_ns = info.end_ns;
     if (f->proc.resource == 0) f->proc.resource = info.resource;

@@ -98,6 +98,8 @@ enum RecordType : uint8_t {
   kRecFlowOut = 7,  // the innermost open phase produces flow `flow_id`: id = 0, then uint64 ticks, uint64 flow_id
   kRecFlowIn = 8,   // the innermost open phase consumes flow `flow_id` (an edge from the producer's phase)
   kRecTypedBegin = 9,  // as kRecBegin with a phase type different from its name: id = name id, then uint32 type id (+pad), uint64 ticks
+  kRecProcessTag = 10,  // a key=value tag on the writer's process phase, whatever is open: laid out as kRecTag
+  kRecTagInt = 11,      // a key=<integer> tag on the innermost open phase: id = key name id, then int64 value (no name interned for it)
 };
 
 struct RecordHead {
@@ -109,6 +111,13 @@ struct RecordHead {
 static_assert(sizeof(RecordHead) == 8);
 inline constexpr uint32_t kMaxRecordBytes = 24;  // every record but kRecName
 
+// Begin and End carry the ticks the writer gives them: usually the moment of the call, but
+// grademl_begin_at / grademl_end_at write an operation timed elsewhere (an asynchronous
+// collective, recorded by the thread that saw it complete) with its own start and end. Such
+// a Begin may be earlier than the writer thread's innermost open phase: the reader nests it
+// under the innermost open phase that began at or before it (the process's phase when none
+// did), and the phase stays on the thread's stack until its End as any other.
+//
 // Name ids are per writer, start at 1, and are defined (kRecName) before any record of the
 // same writer uses them is committed, though possibly in another thread's chunk.
 

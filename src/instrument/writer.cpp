@@ -374,7 +374,7 @@ inline bool Ready() {
   return InitSlow();
 }
 
-[[gnu::noinline]] void BeginSlow(ThreadState& t, uint32_t id, uint32_t type_id, bool typed) {
+[[gnu::noinline]] void BeginSlow(ThreadState& t, uint32_t id, uint32_t type_id, bool typed, uint64_t ticks) {
   if (t.depth_dropped == 0 && id != 0 && t.depth_written < kMaxDepth) {
     const uint32_t size = typed ? 24 : 16;
     if (char* p = Reserve(t, size + kEndBytes)) {
@@ -382,10 +382,10 @@ inline bool Ready() {
         PutHead(p, kRecTypedBegin, id);
         Put32(p + 8, type_id);
         Put32(p + 12, 0);
-        Put64(p + 16, Now());
+        Put64(p + 16, ticks);
       } else {
         PutHead(p, kRecBegin, id);
-        Put64(p + 8, Now());
+        Put64(p + 8, ticks);
       }
       t.off += size;
       t.limit -= kEndBytes;
@@ -397,6 +397,26 @@ inline bool Ready() {
   if (id != 0 && t.depth_written + t.depth_dropped >= kMaxDepth) CountTooDeep();
   t.depth_dropped++;
   CountDropped();
+}
+
+// Ends the innermost open phase of this thread at `ticks`.
+inline void EndAt(ThreadState& t, uint64_t ticks) {
+  if (t.depth_dropped == 0 && t.depth_written != 0) [[likely]] {
+    // The reserve guarantees room: off + 16 <= limit + 16 <= kChunkPayload.
+    char* p = t.payload + t.off;
+    PutHead(p, kRecEnd, 0);
+    Put64(p + 8, ticks);
+    t.off += 16;
+    t.limit += kEndBytes;
+    t.depth_written--;
+    Commit(t);
+    return;
+  }
+  if (t.depth_dropped != 0) {
+    t.depth_dropped--;
+    CountDropped();
+  }
+  // else: no open phase on this thread (unbalanced, or begun before a fork): ignored.
 }
 
 // A record of `size` bytes that belongs to the innermost open phase (tag, flow): dropped
@@ -516,34 +536,48 @@ GRADEML_API void grademl_begin(uint32_t name_id) {
     Commit(t);
     return;
   }
-  BeginSlow(t, name_id, 0, false);
+  BeginSlow(t, name_id, 0, false, Now());
 }
 
 GRADEML_API void grademl_begin_typed(uint32_t name_id, uint32_t type_id) {
   if (!Ready()) return;
   if (type_id == 0 || type_id == name_id) return grademl_begin(name_id);
-  BeginSlow(t_state, name_id, type_id, true);
+  BeginSlow(t_state, name_id, type_id, true, Now());
+}
+
+GRADEML_API uint64_t grademl_now(void) { return Ready() ? Now() : 0; }
+
+GRADEML_API void grademl_begin_at(uint32_t name_id, uint32_t type_id, uint64_t ticks) {
+  if (!Ready()) return;
+  if (ticks == 0) ticks = Now();  // a reading taken while disabled
+  bool typed = type_id != 0 && type_id != name_id;
+  BeginSlow(t_state, name_id, typed ? type_id : 0, typed, ticks);
+}
+
+GRADEML_API void grademl_end_at(uint64_t ticks) {
+  if (!Ready()) return;
+  EndAt(t_state, ticks == 0 ? Now() : ticks);
 }
 
 GRADEML_API void grademl_end(void) {
   if (!Ready()) return;
+  EndAt(t_state, Now());
+}
+
+GRADEML_API void grademl_tag_process(uint32_t key_id, uint32_t value_id) {
+  if (!Ready()) return;
   ThreadState& t = t_state;
-  if (t.depth_dropped == 0 && t.depth_written != 0) [[likely]] {
-    // The reserve guarantees room: off + 16 <= limit + 16 <= kChunkPayload.
-    char* p = t.payload + t.off;
-    PutHead(p, kRecEnd, 0);
-    Put64(p + 8, Now());
-    t.off += 16;
-    t.limit += kEndBytes;
-    t.depth_written--;
-    Commit(t);
+  if (key_id == 0 || value_id == 0) {
+    CountDropped();
     return;
   }
-  if (t.depth_dropped != 0) {
-    t.depth_dropped--;
-    CountDropped();
-  }
-  // else: no open phase on this thread (unbalanced, or begun before a fork): ignored.
+  char* p = ReserveFree(t, 16, key_id);
+  if (p == nullptr) return;
+  PutHead(p, kRecProcessTag, key_id);
+  Put32(p + 8, value_id);
+  Put32(p + 12, 0);
+  t.off += 16;
+  Commit(t);
 }
 
 GRADEML_API void grademl_tag(uint32_t key_id, uint32_t value_id) {
@@ -558,6 +592,21 @@ GRADEML_API void grademl_tag(uint32_t key_id, uint32_t value_id) {
   PutHead(p, kRecTag, key_id);
   Put32(p + 8, value_id);
   Put32(p + 12, 0);
+  t.off += 16;
+  Commit(t);
+}
+
+GRADEML_API void grademl_tag_int(uint32_t key_id, int64_t value) {
+  if (!Ready()) return;
+  ThreadState& t = t_state;
+  if (key_id == 0) {
+    if (t.depth_written != 0 || t.depth_dropped != 0) CountDropped();
+    return;
+  }
+  char* p = ReservePhaseRecord(t, 16);
+  if (p == nullptr) return;
+  PutHead(p, kRecTagInt, key_id);
+  Put64(p + 8, static_cast<uint64_t>(value));
   t.off += 16;
   Commit(t);
 }

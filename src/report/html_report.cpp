@@ -904,7 +904,9 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
           {"whatif", std::move(whatif)},
           {"gpu", GpuReportJson(analysis.gpu)},
           {"spark", SparkReportJson(analysis.spark)},
-          {"dask", DaskReportJson(run, analysis.dask)}};
+          {"dask", DaskReportJson(run, analysis.dask)},
+          {"communication", CommunicationJson(analysis.communication)},
+          {"communication_summary", CommunicationSummaryJson(analysis.communication)}};
 }
 
 std::string RenderHtmlReport(const model::Run& run, const analysis::RunAnalysis& analysis,

@@ -292,6 +292,60 @@ json SparkJson(const analysis::SparkAnalysis& spark) {
 
 }  // namespace
 
+json CommunicationJson(const analysis::CommunicationAnalysis& c) {
+  json out = json::array();
+  for (const analysis::RankCommunication& r : c.ranks) {
+    out.push_back({{"rank", r.rank},
+                   {"host", Text(r.host)},
+                   {"pid", r.pid == 0 ? json(nullptr) : json(r.pid)},
+                   {"collectives", r.collectives},
+                   {"comm_s", r.comm_s},
+                   {"overlapped_s", r.overlapped_s},
+                   {"overlap_pct", Rounded(r.overlap_pct, 2)},
+                   {"wait_s", r.wait_known ? json(r.wait_s) : json(nullptr)},
+                   {"job", r.job},
+                   {"process", r.process == 0 ? json(nullptr) : json(r.process)},
+                   {"source", r.source},
+                   {"ddp_buckets", r.ddp_buckets},
+                   {"bytes", r.bytes},
+                   {"compute_s", r.wait_known ? json(r.compute_s) : json(nullptr)},
+                   {"caused_wait_s", r.wait_known ? json(r.caused_wait_s) : json(nullptr)},
+                   {"straggler", r.straggler}});
+  }
+  return out;
+}
+
+json CommunicationSummaryJson(const analysis::CommunicationAnalysis& c) {
+  if (c.empty()) return nullptr;
+  json jobs = json::array();
+  for (size_t i = 0; i < c.jobs.size(); ++i) {
+    const analysis::CommunicationJob& j = c.jobs[i];
+    jobs.push_back({{"job", i},
+                    {"id", Text(j.id)},
+                    {"world_size", j.world_size},
+                    {"ranks", j.ranks},
+                    {"matched", j.matched},
+                    {"straggler_rank", j.straggler_rank < 0 ? json(nullptr) : json(j.straggler_rank)},
+                    {"straggler_process", j.straggler_process == 0 ? json(nullptr) : json(j.straggler_process)},
+                    {"straggler_cost_s", j.straggler_cost_s},
+                    {"straggler_total_s", j.straggler_total_s}});
+  }
+  json kinds = json::array();
+  for (const analysis::CollectiveKind& k : c.kinds) {
+    kinds.push_back({{"name", Text(k.name)},
+                     {"count", k.count},
+                     {"ddp_buckets", k.ddp_buckets},
+                     {"bytes", k.bytes},
+                     {"total_s", k.total_s},
+                     {"wait_s", k.wait_s}});
+  }
+  return {{"world_size", c.world_size},
+          {"straggler_rank", c.straggler_rank < 0 ? json(nullptr) : json(c.straggler_rank)},
+          {"straggler_cost_s", c.straggler_cost_s},
+          {"jobs", std::move(jobs)},
+          {"kinds", std::move(kinds)}};
+}
+
 json RunInfoJson(const model::RunInfo& info) {
   json command = json::array();
   for (const std::string& arg : info.command) command.push_back(Text(arg));
@@ -372,6 +426,8 @@ static void AnalysisJson(const analysis::RunAnalysis& a, json& out) {
   out["issues"] = std::move(issues);
   out["gpu"] = GpuJson(a.gpu);
   out["spark"] = SparkJson(a.spark);
+  out["communication"] = CommunicationJson(a.communication);
+  out["communication_summary"] = CommunicationSummaryJson(a.communication);
 }
 
 json GpuReportJson(const analysis::GpuAnalysis& gpu) { return GpuJson(gpu); }

@@ -27,6 +27,12 @@ nlohmann::json SparkReportJson(const analysis::SparkAnalysis& spark);
 // The "dask" object of the report (docs/json-report.md, docs/engines.md): Dask's tasks per
 // prefix and per worker; null without Dask tasks. Also in the HTML report's data.
 nlohmann::json DaskReportJson(const model::Run& run, const analysis::DaskAnalysis& dask);
+// The "communication" array of the report (docs/json-report.md): per rank of a distributed
+// job {rank, host, pid, collectives, comm_s, overlapped_s, overlap_pct, wait_s, ...}; and the
+// "communication_summary" object (jobs, stragglers, collective kinds), null without ranks.
+// Both are also in the HTML report's data.
+nlohmann::json CommunicationJson(const analysis::CommunicationAnalysis& communication);
+nlohmann::json CommunicationSummaryJson(const analysis::CommunicationAnalysis& communication);
 
 // The "sources" array of the report (also in the HTML report's data): per imported trace its
 // id, path, format, rank, world_size, clock, clock_note (null unless clock=aligned), tags,

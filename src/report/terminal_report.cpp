@@ -303,6 +303,63 @@ void RenderDask(const analysis::DaskAnalysis& d, const Styler& style, std::strin
   }
 }
 
+// --- ranks of distributed jobs ------------------------------------------------------------
+
+std::string SecondsOrDash(double s) {
+  if (!std::isfinite(s)) return "-";
+  return s == 0 ? "0 s" : FormatDuration(static_cast<DurationNs>(std::llround(s * 1e9)));
+}
+
+// Ranks of imported traces (source "trace") are left out: the GPU section above has their figures.
+void RenderCommunication(const analysis::CommunicationAnalysis& c, const Styler& style, std::string& out) {
+  std::vector<bool> shown(c.jobs.size(), false);
+  for (const analysis::RankCommunication& r : c.ranks) {
+    if (r.source != "trace" && r.job < shown.size()) shown[r.job] = true;
+  }
+  if (std::find(shown.begin(), shown.end(), true) == shown.end()) return;
+  out += '\n' + style(kBold, "Communication") +
+         style(kDim, "  (ranks of distributed jobs: time in collectives, overlapped with computation, waiting for "
+                     "the last peer: docs/engines.md)") +
+         '\n';
+  for (size_t j = 0; j < c.jobs.size(); ++j) {
+    if (!shown[j]) continue;
+    const analysis::CommunicationJob& job = c.jobs[j];
+    std::string head = job.id.empty() ? fmt::format("job of {} ranks", job.world_size)
+                                      : fmt::format("job {} ({} ranks)", TruncateToWidth(Sanitize(job.id), 40),
+                                                    job.world_size);
+    if (std::count(shown.begin(), shown.end(), true) > 1 || !job.id.empty()) out += "  " + style(kDim, head) + '\n';
+    std::vector<std::vector<std::string>> rows;
+    for (const analysis::RankCommunication& r : c.ranks) {
+      if (r.job != j) continue;
+      std::string where = fmt::format("{} {}", TruncateToWidth(Sanitize(r.host), 24), r.pid);
+      std::string collectives = fmt::format("{}", r.collectives);
+      if (r.ddp_buckets > 0) collectives += fmt::format(" ({} DDP buckets)", r.ddp_buckets);
+      rows.push_back({fmt::format("{}{}", r.rank, r.straggler ? " straggler" : ""), where, collectives,
+                      r.bytes > 0 ? FormatBytes(static_cast<double>(r.bytes)) : "-", SecondsOrDash(r.comm_s),
+                      fmt::format("{} ({})", SecondsOrDash(r.overlapped_s), Pct(r.overlap_pct)),
+                      r.wait_known ? SecondsOrDash(r.wait_s) : "-",
+                      r.wait_known ? SecondsOrDash(r.compute_s) : "-"});
+    }
+    RenderColumns({"rank", "host pid", "collectives", "bytes", "in collectives", "overlapped", "waiting", "computing"},
+                  rows, style, out);
+    if (job.straggler_rank >= 0) {
+      out += "  " + WrapText(fmt::format("rank {} was the straggler: the others waited {} on average for it ({} in all)",
+                                         job.straggler_rank, SecondsOrDash(job.straggler_cost_s),
+                                         SecondsOrDash(job.straggler_total_s)),
+                             96, 4) +
+             '\n';
+    }
+  }
+  std::vector<std::string> kinds;
+  for (const analysis::CollectiveKind& k : c.kinds) {
+    std::string text = fmt::format("{} {}x", TruncateToWidth(Sanitize(k.name), 40), k.count);
+    if (k.ddp_buckets > 0) text += fmt::format(" ({} DDP buckets)", k.ddp_buckets);
+    text += fmt::format(" {}", SecondsOrDash(k.total_s));
+    kinds.push_back(std::move(text));
+  }
+  if (!kinds.empty()) out += "  " + WrapText("collectives, all ranks: " + Join(kinds, "; "), 96, 4) + '\n';
+}
+
 // --- phase tree --------------------------------------------------------------------------
 
 // One line of the phase table, before alignment.
@@ -953,6 +1010,7 @@ std::string RenderTerminalReport(const model::Run& run, const analysis::RunAnaly
   RenderGpu(analysis.gpu, style, out);
   RenderSpark(analysis.spark, style, out);
   RenderDask(analysis.dask, style, out);
+  RenderCommunication(analysis.communication, style, out);
   RenderIssues(run, analysis, style, out);
   RenderFailedSteps(run, style, out);
   return out;

@@ -120,6 +120,14 @@ class TestWriter {
     struct { ev::RecordHead h; uint32_t v; uint32_t pad; } r{{ev::kRecTag, 0, 0, key}, value, 0};
     Append(c, &r, sizeof r);
   }
+  void TagInt(int c, uint32_t key, int64_t value) {
+    struct { ev::RecordHead h; int64_t v; } r{{ev::kRecTagInt, 0, 0, key}, value};
+    Append(c, &r, sizeof r);
+  }
+  void ProcessTag(int c, uint32_t key, uint32_t value) {
+    struct { ev::RecordHead h; uint32_t v; uint32_t pad; } r{{ev::kRecProcessTag, 0, 0, key}, value, 0};
+    Append(c, &r, sizeof r);
+  }
   void Counter(int c, uint32_t name, uint64_t t, double v) {
     struct { ev::RecordHead h; uint64_t t; double v; } r{{ev::kRecCounter, 0, 0, name}, t, v};
     Append(c, &r, sizeof r);
@@ -278,6 +286,79 @@ TEST_F(EventCollectorTest, NestingAndTags) {
   EXPECT_EQ(s.events, 5u);
   EXPECT_EQ(s.pending, 0u);
   EXPECT_EQ(s.dropped, 0u);
+}
+
+// A phase begun with an earlier time than the thread's open phases (grademl_begin_at: an
+// asynchronous collective recorded once it completed) nests under the innermost open phase
+// that began at or before it. A process tag goes to the process's phase, phases open or not.
+TEST_F(EventCollectorTest, EarlierBeginsNestWhereTheyStartAndProcessTags) {
+  auto& proc = AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  int k = w.NewChunk(100);
+  const char* names[] = {"epoch", "backward", "all_reduce", "collective", "rank", "1", "bucket", "0", "broadcast"};
+  for (uint32_t i = 0; i < 9; ++i) w.Name(k, i + 1, names[i]);
+  w.Begin(k, 1, 1000);
+  w.Begin(k, 2, 3000);
+  w.ProcessTag(k, 5, 6);
+  w.TypedBegin(k, 3, 4, 2000);  // began in the epoch, before the backward
+  w.Tag(k, 7, 8);
+  w.TagInt(k, 5, -1234567890123);
+  w.End(k, 3500);
+  w.TypedBegin(k, 9, 4, 500);  // began before anything open
+  w.End(k, 3600);
+  w.TypedBegin(k, 9, 4, 3000);  // at the backward's start: inside it
+  w.End(k, 3700);
+  w.End(k, 4000);
+  w.End(k, 5000);
+  c->Poll(0);
+  Model& m = Take();
+  const model::Phase* epoch = m.Named("epoch");
+  const model::Phase* backward = m.Named("backward");
+  const model::Phase* all_reduce = m.Named("all_reduce");
+  ASSERT_TRUE(epoch && backward && all_reduce);
+  EXPECT_EQ(backward->parent, epoch->id);
+  EXPECT_EQ(backward->end_ns, kAnchorEpoch + 4000);
+  EXPECT_EQ(epoch->end_ns, kAnchorEpoch + 5000);
+  EXPECT_EQ(all_reduce->parent, epoch->id);
+  EXPECT_EQ(all_reduce->type, "run/process/epoch/collective");
+  EXPECT_EQ(all_reduce->start_ns, kAnchorEpoch + 2000);
+  EXPECT_EQ(all_reduce->end_ns, kAnchorEpoch + 3500);
+  EXPECT_EQ(m.Tag(*all_reduce, "bucket"), "0");
+  EXPECT_EQ(m.Tag(*all_reduce, "rank"), "-1234567890123");  // an integer tag
+  std::vector<const model::Phase*> broadcasts;
+  for (auto& [id, p] : m.phases) {
+    if (p.name == "broadcast") broadcasts.push_back(&p);
+  }
+  ASSERT_EQ(broadcasts.size(), 2u);
+  EXPECT_EQ(broadcasts[0]->parent, proc.phase);
+  EXPECT_EQ(broadcasts[0]->start_ns, kAnchorEpoch + 500);
+  EXPECT_EQ(broadcasts[1]->parent, backward->id);
+  EXPECT_EQ(m.Tag(m.phases.at(proc.phase), "rank"), "1");
+  EXPECT_EQ(m.Tag(*epoch, "rank"), "<none>");
+  EXPECT_EQ(c->stats().dropped, 0u);
+}
+
+// A writer grademl never saw as a process has its events under its parent's phase: its
+// process tags are not its parent's, and are dropped.
+TEST_F(EventCollectorTest, ProcessTagsOfAnUnknownWriterAreDropped) {
+  auto& parent = AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 200);
+  w.header()->ppid = 100;
+  int k = w.NewChunk(200);
+  w.Name(k, 1, "rank");
+  w.Name(k, 2, "3");
+  w.Name(k, 3, "work");
+  w.ProcessTag(k, 1, 2);
+  w.Begin(k, 3, 10);
+  w.End(k, 20);
+  c->Finish(kAnchorEpoch + 100);
+  Model& m = Take();
+  ASSERT_NE(m.Named("work"), nullptr);
+  EXPECT_EQ(m.Named("work")->parent, parent.phase);
+  EXPECT_EQ(m.Tag(m.phases.at(parent.phase), "rank"), "<none>");
+  EXPECT_EQ(c->stats().dropped, 1u);
 }
 
 TEST_F(EventCollectorTest, TwoThreadsInterleaved) {

@@ -34,6 +34,15 @@ def work(n):
 ts = [threading.Thread(target=work, args=(n,)) for n in range(3)]
 [t.start() for t in ts]; [t.join() for t in ts]
 """,
+    "given_times_process_tags": """
+i = lib.grademl_intern
+lib.grademl_tag_process(i(b"rank"), i(b"1"))
+lib.grademl_begin(i(b"backward"))
+t = lib.grademl_now()
+lib.grademl_begin_at(i(b"all_reduce"), i(b"collective"), ctypes.c_uint64(t - 1000))
+lib.grademl_tag(i(b"seq"), i(b"2")); lib.grademl_end_at(ctypes.c_uint64(t + 5))
+lib.grademl_end()
+""",
     "open_at_exit_escaped_names": """
 i = lib.grademl_intern
 lib.grademl_begin(i("ctl \\x1b[31m \\udcff".encode("utf-8", "surrogateescape")))
@@ -41,7 +50,7 @@ lib.grademl_begin(i(b"never ended"))
 """,
 }
 
-PRELUDE = "import ctypes, os\nlib = ctypes.CDLL(os.environ['GRADEML_LIBRARY'])\nlib.grademl_counter.argtypes = [ctypes.c_uint32, ctypes.c_double]\nlib.grademl_flow_out.argtypes = [ctypes.c_uint64]\nlib.grademl_flow_in.argtypes = [ctypes.c_uint64]\n"
+PRELUDE = "import ctypes, os\nlib = ctypes.CDLL(os.environ['GRADEML_LIBRARY'])\nlib.grademl_counter.argtypes = [ctypes.c_uint32, ctypes.c_double]\nlib.grademl_flow_out.argtypes = [ctypes.c_uint64]\nlib.grademl_flow_in.argtypes = [ctypes.c_uint64]\nlib.grademl_now.restype = ctypes.c_uint64\n"
 
 
 def compact(fd):

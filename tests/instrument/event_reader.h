@@ -103,7 +103,11 @@ inline EventFile ReadEventMemory(int fd) {
           size = 24;
           break;
         case kRecTag:
+        case kRecProcessTag:
           memcpy(&r.value_id, q, 4);
+          break;
+        case kRecTagInt:
+          memcpy(&r.flow, q, 8);  // the int64 value's bits
           break;
         case kRecFlowOut: case kRecFlowIn:
           memcpy(&r.ticks, q, 8);

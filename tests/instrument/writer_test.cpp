@@ -173,6 +173,62 @@ TEST_F(WriterTest, NestingDeeperThanTheLimitIsCounted) {
   EXPECT_EQ(f.header.dropped_events, uint64_t(2 * (kExtra + 1)));
 }
 
+// grademl_begin_at / grademl_end_at write the times they are given (an operation timed
+// elsewhere); grademl_tag_process needs no open phase.
+TEST_F(WriterTest, PhasesWithGivenTimesAndProcessTags) {
+  uint64_t t0 = grademl_now();
+  ASSERT_NE(t0, 0u);
+  uint32_t name = grademl_intern("all_reduce");
+  uint32_t type = grademl_intern("collective");
+  grademl_tag_process(grademl_intern("rank"), grademl_intern("1"));
+  grademl_begin_at(name, type, t0 - 1000);
+  grademl_tag_str("bytes", "8");
+  grademl_tag_int(grademl_intern("seq"), -42);
+  grademl_end_at(t0 + 5);
+  uint64_t t1 = grademl_now();
+  grademl_begin_at(name, 0, 0);  // untyped; 0: now
+  grademl_end_at(0);
+  grademl_tag_process(0, grademl_intern("x"));  // no key: dropped, counted
+
+  EventFile f = ReadCurrent();
+  auto threads = f.ByThread();
+  ASSERT_EQ(threads.size(), 1u);
+  const std::vector<Rec>& r = threads.begin()->second;
+  std::vector<uint8_t> types;
+  for (const Rec& x : r) types.push_back(x.type);
+  EXPECT_EQ(types, (std::vector<uint8_t>{kRecProcessTag, kRecTypedBegin, kRecTag, kRecTagInt, kRecEnd, kRecBegin,
+                                          kRecEnd}));
+  EXPECT_EQ(f.Name(r[0].id), "rank");
+  EXPECT_EQ(f.Name(r[0].value_id), "1");
+  EXPECT_EQ(f.Name(r[1].id), "all_reduce");
+  EXPECT_EQ(f.Name(r[1].value_id), "collective");
+  EXPECT_EQ(r[1].ticks, t0 - 1000);
+  EXPECT_EQ(f.Name(r[3].id), "seq");
+  EXPECT_EQ(static_cast<int64_t>(r[3].flow), -42);
+  EXPECT_EQ(r[4].ticks, t0 + 5);
+  EXPECT_GE(r[5].ticks, t1);
+  EXPECT_GE(r[6].ticks, r[5].ticks);
+  EXPECT_EQ(f.header.dropped_events, 1u);
+}
+
+TEST_F(WriterTest, CppApiCompleteAndTagProcess) {
+  std::uint64_t start = grademl::Now();
+  grademl::TagProcess("rank", "2");
+  grademl::Complete("broadcast", "collective", start, start + 7);
+  EventFile f = ReadCurrent();
+  auto threads = f.ByThread();
+  ASSERT_EQ(threads.size(), 1u);
+  const std::vector<Rec>& r = threads.begin()->second;
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].type, kRecProcessTag);
+  EXPECT_EQ(f.Name(r[0].value_id), "2");
+  EXPECT_EQ(r[1].type, kRecTypedBegin);
+  EXPECT_EQ(f.Name(r[1].value_id), "collective");
+  EXPECT_EQ(r[1].ticks, start);
+  EXPECT_EQ(r[2].type, kRecEnd);
+  EXPECT_EQ(r[2].ticks, start + 7);
+}
+
 TEST_F(WriterTest, NestingTagsAndRecordKinds) {
   uint32_t outer = grademl_intern("outer");
   uint32_t inner = grademl_intern("inner 1");

@@ -201,6 +201,49 @@ function daskSection(data, showPhase) {
        el('tbody', {}, workerRows)));
 }
 
+// The ranks of distributed jobs (docs/engines.md): per rank its time in collectives, how much
+// of it overlapped computation and how much it waited for the last peer; the straggler.
+function communicationSection(data, showPhase) {
+  const ranks = data.communication || [];
+  const summary = data.communication_summary;
+  if (!ranks.length || !summary) return null;
+  const secs = (v) => (v === null || v === undefined ? '–' : fmtDuration(v));
+  // Ranks of imported traces are in the GPU section: only the jobs grademl recorded.
+  const jobs = (summary.jobs || []).filter((job) => ranks.some((r) => r.job === job.job && r.source !== 'trace'));
+  if (!jobs.length) return null;
+  const tables = jobs.map((job) => {
+    const rows = ranks.filter((r) => r.job === job.job).map((r) => el('tr', { class: r.straggler ? 'straggler' : '' },
+      el('td', {}, r.process !== null && showPhase
+        ? el('button', { type: 'button', class: 'link', title: 'show on the timeline', onclick: () => showPhase(r.process) }, `rank ${r.rank}`)
+        : `rank ${r.rank}`, r.straggler ? el('span', { class: 'badge crit' }, 'straggler') : null),
+      el('td', {}, `${r.host} ${r.pid !== null ? r.pid : ''}`),
+      el('td', { class: 'num' }, r.ddp_buckets > 0 ? `${r.collectives} (${r.ddp_buckets} DDP buckets)` : `${r.collectives}`),
+      el('td', { class: 'num' }, r.bytes > 0 ? fmtBytes(r.bytes) : '–'),
+      el('td', { class: 'num' }, secs(r.comm_s)),
+      el('td', { class: 'num' }, `${secs(r.overlapped_s)} (${r.overlap_pct.toFixed(1)}%)`),
+      el('td', { class: 'num' }, secs(r.wait_s)),
+      el('td', { class: 'num' }, secs(r.compute_s))));
+    const title = job.id ? `Job ${job.id} (${job.world_size} ranks)` : `Job of ${job.world_size} ranks`;
+    return el('div', {},
+      jobs.length > 1 || job.id ? el('h3', {}, title) : null,
+      el('table', { class: 'communication' },
+        el('thead', {}, el('tr', {}, ['Rank', 'Host pid', 'Collectives', 'Bytes', 'In collectives', 'Overlapped', 'Waiting', 'Computing'].map((h) => el('th', {}, h)))),
+        el('tbody', {}, rows)),
+      job.straggler_rank !== null
+        ? el('p', { class: 'noisy' }, `Rank ${job.straggler_rank} was the straggler: the other ranks waited ${fmtDuration(job.straggler_cost_s)} on average for it to arrive (${fmtDuration(job.straggler_total_s)} in all).`)
+        : null);
+  });
+  const kinds = (summary.kinds || []).map((k) => el('tr', {},
+    el('td', {}, k.name), el('td', { class: 'num' }, k.ddp_buckets > 0 ? `${k.count} (${k.ddp_buckets} DDP buckets)` : `${k.count}`),
+    el('td', { class: 'num' }, k.bytes > 0 ? fmtBytes(k.bytes) : '–'), el('td', { class: 'num' }, fmtDuration(k.total_s)),
+    el('td', { class: 'num' }, fmtDuration(k.wait_s))));
+  return section('communication', 'Communication between ranks',
+    'Per rank of a distributed job: the time in collectives (DDP\'s gradient buckets included), how much of it overlapped the rank\'s computation, and how much it waited for the last peer to arrive (the k-th collective of a process group is the same operation on every rank).',
+    ...tables,
+    kinds.length ? el('div', {}, el('h3', {}, 'Collectives, all ranks'),
+      el('table', {}, el('thead', {}, el('tr', {}, ['Collective', 'Count', 'Bytes', 'Time', 'Waiting'].map((h) => el('th', {}, h)))), el('tbody', {}, kinds))) : null);
+}
+
 function legend() {
   return el('div', { class: 'legend' },
     BOUNDS.map((b) => el('span', {}, el('span', { class: 'swatch', style: { background: b.color } }), b.label)),
@@ -321,6 +364,8 @@ function main() {
   if (spark) app.append(spark);
   const dask = daskSection(data, showPhase);
   if (dask) app.append(dask);
+  const communication = communicationSection(data, showPhase);
+  if (communication) app.append(communication);
 
   const tl = data.timeline;
   const lod = tl.shown_phases < tl.total_phases

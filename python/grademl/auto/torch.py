@@ -15,6 +15,8 @@ Phases (name / type):
   <LossClass> / loss         an outermost call of a loss module (nn.CrossEntropyLoss()(...))
   torch.profiler export / trace_export  each export_chrome_trace of torch's profiler, tagged
                              trace.path / trace.anchor_ns: grademl imports it (torch_trace.py)
+  <collective> / collective  torch.distributed's collectives and DDP's gradient buckets, the
+                             process tagged with its rank (torch_distributed.py)
   torch_threads=N            torch.get_num_threads(): on every epoch (at its start), and on
                              the process's first forward phase and any forward phase after
                              which it changed (programs without a DataLoader have it too)
@@ -73,7 +75,7 @@ def _detail():
 
 def _patch_torch(torch):
     steps = [_patch_module_call, _patch_backward, _patch_optimizers, _patch_dataloader, _patch_serialization,
-             _patch_profiler_export]
+             _patch_profiler_export, _patch_distributed]
     if "ops" in _detail():
         steps.append(_enable_op_detail)
     for fn in steps:
@@ -89,6 +91,13 @@ def _patch_profiler_export(torch):
     from . import torch_trace
 
     torch_trace.patch(torch)
+
+
+def _patch_distributed(torch):
+    """torch.distributed: ranks, collectives, DDP's gradient buckets (torch_distributed.py)."""
+    from . import torch_distributed
+
+    torch_distributed.patch(torch)
 
 
 def _patch_serialization(torch):
