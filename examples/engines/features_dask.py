@@ -57,7 +57,7 @@ def main():
     p.add_argument("--input", default="data/raw", help="directory of part-*.csv (default: %(default)s)")
     p.add_argument("--out", default="data/features.npz", help="output archive (default: %(default)s)")
     p.add_argument("--workers", type=int, default=2, help="Dask worker processes (default: %(default)s)")
-    p.add_argument("--history-frac", type=float, default=0.75,
+    p.add_argument("--history-frac", type=float, default=0.8,
                    help="share of the files used as history for the per-rider features (default: %(default)s)")
     p.add_argument("--test-frac", type=float, default=0.2, help="riders held out for testing (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")

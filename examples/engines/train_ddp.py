@@ -13,7 +13,7 @@ its collectives (DDP's bucketed all-reduce included) are recorded with their byt
 report shows per rank how long communication took, how much of it overlapped computation,
 and how long each rank waited for the slower one (docs/engines.md). Rank 0 saves the model.
 
-Size knob: ENGINES_SCALE (env; epochs = max(1, round(3 x scale))).
+Size knob: ENGINES_SCALE (env; epochs = max(1, round(2 x scale))).
 """
 import argparse
 import os
@@ -37,11 +37,11 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--input", default="data/features.npz", help="features archive (default: %(default)s)")
     p.add_argument("--out", default="models/mlp.pt", help="where rank 0 saves the model (default: %(default)s)")
-    p.add_argument("--epochs", type=int, default=None, help="default: max(1, round(3 x ENGINES_SCALE))")
+    p.add_argument("--epochs", type=int, default=None, help="default: max(1, round(2 x ENGINES_SCALE))")
     p.add_argument("--batch-size", type=int, default=256, help="per rank (default: %(default)s)")
-    p.add_argument("--hidden", type=int, default=256, help="hidden layer width (default: %(default)s)")
+    p.add_argument("--hidden", type=int, default=512, help="hidden layer width (default: %(default)s)")
     p.add_argument("--bucket-cap-mb", type=float, default=0.25,
-                   help="DDP gradient bucket size (default: %(default)s MB: a few buckets per step)")
+                   help="DDP gradient bucket size (default: %(default)s MB; DDP's first bucket is 1 MiB: with the default model of 2 MiB, 5 buckets per step)")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default: %(default)s)")
     args = p.parse_args()
     if "RANK" not in os.environ:
@@ -50,7 +50,7 @@ def main():
         scale = float(os.environ.get("ENGINES_SCALE", "1.0"))
     except ValueError:
         sys.exit("train_ddp: error: ENGINES_SCALE must be a number")
-    epochs = args.epochs if args.epochs is not None else max(1, round(3 * scale))
+    epochs = args.epochs if args.epochs is not None else max(1, round(2 * scale))
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -984,6 +984,7 @@ void RenderIssues(const model::Run& run, const analysis::RunAnalysis& a, const S
                                    FormatPercent(issue.impact_fraction));
     size_t indent = DisplayWidth(lead);
     out += style(kYellow, lead.substr(0, lead.size() - 2)) + "  " + WrapText(Sanitize(issue.text), 100 - indent, indent) + '\n';
+    if (issue.change.empty()) continue;  // nothing the what-if engine can replay (a straggling rank)
     std::string change = Sanitize(issue.change);
     if (DisplayWidth(change) > 100 - indent - 8) {  // many phases scaled at once
       change = fmt::format("{} changes (grademl report --json lists them)",

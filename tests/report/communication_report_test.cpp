@@ -100,6 +100,10 @@ TEST(CommunicationReport, TerminalTableWithNamesMadeSafe) {
   EXPECT_NE(section.find("1 straggler"), std::string::npos) << section;
   EXPECT_NE(section.find("rank 1 was the straggler: the others waited 1.00 s on average"), std::string::npos) << section;
   EXPECT_NE(section.find("2.30 s"), std::string::npos) << section;  // rank 0 in collectives
+  // The straggler's issue has no what-if change: no empty "change:" line under it.
+  std::string issues = out.substr(out.find("Top issues"));
+  EXPECT_NE(issues.find("was the straggler of its"), std::string::npos) << issues;
+  EXPECT_EQ(issues.find("change: \n"), std::string::npos) << issues;
 }
 
 TEST(CommunicationReport, NoSectionWithoutRanks) {
