@@ -259,5 +259,91 @@ TEST(WorkflowE2E, DigitsExampleWorkflow) {
   EXPECT_NEAR(sum, run["cpu_seconds"].get<double>(), 0.05 * run["cpu_seconds"].get<double>());
 }
 
+// The engines example (examples/engines), unchanged, at a small size: the Dask step's tasks
+// are phases under the worker processes of that step, as many as the graph the script
+// computed (it prints the size of the graph dask.compute runs, from Dask's own API); the
+// training step's two torchrun ranks are tagged and their DDP bucket all-reduces counted.
+// DDP's buckets by construction of the example's MLP (10 -> 512 -> 512 -> 512 -> 1, float32,
+// bucket_cap_mb 0.25, DDP's first bucket 1 MiB): the first iteration all-reduces the whole
+// model in one bucket; DDP then rebuilds them in backward order: [fc4, fc3] (1,052,676 B:
+// passes 1 MiB), [fc2] (1,050,624 B: passes 0.25 MB), [fc1] (22,528 B), so 1 + 3 x (N - 1)
+// bucket all-reduces per rank for N iterations.
+TEST(WorkflowE2E, EnginesExampleWorkflow) {
+  REQUIRE_PYTHON_MODULES("torch, sklearn, pandas, distributed, dask.dataframe");
+  std::string example = std::string(GRADEML_SOURCE_DIR) + "/examples/engines";
+  std::string dir = FreshDir("engines_workflow");
+  std::filesystem::copy(example, dir + "/engines",
+                        std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  for (const char* out : {"data", "models"}) std::filesystem::remove_all(dir + "/engines/" + out);
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({"/usr/bin/env", "ENGINES_SCALE=0.05", GrademlBinary(), "--db", db, "run",
+                                "--no-report", dir + "/engines/pipeline.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  json report = ReportJson(db);
+  auto steps = Steps(report);
+  ASSERT_EQ(steps.size(), 4u);
+  std::map<int64_t, const json*> by_id;
+  for (const json& p : report["phases"]) by_id[p["id"].get<int64_t>()] = &p;
+  auto under = [&](const json& p, const json& step) {
+    for (const json* q = &p; q != nullptr;) {
+      if ((*q)["id"] == step["id"]) return true;
+      if ((*q)["parent"].is_null()) return false;
+      auto it = by_id.find((*q)["parent"].get<int64_t>());
+      q = it == by_id.end() ? nullptr : it->second;
+    }
+    return false;
+  };
+
+  // Dask: the task count the script printed, every task under a worker process of the step.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"((\d+) Dask tasks on (\d+) workers)"))) << r.out;
+  const int64_t graph_tasks = std::stoll(m[1]);
+  ASSERT_FALSE(report["dask"].is_null());
+  EXPECT_EQ(report["dask"]["tasks"].get<int64_t>(), graph_tasks);
+  std::set<int64_t> worker_pids;
+  for (const json& w : report["dask"]["workers"]) {
+    ASSERT_FALSE(w["process"].is_null()) << w.dump();
+    worker_pids.insert(w["pid"].get<int64_t>());
+  }
+  EXPECT_EQ(worker_pids.size(), 2u);
+  int64_t tasks = 0;
+  for (const json& p : report["phases"]) {
+    if (!p["type"].get<std::string>().ends_with("/task")) continue;
+    ++tasks;
+    EXPECT_TRUE(under(p, steps["features"])) << p.dump();
+    const json& parent = *by_id[p["parent"].get<int64_t>()];
+    EXPECT_TRUE(parent["type"].get<std::string>().ends_with("/process")) << parent.dump();
+    EXPECT_EQ(worker_pids.count(parent["pid"].get<int64_t>()), 1u) << parent.dump();
+  }
+  EXPECT_EQ(tasks, graph_tasks);
+
+  // torch.distributed: two ranks under the train step, DDP's buckets as derived above.
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(epoch 1/(\d+): loss [0-9.]+ \((\d+) batches per rank\))")))
+      << r.out;
+  const int64_t iterations = std::stoll(m[1]) * std::stoll(m[2]);
+  const json& ranks = report["communication"];
+  ASSERT_EQ(ranks.size(), 2u) << ranks.dump(1);
+  std::set<int64_t> seen;
+  for (const json& rank : ranks) {
+    seen.insert(rank["rank"].get<int64_t>());
+    const json& process = *by_id[rank["process"].get<int64_t>()];
+    EXPECT_TRUE(under(process, steps["train"])) << process.dump();
+    EXPECT_EQ(process["tags"]["world_size"], "2");
+    EXPECT_GT(rank["comm_s"].get<double>(), 0);
+    EXPECT_GE(rank["overlapped_s"].get<double>(), 0);
+    EXPECT_LE(rank["overlapped_s"].get<double>(), rank["comm_s"].get<double>() + 1e-9);
+    EXPECT_LE(rank["wait_s"].get<double>(), rank["comm_s"].get<double>() + 1e-9);
+    int64_t buckets = 0;
+    for (const json& p : report["phases"]) {
+      if (p["pid"] == process["pid"] && p["type"].get<std::string>().ends_with("/collective") &&
+          p["tags"].contains("ddp_bucket"))
+        ++buckets;
+    }
+    EXPECT_EQ(buckets, 1 + 3 * (iterations - 1)) << "rank " << rank["rank"];
+  }
+  EXPECT_EQ(seen, (std::set<int64_t>{0, 1}));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/engines/metrics.json"));
+}
+
 }  // namespace
 }  // namespace grademl::testing
