@@ -29,15 +29,17 @@ class DaskRun {
                       std::string state = "memory", int64_t transfer_bytes = 0) {
     double s = 1e9, e = 0;
     for (auto& [type, a, b] : parts) s = std::min(s, a), e = std::max(e, b);
-    const model::Phase* w = f.run.phases.data() + (worker - 1);
+    // Copies: AddPhase grows the phase vector (a pointer into it would dangle).
+    const std::string worker_type = f.run.phases[worker - 1].type;
+    const int32_t pid = f.run.phases[worker - 1].pid;
     std::string address = worker == w1 ? "tcp://127.0.0.1:1" : "tcp://127.0.0.1:2";
-    model::PhaseId id = f.AddPhase(worker, key, w->type + "/task", Sec(s), Sec(e), w->pid);
+    model::PhaseId id = f.AddPhase(worker, key, worker_type + "/task", Sec(s), Sec(e), pid);
     f.run.phases.back().tags = {{"engine", "dask"}, {"key", key},   {"prefix", prefix},
                                 {"group", prefix},  {"worker", address}, {"state", state}};
     if (nbytes > 0) f.run.phases.back().tags.emplace_back("nbytes", std::to_string(nbytes));
     std::string task_type = f.run.phases.back().type;
     for (auto& [type, a, b] : parts) {
-      f.AddPhase(id, type, task_type + "/" + type, Sec(a), Sec(b), w->pid);
+      f.AddPhase(id, type, task_type + "/" + type, Sec(a), Sec(b), pid);
       if (type == "transfer" && transfer_bytes > 0) {
         f.run.phases.back().tags.emplace_back("bytes", std::to_string(transfer_bytes));
       }
