@@ -17,7 +17,7 @@ using model::Sample;
 using testing::RunFixture;
 using testing::Sec;
 
-constexpr double kEps = 1e-9;
+using testing::kEps;
 
 // The index of a phase in Run::phases (ids are dense from 1 in the fixture).
 size_t Ix(model::PhaseId id) { return static_cast<size_t>(id - 1); }

@@ -15,7 +15,7 @@ using model::Sample;
 using testing::RunFixture;
 using testing::Sec;
 
-constexpr double kEps = 1e-9;
+using testing::kEps;
 constexpr int kCpu = static_cast<int>(BoundResource::kCpu);
 constexpr int kMemory = static_cast<int>(BoundResource::kMemory);
 constexpr int kDisk = static_cast<int>(BoundResource::kDisk);

@@ -11,7 +11,7 @@ namespace {
 using testing::RunFixture;
 using testing::Sec;
 
-constexpr double kEps = 1e-9;
+using testing::kEps;
 
 // Builds ranks and their phases; times in seconds.
 class Job {

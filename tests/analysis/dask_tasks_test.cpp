@@ -12,7 +12,7 @@ namespace {
 using testing::RunFixture;
 using testing::Sec;
 
-constexpr double kEps = 1e-9;
+using testing::kEps;
 
 class DaskRun {
  public:

@@ -18,7 +18,7 @@ using testing::ExampleB;
 using testing::ExampleC;
 using testing::ExampleD;
 
-constexpr double kEps = 1e-9;
+constexpr double kUsEps = 1e-9;
 
 const GpuKernelType* FindType(const GpuAnalysis& a, std::string_view type) {
   for (const auto& t : a.kernel_types) {
@@ -36,10 +36,10 @@ const GpuIdle* FindIdle(const GpuAnalysis& a, int64_t rank, int64_t stream, std:
 
 void ExpectTemporal(const GpuTemporal& t, double kernel, double idle, double compute, double non_compute,
                     double idle_pct, double compute_pct, double non_compute_pct) {
-  EXPECT_NEAR(t.kernel_us, kernel, kEps);
-  EXPECT_NEAR(t.idle_us, idle, kEps);
-  EXPECT_NEAR(t.compute_us, compute, kEps);
-  EXPECT_NEAR(t.non_compute_us, non_compute, kEps);
+  EXPECT_NEAR(t.kernel_us, kernel, kUsEps);
+  EXPECT_NEAR(t.idle_us, idle, kUsEps);
+  EXPECT_NEAR(t.compute_us, compute, kUsEps);
+  EXPECT_NEAR(t.non_compute_us, non_compute, kUsEps);
   EXPECT_DOUBLE_EQ(RoundHalfEven(t.idle_pct, 2), idle_pct);
   EXPECT_DOUBLE_EQ(RoundHalfEven(t.compute_pct, 2), compute_pct);
   EXPECT_DOUBLE_EQ(RoundHalfEven(t.non_compute_pct, 2), non_compute_pct);
@@ -48,7 +48,7 @@ void ExpectTemporal(const GpuTemporal& t, double kernel, double idle, double com
 void ExpectType(const GpuAnalysis& a, std::string_view type, double us, double pct) {
   const GpuKernelType* t = FindType(a, type);
   ASSERT_NE(t, nullptr) << type;
-  EXPECT_NEAR(t->us, us, kEps) << type;
+  EXPECT_NEAR(t->us, us, kUsEps) << type;
   EXPECT_DOUBLE_EQ(RoundHalfEven(t->pct, 1), pct) << type;
 }
 
@@ -56,7 +56,7 @@ void ExpectIdle(const GpuAnalysis& a, int64_t rank, int64_t stream, std::string_
                 double ratio) {
   const GpuIdle* i = FindIdle(a, rank, stream, category);
   ASSERT_NE(i, nullptr) << rank << " " << stream << " " << category;
-  EXPECT_NEAR(i->us, us, kEps) << category;
+  EXPECT_NEAR(i->us, us, kUsEps) << category;
   if (std::isnan(ratio)) {
     EXPECT_TRUE(std::isnan(i->ratio)) << category;
   } else {
@@ -152,9 +152,9 @@ TEST_P(GpuExample, ALaunchStats) {
   const auto& l = a.launch[0];
   EXPECT_EQ(l.kernels, 7);
   EXPECT_EQ(l.launched, 7);
-  EXPECT_NEAR(l.delay_mean_us, 360.0 / 7, kEps);
-  EXPECT_NEAR(l.delay_p50_us, 30, kEps);
-  EXPECT_NEAR(l.delay_max_us, 220, kEps);
+  EXPECT_NEAR(l.delay_mean_us, 360.0 / 7, kUsEps);
+  EXPECT_NEAR(l.delay_p50_us, 30, kUsEps);
+  EXPECT_NEAR(l.delay_max_us, 220, kUsEps);
   EXPECT_EQ(l.delay_outliers, 1);  // k5, over 100 µs
   // Every launch call in the fixture lasts 5 µs; no kernel is shorter.
   EXPECT_EQ(l.short_kernels, 0);
@@ -167,9 +167,9 @@ TEST_P(GpuExample, ABoundAndExposedCommunication) {
   GpuAnalysis a = Analyze(ExampleA());
   ASSERT_EQ(a.ranks.size(), 1u);
   const auto& r = a.ranks[0];
-  EXPECT_NEAR(r.host_wait_us, 10, kEps);
-  EXPECT_NEAR(r.comm_us, 165, kEps);
-  EXPECT_NEAR(r.exposed_comm_us, 85, kEps);
+  EXPECT_NEAR(r.host_wait_us, 10, kUsEps);
+  EXPECT_NEAR(r.comm_us, 165, kUsEps);
+  EXPECT_NEAR(r.exposed_comm_us, 85, kUsEps);
   EXPECT_EQ(r.bound, "gpu");
 }
 
@@ -200,7 +200,7 @@ TEST_P(GpuExample, CTwoRanks) {
   ExpectType(a, "MEMORY", 10, 11.1);
   ASSERT_EQ(a.temporal.size(), 2u);
   EXPECT_EQ(a.temporal[0].rank, 0);
-  EXPECT_NEAR(a.temporal[0].kernel_us, 50, kEps);
+  EXPECT_NEAR(a.temporal[0].kernel_us, 50, kUsEps);
   EXPECT_DOUBLE_EQ(RoundHalfEven(a.temporal[0].idle_pct, 2), 0.0);
   EXPECT_DOUBLE_EQ(RoundHalfEven(a.temporal[0].compute_pct, 2), 60.0);
   EXPECT_DOUBLE_EQ(RoundHalfEven(a.temporal[0].non_compute_pct, 2), 40.0);
@@ -229,17 +229,17 @@ TEST_P(GpuExample, DHostBound) {
   // wait in a span of 160; [70, 80) ends with a row without launch: not host wait.
   GpuAnalysis a = Analyze(ExampleD());
   ASSERT_EQ(a.ranks.size(), 1u);
-  EXPECT_NEAR(a.ranks[0].host_wait_us, 105, kEps);
+  EXPECT_NEAR(a.ranks[0].host_wait_us, 105, kUsEps);
   EXPECT_EQ(a.ranks[0].bound, "host");
-  EXPECT_NEAR(a.ranks[0].exposed_comm_us, 0, kEps);
+  EXPECT_NEAR(a.ranks[0].exposed_comm_us, 0, kUsEps);
 }
 
 TEST_P(GpuExample, DWithoutTheFilterEveryKernelCounts) {
   // All six GPU rows: span [60, 330) = 270, union 10+30+5+20+10+10 = 85.
   GpuAnalysis a = Analyze(ExampleD(), {.iteration_filter = false});
   ASSERT_EQ(a.temporal.size(), 1u);
-  EXPECT_NEAR(a.temporal[0].kernel_us, 270, kEps);
-  EXPECT_NEAR(a.temporal[0].idle_us, 185, kEps);
+  EXPECT_NEAR(a.temporal[0].kernel_us, 270, kUsEps);
+  EXPECT_NEAR(a.temporal[0].idle_us, 185, kUsEps);
 }
 
 TEST(GpuCpuCollectives, GlooAllReduceOverlapsComputeOnAnotherThread) {
@@ -264,9 +264,9 @@ TEST(GpuCpuCollectives, GlooAllReduceOverlapsComputeOnAnotherThread) {
   const auto& c = a.cpu_overlap[0];
   EXPECT_EQ(c.rank, 34);
   EXPECT_EQ(c.collectives, 2);
-  EXPECT_NEAR(c.comm_us, 70, kEps);
-  EXPECT_NEAR(c.comp_us, 20, kEps);
-  EXPECT_NEAR(c.overlap_us, 10, kEps);
+  EXPECT_NEAR(c.comm_us, 70, kUsEps);
+  EXPECT_NEAR(c.comp_us, 20, kUsEps);
+  EXPECT_NEAR(c.overlap_us, 10, kUsEps);
   EXPECT_NEAR(c.comm_comp_overlap_pct, 100.0 * 10 / 70, 1e-9);
   EXPECT_FALSE(a.empty());
 }

@@ -10,7 +10,7 @@ namespace {
 using testing::RunFixture;
 using testing::Sec;
 
-constexpr double kEps = 1e-9;
+using testing::kEps;
 
 TEST(ImbalanceTest, KindNames) {
   EXPECT_EQ(ImbalanceKindName(ImbalanceKind::kConcurrent), "concurrent");

@@ -13,7 +13,7 @@ using testing::RunFixture;
 using testing::Sec;
 using testing::Workflow;
 
-constexpr double kEps = 1e-6;
+constexpr double kLooseEps = 1e-6;
 
 // A workflow of 10 s run with -j 2: prep [0, 2] -> (train [2, 8] || fetch [2, 5]) -> report
 // [8, 10]. Bottlenecks are given by hand: RankIssues is a function of the analyses' results.
@@ -52,19 +52,19 @@ TEST(IssuesTest, RanksWhatTheWhatifEngineSaysEachChangeSaves) {
   EXPECT_EQ(issues[0].phase, x.train);
   EXPECT_EQ(issues[0].kind, "cpu");
   EXPECT_EQ(issues[0].change, "#" + std::to_string(x.train) + ":cpu*0.5");
-  EXPECT_NEAR(issues[0].impact_s, 3, kEps);
-  EXPECT_NEAR(issues[0].impact_fraction, 0.3, kEps);
+  EXPECT_NEAR(issues[0].impact_s, 3, kLooseEps);
+  EXPECT_NEAR(issues[0].impact_fraction, 0.3, kLooseEps);
   EXPECT_EQ(issues[0].text,
             "Step train is CPU-bound 100% of its time (the machine's CPUs were full for 50% of that) and on the "
             "critical path; making its CPU work 2x faster would save 3.00 s (30% of the run).");
   // prep's CPU halved: 1 s; report's wait removed: 1 s; report's CPU halved: 0.5 s.
   EXPECT_EQ(issues[1].phase, x.prep);
-  EXPECT_NEAR(issues[1].impact_s, 1, kEps);
+  EXPECT_NEAR(issues[1].impact_s, 1, kLooseEps);
   EXPECT_EQ(issues[2].phase, x.report);
   EXPECT_EQ(issues[2].kind, "waiting");
-  EXPECT_NEAR(issues[2].impact_s, 1, kEps);
+  EXPECT_NEAR(issues[2].impact_s, 1, kLooseEps);
   EXPECT_EQ(issues[3].kind, "cpu");
-  EXPECT_NEAR(issues[3].impact_s, 0.5, kEps);
+  EXPECT_NEAR(issues[3].impact_s, 0.5, kLooseEps);
   // fetch waits 3 s but has 3 s of slack: removing its wait saves nothing, so no issue;
   // -j 4 would not help either (never more than 2 steps were ready).
   for (const Issue& i : issues) {
@@ -110,7 +110,7 @@ TEST(IssuesTest, ImbalancedSiblingsAreBalancedByTheEngine) {
   EXPECT_EQ(issues[0].kind, "imbalance");
   EXPECT_EQ(issues[0].phase, shards[3]);
   EXPECT_EQ(issues[0].change, "balance:type:run/step");
-  EXPECT_NEAR(issues[0].impact_s, 2, kEps);
+  EXPECT_NEAR(issues[0].impact_s, 2, kLooseEps);
   EXPECT_EQ(issues[0].text,
             "4 parallel 'step' phases under The run are imbalanced: the slowest, shard_3, took 4.00 s against a "
             "mean of 2.00 s; balancing them would save 2.00 s (40% of the run).");

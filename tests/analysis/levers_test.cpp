@@ -19,7 +19,7 @@ using testing::RunFixture;
 using testing::Sec;
 using testing::Workflow;
 
-constexpr double kEps = 1e-6;
+constexpr double kLeverEps = 1e-6;
 
 // A 60 s run on a 2-core host: process "crunch" [4, 56] runs one thread flat out (1 core:
 // 52 CPU-seconds) on cpu0 while cpu1 sits idle the whole run. Its affinity allows 2 CPUs.
@@ -73,21 +73,21 @@ struct Crunch {
 TEST(CoreUseTest, MeasuresThreadsCoresUsedAvailableAndHostIdle) {
   Crunch x;
   PhaseCoreUse u = CoreUseOf(x.f.run, x.crunch);
-  EXPECT_NEAR(u.duration_s, 52, kEps);
-  EXPECT_NEAR(u.cpu_seconds, 52, kEps);
-  EXPECT_NEAR(u.avg_cores, 1, kEps);
+  EXPECT_NEAR(u.duration_s, 52, kLeverEps);
+  EXPECT_NEAR(u.cpu_seconds, 52, kLeverEps);
+  EXPECT_NEAR(u.avg_cores, 1, kLeverEps);
   EXPECT_NEAR(u.peak_cores, 1, 1e-3);
   EXPECT_EQ(u.peak_threads, 1);
   EXPECT_EQ(u.processes, 1);
   EXPECT_DOUBLE_EQ(u.available_cores, 2);
   EXPECT_EQ(u.available_from, "affinity");
   EXPECT_EQ(u.host_cores, 2);
-  EXPECT_NEAR(u.host_idle_cores, 1, kEps);  // cpu1's 52 idle seconds over 52 s
+  EXPECT_NEAR(u.host_idle_cores, 1, kLeverEps);  // cpu1's 52 idle seconds over 52 s
   EXPECT_NEAR(CoresUsedWhileCpuBound(u, 52), 1, 1e-3);
   // The run: 52 CPU-seconds over 60 s; 8 + 60 - 4 idle... cpu0 8 s, cpu1 60 s idle.
   PhaseCoreUse run = CoreUseOf(x.f.run, x.root);
-  EXPECT_NEAR(run.avg_cores, 52.0 / 60, kEps);
-  EXPECT_NEAR(run.host_idle_cores, 68.0 / 60, kEps);
+  EXPECT_NEAR(run.avg_cores, 52.0 / 60, kLeverEps);
+  EXPECT_NEAR(run.host_idle_cores, 68.0 / 60, kLeverEps);
   ASSERT_NE(FindCoreUse(x.f.run).Find(x.crunch), nullptr);
 }
 
@@ -110,7 +110,7 @@ TEST(CoreUseTest, WithoutLimitsTheHostsCoresAreAvailable) {
   PhaseCoreUse u = CoreUseOf(f.run, p);
   EXPECT_DOUBLE_EQ(u.available_cores, 4);
   EXPECT_EQ(u.available_from, "host");
-  EXPECT_NEAR(u.avg_cores, 0.5, kEps);
+  EXPECT_NEAR(u.avg_cores, 0.5, kLeverEps);
 }
 
 TEST(CoreUseTest, PeakCoresAreTheBusiestWindow) {
@@ -123,7 +123,7 @@ TEST(CoreUseTest, PeakCoresAreTheBusiestWindow) {
   f.run.phases.back().tags.push_back({"torch_threads", "2"});
   f.Build();
   PhaseCoreUse u = CoreUseOf(f.run, p);
-  EXPECT_NEAR(u.avg_cores, 1, kEps);
+  EXPECT_NEAR(u.avg_cores, 1, kLeverEps);
   EXPECT_NEAR(u.peak_cores, 2, 1e-3);
   EXPECT_EQ(u.peak_threads, 3);
   ASSERT_TRUE(u.torch_threads.has_value());

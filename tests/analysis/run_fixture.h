@@ -10,6 +10,9 @@
 
 namespace grademl::testing {
 
+// Absolute tolerance of the analyses' tests for figures computed in seconds.
+inline constexpr double kEps = 1e-9;
+
 // Seconds to ns, for readable test data.
 constexpr TimeNs Sec(double s) { return static_cast<TimeNs>(s * 1e9); }
 

@@ -26,7 +26,7 @@ namespace {
 
 using nlohmann::json;
 
-model::Run LoadLatestRun(const std::string& db) {
+model::Run LoadLatestDaskRun(const std::string& db) {
   auto database = store::Database::Open(db, store::Database::Mode::kReadOnly);
   EXPECT_TRUE(database.ok()) << database.status().message();
   if (!database.ok()) return {};
@@ -101,7 +101,7 @@ TEST(DaskE2E, EveryTaskUnderItsWorkerProcessWithTheGraphsEdges) {
   ASSERT_EQ(deps.size(), 17u);  // by construction: 8 loads, 8 incs, total
   ASSERT_EQ(worker_pid.size(), 2u);
 
-  model::Run run = LoadLatestRun(db);
+  model::Run run = LoadLatestDaskRun(db);
   std::vector<const model::Phase*> tasks = DaskTasks(run);
   std::map<std::string, const model::Phase*> by_key;
   for (const model::Phase* t : tasks) {
@@ -229,7 +229,7 @@ if __name__ == "__main__":
     CommandResult r = RunCommand(argv);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(ReadFile(marks), c.marks);
-    model::Run run = LoadLatestRun(db);
+    model::Run run = LoadLatestDaskRun(db);
     std::vector<const model::Phase*> tasks = DaskTasks(run);
     ASSERT_EQ(tasks.size(), 1u);
     EXPECT_EQ(TagOf(*tasks[0], "prefix"), "sum");
@@ -274,7 +274,7 @@ TEST(DaskE2E, ADamagedLogIsImportedInPartWithoutChangingTheExitCode) {
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("(dask) imported in part: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("dask-1-0.jsonl: line 4: not JSON"), std::string::npos) << r.err;
-  model::Run run = LoadLatestRun(db);
+  model::Run run = LoadLatestDaskRun(db);
   std::vector<const model::Phase*> tasks = DaskTasks(run);
   ASSERT_EQ(tasks.size(), 1u);
   EXPECT_EQ(tasks[0]->name, "a-1");

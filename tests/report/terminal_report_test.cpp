@@ -17,7 +17,7 @@ using testing::BasicRun;
 using testing::ExpectMatchesGolden;
 using testing::IncompleteRun;
 
-std::string Render(const model::Run& run, TerminalReportOptions options = {}) {
+std::string RenderText(const model::Run& run, TerminalReportOptions options = {}) {
   testing::UseUtc();
   return RenderTerminalReport(run, analysis::AnalyzeRun(run), options);
 }
@@ -29,14 +29,14 @@ std::vector<std::string> Lines(const std::string& text) {
   return lines;
 }
 
-TEST(TerminalReportTest, BasicRunGolden) { ExpectMatchesGolden(Render(BasicRun()), "basic_run.txt"); }
+TEST(TerminalReportTest, BasicRunGolden) { ExpectMatchesGolden(RenderText(BasicRun()), "basic_run.txt"); }
 
 TEST(TerminalReportTest, IncompleteRunFoldedGolden) {
-  ExpectMatchesGolden(Render(IncompleteRun(), {.max_phases = 6}), "incomplete_run.txt");
+  ExpectMatchesGolden(RenderText(IncompleteRun(), {.max_phases = 6}), "incomplete_run.txt");
 }
 
 TEST(TerminalReportTest, IncompleteRunInFullGolden) {
-  ExpectMatchesGolden(Render(IncompleteRun(), {.max_phases = 0}), "incomplete_run_full.txt");
+  ExpectMatchesGolden(RenderText(IncompleteRun(), {.max_phases = 0}), "incomplete_run_full.txt");
 }
 
 // Hidden siblings that repeat a type fold into one row per type with their count and total
@@ -55,7 +55,7 @@ TEST(TerminalReportTest, RepeatedHiddenPhasesFoldByType) {
   f.AddPhase(train, "load", "run/train/load", testing::At(96), testing::At(97.5));
   TerminalReportOptions options;
   options.max_phases = 4;
-  std::string text = Render(f.Build(), options);
+  std::string text = RenderText(f.Build(), options);
   // Shown: run, train, and the two longest phases (load 1.5 s, then one backward); hidden:
   // 29 backwards (29 s in all) and save.
   EXPECT_NE(text.find("29 × backward"), std::string::npos) << text;
@@ -85,7 +85,7 @@ TEST(TerminalReportTest, RepeatedPhasesFoldApartByMode) {
   }
   TerminalReportOptions options;
   options.max_phases = 2;  // run and the process: every epoch hidden
-  std::string text = Render(f.Build(), options);
+  std::string text = RenderText(f.Build(), options);
   EXPECT_NE(text.find("2 × epoch (train)"), std::string::npos) << text;
   EXPECT_NE(text.find("Σ 20.00 s"), std::string::npos) << text;
   EXPECT_NE(text.find("2 × epoch (eval)"), std::string::npos) << text;
@@ -93,7 +93,7 @@ TEST(TerminalReportTest, RepeatedPhasesFoldApartByMode) {
   EXPECT_NE(text.find("2 × epoch (x?[2J)"), std::string::npos) << text;  // Sanitize: ? for a control character
   EXPECT_EQ(text.find('\x1b'), std::string::npos);
   // Shown one by one, each says its mode.
-  text = Render(f.run, {.max_phases = 0});
+  text = RenderText(f.run, {.max_phases = 0});
   int train = 0, eval = 0;
   for (const std::string& line : Lines(text)) {
     train += line.find("epoch (train)") != std::string::npos;
@@ -105,20 +105,20 @@ TEST(TerminalReportTest, RepeatedPhasesFoldApartByMode) {
 
 TEST(TerminalReportTest, TheGoldenComparisonCanFail) {
   if (testing::UpdatingGoldens()) GTEST_SKIP() << "updating goldens";
-  EXPECT_NONFATAL_FAILURE(ExpectMatchesGolden(Render(BasicRun()) + "x", "basic_run.txt"), "differs");
+  EXPECT_NONFATAL_FAILURE(ExpectMatchesGolden(RenderText(BasicRun()) + "x", "basic_run.txt"), "differs");
   EXPECT_NONFATAL_FAILURE(ExpectMatchesGolden("", "no_such_golden.txt"), "missing golden file");
 }
 
 TEST(TerminalReportTest, NoColourMeansNoEscapes) {
-  std::string text = Render(BasicRun());
+  std::string text = RenderText(BasicRun());
   EXPECT_EQ(text.find('\033'), std::string::npos);
-  std::string colored = Render(BasicRun(), {.color = true});
+  std::string colored = RenderText(BasicRun(), {.color = true});
   EXPECT_NE(colored.find("\033[1m"), std::string::npos);
   EXPECT_NE(colored.find("\033[32mfinished, exit code 0"), std::string::npos);
 }
 
 TEST(TerminalReportTest, ColourDoesNotChangeTheText) {
-  std::string colored = Render(IncompleteRun(), {.color = true, .max_phases = 6});
+  std::string colored = RenderText(IncompleteRun(), {.color = true, .max_phases = 6});
   std::string stripped;
   for (size_t i = 0; i < colored.size(); ++i) {
     if (colored[i] == '\033') {
@@ -127,12 +127,12 @@ TEST(TerminalReportTest, ColourDoesNotChangeTheText) {
     }
     stripped += colored[i];
   }
-  EXPECT_EQ(stripped, Render(IncompleteRun(), {.max_phases = 6}));
+  EXPECT_EQ(stripped, RenderText(IncompleteRun(), {.max_phases = 6}));
 }
 
 TEST(TerminalReportTest, FoldingKeepsAtMostMaxPhasesRows) {
   for (size_t max : {1, 2, 3, 6, 13, 14, 15}) {
-    std::string text = Render(IncompleteRun(), {.max_phases = max});
+    std::string text = RenderText(IncompleteRun(), {.max_phases = max});
     auto lines = Lines(text);
     // Phase rows: between the table header (starts with "phase") and the legend.
     size_t first = 0;
@@ -156,7 +156,7 @@ TEST(TerminalReportTest, FoldingKeepsAtMostMaxPhasesRows) {
 }
 
 TEST(TerminalReportTest, FoldingHidesTheSmallestSubtrees) {
-  std::string text = Render(IncompleteRun(), {.max_phases = 6});
+  std::string text = RenderText(IncompleteRun(), {.max_phases = 6});
   // The compilers with the most CPU (the last ones) stay; the first ones fold.
   EXPECT_NE(text.find("src/file9.c"), std::string::npos);
   EXPECT_EQ(text.find("src/file0.c"), std::string::npos);
@@ -164,9 +164,9 @@ TEST(TerminalReportTest, FoldingHidesTheSmallestSubtrees) {
 }
 
 TEST(TerminalReportTest, NamesAreSanitizedAndShortened) {
-  std::string text = Render(IncompleteRun(), {.max_phases = 0});
+  std::string text = RenderText(IncompleteRun(), {.max_phases = 0});
   EXPECT_NE(text.find("cc -c src/bad name.c"), std::string::npos);
-  std::string basic = Render(BasicRun(), {.max_name_width = 40});
+  std::string basic = RenderText(BasicRun(), {.max_name_width = 40});
   EXPECT_EQ(basic.find("/usr/local/bin"), std::string::npos);
   EXPECT_NE(basic.find("python3 -m torch"), std::string::npos);
   for (const std::string& line : Lines(basic)) {
@@ -177,7 +177,7 @@ TEST(TerminalReportTest, NamesAreSanitizedAndShortened) {
 }
 
 TEST(TerminalReportTest, ColumnsAreAligned) {
-  auto lines = Lines(Render(BasicRun()));
+  auto lines = Lines(RenderText(BasicRun()));
   // Every phase row ends its "written" column at the same display column.
   size_t header = 0;
   while (lines[header].rfind("phase", 0) != 0) ++header;
@@ -189,14 +189,14 @@ TEST(TerminalReportTest, StatusLines) {
   model::Run run = BasicRun();
   run.info.exit_code.reset();
   run.info.exit_signal = 9;
-  EXPECT_NE(Render(run).find("killed by SIGKILL (signal 9)"), std::string::npos);
+  EXPECT_NE(RenderText(run).find("killed by SIGKILL (signal 9)"), std::string::npos);
   run.info.exit_signal.reset();
   run.info.exit_code = 3;
-  EXPECT_NE(Render(run).find("failed, exit code 3"), std::string::npos);
+  EXPECT_NE(RenderText(run).find("failed, exit code 3"), std::string::npos);
   run.info.exit_code.reset();
   run.info.complete = false;
   run.info.error = "execvp: No such file or directory";
-  EXPECT_NE(Render(run).find("failed to start: execvp: No such file or directory"), std::string::npos);
+  EXPECT_NE(RenderText(run).find("failed to start: execvp: No such file or directory"), std::string::npos);
 }
 
 TEST(TerminalReportTest, ManyCoresBecomeOneBlockEach) {
@@ -208,7 +208,7 @@ TEST(TerminalReportTest, ManyCoresBecomeOneBlockEach) {
     f.Counter(core, model::metric::kCoreUser, {{0, 0}, {testing::Sec(1), busy}});
     f.Counter(core, model::metric::kCoreIdle, {{0, 0}, {testing::Sec(1), 1 - busy}});
   }
-  std::string text = Render(f.Build());
+  std::string text = RenderText(f.Build());
   EXPECT_NE(text.find("Host big (70 cores)"), std::string::npos) << text;
   EXPECT_NE(text.find("per core  ▁▂▃▄▅█▇█▁▂▃▄▅▆▇█"), std::string::npos) << text;
   EXPECT_NE(text.find("busiest cpu5 100%, least busy cpu0 0%"), std::string::npos) << text;
@@ -219,7 +219,7 @@ TEST(TerminalReportTest, PathsInNamesLoseTheirDirectoriesFirst) {
   testing::RunFixture f;
   auto root = f.AddPhase(0, "run", "run", 0, testing::Sec(1));
   f.AddProcess(root, "bash /root/.pyenv/libexec/pyenv-exec python3 --flag=/a/b -c x", 0, testing::Sec(1), 7);
-  std::string text = Render(f.Build(), {.max_name_width = 46});
+  std::string text = RenderText(f.Build(), {.max_name_width = 46});
   EXPECT_NE(text.find("└─ bash pyenv-exec python3 --flag=/a/b -c x"), std::string::npos) << text;
 }
 
@@ -232,12 +232,12 @@ TEST(TerminalReportTest, IdleDevicesAreLeftOut) {
   f.Counter(disk, model::metric::kDiskReadBytes, {{0, 5}, {testing::Sec(1), 5}});
   auto eth = f.AddResource(host, model::ResourceKind::kNet, "eth0");
   f.Counter(eth, model::metric::kNetTxBytes, {{0, 5}, {testing::Sec(1), 2053}});
-  std::string text = Render(f.Build());
+  std::string text = RenderText(f.Build());
   EXPECT_EQ(text.find("net lo"), std::string::npos) << text;
   EXPECT_NE(text.find("net eth0  received 0 B, sent 2.00 KiB"), std::string::npos) << text;
   EXPECT_NE(text.find("disks     no I/O"), std::string::npos) << text;
   f.run.resources.pop_back();  // without eth0: no traffic at all
-  EXPECT_NE(Render(f.Build()).find("network  no traffic"), std::string::npos);
+  EXPECT_NE(RenderText(f.Build()).find("network  no traffic"), std::string::npos);
 }
 
 TEST(TerminalReportTest, ACpuSampledOnceIsNotMeasured) {
@@ -245,7 +245,7 @@ TEST(TerminalReportTest, ACpuSampledOnceIsNotMeasured) {
   auto host = f.AddResource(0, model::ResourceKind::kHost, "h");
   auto core = f.AddResource(host, model::ResourceKind::kCore, "cpu0");
   f.Counter(core, model::metric::kCoreIdle, {{0, 100}});
-  std::string text = Render(f.Build());
+  std::string text = RenderText(f.Build());
   EXPECT_NE(text.find("CPU  not measured"), std::string::npos) << text;
 }
 
@@ -254,7 +254,7 @@ TEST(TerminalReportTest, ARunWithoutPhases) {
   run.info.id = 3;
   run.info.command = {"true"};
   run.Index();
-  std::string text = Render(run);
+  std::string text = RenderText(run);
   EXPECT_NE(text.find("No phases were recorded."), std::string::npos);
 }
 
@@ -277,7 +277,7 @@ TEST(TerminalReportTest, OverheadOfATinyRunIsATimeNotAShare) {
     f.run.info.exit_code = 127;
     f.run.info.monitor_cpu_seconds = 0.288;  // 0.288 s / 2.0 s = 14.4%, shown as 14%
     f.AddPhase(0, "run", "run", testing::At(0), testing::At(duration_s));
-    std::string text = Render(f.Build());
+    std::string text = RenderText(f.Build());
     EXPECT_NE(text.find(expected), std::string::npos) << text;
     EXPECT_EQ(text.find("576"), std::string::npos) << text;
   }

@@ -12,7 +12,7 @@
 namespace grademl::store {
 namespace {
 
-std::string TempDb(const std::string& name) {
+std::string LogsTestDb(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() / ("grademl_logs_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   std::filesystem::remove(dir / name);
@@ -20,7 +20,7 @@ std::string TempDb(const std::string& name) {
 }
 
 TEST(LogsTest, RoundTripInOrder) {
-  std::string path = TempDb("logs.db");
+  std::string path = LogsTestDb("logs.db");
   auto db = Database::Open(path, Database::Mode::kReadWrite);
   ASSERT_TRUE(db.ok()) << db.status().message();
   model::RunBuilder b(model::RunInfo{.command = {"x"}});
@@ -42,7 +42,7 @@ TEST(LogsTest, RoundTripInOrder) {
 }
 
 TEST(LogsTest, VersionOneFileIsMigrated) {
-  std::string path = TempDb("v1.db");
+  std::string path = LogsTestDb("v1.db");
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
   ASSERT_TRUE(MigrateSchema(raw, path, SchemaSteps().subspan(0, 1)).ok());

@@ -15,7 +15,7 @@
 namespace grademl::store {
 namespace {
 
-std::string TempDb(const std::string& name) {
+std::string TracksTestDb(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() / ("grademl_tracks_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   std::filesystem::remove(dir / name);
@@ -29,7 +29,7 @@ std::unique_ptr<Database> OpenRw(const std::string& path) {
 }
 
 TEST(TracksTest, HostsSourcesTracksAndStatsRoundTrip) {
-  std::string path = TempDb("round.db");
+  std::string path = TracksTestDb("round.db");
   auto db = OpenRw(path);
   ASSERT_TRUE(db);
   model::RunBuilder b(model::RunInfo{.command = {"x"}, .host = "node1"});
@@ -88,7 +88,7 @@ TEST(TracksTest, HostsSourcesTracksAndStatsRoundTrip) {
 }
 
 TEST(TracksTest, VersionTwoFileIsMigratedAndKeepsItsRuns) {
-  std::string path = TempDb("v2.db");
+  std::string path = TracksTestDb("v2.db");
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
   ASSERT_TRUE(MigrateSchema(raw, path, SchemaSteps().subspan(0, 2)).ok());
@@ -114,7 +114,7 @@ TEST(TracksTest, VersionTwoFileIsMigratedAndKeepsItsRuns) {
 }
 
 TEST(TracksTest, ReopenedRunsGetDistinctWritersAndIds) {
-  std::string path = TempDb("reopen.db");
+  std::string path = TracksTestDb("reopen.db");
   auto db = OpenRw(path);
   ASSERT_TRUE(db);
   model::RunBuilder recorder(model::RunInfo{.command = {"x"}, .complete = true});

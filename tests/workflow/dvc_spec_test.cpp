@@ -312,13 +312,13 @@ TEST(DvcSpecTest, AStagesKeyMakesAnyYamlFileDvc) {
 }
 
 // One spec that must fail to load, and the message after "FILE:".
-struct ErrorCase {
+struct DvcErrorCase {
   const char* name;
   const char* yaml;
   const char* expected;  // after "FILE:"
 };
 
-class DvcSpecErrorTest : public ::testing::TestWithParam<ErrorCase> {};
+class DvcSpecErrorTest : public ::testing::TestWithParam<DvcErrorCase> {};
 
 TEST_P(DvcSpecErrorTest, NamesFileAndLine) {
   SpecDir dir;
@@ -330,51 +330,51 @@ TEST_P(DvcSpecErrorTest, NamesFileAndLine) {
 INSTANTIATE_TEST_SUITE_P(
     Errors, DvcSpecErrorTest,
     ::testing::Values(
-        ErrorCase{"MissingCmd", "stages:\n  a:\n    deps: [x]\n", "2: stage 'a': missing 'cmd'"},
-        ErrorCase{"UnknownStageKey", "stages:\n  a:\n    cmd: echo\n    output: [x]\n",
+        DvcErrorCase{"MissingCmd", "stages:\n  a:\n    deps: [x]\n", "2: stage 'a': missing 'cmd'"},
+        DvcErrorCase{"UnknownStageKey", "stages:\n  a:\n    cmd: echo\n    output: [x]\n",
                   "4: stage 'a': unknown key 'output' (expected cmd, deps, outs, params, metrics, plots, wdir, vars, "
                   "desc, meta, frozen, always_changed)"},
-        ErrorCase{"UnknownTopLevelKey", "stages:\n  a: {cmd: echo}\nsteps: {}\n",
+        DvcErrorCase{"UnknownTopLevelKey", "stages:\n  a: {cmd: echo}\nsteps: {}\n",
                   "3: unknown top-level key 'steps' (expected stages, vars, params, metrics, plots, artifacts, "
                   "datasets)"},
-        ErrorCase{"NoStages", "plots:\n  - x.png\nstages: {}\n", "3: no stages"},
-        ErrorCase{"MissingVariable", "stages:\n  a:\n    cmd: echo ${lr}\n    outs:\n      - m-${nope.x}.pkl\n",
+        DvcErrorCase{"NoStages", "plots:\n  - x.png\nstages: {}\n", "3: no stages"},
+        DvcErrorCase{"MissingVariable", "stages:\n  a:\n    cmd: echo ${lr}\n    outs:\n      - m-${nope.x}.pkl\n",
                   "5: stage 'a': '${nope.x}' is not defined"},
-        ErrorCase{"MissingVariableInForeachInstance",
+        DvcErrorCase{"MissingVariableInForeachInstance",
                   "stages:\n  a:\n    foreach: [x]\n    do:\n      cmd: echo ${item} ${key}\n",
                   "5: stage 'a@x': '${key}' is not defined"},
-        ErrorCase{"ListInterpolatedIntoAPath",
+        DvcErrorCase{"ListInterpolatedIntoAPath",
                   "vars:\n  - l: [1, 2]\nstages:\n  a:\n    cmd: echo\n    deps:\n      - ${l}\n",
                   "7: stage 'a': cannot interpolate a list '${l}' here"},
-        ErrorCase{"ForeachWithoutDo", "stages:\n  a:\n    foreach: [x, y]\n", "2: stage 'a': 'foreach' without 'do'"},
-        ErrorCase{"ForeachScalar", "stages:\n  a:\n    foreach: ${lr}\n    do: {cmd: echo}\n",
+        DvcErrorCase{"ForeachWithoutDo", "stages:\n  a:\n    foreach: [x, y]\n", "2: stage 'a': 'foreach' without 'do'"},
+        DvcErrorCase{"ForeachScalar", "stages:\n  a:\n    foreach: ${lr}\n    do: {cmd: echo}\n",
                   "3: stage 'a': 'foreach' must be a list or a mapping, not a string"},
-        ErrorCase{"CmdNextToForeach", "stages:\n  a:\n    foreach: [x]\n    cmd: echo\n    do: {cmd: echo}\n",
+        DvcErrorCase{"CmdNextToForeach", "stages:\n  a:\n    foreach: [x]\n    cmd: echo\n    do: {cmd: echo}\n",
                   "4: stage 'a': unknown key 'cmd' next to 'foreach' (expected foreach, do)"},
-        ErrorCase{"OutsNotAList", "stages:\n  a:\n    cmd: echo\n    outs:\n      model.pkl: {cache: false}\n",
+        DvcErrorCase{"OutsNotAList", "stages:\n  a:\n    cmd: echo\n    outs:\n      model.pkl: {cache: false}\n",
                   "5: stage 'a': 'outs' must be a list, not a mapping"},
-        ErrorCase{"CmdMapping", "stages:\n  a:\n    cmd:\n      run: echo\n",
+        DvcErrorCase{"CmdMapping", "stages:\n  a:\n    cmd:\n      run: echo\n",
                   "4: stage 'a': 'cmd' must be a string or a list of strings, not a mapping"},
-        ErrorCase{"OutsEntryTwoKeys", "stages:\n  a:\n    cmd: echo\n    outs:\n      - {a: {}, b: {}}\n",
+        DvcErrorCase{"OutsEntryTwoKeys", "stages:\n  a:\n    cmd: echo\n    outs:\n      - {a: {}, b: {}}\n",
                   "5: stage 'a': 'outs' entries must be paths or single 'path: {options}' mappings, not a mapping"},
-        ErrorCase{"SameOutTwice",
+        DvcErrorCase{"SameOutTwice",
                   "stages:\n  a:\n    cmd: echo\n    outs: [model.pkl]\n  b:\n    cmd: echo\n    wdir: sub\n"
                   "    metrics: [../model.pkl]\n",
                   "8: steps 'a' and 'b' both declare output '../model.pkl'"},
-        ErrorCase{"Cycle",
+        DvcErrorCase{"Cycle",
                   "stages:\n  z: {cmd: echo}\n  a:\n    cmd: echo\n    deps: [b.txt]\n    outs: [a.txt]\n  b:\n"
                   "    cmd: echo\n    deps: [a.txt]\n    outs: [b.txt]\n",
                   "3: steps form a cycle: a -> b -> a"},
-        ErrorCase{"ForeachNameCollision", "stages:\n  t@x: {cmd: echo}\n  t:\n    foreach: [x]\n    do: {cmd: echo}\n",
+        DvcErrorCase{"ForeachNameCollision", "stages:\n  t@x: {cmd: echo}\n  t:\n    foreach: [x]\n    do: {cmd: echo}\n",
                   "3: duplicate step name 't@x' (first defined on line 2)"},
-        ErrorCase{"DuplicateForeachKey", "stages:\n  a:\n    foreach: [x]\n    foreach: [y]\n    do: {cmd: echo}\n",
+        DvcErrorCase{"DuplicateForeachKey", "stages:\n  a:\n    foreach: [x]\n    foreach: [y]\n    do: {cmd: echo}\n",
                   "4: stage 'a': duplicate key 'foreach'"},
-        ErrorCase{"DuplicateStage", "stages:\n  a: {cmd: echo}\n  a: {cmd: echo}\n",
+        DvcErrorCase{"DuplicateStage", "stages:\n  a: {cmd: echo}\n  a: {cmd: echo}\n",
                   "3: duplicate step name 'a' (first defined on line 2)"},
-        ErrorCase{"VarsTomlFile", "vars:\n  - params.toml\nstages:\n  a: {cmd: echo}\n",
+        DvcErrorCase{"VarsTomlFile", "vars:\n  - params.toml\nstages:\n  a: {cmd: echo}\n",
                   "2: vars: cannot read 'params.toml': GradeML reads YAML and JSON parameter files only"},
-        ErrorCase{"YamlSyntax", "stages:\n  a:\n    cmd: [echo\n", "4: end of sequence flow not found"}),
-    [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
+        DvcErrorCase{"YamlSyntax", "stages:\n  a:\n    cmd: [echo\n", "4: end of sequence flow not found"}),
+    [](const ::testing::TestParamInfo<DvcErrorCase>& info) { return info.param.name; });
 
 TEST(DvcSpecFileErrorTest, VarsFileMissingNamesTheFile) {
   SpecDir dir;

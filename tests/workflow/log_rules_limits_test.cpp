@@ -19,7 +19,7 @@ namespace {
 
 using grademl::testing::RunWithDeadline;
 
-std::string ParseError(const std::string& yaml) {
+std::string LimitsParseError(const std::string& yaml) {
   auto rules = LogRuleSet::Parse(yaml, "r.yaml");
   EXPECT_FALSE(rules.ok()) << yaml;
   return rules.ok() ? "" : rules.status().message();
@@ -47,13 +47,13 @@ TEST(LogRulesLimitsTest, CatastrophicBacktrackingRuleEndsQuickly) {
 }
 
 TEST(LogRulesLimitsTest, BackreferencesAndLookaroundAreRefusedAtLoad) {
-  EXPECT_EQ(ParseError(Rule("^(\\w+) \\1$")),
+  EXPECT_EQ(LimitsParseError(Rule("^(\\w+) \\1$")),
             "r.yaml:4: rule 'x': begin: bad regular expression '^(\\w+) \\1$': backreferences (\\1) are not "
             "supported: rules are matched with RE2, in time linear in the line");
-  EXPECT_EQ(ParseError(Rule("^Epoch (?=\\d)")),
+  EXPECT_EQ(LimitsParseError(Rule("^Epoch (?=\\d)")),
             "r.yaml:4: rule 'x': begin: bad regular expression '^Epoch (?=\\d)': lookahead and lookbehind ((?=...) "
             "are not supported: rules are matched with RE2, in time linear in the line");
-  EXPECT_TRUE(ParseError(Rule("(?<!x)y")).find("lookahead and lookbehind ((?<!...)") != std::string::npos);
+  EXPECT_TRUE(LimitsParseError(Rule("(?<!x)y")).find("lookahead and lookbehind ((?<!...)") != std::string::npos);
   // Inside a class, ( ? = are plain characters, not a lookahead: accepted.
   EXPECT_TRUE(LogRuleSet::Parse(Rule("[(?=]x"), "r.yaml").ok());
 }
@@ -66,13 +66,13 @@ TEST(LogRulesLimitsTest, EcmaScriptUnicodeEscapesStillWork) {
 }
 
 TEST(LogRulesLimitsTest, OversizedExpressionIsRefused) {
-  const std::string error = ParseError(Rule("((((a{100}){100}){100}){100})"));
+  const std::string error = LimitsParseError(Rule("((((a{100}){100}){100}){100})"));
   EXPECT_EQ(error.rfind("r.yaml:4: rule 'x': begin: bad regular expression '((((a{100}){100}){100}){100})': ", 0), 0u)
       << error;
 }
 
 TEST(LogRulesLimitsTest, YamlBombsAndCyclesAreRefused) {
-  EXPECT_EQ(ParseError("rules: &r [{name: x, type: t, begin: a, tags: *r}]\n"),
+  EXPECT_EQ(LimitsParseError("rules: &r [{name: x, type: t, begin: a, tags: *r}]\n"),
             "r.yaml:1: alias '*r' is used inside its own anchor '&r' (line 1): the node would contain itself");
   std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n";
   for (int i = 1; i < 10; ++i) {
@@ -80,13 +80,13 @@ TEST(LogRulesLimitsTest, YamlBombsAndCyclesAreRefused) {
     for (int j = 0; j < 9; ++j) bomb += (j ? ", *a" : "*a") + std::to_string(i - 1);
     bomb += "]\n";
   }
-  EXPECT_TRUE(ParseError(bomb).find("r.yaml:6: the document has more than 200000 nodes") == 0) << ParseError(bomb);
+  EXPECT_TRUE(LimitsParseError(bomb).find("r.yaml:6: the document has more than 200000 nodes") == 0) << LimitsParseError(bomb);
 }
 
 TEST(LogRulesLimitsTest, TooManyRulesAreRefused) {
   std::string text = "rules:\n";
   for (int i = 0; i < 257; ++i) text += "  - {name: r" + std::to_string(i) + ", type: t, begin: 'x" + std::to_string(i) + "'}\n";
-  EXPECT_EQ(ParseError(text), "r.yaml:2: more than 256 rules in one file");
+  EXPECT_EQ(LimitsParseError(text), "r.yaml:2: more than 256 rules in one file");
 }
 
 TEST(LogRulesLimitsTest, RulesFilesThatAreNotFilesAreRefusedWithoutBlocking) {
@@ -110,14 +110,14 @@ TEST(LogRulesLimitsTest, RulesFilesThatAreNotFilesAreRefusedWithoutBlocking) {
 // Found by the fuzzer under ASan: each value of a rule was read through a reference to a
 // temporary of yaml-cpp's iterator (stack-use-after-scope; only a sanitizer build sees it).
 TEST(LogRulesLimitsTest, RuleValuesAreReadSafely) {
-  EXPECT_EQ(ParseError("rules:\n  - name: validation\n    type: eval\n\n    end: '^Fold \\d+ done'\n"),
+  EXPECT_EQ(LimitsParseError("rules:\n  - name: validation\n    type: eval\n\n    end: '^Fold \\d+ done'\n"),
             "r.yaml:2: rule 'validation' has no `begin` expression");
 }
 
 TEST(LogRulesLimitsTest, ControlCharactersInErrorsAreEscaped) {
-  const std::string error = ParseError("rules:\n  - name: \"evil\\e[2J\\n\"\n    type: t\n");
+  const std::string error = LimitsParseError("rules:\n  - name: \"evil\\e[2J\\n\"\n    type: t\n");
   EXPECT_EQ(error, "r.yaml:2: rule 'evil\\x1b[2J\\n' has no `begin` expression");
-  EXPECT_EQ(ParseError("rules:\n  - name: \"a\\0\"\n"),
+  EXPECT_EQ(LimitsParseError("rules:\n  - name: \"a\\0\"\n"),
             "r.yaml:2: a NUL byte (\\0) in a string; GradeML refuses NUL in every value");
 }
 

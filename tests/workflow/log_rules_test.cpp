@@ -442,13 +442,13 @@ TEST(LogRuleSetTest, EmptyRulesList) {
 // ---------------------------------------------------------------------------------------
 // Errors
 
-std::string LoadError(const std::string& name) {
+std::string RulesLoadError(const std::string& name) {
   auto rules = LogRuleSet::LoadFile(DataPath(name));
   EXPECT_FALSE(rules.ok()) << name;
   return rules.ok() ? "" : rules.status().message();
 }
 
-std::string ParseError(const std::string& yaml) {
+std::string RulesParseError(const std::string& yaml) {
   auto rules = LogRuleSet::Parse(yaml, "r.yaml");
   EXPECT_FALSE(rules.ok()) << yaml;
   return rules.ok() ? "" : rules.status().message();
@@ -456,15 +456,15 @@ std::string ParseError(const std::string& yaml) {
 
 TEST(LogRuleSetTest, LoadFileErrorsNameFileAndLine) {
   std::string dir = DataPath("");
-  std::string bad_regex = LoadError("bad_regex.yaml");
+  std::string bad_regex = RulesLoadError("bad_regex.yaml");
   EXPECT_EQ(bad_regex.rfind(dir + "bad_regex.yaml:7: rule 'broken': begin: bad regular expression '^Validating fold (\\d+'", 0),
             0u)
       << bad_regex;
-  EXPECT_EQ(LoadError("missing_begin.yaml"), dir + "missing_begin.yaml:2: rule 'validation' has no `begin` expression");
-  EXPECT_EQ(LoadError("unknown_key.yaml"),
+  EXPECT_EQ(RulesLoadError("missing_begin.yaml"), dir + "missing_begin.yaml:2: rule 'validation' has no `begin` expression");
+  EXPECT_EQ(RulesLoadError("unknown_key.yaml"),
             dir + "unknown_key.yaml:5: unknown key 'phase-name' in a rule (known: name, type, begin, end, phase_name, tags, "
                   "key, progress, instant, marks, ignore_case, disabled)");
-  EXPECT_EQ(LoadError("syntax.yaml"), dir + "syntax.yaml:4: YAML syntax: illegal map value");
+  EXPECT_EQ(RulesLoadError("syntax.yaml"), dir + "syntax.yaml:4: YAML syntax: illegal map value");
 
   auto missing = LogRuleSet::LoadFile(DataPath("no_such_rules.yaml"));
   ASSERT_FALSE(missing.ok());
@@ -473,33 +473,33 @@ TEST(LogRuleSetTest, LoadFileErrorsNameFileAndLine) {
 }
 
 TEST(LogRuleSetTest, ParseErrors) {
-  EXPECT_EQ(ParseError(""), "r.yaml:1: empty rules file; expected a `rules:` list");
-  EXPECT_EQ(ParseError("rule:\n  - name: x\n"), "r.yaml:1: unknown key 'rule' (expected `rules:`)");
-  EXPECT_EQ(ParseError("rules:\n  name: x\n"), "r.yaml:2: `rules:` must be a list of rules");
-  EXPECT_EQ(ParseError("rules:\n  - type: x\n    begin: a\n"), "r.yaml:2: a rule needs a `name`");
-  EXPECT_EQ(ParseError("rules:\n  - name: x\n    begin: a\n"), "r.yaml:2: rule 'x' needs a non-empty `type`");
-  EXPECT_EQ(ParseError("rules:\n  - name: x\n    type: a/b\n    begin: a\n"), "r.yaml:3: rule 'x': `type` cannot contain '/'");
-  EXPECT_EQ(ParseError("rules:\n  - name: x\n    type: t\n    begin: a\n  - name: x\n    type: t\n    begin: b\n"),
+  EXPECT_EQ(RulesParseError(""), "r.yaml:1: empty rules file; expected a `rules:` list");
+  EXPECT_EQ(RulesParseError("rule:\n  - name: x\n"), "r.yaml:1: unknown key 'rule' (expected `rules:`)");
+  EXPECT_EQ(RulesParseError("rules:\n  name: x\n"), "r.yaml:2: `rules:` must be a list of rules");
+  EXPECT_EQ(RulesParseError("rules:\n  - type: x\n    begin: a\n"), "r.yaml:2: a rule needs a `name`");
+  EXPECT_EQ(RulesParseError("rules:\n  - name: x\n    begin: a\n"), "r.yaml:2: rule 'x' needs a non-empty `type`");
+  EXPECT_EQ(RulesParseError("rules:\n  - name: x\n    type: a/b\n    begin: a\n"), "r.yaml:3: rule 'x': `type` cannot contain '/'");
+  EXPECT_EQ(RulesParseError("rules:\n  - name: x\n    type: t\n    begin: a\n  - name: x\n    type: t\n    begin: b\n"),
             "r.yaml:5: a rule named 'x' is already defined at r.yaml:2");
-  EXPECT_EQ(ParseError("rules:\n  - name: x\n    type: t\n    begin: '(a)'\n    tags: [p, q]\n"),
+  EXPECT_EQ(RulesParseError("rules:\n  - name: x\n    type: t\n    begin: '(a)'\n    tags: [p, q]\n"),
             "r.yaml:5: rule 'x': 2 tag names given but begin has 1 capture group");
-  EXPECT_EQ(ParseError("rules:\n  - name: x\n    type: t\n    begin: '(a)'\n    phase_name: 'x {b}'\n"),
+  EXPECT_EQ(RulesParseError("rules:\n  - name: x\n    type: t\n    begin: '(a)'\n    phase_name: 'x {b}'\n"),
             "r.yaml:5: rule 'x': phase name 'x {b}' refers to {b}, which is neither a capture group number nor a tag");
-  EXPECT_EQ(ParseError("rules:\n  - name: x\n    type: t\n    begin: '(a)'\n    phase_name: 'x {1'\n"),
+  EXPECT_EQ(RulesParseError("rules:\n  - name: x\n    type: t\n    begin: '(a)'\n    phase_name: 'x {1'\n"),
             "r.yaml:5: rule 'x': unclosed '{' in phase name 'x {1'");
-  EXPECT_EQ(ParseError("rules:\n  - name: x\n    type: t\n    begin: '(a)'\n    key: 2\n"),
+  EXPECT_EQ(RulesParseError("rules:\n  - name: x\n    type: t\n    begin: '(a)'\n    key: 2\n"),
             "r.yaml:5: `key: 2` is neither a capture group number of begin nor a tag name");
-  EXPECT_EQ(ParseError("rules:\n  - name: x\n    type: t\n    begin: a\n    end: b\n    instant: true\n"),
+  EXPECT_EQ(RulesParseError("rules:\n  - name: x\n    type: t\n    begin: a\n    end: b\n    instant: true\n"),
             "r.yaml:5: rule 'x': an `end` expression goes only with a rule that opens phases (not instant, marks: end or "
             "progress)");
-  EXPECT_EQ(ParseError("rules:\n  - name: x\n    type: t\n    begin: a\n    instant: maybe\n"),
+  EXPECT_EQ(RulesParseError("rules:\n  - name: x\n    type: t\n    begin: a\n    instant: maybe\n"),
             "r.yaml:5: `instant` must be true or false");
-  EXPECT_EQ(ParseError("rules:\n  - name: x\n    type: t\n    begin: a\n    marks: middle\n"),
+  EXPECT_EQ(RulesParseError("rules:\n  - name: x\n    type: t\n    begin: a\n    marks: middle\n"),
             "r.yaml:5: rule 'x': `marks` must be start or end");
-  EXPECT_EQ(ParseError("rules:\n  - name: x\n    type: t\n    begin: '(\\d+)/(\\d+)'\n    progress: [1]\n"),
+  EXPECT_EQ(RulesParseError("rules:\n  - name: x\n    type: t\n    begin: '(\\d+)/(\\d+)'\n    progress: [1]\n"),
             "r.yaml:5: rule 'x': `progress` must be [current, total]: two capture groups");
-  EXPECT_EQ(ParseError("rules:\n  - name: x\n    type: t\n    begin: [a]\n"), "r.yaml:4: `begin` must be a string");
-  std::string bad_end = ParseError("rules:\n  - name: x\n    type: t\n    begin: a\n    end: '[b'\n");
+  EXPECT_EQ(RulesParseError("rules:\n  - name: x\n    type: t\n    begin: [a]\n"), "r.yaml:4: `begin` must be a string");
+  std::string bad_end = RulesParseError("rules:\n  - name: x\n    type: t\n    begin: a\n    end: '[b'\n");
   EXPECT_EQ(bad_end.rfind("r.yaml:5: rule 'x': end: bad regular expression '[b'", 0), 0u) << bad_end;
 }
 
