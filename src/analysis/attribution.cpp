@@ -176,7 +176,7 @@ constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr TimeNs kForever = std::numeric_limits<TimeNs>::max();
 
-double Seconds(DurationNs ns) { return static_cast<double>(ns) * 1e-9; }
+double DurationSeconds(DurationNs ns) { return static_cast<double>(ns) * 1e-9; }
 
 constexpr size_t kMaxSlices = 100'000;
 constexpr size_t kMaxSeriesCells = size_t{1} << 20;  // per metric: 8 MiB of series at most
@@ -658,7 +658,7 @@ void SweepRows(std::span<const Event> ev, std::span<const TimeNs> bounds, const 
       is_touched[c] = 0;
     }
     touched.clear();
-    on_row(k, std::span<const std::pair<size_t, double>>(entries), Seconds(t1 - t0));
+    on_row(k, std::span<const std::pair<size_t, double>>(entries), DurationSeconds(t1 - t0));
   }
 }
 
@@ -1015,7 +1015,7 @@ class Attributor {
     size_t first = out.size();
     auto emit = [&](uint32_t p, TimeNs a, TimeNs b) {
       uint32_t type = table_.type[p];
-      if (active != nullptr) (*active)[type] += Seconds(b - a);
+      if (active != nullptr) (*active)[type] += DurationSeconds(b - a);
       while (a < b) {
         TimeNs cut = std::min(b, grid_.NextBoundary(a));
         out.push_back({a, p, type << 1});
@@ -1251,7 +1251,7 @@ class Attributor {
 
     // Shares of [t0, t1) at rate (or level) u, by the demands running now.
     auto segment = [&](TimeNs t0, TimeNs t1, double u) {
-      double l = Seconds(t1 - t0);
+      double l = DurationSeconds(t1 - t0);
       double ex = static_cast<double>(e_fx) * rules.to_double;
       double va = static_cast<double>(v_fx) * rules.to_double;
       double gex = 0, taken = 0;
@@ -1336,7 +1336,7 @@ class Attributor {
       weight.assign(ns, 0.0);
       capv.assign(ns, 0.0);
       for (size_t j = 0; j < ns; ++j) {
-        double l = Seconds(segs[j].t1 - segs[j].t0);
+        double l = DurationSeconds(segs[j].t1 - segs[j].t0);
         if (segs[j].e > 0) {
           weight[j] = segs[j].e * l;
           capv[j] = (has_cap ? std::min(segs[j].e, cap) : segs[j].e) * l;
@@ -1345,7 +1345,7 @@ class Attributor {
       double left = value - WaterFill(value, weight, capv, given, order);
       if (left > 0) {
         for (size_t j = 0; j < ns; ++j) {
-          double l = Seconds(segs[j].t1 - segs[j].t0);
+          double l = DurationSeconds(segs[j].t1 - segs[j].t0);
           weight[j] = segs[j].v > 0 ? segs[j].v * l : 0.0;
           capv[j] = has_cap ? std::max(0.0, cap * l - given[j]) : std::numeric_limits<double>::infinity();
         }
@@ -1358,7 +1358,7 @@ class Attributor {
       // Walk the sub-segments, applying the events at their starts.
       for (size_t j = 0; j < ns; ++j) {
         for (; e < ev.size() && ev[e].t <= segs[j].t0; ++e) apply(ev[e]);
-        segment(segs[j].t0, segs[j].t1, given[j] / Seconds(segs[j].t1 - segs[j].t0));
+        segment(segs[j].t0, segs[j].t1, given[j] / DurationSeconds(segs[j].t1 - segs[j].t0));
       }
     });
     for (; e < ev.size(); ++e) apply(ev[e]);
@@ -1572,7 +1572,7 @@ class Attributor {
           size_t k = 0;
           for (size_t r = 0; r + 1 < bounds.size(); ++r) {
             while (k + 1 < s.samples.size() && s.samples[k + 1].t <= bounds[r]) ++k;
-            a[r] = s.samples[k].v * Seconds(bounds[r + 1] - bounds[r]);
+            a[r] = s.samples[k].v * DurationSeconds(bounds[r + 1] - bounds[r]);
           }
         } else {
           auto values = CounterValuesAt(s.samples, bounds);

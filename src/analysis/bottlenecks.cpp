@@ -65,7 +65,7 @@ Cats Diff(const Cats& a, const Cats& b) {
   return d;
 }
 
-double Seconds(TimeNs a, TimeNs b) { return NsToSeconds(b - a); }
+double SpanSeconds(TimeNs a, TimeNs b) { return NsToSeconds(b - a); }
 
 // Adds seconds by category, scaled, to a phase's entry.
 void AddTo(PhaseBottlenecks& out, const Cats& c, double scale) {
@@ -222,7 +222,7 @@ class HostTimeline {
     cum_.assign(n, {});
     if (n < 2) return;
     std::vector<double> dt(n - 1);
-    for (size_t i = 0; i + 1 < n; ++i) dt[i] = Seconds(t_[i], t_[i + 1]);
+    for (size_t i = 0; i + 1 < n; ++i) dt[i] = SpanSeconds(t_[i], t_[i + 1]);
     // Column by column: each holds its running integral.
     auto cumulate = [&](int col, const std::vector<double>& per_interval_rate) {
       for (size_t i = 0; i + 1 < n; ++i) cum_[i + 1][col] = cum_[i][col] + per_interval_rate[i] * dt[i];
@@ -296,7 +296,7 @@ class HostTimeline {
     b = std::clamp(b, t_.front(), t_.back());
     if (b <= a) return w;
     Row ra = At(a, hint), rb = At(b, hint);
-    double span = Seconds(a, b);
+    double span = SpanSeconds(a, b);
     double total = rb[kCpuTotal] - ra[kCpuTotal];
     w.cpu_busy = total > 0 ? (rb[kCpuBusy] - ra[kCpuBusy]) / total : 0.0;
     w.disk_busy = (rb[kDiskBusy] - ra[kDiskBusy]) / span;
@@ -876,10 +876,10 @@ class Analyzer {
       if (b <= a) {
         // nothing
       } else if (a >= covered_end) {
-        c[kUnknown] = Seconds(a, b);
+        c[kUnknown] = SpanSeconds(a, b);
       } else {
         IntervalUse u;
-        u.dt = Seconds(a, b);
+        u.dt = SpanSeconds(a, b);
         u.has_sched = s.run != nullptr;
         u.has_disk_wait = s.disk_wait != nullptr;
         u.run = v_run[i + 1] - v_run[i];
@@ -901,7 +901,7 @@ class Analyzer {
           u.window_faults = std::max(v_min[hi] - v_min[lo] + v_maj[hi] - v_maj[lo], 0.0);
           u.window_run = std::max(v_run[hi] - v_run[lo], 0.0);
           u.window_net_wait = std::max(v_net[hi] - v_net[lo], 0.0);
-          u.window_dt = Seconds(g[lo], g[hi]);
+          u.window_dt = SpanSeconds(g[lo], g[hi]);
         }
         if (p.kid_cats.empty()) {
           c = ClassifyInterval(u, host.Over(a, b, host_hint), Cats{}, 0.0, o_);
@@ -969,17 +969,17 @@ class Analyzer {
     TimeNs a = StartOf(i), b = EndOf(i);
     PhaseBottlenecks& out = out_[i];
     out.phase = ph.id;
-    out.duration_s = Seconds(a, b);
+    out.duration_s = SpanSeconds(a, b);
     const Target& t = target_[i];
     if (t.kind == Target::kProcess) {
       const Proc& p = procs_[t.index];
       TimeNs ca = std::clamp(a, p.start, p.end), cb = std::clamp(b, p.start, p.end);
-      out.unknown_s += Seconds(a, b) - Seconds(ca, cb);  // outside the process's life
+      out.unknown_s += SpanSeconds(a, b) - SpanSeconds(ca, cb);  // outside the process's life
     } else if (t.kind == Target::kScope) {
       Cats c{};
       ForEachSlice(scopes_[t.index], a, b, [&](TimeNs u, TimeNs v, std::span<const int> active) {
         if (active.empty()) {
-          c[kUnknown] += Seconds(u, v);
+          c[kUnknown] += SpanSeconds(u, v);
           return;
         }
         double weight = 1.0 / static_cast<double>(active.size());

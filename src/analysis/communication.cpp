@@ -1,4 +1,5 @@
 #include "analysis/communication.h"
+#include "analysis/phase_tags.h"
 
 #include <algorithm>
 #include <charconv>
@@ -11,14 +12,14 @@
 namespace grademl::analysis {
 namespace {
 
-using Interval = std::pair<TimeNs, TimeNs>;
-using Intervals = std::vector<Interval>;
+using TimeSpan = std::pair<TimeNs, TimeNs>;
+using TimeSpans = std::vector<TimeSpan>;
 
 // Sorted, disjoint, non-empty intervals covering the same time as `v`.
-Intervals Union(Intervals v) {
+TimeSpans Union(TimeSpans v) {
   std::sort(v.begin(), v.end());
-  Intervals out;
-  for (const Interval& i : v) {
+  TimeSpans out;
+  for (const TimeSpan& i : v) {
     if (i.second <= i.first) continue;
     if (!out.empty() && i.first <= out.back().second) {
       out.back().second = std::max(out.back().second, i.second);
@@ -29,15 +30,15 @@ Intervals Union(Intervals v) {
   return out;
 }
 
-TimeNs Length(const Intervals& u) {
+TimeNs Length(const TimeSpans& u) {
   TimeNs total = 0;
-  for (const Interval& i : u) total += i.second - i.first;
+  for (const TimeSpan& i : u) total += i.second - i.first;
   return total;
 }
 
 // Both unions.
-Intervals Intersect(const Intervals& a, const Intervals& b) {
-  Intervals out;
+TimeSpans Intersect(const TimeSpans& a, const TimeSpans& b) {
+  TimeSpans out;
   for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
     TimeNs lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
     if (lo < hi) out.push_back({lo, hi});
@@ -47,10 +48,10 @@ Intervals Intersect(const Intervals& a, const Intervals& b) {
 }
 
 // a minus b (both unions).
-Intervals Subtract(const Intervals& a, const Intervals& b) {
-  Intervals out;
+TimeSpans Subtract(const TimeSpans& a, const TimeSpans& b) {
+  TimeSpans out;
   size_t j = 0;
-  for (Interval i : a) {
+  for (TimeSpan i : a) {
     while (j < b.size() && b[j].second <= i.first) ++j;
     for (size_t k = j; k < b.size() && b[k].first < i.second; ++k) {
       if (b[k].first > i.first) out.push_back({i.first, b[k].first});
@@ -60,15 +61,6 @@ Intervals Subtract(const Intervals& a, const Intervals& b) {
     if (i.first < i.second) out.push_back(i);
   }
   return out;
-}
-
-double Seconds(TimeNs ns) { return NsToSeconds(ns); }
-
-std::string_view TagOf(const model::Phase& p, std::string_view key) {
-  for (const auto& [k, v] : p.tags) {
-    if (k == key) return v;
-  }
-  return {};
 }
 
 bool ParseInt(std::string_view s, int64_t* out) {
@@ -90,18 +82,18 @@ struct Collective {
 };
 
 struct RankWork {
-  Intervals comm, compute_raw;
-  std::unordered_map<model::PhaseId, Intervals> holes;  // compute phase -> sync collectives in it
-  std::vector<std::pair<model::PhaseId, Interval>> compute_phases;
-  std::vector<std::pair<model::PhaseId, Interval>> backwards;  // backward phases
-  Intervals buckets;                                          // DDP's bucket all-reduces
-  Intervals waits;
-  std::map<size_t, Intervals> caused_by;  // last arriver (rank index) -> the waits it caused here
+  TimeSpans comm, compute_raw;
+  std::unordered_map<model::PhaseId, TimeSpans> holes;  // compute phase -> sync collectives in it
+  std::vector<std::pair<model::PhaseId, TimeSpan>> compute_phases;
+  std::vector<std::pair<model::PhaseId, TimeSpan>> backwards;  // backward phases
+  TimeSpans buckets;                                          // DDP's bucket all-reduces
+  TimeSpans waits;
+  std::map<size_t, TimeSpans> caused_by;  // last arriver (rank index) -> the waits it caused here
 };
 
-class Analyzer {
+class CommunicationAnalyzer {
  public:
-  Analyzer(const model::Run& run, const CommunicationOptions& options)
+  CommunicationAnalyzer(const model::Run& run, const CommunicationOptions& options)
       : run_(run), options_(options), run_end_(run.EffectiveEnd()) {}
 
   CommunicationAnalysis Run(const GpuAnalysis* gpu) {
@@ -250,7 +242,7 @@ class Analyzer {
       ++k.count;
       k.ddp_buckets += bucket;
       k.bytes += bytes;
-      k.total_s += Seconds(end - start);
+      k.total_s += NsToSeconds(end - start);
     }
   }
 
@@ -294,7 +286,7 @@ class Analyzer {
         RankWork& w = work_[c.rank];
         w.waits.push_back({c.start, until});
         w.caused_by[collectives_[last].rank].push_back({c.start, until});
-        Kind(c.phase->name).wait_s += Seconds(until - c.start);
+        Kind(c.phase->name).wait_s += NsToSeconds(until - c.start);
       }
     }
   }
@@ -306,7 +298,7 @@ class Analyzer {
     if (w.buckets.empty()) return;
     std::sort(w.buckets.begin(), w.buckets.end());
     for (const auto& [id, b] : w.backwards) {
-      auto first = std::lower_bound(w.buckets.begin(), w.buckets.end(), Interval{b.first, b.first});
+      auto first = std::lower_bound(w.buckets.begin(), w.buckets.end(), TimeSpan{b.first, b.first});
       TimeNs last_start = -1, last_end = -1;
       for (auto it = first; it != w.buckets.end() && it->first <= b.second; ++it) {
         last_start = std::max(last_start, it->first);
@@ -324,23 +316,23 @@ class Analyzer {
       RankWork& w = work_[r];
       RankCommunication& rc = out_.ranks[r];
       DdpBackwardWaits(w);
-      Intervals comm = Union(std::move(w.comm));
-      Intervals compute;
+      TimeSpans comm = Union(std::move(w.comm));
+      TimeSpans compute;
       for (auto& [id, iv] : w.compute_phases) {
         auto h = w.holes.find(id);
         if (h == w.holes.end()) {
           compute.push_back(iv);
         } else {
-          for (const Interval& piece : Subtract({iv}, Union(h->second))) compute.push_back(piece);
+          for (const TimeSpan& piece : Subtract({iv}, Union(h->second))) compute.push_back(piece);
         }
       }
       compute = Union(std::move(compute));
-      rc.comm_s = Seconds(Length(comm));
-      rc.compute_s = Seconds(Length(compute));
-      rc.overlapped_s = Seconds(Length(Intersect(comm, compute)));
+      rc.comm_s = NsToSeconds(Length(comm));
+      rc.compute_s = NsToSeconds(Length(compute));
+      rc.overlapped_s = NsToSeconds(Length(Intersect(comm, compute)));
       rc.overlap_pct = rc.comm_s > 0 ? 100.0 * rc.overlapped_s / rc.comm_s : 0;
-      rc.wait_s = Seconds(Length(Union(std::move(w.waits))));
-      for (auto& [last, waits] : w.caused_by) caused_total[last] += Seconds(Length(Union(std::move(waits))));
+      rc.wait_s = NsToSeconds(Length(Union(std::move(w.waits))));
+      for (auto& [last, waits] : w.caused_by) caused_total[last] += NsToSeconds(Length(Union(std::move(waits))));
     }
     // Per job: the straggler stands out from the next rank.
     for (size_t j = 0; j < out_.jobs.size(); ++j) {
@@ -437,7 +429,7 @@ class Analyzer {
 
 CommunicationAnalysis AnalyzeCommunication(const model::Run& run, const GpuAnalysis* gpu,
                                            const CommunicationOptions& options) {
-  return Analyzer(run, options).Run(gpu);
+  return CommunicationAnalyzer(run, options).Run(gpu);
 }
 
 }  // namespace grademl::analysis

@@ -7,25 +7,12 @@
 #include <string_view>
 
 #include "core/time.h"
+#include "analysis/phase_tags.h"
 
 namespace grademl::analysis {
 namespace {
 
-std::string_view TagOf(const model::Phase& p, std::string_view key) {
-  for (const auto& [k, v] : p.tags) {
-    if (k == key) return v;
-  }
-  return {};
-}
-
-int64_t IntTag(const model::Phase& p, std::string_view key) {
-  std::string_view v = TagOf(p, key);
-  int64_t out = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  return ec == std::errc() && end == v.data() + v.size() ? out : 0;
-}
-
-double Seconds(const model::Phase& p) { return p.end_ns > p.start_ns ? NsToSeconds(p.end_ns - p.start_ns) : 0.0; }
+double PhaseSeconds(const model::Phase& p) { return p.end_ns > p.start_ns ? NsToSeconds(p.end_ns - p.start_ns) : 0.0; }
 
 double Median(std::vector<double>& v) {
   if (v.empty()) return 0;
@@ -49,7 +36,7 @@ TaskCost CostOf(const model::Run& run, const model::Phase& task) {
     const model::Phase* child = run.FindPhase(id);
     if (child == nullptr) continue;
     std::string_view type = child->leaf_type();
-    double s = Seconds(*child);
+    double s = PhaseSeconds(*child);
     if (type == "compute") {
       c.compute += s;
     } else if (type == "transfer") {

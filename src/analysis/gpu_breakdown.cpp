@@ -4,6 +4,7 @@
 // alignment, correlation pairing, the iteration filter, MERGE (interval union in ts order)
 // and SWEEP (labelled segments of a +bit/-bit point sweep).
 #include "analysis/gpu_breakdown.h"
+#include "core/strings.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,9 +16,8 @@
 namespace grademl::analysis {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kNoFigure = std::numeric_limits<double>::quiet_NaN();
 
-bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 bool Contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
 // Python's re.match(r"ProfilerStep#\d+", s): anchored at the start only.
@@ -50,9 +50,9 @@ struct WorkRow {
   int64_t stream = -1;
   KernelClass cls = KernelClass::kOther;
   const GpuTraceRow* src = nullptr;
-  double launch_ts = kNaN;             // the paired host row's (or HTA's index-0 fallback's) start
+  double launch_ts = kNoFigure;             // the paired host row's (or HTA's index-0 fallback's) start
   const GpuTraceRow* launch = nullptr; // the paired host row (no fallback)
-  double launch_dur = kNaN;
+  double launch_dur = kNoFigure;
 };
 
 struct Interval {
@@ -130,7 +130,7 @@ double HostWaitIdle(std::vector<const WorkRow*> rows) {
 }
 
 double Percentile(std::vector<double> v, double q) {  // numpy's linear interpolation
-  if (v.empty()) return kNaN;
+  if (v.empty()) return kNoFigure;
   std::sort(v.begin(), v.end());
   double pos = q * static_cast<double>(v.size() - 1);
   size_t lo = static_cast<size_t>(std::floor(pos));
@@ -325,7 +325,7 @@ GpuAnalysis AnalyzeGpuRows(const GpuRowTable& table, const GpuAnalysisOptions& o
         });
         CpuCommOverlap co{.rank = pr.rank, .phase = pr.phase, .collectives = static_cast<int64_t>(cpu_comm.size()), .comm_us = Len(c),
                           .comp_us = Len(p), .overlap_us = overlap};
-        co.comm_comp_overlap_pct = co.comm_us == 0 ? kNaN : 100.0 * overlap / co.comm_us;
+        co.comm_comp_overlap_pct = co.comm_us == 0 ? kNoFigure : 100.0 * overlap / co.comm_us;
         out.cpu_overlap.push_back(co);
       }
     }
@@ -435,7 +435,7 @@ GpuAnalysis AnalyzeGpuRows(const GpuRowTable& table, const GpuAnalysisOptions& o
       double total = host_wait + kernel_wait + other;
       auto add = [&](const char* category, double us) {
         out.idle.push_back({.rank = pr.rank, .stream = stream, .category = category, .us = us,
-                            .ratio = total == 0 ? kNaN : us / total});
+                            .ratio = total == 0 ? kNoFigure : us / total});
       };
       if (has_host) add("host_wait", host_wait);
       if (has_kernel) add("kernel_wait", kernel_wait);

@@ -1,4 +1,5 @@
 #include "analysis/host_devices.h"
+#include "core/strings.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -7,7 +8,6 @@ namespace grademl::analysis {
 
 namespace {
 
-bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 // The whole disk a partition name belongs to: "sda1" -> "sda", "nvme0n1p2" -> "nvme0n1",

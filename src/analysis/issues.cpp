@@ -34,7 +34,7 @@ std::string Label(const model::Phase& p) {
   return fmt::format("Phase {} ({})", Shorten(p.name, 60), leaf);
 }
 
-std::string Seconds(double s) { return FormatDuration(static_cast<DurationNs>(std::llround(s * 1e9))); }
+std::string DurationText(double s) { return FormatDuration(static_cast<DurationNs>(std::llround(s * 1e9))); }
 
 std::string Percent(double fraction) { return fmt::format("{:.0f}%", 100.0 * fraction); }
 
@@ -264,7 +264,7 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
     issue.text = std::move(text);
     issues.push_back(std::move(issue));
   };
-  auto saving_text = [&](double saving) { return fmt::format("{} ({} of the run)", Seconds(saving), Percent(saving / run_s)); };
+  auto saving_text = [&](double saving) { return fmt::format("{} ({} of the run)", DurationText(saving), Percent(saving / run_s)); };
 
   // 1. Phases bound by one resource, or mostly waiting.
   const double factor = 1.0 / options.speedup;
@@ -303,7 +303,7 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
             fmt::format("{} used {} of {} ({}) for {}{} while {} of the host's {} cores sat idle; at most {} could "
                         "be saved if it used {} ({}; assumes its CPU work scales perfectly).",
                         Label(*p), Cores(used), CoreCount(use.available_cores),
-                        use.available_from == "host" ? "the host's" : use.available_from, Seconds(cpu),
+                        use.available_from == "host" ? "the host's" : use.available_from, DurationText(cpu),
                         critical ? " on the critical path" : "", Cores(use.host_idle_cores), use.host_cores,
                         saving_text(saving), n >= use.available_cores ? "all of them" : CoreCount(n), lever));
         underused = saving >= options.min_impact_s && saving >= options.min_impact_fraction * run_s;
@@ -360,8 +360,8 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
       add(g.straggler, "imbalance", {change}, saving,
           fmt::format("{} parallel '{}' phases under {} are imbalanced: the slowest, {}, took {} against a mean "
                       "of {}; balancing them would save {}.",
-                      g.count, leaf, Label(*parent), Shorten(straggler->name, 40), Seconds(g.straggler_s),
-                      Seconds(g.mean_s), saving_text(saving)));
+                      g.count, leaf, Label(*parent), Shorten(straggler->name, 40), DurationText(g.straggler_s),
+                      DurationText(g.mean_s), saving_text(saving)));
     } else {
       if (++sequential > 3) continue;
       // Every listed straggler of the group brought to the median.
@@ -377,7 +377,7 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
           fmt::format("{} of {} '{}' phases under {} took over {:g}x the median of {} (the slowest {}); were they "
                       "as fast as the median, the run would be {} shorter.",
                       g.straggler_count, g.count, leaf, Label(*parent), ImbalanceOptions{}.straggler_factor,
-                      Seconds(g.median_s), Seconds(g.straggler_s), saving_text(saving)));
+                      DurationText(g.median_s), DurationText(g.straggler_s), saving_text(saving)));
     }
   }
 
@@ -422,14 +422,14 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
             fmt::format("Training waited {} in total for batches its DataLoader loaded in the main process "
                         "(num_workers=0){}; with num_workers={} loading would overlap compute: at most {} could be "
                         "saved (assumes the workers get cores of their own).",
-                        Seconds(total), p != nullptr ? " in " + Label(*p) : std::string(), n, saving_text(saving)));
+                        DurationText(total), p != nullptr ? " in " + Label(*p) : std::string(), n, saving_text(saving)));
       }
       std::string change = "type:data_wait*0";
       double saving = main_process_loading ? 0 : estimate.Saving({change});
       add(process, "data_wait", {change}, saving,
           fmt::format("Training waited {} in total for the next batch from its DataLoader{}; with batches always "
                       "ready (more workers, prefetching) the run would be {} shorter.",
-                      Seconds(total), p != nullptr ? " in " + Label(*p) : std::string(), saving_text(saving)));
+                      DurationText(total), p != nullptr ? " in " + Label(*p) : std::string(), saving_text(saving)));
     }
   }
 
@@ -465,7 +465,7 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
           }
         }
         example = fmt::format(" ({} waited {} with its inputs ready{})", Shorten(waiter->name, 40),
-                              Seconds(NsToSeconds(longest)),
+                              DurationText(NsToSeconds(longest)),
                               holder != nullptr ? "; it could have run alongside " + Shorten(holder->name, 40) : "");
       }
     }
@@ -537,8 +537,8 @@ std::vector<Issue> CommunicationIssues(const model::Run& run, const Communicatio
         "Rank {}{} was the straggler of its distributed job: the other {} waited {} on average in collectives "
         "for it to arrive ({} in all); were it as fast as them, the job would finish up to {} sooner.",
         job.straggler_rank, p != nullptr ? fmt::format(" ({})", Label(*p)) : std::string(),
-        others == 1 ? std::string("rank") : fmt::format("{} ranks", others), Seconds(job.straggler_cost_s),
-        Seconds(job.straggler_total_s), Seconds(job.straggler_cost_s));
+        others == 1 ? std::string("rank") : fmt::format("{} ranks", others), DurationText(job.straggler_cost_s),
+        DurationText(job.straggler_total_s), DurationText(job.straggler_cost_s));
     out.push_back(std::move(issue));
   }
   return out;
@@ -559,20 +559,20 @@ std::vector<Issue> GpuIssues(const GpuAnalysis& gpu, double run_s, const GpuAnal
   const bool several = gpu.ranks.size() > 1;
   for (const GpuRankSummary& r : gpu.ranks) {
     const std::string who = several ? fmt::format("Rank {}'s GPU", r.rank) : std::string("The GPU");
-    const std::string span = Seconds(r.kernel_us / 1e6);
+    const std::string span = DurationText(r.kernel_us / 1e6);
     if (r.host_wait_pct() >= options.issue_min_pct) {
       add(r, "gpu_host_wait", r.host_wait_us,  "",
           fmt::format("{} sat idle {:.0f}% of the profiled steps ({} of {}) waiting on the host: the next kernel was "
                       "launched only after the GPU had drained (host-bound; fewer, larger kernels, CUDA graphs or "
                       "less Python per step would feed it).",
-                      who, r.host_wait_pct(), Seconds(r.host_wait_us / 1e6), span));
+                      who, r.host_wait_pct(), DurationText(r.host_wait_us / 1e6), span));
     }
     if (r.exposed_comm_pct() >= options.issue_min_pct) {
       add(r, "gpu_exposed_communication", r.exposed_comm_us,
           r.phase != 0 ? fmt::format("#{}:communication=0", r.phase) : std::string(),
           fmt::format("{} ran communication with nothing beside it {:.0f}% of the profiled steps ({} of {}); "
                       "overlapping it fully with computation would save up to that.",
-                      who, r.exposed_comm_pct(), Seconds(r.exposed_comm_us / 1e6), span));
+                      who, r.exposed_comm_pct(), DurationText(r.exposed_comm_us / 1e6), span));
     }
   }
   return out;

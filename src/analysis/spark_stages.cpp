@@ -9,31 +9,11 @@
 #include <fmt/format.h>
 
 #include "core/time.h"
+#include "analysis/phase_tags.h"
 
 namespace grademl::analysis {
 
 namespace {
-
-std::string_view TagOf(const model::Phase& p, std::string_view key) {
-  for (const auto& [k, v] : p.tags) {
-    if (k == key) return v;
-  }
-  return {};
-}
-
-bool HasTag(const model::Phase& p, std::string_view key) {
-  for (const auto& [k, v] : p.tags) {
-    if (k == key) return true;
-  }
-  return false;
-}
-
-int64_t IntTag(const model::Phase& p, std::string_view key, int64_t fallback = 0) {
-  std::string_view v = TagOf(p, key);
-  int64_t n = 0;
-  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  return ec == std::errc() && ptr == v.data() + v.size() && !v.empty() ? n : fallback;
-}
 
 double DurationS(const model::Phase& p, TimeNs run_end) {
   TimeNs end = p.end_ns != 0 ? p.end_ns : run_end;

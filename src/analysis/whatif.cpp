@@ -98,7 +98,7 @@ std::string NameList(const ScheduleGraph& g, const std::vector<int32_t>& nodes) 
 
 std::string Phases(size_t n) { return n == 1 ? "1 phase" : fmt::format("{} phases", n); }
 
-std::string Seconds(double s) { return fmt::format("{:.3f} s", s); }
+std::string SecondsText(double s) { return fmt::format("{:.3f} s", s); }
 
 // Time inside [start, end] of node p covered by none of its children.
 DurationNs OwnTime(const ScheduleGraph& g, int32_t p) {
@@ -330,8 +330,8 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
         result.notes.push_back(fmt::format("{}: {} of concurrent siblings ({}) set to their group's mean duration "
                                            "(the longest {} shorter)",
                                            ch.text, groups == 1 ? "1 group" : fmt::format("{} groups", groups),
-                                           Phases(balanced), groups == 1 ? "is " + Seconds(longest_cut)
-                                                                         : "are " + Seconds(longest_cut) + " in all"));
+                                           Phases(balanced), groups == 1 ? "is " + SecondsText(longest_cut)
+                                                                         : "are " + SecondsText(longest_cut) + " in all"));
       }
     } else if (ch.kind == WhatifChange::Kind::kNumWorkers) {
       // Each data wait after the first of its parent (the epoch) overlaps the previous
@@ -373,7 +373,7 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
             "iteration's compute, max(compute, load/N) per iteration; the first batch of an epoch keeps its wait; "
             "loading is taken to be in the main process{}; workers are assumed to have cores of their own and to "
             "start at no cost",
-            ch.text, waits, Seconds(before / 1e9), Seconds(after / 1e9), ch.count, ch.count == 1 ? "" : "s",
+            ch.text, waits, SecondsText(before / 1e9), SecondsText(after / 1e9), ch.count, ch.count == 1 ? "" : "s",
             tagged == waits ? " unless tagged num_workers (it was)" : " (num_workers=0) unless tagged num_workers"));
       }
     } else {  // kResource, kThreads, kCores
@@ -437,12 +437,12 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
             "{}: {} CPU-bound in {} ({}) scaled by cores used / {} ({}): assumes the CPU-bound part scales "
             "perfectly with {} on free cores (other load on the host is not modelled), so the saving is an upper "
             "bound",
-            ch.text, Seconds(total / 1e9), Phases(tops.size()), NameList(g, tops),
+            ch.text, SecondsText(total / 1e9), Phases(tops.size()), NameList(g, tops),
             ch.kind == WhatifChange::Kind::kThreads ? "min(N, cores available)" : "N", detail,
             ch.kind == WhatifChange::Kind::kThreads ? "threads" : "cores"));
         continue;
       }
-      result.notes.push_back(fmt::format("{}: {} bound by {} in {} ({}) {}", ch.text, Seconds(total / 1e9), ch.resource,
+      result.notes.push_back(fmt::format("{}: {} bound by {} in {} ({}) {}", ch.text, SecondsText(total / 1e9), ch.resource,
                                          Phases(tops.size()), NameList(g, tops),
                                          ch.factor == 0 ? "removed" : fmt::format("scaled by {}", ch.factor)));
     }

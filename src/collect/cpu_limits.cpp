@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "collect/proc_file.h"
+#include "core/strings.h"
 
 namespace grademl::collect {
 namespace {
@@ -15,14 +16,8 @@ namespace {
 constexpr size_t kMaxDepth = 64;           // cgroup levels walked up
 constexpr size_t kMaxCachedCgroups = 1024;
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
 bool ParseInt(std::string_view s, int64_t* out) {
-  s = Trim(s);
+  s = TrimSpace(s);
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
   return !s.empty() && ec == std::errc() && ptr == s.data() + s.size();
 }
@@ -33,7 +28,7 @@ bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 // Empty when the path is not absolute or climbs ("..").
 std::vector<std::string> CgroupAndAncestors(std::string_view path) {
   std::vector<std::string> out;
-  path = Trim(path);
+  path = TrimSpace(path);
   if (path.empty() || path.front() != '/') return out;
   std::string p(path);
   while (!p.empty() && p.back() == '/') p.pop_back();
@@ -59,7 +54,7 @@ double CpuLimits::available() const {
 }
 
 std::optional<int> CountCpuList(std::string_view list) {
-  list = Trim(list);
+  list = TrimSpace(list);
   if (list.empty()) return std::nullopt;
   int64_t count = 0;
   while (!list.empty()) {
@@ -81,7 +76,7 @@ std::optional<int> CountCpuList(std::string_view list) {
 }
 
 std::optional<double> ParseCpuMax(std::string_view text) {
-  text = Trim(text);
+  text = TrimSpace(text);
   size_t space = text.find(' ');
   if (space == std::string_view::npos) return std::nullopt;
   std::string_view quota = text.substr(0, space);

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "model/metric_names.h"
+#include "core/strings.h"
 
 namespace grademl::collect {
 
@@ -29,14 +30,6 @@ std::string_view NextLine(std::string_view text, size_t* pos) {
   std::string_view line = text.substr(*pos, eol - *pos);
   *pos = eol + 1;
   return line;
-}
-
-bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
-  return s;
 }
 
 // The tick fields of a "cpuN user nice system idle iowait irq softirq steal ..." line of
@@ -109,7 +102,7 @@ struct NetLine {
 bool ParseNetLine(std::string_view line, NetLine* out) {
   size_t colon = line.find(':');
   if (colon == std::string_view::npos) return false;  // the two header lines
-  out->name = Trim(line.substr(0, colon));
+  out->name = TrimSpace(line.substr(0, colon));
   if (out->name.empty()) return false;
   FieldScanner fields(line.substr(colon + 1));
   uint64_t v[9];
@@ -154,7 +147,7 @@ std::vector<std::string> ListBlockDevices(const std::string& sys_root) {
 double LinkCapacity(const std::string& sys_root, const std::string& interface) {
   auto text = ReadFileOnce(sys_root + "/class/net/" + interface + "/speed");
   if (!text.ok()) return model::kNoCapacity;
-  std::string_view s = Trim(*text);
+  std::string_view s = TrimSpace(*text);
   int64_t mbit = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), mbit);
   if (ec != std::errc() || ptr != s.data() + s.size() || mbit <= 0) return model::kNoCapacity;

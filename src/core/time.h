@@ -30,6 +30,12 @@ class WallClock {
   static int64_t MonotonicNow();
 };
 
+// a + b, clamped to the int64 range instead of overflowing (timestamps from untrusted traces).
+inline int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return out;
+}
 inline double NsToSeconds(DurationNs ns) { return static_cast<double>(ns) / 1e9; }
 inline DurationNs SecondsToNs(double s) { return static_cast<DurationNs>(s * 1e9); }
 

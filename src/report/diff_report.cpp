@@ -170,7 +170,7 @@ std::string InsideText(const PhaseDiff& outer, std::vector<const PhaseDiff*> ins
 }
 
 
-void RightTrim(std::string& s) {
+void TrimRight(std::string& s) {
   while (!s.empty() && s.back() == ' ') s.pop_back();
 }
 
@@ -363,7 +363,7 @@ std::string RenderDiffText(const model::Run& a, const model::Run& b, const RunDi
     }
     std::string head = fmt::format("{}  {:>9}   {:>9}   {:>9}  {:>5}", PadRight(label, width),
                                    fmt::format("run {}", diff.run_a), fmt::format("run {}", diff.run_b), "change", "");
-    RightTrim(head);
+    TrimRight(head);
     out += '\n' + head + '\n';
     bool any_critical = false;
     for (size_t n = 0; n < diff.top_level.size(); ++n) {
@@ -385,7 +385,7 @@ std::string RenderDiffText(const model::Run& a, const model::Run& b, const RunDi
       std::string line = fmt::format("{}  {} {} {:>9}  {:>5}", PadRight(names[n], width), cell(d.a), cell(d.b),
                                      change, pct);
       if (d.a.count > 1 || d.b.count > 1) line += fmt::format("  ({} → {})", d.a.count, d.b.count);
-      RightTrim(line);
+      TrimRight(line);
       out += line + '\n';
     }
     if (any_critical) out += "(* on that run's critical path)\n";

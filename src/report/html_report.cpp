@@ -25,7 +25,7 @@ namespace {
 constexpr double kNsPerS = 1e9;
 constexpr size_t kNone = std::numeric_limits<size_t>::max();
 
-std::string Text(std::string_view s) { return ValidUtf8(s); }
+std::string PageText(std::string_view s) { return ValidUtf8(s); }
 
 // A number rounded to `digits` significant digits, so that the page's JSON stays small
 // (nlohmann prints the shortest text that reads back the same double).
@@ -95,7 +95,7 @@ class StringTable {
   }
   json ToJson() const {
     json out = json::array();
-    for (const std::string& s : strings_) out.push_back(Text(s));
+    for (const std::string& s : strings_) out.push_back(PageText(s));
     return out;
   }
 
@@ -460,15 +460,15 @@ json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
     }
     if (!h.gpu_util.empty()) {
       json series = json::array();
-      for (auto& [gpu, v] : h.gpu_util) series.push_back({{"label", Text(gpu)}, {"values", Values(v)}});
+      for (auto& [gpu, v] : h.gpu_util) series.push_back({{"label", PageText(gpu)}, {"values", Values(v)}});
       charts.push_back(Chart("GPU utilisation", "fraction", std::move(series), 1.0));
     }
     if (!h.gpu_mem.empty()) {
       json series = json::array();
-      for (auto& [gpu, v] : h.gpu_mem) series.push_back({{"label", Text(gpu)}, {"values", Values(v)}});
+      for (auto& [gpu, v] : h.gpu_mem) series.push_back({{"label", PageText(gpu)}, {"values", Values(v)}});
       charts.push_back(Chart("GPU memory", "bytes", std::move(series)));
     }
-    if (!charts.empty()) groups.push_back({{"title", "Host " + Text(name)}, {"charts", std::move(charts)}});
+    if (!charts.empty()) groups.push_back({{"title", "Host " + PageText(name)}, {"charts", std::move(charts)}});
   }
   return groups;
 }
@@ -512,7 +512,7 @@ std::vector<model::PhaseId> StackedPhases(const model::Run& run) {
   return level;
 }
 
-std::string PhaseLabel(const model::Phase& p) { return Text(p.name.empty() ? std::string(p.leaf_type()) : p.name); }
+std::string PhaseLabel(const model::Phase& p) { return PageText(p.name.empty() ? std::string(p.leaf_type()) : p.name); }
 
 // Stacked layers of the "who used what" plots: repeated phases (100 epochs of one process,
 // 50 identical workers) are one layer and one legend entry, "epoch ×100", instead of one
@@ -531,7 +531,7 @@ std::vector<LayerGroup> GroupLayers(const model::Run& run, const std::vector<mod
     bool process = p->leaf_type() == model::kPhaseTypeProcess;
     std::string key = process ? "p:" + p->name : "t:" + std::string(p->leaf_type());
     auto [it, added] = index.emplace(key, groups.size());
-    if (added) groups.push_back({process ? PhaseLabel(*p) : Text(std::string(p->leaf_type())), {}});
+    if (added) groups.push_back({process ? PhaseLabel(*p) : PageText(std::string(p->leaf_type())), {}});
     groups[it->second].phases.push_back(id);
   }
   // A phase alone in its group keeps its own name.
@@ -656,7 +656,7 @@ json AttributionTable(const model::Run& run, const analysis::RunAnalysis& analys
     }
     rows.push_back({{"phase", p.id},
                     {"name", PhaseLabel(p)},
-                    {"type", Text(p.type)},
+                    {"type", PageText(p.type)},
                     {"depth", tree[k].depth},
                     {"duration_s", Round(duration(i))},
                     {"usage", std::move(usage)},
@@ -708,19 +708,19 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
   const TimeNs t0 = run.info.start_ns;
   json run_json = RunInfoJson(run.info);
   run_json["duration_s"] = Round(analysis.summary.duration_s, 6);
-  run_json["command_line"] = Text(JoinCommand(run.info.command));
+  run_json["command_line"] = PageText(JoinCommand(run.info.command));
   run_json["phase_count"] = run.phases.size();
   // Load from outside the run: the noisy flag, and per host the processes that used most CPU.
   run_json["noisy"] = analysis.summary.noisy;
-  run_json["noisy_reason"] = analysis.summary.noisy ? json(Text(analysis.summary.noisy_reason)) : json(nullptr);
+  run_json["noisy_reason"] = analysis.summary.noisy ? json(PageText(analysis.summary.noisy_reason)) : json(nullptr);
   json other = json::array();
   for (const analysis::HostSummary& h : analysis.summary.hosts) {
     if (!h.other_processes) continue;
     json top = json::array();
     for (const analysis::OutsideProcess& p : h.other_processes->top) {
-      top.push_back({{"pid", p.pid}, {"command", Text(p.command)}, {"cpu_seconds", Round(p.cpu_seconds)}});
+      top.push_back({{"pid", p.pid}, {"command", PageText(p.command)}, {"cpu_seconds", Round(p.cpu_seconds)}});
     }
-    other.push_back({{"host", Text(h.name)},
+    other.push_back({{"host", PageText(h.name)},
                      {"cpu_seconds", Round(h.other_processes->cpu_seconds)},
                      {"avg_cores", Round(h.other_processes->avg_cores, 3)},
                      {"top", std::move(top)}});
@@ -747,17 +747,17 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
     if (added) {
       const model::Track* t = run.FindTrack(id);
       json entry = {{"id", id}, {"kind", t ? json(std::string(model::TrackKindName(t->kind))) : json(nullptr)},
-                    {"label", t ? json(Text(TrackLabel(*t))) : json("track " + std::to_string(id))}};
+                    {"label", t ? json(PageText(TrackLabel(*t))) : json("track " + std::to_string(id))}};
       if (t != nullptr) {
-        entry["host"] = Text(t->host);
+        entry["host"] = PageText(t->host);
         entry["pid"] = t->pid;
         if (t->kind == model::TrackKind::kThread) entry["tid"] = t->tid;
         if (t->kind == model::TrackKind::kDevice) entry["device"] = t->device;
         if (t->kind != model::TrackKind::kThread) entry["stream"] = t->stream;
         const model::Source* source = t->source != 0 ? run.FindSource(t->source) : nullptr;
-        entry["source"] = source ? json(Text(source->path)) : json(nullptr);
+        entry["source"] = source ? json(PageText(source->path)) : json(nullptr);
         std::string rank = source ? SourceTag(*source, "rank") : std::string();
-        entry["rank"] = rank.empty() ? json(nullptr) : json(Text(rank));
+        entry["rank"] = rank.empty() ? json(nullptr) : json(PageText(rank));
       }
       tracks.push_back(std::move(entry));
     }
@@ -807,7 +807,7 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
       from = layout.position[from];
       to = layout.position[to];
       if (from == kNone || to == kNone) continue;
-      edges.push_back(json::array({from, to, Text(e.kind)}));
+      edges.push_back(json::array({from, to, PageText(e.kind)}));
       if (edges.size() >= 5000) break;
     }
   }
@@ -843,7 +843,7 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
     for (model::PhaseId id : run.ChildrenOf(root->id)) {
       const model::Phase* p = run.FindPhase(id);
       const analysis::PhaseBottlenecks* b = analysis.bottlenecks.Find(id);
-      json step = {{"phase", id}, {"name", PhaseLabel(*p)}, {"type", Text(p->type)}};
+      json step = {{"phase", id}, {"name", PhaseLabel(*p)}, {"type", PageText(p->type)}};
       step["start_s"] = RelS(p->start_ns, t0);
       step["duration_s"] = b ? Round(b->duration_s, 6) : 0.0;
       step["bottlenecks"] = b ? BottleneckBreakdown(*b) : json::object();
@@ -870,10 +870,10 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
                       {"kind", i.kind},
                       {"impact_s", Round(i.impact_s)},
                       {"impact_fraction", Round(i.impact_fraction, 3)},
-                      {"change", Text(i.change)},
-                      {"text", Text(i.text)}});
+                      {"change", PageText(i.change)},
+                      {"text", PageText(i.text)}});
     if (whatif.size() < 5 && !i.change.empty()) {
-      whatif.push_back({{"change", Text(i.change)},
+      whatif.push_back({{"change", PageText(i.change)},
                         {"kind", i.kind},
                         {"makespan_s", Round(makespan)},
                         {"predicted_s", Round(std::max(0.0, makespan - i.impact_s))},

@@ -1,16 +1,10 @@
 #include "workflow/dask_env.h"
+#include "core/strings.h"
 
 #include <fmt/format.h>
 
 namespace grademl::workflow {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return {};
-  size_t e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
 
 // The elements' text of a bracketed literal "[...]" or "(...)", without a trailing comma;
 // nullopt when `value` is not one.
@@ -18,8 +12,8 @@ std::optional<std::string_view> SequenceBody(std::string_view value) {
   if (value.size() < 2) return std::nullopt;
   char open = value.front(), close = value.back();
   if (!((open == '[' && close == ']') || (open == '(' && close == ')'))) return std::nullopt;
-  std::string_view body = Trim(value.substr(1, value.size() - 2));
-  if (!body.empty() && body.back() == ',') body = Trim(body.substr(0, body.size() - 1));
+  std::string_view body = TrimSpace(value.substr(1, value.size() - 2));
+  if (!body.empty() && body.back() == ',') body = TrimSpace(body.substr(0, body.size() - 1));
   return body;
 }
 
@@ -53,7 +47,7 @@ std::string PythonStringLiteral(std::string_view text) {
 
 std::string MergeDaskPreload(std::optional<std::string_view> user) {
   const std::string ours = PythonStringLiteral(kDaskPluginModule);
-  std::string_view value = user ? Trim(*user) : std::string_view();
+  std::string_view value = user ? TrimSpace(*user) : std::string_view();
   if (value.empty()) return "[" + ours + "]";
   if (value.find(kDaskPluginModule) != std::string_view::npos) return std::string(*user);
   if (auto body = SequenceBody(value)) {
@@ -66,7 +60,7 @@ std::string MergeDaskPreload(std::optional<std::string_view> user) {
 }
 
 std::string MergeDaskPreloadArgv(std::string_view user) {
-  std::string_view value = Trim(user);
+  std::string_view value = TrimSpace(user);
   auto body = SequenceBody(value);
   if (!body || body->empty() || (body->front() != '[' && body->front() != '(')) return std::string(user);
   return fmt::format("[{}, []]", *body);
@@ -75,7 +69,7 @@ std::string MergeDaskPreloadArgv(std::string_view user) {
 std::vector<std::pair<std::string, std::string>> DaskEnvironment(std::optional<std::string_view> user_preload,
                                                                  std::optional<std::string_view> user_argv) {
   std::vector<std::pair<std::string, std::string>> env;
-  bool had_preload = user_preload.has_value() && !Trim(*user_preload).empty();
+  bool had_preload = user_preload.has_value() && !TrimSpace(*user_preload).empty();
   env.emplace_back(kDaskPreloadVar, MergeDaskPreload(user_preload));
   if (had_preload && user_argv && user_preload->find(kDaskPluginModule) == std::string_view::npos) {
     env.emplace_back(kDaskPreloadArgvVar, MergeDaskPreloadArgv(*user_argv));

@@ -22,7 +22,7 @@ char LowerAscii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsAlnum(char c) { return IsDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-std::string_view Trim(std::string_view s) {
+std::string_view TrimBlanks(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
@@ -30,7 +30,7 @@ std::string_view Trim(std::string_view s) {
 
 std::string_view GroupText(const RegexGroups& m, int group) {
   if (group < 0 || static_cast<size_t>(group) >= m.size() || m[group].data() == nullptr) return {};
-  return Trim(std::string_view(m[group].data(), m[group].size()));
+  return TrimBlanks(std::string_view(m[group].data(), m[group].size()));
 }
 
 // Skips a bracket expression starting at s[i] == '['; returns the index after its ']', or

@@ -26,7 +26,7 @@ struct LimitExceeded {
   std::string reason;
 };
 
-int LineOf(const YAML::Mark& mark) { return mark.is_null() || mark.line < 0 ? 0 : mark.line + 1; }
+int MarkLine(const YAML::Mark& mark) { return mark.is_null() || mark.line < 0 ? 0 : mark.line + 1; }
 
 // Follows the parse events with a stack of open collections and, per anchor, the size of
 // the node it names with every alias inside expanded. No node is built and nothing recurses.
@@ -41,7 +41,7 @@ class BoundsChecker : public YAML::EventHandler {
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { Leaf(mark, anchor, 0); }
   void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string& value) override {
     if (value.find('\0') != std::string::npos) {
-      throw LimitExceeded{LineOf(mark), "a NUL byte (\\0) in a string; GradeML refuses NUL in every value"};
+      throw LimitExceeded{MarkLine(mark), "a NUL byte (\\0) in a string; GradeML refuses NUL in every value"};
     }
     Leaf(mark, anchor, value.size());
   }
@@ -50,7 +50,7 @@ class BoundsChecker : public YAML::EventHandler {
     if (it == anchors_.end()) return;  // yaml-cpp reports unknown anchors itself
     const Anchor& a = it->second;
     if (a.open) {
-      throw LimitExceeded{LineOf(mark), fmt::format("alias '*{}' is used inside its own anchor '&{}' (line {}): the "
+      throw LimitExceeded{MarkLine(mark), fmt::format("alias '*{}' is used inside its own anchor '&{}' (line {}): the "
                                                     "node would contain itself",
                                                     a.name, a.name, a.line)};
     }
@@ -82,7 +82,7 @@ class BoundsChecker : public YAML::EventHandler {
   };
 
   void TooDeep(const YAML::Mark& mark) const {
-    throw LimitExceeded{LineOf(mark), fmt::format("nested more than {} levels deep (aliases expanded)", limits_.max_depth)};
+    throw LimitExceeded{MarkLine(mark), fmt::format("nested more than {} levels deep (aliases expanded)", limits_.max_depth)};
   }
 
   // Counts nodes and text into the document's expanded size.
@@ -90,12 +90,12 @@ class BoundsChecker : public YAML::EventHandler {
     total_nodes_ += nodes;
     total_bytes_ += bytes;
     if (total_nodes_ > limits_.max_nodes) {
-      throw LimitExceeded{LineOf(mark), fmt::format("the document has more than {} nodes (each alias counted as the "
+      throw LimitExceeded{MarkLine(mark), fmt::format("the document has more than {} nodes (each alias counted as the "
                                                     "nodes it stands for: an alias or merge-key bomb?)",
                                                     limits_.max_nodes)};
     }
     if (total_bytes_ > limits_.max_expanded_bytes) {
-      throw LimitExceeded{LineOf(mark), fmt::format("the document has more than {} MiB of text (each alias counted as "
+      throw LimitExceeded{MarkLine(mark), fmt::format("the document has more than {} MiB of text (each alias counted as "
                                                     "the text it stands for: an alias bomb?)",
                                                     limits_.max_expanded_bytes >> 20)};
     }
@@ -105,7 +105,7 @@ class BoundsChecker : public YAML::EventHandler {
     if (anchor == 0) return;
     Anchor& a = anchors_[anchor];
     a.name = std::move(pending_name_);
-    a.line = LineOf(mark);
+    a.line = MarkLine(mark);
     a.open = open;
   }
 

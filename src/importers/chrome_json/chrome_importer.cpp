@@ -68,12 +68,6 @@ std::optional<double> ArgNumber(const ArgValue& v) {
   return std::nullopt;
 }
 
-int64_t SaturatingAdd(int64_t a, int64_t b) {
-  int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out)) return b > 0 ? INT64_MAX : INT64_MIN;
-  return out;
-}
-
 // "ph_x" for a printable phase letter, "ph_0x07" otherwise: the reason text never carries raw bytes.
 std::string PhReason(char ph) {
   if (ph == 0) return "missing_ph";

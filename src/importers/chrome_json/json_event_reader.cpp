@@ -8,9 +8,8 @@
 // event plus one chunk.
 #include "importers/chrome_json/json_event_reader.h"
 
-// No exceptions from simdjson: every result is checked (a conversion that would throw on bad
-// input does not compile).
-#define SIMDJSON_EXCEPTIONS 0
+// No exceptions from simdjson (SIMDJSON_EXCEPTIONS=0 for the whole importers library, see
+// CMakeLists.txt): every result is checked; a conversion that would throw does not compile.
 #include <simdjson.h>
 
 #include <algorithm>

@@ -11,7 +11,7 @@
 namespace grademl::importers::dask {
 namespace {
 
-constexpr int64_t kFlushEvery = 8192;
+constexpr int64_t kDaskFlushEvery = 8192;
 constexpr TimeNs kForever = std::numeric_limits<TimeNs>::max();
 
 // Actions Dask's worker reports in the scheduler's clock (it adds its scheduler_delay);
@@ -299,7 +299,7 @@ void DaskLogImporter::ResolveWorkers() {
 }
 
 Status DaskLogImporter::MaybeFlush() {
-  if (++since_flush_ < kFlushEvery || !target_.flush) return Status::Ok();
+  if (++since_flush_ < kDaskFlushEvery || !target_.flush) return Status::Ok();
   since_flush_ = 0;
   return target_.flush();
 }

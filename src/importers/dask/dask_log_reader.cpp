@@ -9,22 +9,13 @@
 #include <fmt/format.h>
 
 #include "core/text.h"
+#include "core/strings.h"
 
 namespace grademl::importers::dask {
 namespace {
 
 namespace dom = simdjson::dom;
-constexpr size_t kPadding = std::max<size_t>(simdjson::SIMDJSON_PADDING, 64);
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
+constexpr size_t kLinePadding = std::max<size_t>(simdjson::SIMDJSON_PADDING, 64);
 
 // What went wrong with one line, before the line number is added.
 struct LineError {
@@ -224,7 +215,7 @@ Status DeliverRecord(dom::element doc, DaskLogVisitor& visitor, std::optional<Li
 
 bool LooksLikeDaskLog(std::string_view head) {
   size_t eol = head.find('\n');
-  std::string_view first = Trim(head.substr(0, eol));
+  std::string_view first = TrimSpace(head.substr(0, eol));
   if (first.empty() || first.front() != '{') return false;
   // The plugin writes the format first; allow any order within the first line.
   return first.find("\"format\"") != std::string_view::npos &&
@@ -247,13 +238,13 @@ DaskReadOutcome ReadDaskLog(TraceInput& input, const std::string& name, DaskLogV
       out.status = line_error(number, fmt::format("longer than {} bytes", kMaxLineBytes));
       return false;
     }
-    std::string_view trimmed = Trim(text);
+    std::string_view trimmed = TrimSpace(text);
     if (trimmed.empty()) {
       ++out.lines;
       return true;
     }
-    // The parser reads up to kPadding bytes past the end: keep them allocated.
-    if (line.capacity() < line.size() + kPadding) line.reserve(line.size() + kPadding);
+    // The parser reads up to kLinePadding bytes past the end: keep them allocated.
+    if (line.capacity() < line.size() + kLinePadding) line.reserve(line.size() + kLinePadding);
     dom::element doc;
     if (auto e = parser.parse(line.data(), line.size(), false).get(doc); e != simdjson::SUCCESS) {
       out.status = line_error(number, fmt::format("not JSON ({})", simdjson::error_message(e)));

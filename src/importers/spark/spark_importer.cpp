@@ -1,7 +1,6 @@
 #include "importers/spark/spark_importer.h"
 
-// No exceptions from simdjson: every result is checked.
-#define SIMDJSON_EXCEPTIONS 0
+// No exceptions from simdjson (SIMDJSON_EXCEPTIONS=0, CMakeLists.txt): every result is checked.
 #include <simdjson.h>
 
 #include <dirent.h>
@@ -31,7 +30,7 @@ static_assert(kLinePadding >= simdjson::SIMDJSON_PADDING, "the line reader's pad
 // Times beyond this (year 2096, in ms since the epoch) or not positive are taken as unset.
 constexpr int64_t kMaxMs = 4'000'000'000'000;
 // Phases handed to the builder between two calls of ImportTarget::flush.
-constexpr int64_t kFlushEvery = 8192;
+constexpr int64_t kSparkFlushEvery = 8192;
 // Names and texts from the log are cut to this many bytes.
 constexpr size_t kMaxNameBytes = 200;
 constexpr size_t kMaxReasonBytes = 300;
@@ -44,12 +43,6 @@ bool LooksLikeLzf(std::string_view head) {
 }
 
 bool ValidMs(int64_t ms) { return ms > 0 && ms <= kMaxMs; }
-
-int64_t SaturatingAdd(int64_t a, int64_t b) {
-  int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out)) return b > 0 ? INT64_MAX : INT64_MIN;
-  return out;
-}
 
 // The first line of a text, cut to `max` bytes (at a UTF-8 boundary), as valid UTF-8.
 std::string FirstLine(std::string_view text, size_t max) {
@@ -891,7 +884,7 @@ std::string SparkLogImporter::HostName(std::string_view spark_host) const {
 }
 
 Status SparkLogImporter::MaybeFlush() {
-  if (since_flush_ < kFlushEvery || !target_.flush) return Status::Ok();
+  if (since_flush_ < kSparkFlushEvery || !target_.flush) return Status::Ok();
   since_flush_ = 0;
   return target_.flush();
 }
