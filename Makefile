@@ -7,6 +7,10 @@ PYTHON := /usr/bin/python3
 # ccache when it is installed (CI's clean clone may have none, or an empty cache).
 CCACHE := $(shell command -v ccache 2>/dev/null)
 LAUNCHER := $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE))
+# Ninja (scripts/bootstrap installs ninja-build): unlike CMake's Makefiles, it compiles a
+# target's sources while the libraries it links are still building, which keeps both of CI's
+# cores busy. A build tree configured earlier keeps its own generator.
+GENERATOR = $$(command -v ninja >/dev/null && echo "-G Ninja")
 
 .PHONY: all build test demo demo-engines bench bench-html validate bootstrap clean \
         test-sanitize test-asan test-tsan fuzz
@@ -18,7 +22,7 @@ bootstrap:
 
 $(BUILD)/CMakeCache.txt:
 	@scripts/bootstrap
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LAUNCHER)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LAUNCHER) $(GENERATOR)
 
 build: bootstrap $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -72,7 +76,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 SANITIZER_FLAGS_TYPE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DGRADEML_BUILD_BENCH=OFF $(LAUNCHER)
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DGRADEML_BUILD_BENCH=OFF $(LAUNCHER) $(GENERATOR)
 
 # The end-to-end tests that the ASan+UBSan job runs (the named subset of the CI budget):
 # recording single commands and workflows, signals and SIGKILL, a corrupt store, bad flags,
@@ -140,7 +144,7 @@ $(FUZZ_BUILD)/CMakeCache.txt:
 	@scripts/bootstrap --fuzz
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
 	  -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-	  -DGRADEML_FUZZ=ON -DGRADEML_BUILD_TESTS=OFF -DGRADEML_BUILD_BENCH=OFF $(LAUNCHER)
+	  -DGRADEML_FUZZ=ON -DGRADEML_BUILD_TESTS=OFF -DGRADEML_BUILD_BENCH=OFF $(LAUNCHER) $(GENERATOR)
 
 fuzz: $(FUZZ_BUILD)/CMakeCache.txt
 	@scripts/bootstrap --fuzz
