@@ -14,7 +14,7 @@ lbfgs.py (torch.optim.LBFGS with a closure), text/pipeline.yaml (4 stages, one b
 FAILED with "(needs: HELPER)" when it reads a field that part of issue 12 adds.
 
 Tolerances: CPU seconds within max(5%, 0.05 s) of getrusage (0.05 s: five clock ticks of
-/proc/PID/stat); peak PSS within 25%; counts exact.
+/proc/PID/stat); peak PSS within 25% (4 MiB for processes under 16 MiB); counts exact.
 
 Exit status: 0 (without --check, or when every check passed); 3 with --check when a check
 failed; 1 on a harness error (grademl missing or crashing, a workload failing); 77 when
@@ -33,6 +33,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 PY = "/usr/bin/python3"
 CPU_REL, CPU_ABS_S, PSS_REL = 0.05, 0.05, 0.25
+# A small process's PSS is mostly its share of the interpreter's and libraries' pages, which
+# moves with whatever else maps them at the moment each side samples (the workload's own 10 Hz
+# sampler, grademl's monitor): a 9 MiB Python process was once read at 13 MiB. Below 16 MiB
+# the bound is this many bytes instead of 25%; above, 25% is the larger and governs.
+PSS_ABS_BYTES = 4 * 2**20
 SKIP = 77
 
 # Which part of issue 12 provides a field the checks read (before the merge, these fail).
@@ -144,9 +149,11 @@ def pss_check(w, name, phase, truth_bytes):
         return Check(w, name, False, f"no peak_pss_bytes in the report (truth {truth_bytes / 2**20:.0f} MiB)", NEEDS_PSS)
     rss = phase.get("peak_rss_bytes")
     rss_text = f", RSS peak {rss / 2**20:.0f} MiB" if isinstance(rss, (int, float)) else ""
-    return Check(w, name, abs(value - truth_bytes) <= PSS_REL * truth_bytes,
+    allowed = max(PSS_REL * truth_bytes, PSS_ABS_BYTES)
+    return Check(w, name, abs(value - truth_bytes) <= allowed,
                  f"grademl {value / 2**20:.0f} MiB, smaps_rollup {truth_bytes / 2**20:.0f} MiB "
-                 f"({100 * (value - truth_bytes) / truth_bytes:+.0f}%, allowed ±{100 * PSS_REL:.0f}%{rss_text})", NEEDS_PSS)
+                 f"({100 * (value - truth_bytes) / truth_bytes:+.0f}%, allowed ±{allowed / 2**20:.1f} MiB"
+                 f"{rss_text})", NEEDS_PSS)
 
 
 def count_check(w, name, got, want, needs=""):
