@@ -330,10 +330,11 @@ class Reader {
   Status HeaderField(const std::string& key) {
     size_t start = pos_;
     GRADEML_RETURN_IF_ERROR(SkipValue(&start));
-    size_t n = pos_ - start;
-    simdjson::padded_string_view view(buf_.data() + start, n, buf_.size() - start);
+    // A copy with simdjson's own zero padding: what follows the value in the buffer (the rest
+    // of the file, or of a chunk) must not change how a malformed value is read.
+    simdjson::padded_string value(buf_.data() + start, pos_ - start);
     od::document doc;
-    if (auto error = parser_.iterate(view).get(doc)) {
+    if (auto error = parser_.iterate(value).get(doc)) {
       return Error(start, fmt::format("invalid JSON in {} ({})", key, simdjson::error_message(error)));
     }
     auto bad = [&](simdjson::error_code e) {
