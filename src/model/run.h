@@ -58,6 +58,19 @@ struct Host {
   bool operator==(const Host&) const = default;
 };
 
+// One measurement of a host's clock against the store's clock (the reference of a run that
+// spans hosts), made by the agent on that host (collect/clock_sync.h): at `t` on the host's
+// own clock, host time + offset_ns = store time, give or take uncertainty_ns (half the
+// round trip of the exchange that measured it). The store converts that host's timestamps
+// with them when it loads the run (store/clock_conversion.h).
+struct ClockEstimate {
+  std::string host;
+  TimeNs t = 0;
+  DurationNs offset_ns = 0;
+  DurationNs uncertainty_ns = 0;
+  bool operator==(const ClockEstimate&) const = default;
+};
+
 // One file imported into the run (a framework's own trace).
 struct Source {
   SourceId id = 0;
@@ -195,6 +208,7 @@ class Run {
   std::vector<Source> sources;
   std::vector<Track> tracks;
   std::vector<IngestStat> ingest_stats;
+  std::vector<ClockEstimate> clock_estimates;  // by host, then time
 
   // Rebuilds the indexes after phases/resources/series were filled or changed.
   void Index();

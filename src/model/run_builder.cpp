@@ -84,6 +84,56 @@ void RunBuilder::AdoptPhase(const Phase& phase) {
   phases_.emplace(phase.id, phase);
 }
 
+namespace {
+template <typename T>
+void AppendMoved(std::vector<T>& into, std::vector<T>&& from) {
+  if (into.empty()) {
+    into = std::move(from);
+  } else {
+    into.insert(into.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+  }
+}
+}  // namespace
+
+void MergeDelta(RunDelta& into, RunDelta&& later) {
+  if (later.info) into.info = std::move(later.info);
+  AppendMoved(into.phases, std::move(later.phases));
+  AppendMoved(into.edges, std::move(later.edges));
+  AppendMoved(into.resources, std::move(later.resources));
+  AppendMoved(into.series, std::move(later.series));
+  AppendMoved(into.samples, std::move(later.samples));
+  AppendMoved(into.logs, std::move(later.logs));
+  AppendMoved(into.hosts, std::move(later.hosts));
+  AppendMoved(into.sources, std::move(later.sources));
+  AppendMoved(into.tracks, std::move(later.tracks));
+  AppendMoved(into.ingest_stats, std::move(later.ingest_stats));  // counts added: both apply
+  AppendMoved(into.clock_estimates, std::move(later.clock_estimates));
+}
+
+RunDelta DeltaOfRun(const Run& run) {
+  RunDelta d;
+  d.info = run.info;
+  d.phases = run.phases;
+  d.edges = run.edges;
+  d.resources = run.resources;
+  for (const Series& s : run.series) {
+    d.series.push_back(s.info);
+    for (const Sample& x : s.samples) d.samples.push_back({.series = s.info.id, .sample = x});
+  }
+  d.logs = run.logs;
+  d.hosts = run.hosts;
+  d.sources = run.sources;
+  d.tracks = run.tracks;
+  d.ingest_stats = run.ingest_stats;
+  d.clock_estimates = run.clock_estimates;
+  return d;
+}
+
+void RunBuilder::AddClockEstimate(ClockEstimate estimate) {
+  std::lock_guard lock(mu_);
+  new_clock_estimates_.push_back(std::move(estimate));
+}
+
 void RunBuilder::AddHost(Host host) {
   std::lock_guard lock(mu_);
   for (Host& h : new_hosts_) {
@@ -262,6 +312,8 @@ RunDelta RunBuilder::TakeDelta(bool final) {
   new_tracks_.clear();
   delta.ingest_stats = std::move(new_ingest_stats_);
   new_ingest_stats_.clear();
+  delta.clock_estimates = std::move(new_clock_estimates_);
+  new_clock_estimates_.clear();
   return delta;
 }
 

@@ -40,12 +40,21 @@ struct RunDelta {
   std::vector<Source> sources;           // new sources
   std::vector<Track> tracks;             // new tracks
   std::vector<IngestStat> ingest_stats;  // counts to ADD to (source, reason)
+  std::vector<ClockEstimate> clock_estimates;  // new clock measurements
 
   bool empty() const {
     return !info && phases.empty() && edges.empty() && resources.empty() && series.empty() && samples.empty() &&
-           logs.empty() && hosts.empty() && sources.empty() && tracks.empty() && ingest_stats.empty();
+           logs.empty() && hosts.empty() && sources.empty() && tracks.empty() && ingest_stats.empty() &&
+           clock_estimates.empty();
   }
 };
+
+// Folds `later` into `into` so that writing `into` equals writing both in order: phases,
+// hosts and the info are upserts (the later wins, appending keeps it last), the rest appends.
+void MergeDelta(RunDelta& into, RunDelta&& later);
+
+// The whole of `run` as one delta (to copy a run into another store).
+RunDelta DeltaOfRun(const Run& run);
 
 struct PhaseSpec {
   PhaseId parent = 0;
@@ -102,6 +111,8 @@ class RunBuilder {
   SourceId AddSource(Source source);
   // Declares a track; its id field is ignored and the new id returned.
   TrackId AddTrack(Track track);
+  // Records a measurement of a host's clock against the store's.
+  void AddClockEstimate(ClockEstimate estimate);
   // Counts `count` more events of `source` dropped for `reason`.
   void AddIngestStat(SourceId source, const std::string& reason, int64_t count = 1);
 
@@ -155,6 +166,7 @@ class RunBuilder {
   std::vector<Source> new_sources_;
   std::vector<Track> new_tracks_;
   std::vector<IngestStat> new_ingest_stats_;
+  std::vector<ClockEstimate> new_clock_estimates_;
   SourceId next_source_id_;
   TrackId next_track_id_;
 };

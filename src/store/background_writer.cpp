@@ -8,35 +8,6 @@
 #include <fmt/format.h>
 
 namespace grademl::store {
-namespace {
-
-template <typename T>
-void Append(std::vector<T>& into, std::vector<T>&& from) {
-  if (into.empty()) {
-    into = std::move(from);
-  } else {
-    into.insert(into.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
-  }
-}
-
-// Folds `later` into `into` so that writing `into` equals writing both in order: phases are
-// upserts and the newest info wins, so appending keeps the later state.
-void Merge(model::RunDelta& into, model::RunDelta&& later) {
-  if (later.info) into.info = std::move(later.info);
-  Append(into.phases, std::move(later.phases));
-  Append(into.edges, std::move(later.edges));
-  Append(into.resources, std::move(later.resources));
-  Append(into.series, std::move(later.series));
-  Append(into.samples, std::move(later.samples));
-  Append(into.logs, std::move(later.logs));
-  Append(into.hosts, std::move(later.hosts));              // upserts by name: the later wins
-  Append(into.sources, std::move(later.sources));
-  Append(into.tracks, std::move(later.tracks));
-  Append(into.ingest_stats, std::move(later.ingest_stats));  // counts added: both apply
-}
-
-}  // namespace
-
 BackgroundWriter::BackgroundWriter(Database* db, model::RunBuilder* builder, model::RunId run,
                                    DurationNs flush_interval)
     : BackgroundWriter(db, builder, run, Options{.flush_interval = flush_interval}) {}
@@ -80,7 +51,7 @@ size_t BackgroundWriter::PendingBytes() const {
 
 Status BackgroundWriter::Flush(bool final) {
   std::lock_guard lock(flush_mu_);
-  Merge(pending_, builder_->TakeDelta(final));
+  model::MergeDelta(pending_, builder_->TakeDelta(final));
   if (pending_.empty()) return Status::Ok();
   Status st = db_->WriteDelta(run_, pending_);
   if (st.ok()) {

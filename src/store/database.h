@@ -1,126 +1,102 @@
-// The run database: one SQLite file (schema in store/schema.h, docs/store.md) holding every
-// run recorded in a project, written while a run is recorded and read back as model::Run.
+// The run store's one interface. Two backends implement it: an embedded SQLite file
+// (store/sqlite/, the default) and a shared PostgreSQL database (store/postgres/, for a team
+// or a run across hosts). Both hold the same schema (docs/store.md) and give back the same
+// model::Run; callers never know which one they talk to.
 #pragma once
 
-#include <array>
+#include <cstdint>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
+#include "core/time.h"
 #include "model/run.h"
 #include "model/run_builder.h"
-
-struct sqlite3;
-struct sqlite3_stmt;
 
 namespace grademl::store {
 
 // $GRADEML_DB if set and non-empty, else "./.grademl/grademl.db".
 std::string DefaultDatabasePath();
 
-// Owns one connection to a GradeML database file: opens and validates it (migrating it when
-// writable), appends run deltas in one transaction each, and loads runs back. Every error is
-// a one-line Status naming the file; a damaged or foreign file is an error, never a crash.
-// Thread-safe: calls are serialised on the connection.
+// True for a PostgreSQL connection URI ("postgresql://..." or "postgres://...") or a
+// libpq keyword string naming a service ("service=NAME ..."): what selects that backend.
+bool IsPostgresLocation(std::string_view location);
+
+// One connection to a run store: creates runs, appends their deltas (one transaction each),
+// and loads them back. Every error is a one-line Status naming the store (a file's path, or a
+// PostgreSQL URI without its password); a damaged or foreign store is an error, never a
+// crash. Thread-safe: calls are serialised on the connection.
 class Database {
  public:
   enum class Mode {
-    kReadWrite,  // creates the file and its parent directory if missing, migrates the schema
+    kReadWrite,  // creates the store if missing and migrates its schema
     kReadOnly,   // never creates or changes anything
   };
 
-  static StatusOr<std::unique_ptr<Database>> Open(const std::string& path, Mode mode);
-  ~Database();
+  // `location`: a PostgreSQL URI or service (IsPostgresLocation), else an SQLite file path.
+  static StatusOr<std::unique_ptr<Database>> Open(const std::string& location, Mode mode);
+  virtual ~Database() = default;
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
+  // How errors name the store: the file's path, or the URI without a password.
   const std::string& path() const { return path_; }
   Mode mode() const { return mode_; }
+  // "sqlite" or "postgresql".
+  virtual std::string_view backend() const = 0;
 
   // Inserts a run row from `info` (its id is ignored) and returns the new run's id.
-  StatusOr<model::RunId> CreateRun(const model::RunInfo& info);
+  virtual StatusOr<model::RunId> CreateRun(const model::RunInfo& info) = 0;
   // Applies one delta to run `run` in one transaction: the run's info (id ignored) is
   // replaced, phases are upserted by id, everything else appended. All or nothing.
-  Status WriteDelta(model::RunId run, const model::RunDelta& delta);
+  virtual Status WriteDelta(model::RunId run, const model::RunDelta& delta) = 0;
+  // WriteDelta, at most once per (run, writer, seq): the delta and the mark that it was
+  // applied commit together, so an uploader that retries a delta whose commit it did not
+  // hear about (a cut connection, a restart) never applies it twice. Returns true when the
+  // delta was applied now, false when it had been before.
+  virtual StatusOr<bool> WriteDeltaOnce(model::RunId run, std::string_view writer, int64_t seq,
+                                        const model::RunDelta& delta) = 0;
 
-  // Another writer joins a stored run (an importer, later an agent on another host): returns
-  // the run's info and a writer number w >= 1 no other writer of that run was given, for
+  // Another writer joins a stored run (an importer, an agent on another host): returns the
+  // run's info and a writer number w >= 1 no other writer of that run was given, for
   // model::RunBuilder(info, w), whose ids then never collide with the run's other writers.
   struct ReopenedRun {
     model::RunInfo info;
     int writer = 0;
   };
-  StatusOr<ReopenedRun> ReopenRun(model::RunId run);
+  virtual StatusOr<ReopenedRun> ReopenRun(model::RunId run) = 0;
 
   // Every run's info, by id ascending.
-  StatusOr<std::vector<model::RunInfo>> ListRuns();
+  virtual StatusOr<std::vector<model::RunInfo>> ListRuns() = 0;
   // "" or "latest": the latest run; "N": run N; "-N": the N-th latest (-1 is the latest).
   StatusOr<model::RunId> ResolveRun(const std::string& spec);
+  // The run whose uuid is `uuid`, if one is stored.
+  virtual StatusOr<std::optional<model::RunId>> FindRunByUuid(const std::string& uuid) = 0;
   // The whole run, read in one snapshot, with Run::Index() called. A run whose recorder
   // died reads as it was at its last write (complete = false, end_ns = 0).
-  StatusOr<model::Run> LoadRun(model::RunId id);
+  virtual StatusOr<model::Run> LoadRun(model::RunId id) = 0;
 
- private:
-  // The statements prepared once per connection and reused.
-  enum Query {
-    kRunExists,
-    kInsertRun,
-    kUpdateRun,
-    kUpsertPhase,
-    kInsertEdge,
-    kInsertResource,
-    kInsertSeries,
-    kInsertSample,
-    kSelectRuns,
-    kSelectRun,
-    kSelectPhases,
-    kSelectEdges,
-    kSelectResources,
-    kSelectSeries,
-    kSelectSamples,
-    kNthLatestRun,
-    kCountRuns,
-    kInsertLog,
-    kSelectLogs,
-    kUpsertHost,
-    kInsertSource,
-    kInsertTrack,
-    kAddIngestStat,
-    kSelectHosts,
-    kSelectSources,
-    kSelectTracks,
-    kSelectIngestStats,
-    kNumQueries,
-  };
+  // The store's own clock, in ns since the epoch, read as late as possible on its side: the
+  // reference clock agents align to (collect/clock_sync.h). An SQLite store is a file on
+  // this machine: its clock is this machine's.
+  virtual StatusOr<TimeNs> StoreClockNs() = 0;
 
-  Database(std::string path, Mode mode, sqlite3* db);
-  // PATH-lock: every read-write connection holds it shared while open. One that gets it
-  // exclusively is the only writer: at open, it then checks the file if a run was left
-  // incomplete (CheckAfterUncleanShutdown); at close, it turns WAL off and removes the lock.
-  static std::string WritersLockPath(const std::string& path);
-  Status JoinWriters(bool hot_journal);
-  // `PRAGMA quick_check` when a run is incomplete with no writer alive or a rollback journal
-  // was left behind; marks such runs' error with "recording interrupted (...)" so that the
-  // check runs once per unclean shutdown, not on every start.
-  Status CheckAfterUncleanShutdown(bool hot_journal);
+ protected:
+  Database(std::string path, Mode mode) : path_(std::move(path)), mode_(mode) {}
+  Status CheckWritable() const {
+    return mode_ == Mode::kReadWrite ? Status::Ok() : FailedPrecondition("{}: opened read-only", path_);
+  }
+  // What ResolveRun needs of a backend.
+  virtual StatusOr<int64_t> CountRuns() = 0;
+  // The n-th latest run (1 = latest), nullopt when there are fewer than n.
+  virtual StatusOr<std::optional<model::RunId>> NthLatestRun(int64_t n) = 0;
+  virtual StatusOr<bool> RunExists(model::RunId id) = 0;
 
-  StatusOr<sqlite3_stmt*> Prepared(Query query);
-  Status SqlError(int rc) const;
-  Status CheckWritable() const;
-  // Steps a statement that returns no rows.
-  Status StepDone(sqlite3_stmt* stmt) const;
-  Status WriteDeltaLocked(model::RunId run, const model::RunDelta& delta);
-  Status LoadRunLocked(model::RunId id, model::Run& run);
-  StatusOr<model::RunInfo> ReadRunRow(sqlite3_stmt* stmt) const;
-
-  std::mutex mu_;
   const std::string path_;
   const Mode mode_;
-  sqlite3* db_;
-  int writers_fd_ = -1;  // the writers' lock (kReadWrite), -1 when it could not be created
-  std::array<sqlite3_stmt*, kNumQueries> stmts_{};
 };
 
 }  // namespace grademl::store

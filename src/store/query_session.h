@@ -1,5 +1,7 @@
 // Read-only SQL over one run (`grademl query`, docs/query.md): a connection that opens the
-// database read-only, shows the chosen run through TEMP views with friendly columns
+// database read-only (a PostgreSQL store's run is first copied, in one READ ONLY
+// transaction, into a private SQLite snapshot, so that queries and views are the same SQL on
+// both backends), shows the chosen run through TEMP views with friendly columns
 // (`phases`, `edges`, `samples`), takes further tables from the caller (the analyses'
 // results, which the store knows nothing about), and runs one user statement that may only
 // read.
@@ -97,6 +99,11 @@ class QuerySession {
 
  private:
   QuerySession(std::unique_ptr<Database> database, sqlite3* db, model::RunId run_id);
+  // Copies run `run_spec` of the PostgreSQL store at `location` into a new SQLite file in a
+  // private temporary directory (snapshot_dir_), keeping its run id; returns the file's path.
+  static StatusOr<std::string> SnapshotFromPostgres(const std::string& location, const std::string& run_spec,
+                                                    std::string& dir);
+  static StatusOr<std::unique_ptr<QuerySession>> OpenSqlite(const std::string& path, const std::string& run_spec);
   Status CreateViews();
   Status Exec(const std::string& sql);
 
@@ -105,6 +112,7 @@ class QuerySession {
   const model::RunId run_id_;
   TimeNs run_start_ns_ = 0;
   DurationNs timeout_ = 0;
+  std::string snapshot_dir_;  // removed with the session (PostgreSQL stores only)
 };
 
 }  // namespace grademl::store

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "store/schema.h"
+#include "store/sqlite/schema.h"
 #include "store_test_support.h"
 
 namespace grademl::store {

@@ -7,7 +7,7 @@
 
 #include "model/run_builder.h"
 #include "store/database.h"
-#include "store/schema.h"
+#include "store/sqlite/schema.h"
 
 namespace grademl::store {
 namespace {
@@ -57,7 +57,7 @@ TEST(LogsTest, VersionOneFileIsMigrated) {
   auto run = (*db)->LoadRun(*id);
   ASSERT_TRUE(run.ok());
   EXPECT_EQ(run->logs.size(), 1u);
-  EXPECT_EQ(CurrentSchemaVersion(), 3);
+  EXPECT_EQ(CurrentSchemaVersion(), 4);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "store/database.h"
-#include "store/schema.h"
+#include "store/sqlite/schema.h"
 #include "store_test_support.h"
 
 namespace grademl::store {

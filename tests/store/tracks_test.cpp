@@ -10,7 +10,7 @@
 
 #include "model/run_builder.h"
 #include "store/database.h"
-#include "store/schema.h"
+#include "store/sqlite/schema.h"
 
 namespace grademl::store {
 namespace {

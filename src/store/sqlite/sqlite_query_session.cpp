@@ -1,13 +1,17 @@
 #include "store/query_session.h"
 
+#include <fmt/format.h>
 #include <sqlite3.h>
+#include <stdlib.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cctype>
 #include <chrono>
 #include <unordered_map>
 
-#include "store/sqlite.h"
+#include "model/run_builder.h"
+#include "store/sqlite/sqlite.h"
 
 namespace grademl::store {
 namespace {
@@ -328,7 +332,62 @@ const std::vector<QueryView>& QuerySession::BuiltinViews() {
   return views;
 }
 
-StatusOr<std::unique_ptr<QuerySession>> QuerySession::Open(const std::string& path, const std::string& run_spec) {
+StatusOr<std::string> QuerySession::SnapshotFromPostgres(const std::string& location, const std::string& run_spec,
+                                                         std::string& dir) {
+  GRADEML_ASSIGN_OR_RETURN(auto source, Database::Open(location, Database::Mode::kReadOnly));
+  GRADEML_ASSIGN_OR_RETURN(model::RunId run_id, source->ResolveRun(run_spec));
+  GRADEML_ASSIGN_OR_RETURN(model::Run run, source->LoadRun(run_id));
+  // LoadRun put every host on the store's clock already.
+  run.clock_estimates.clear();
+  std::string pattern = (std::filesystem::temp_directory_path() / "grademl_query_XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) return ErrnoError(pattern);
+  dir = pattern;
+  const std::string file = dir + "/snapshot.db";
+  {
+    GRADEML_ASSIGN_OR_RETURN(auto copy, Database::Open(file, Database::Mode::kReadWrite));
+    {
+      // The next run id AUTOINCREMENT hands out is the stored run's own.
+      sqlite3* raw = nullptr;
+      int rc = sqlite3_open_v2(file.c_str(), &raw, SQLITE_OPEN_READWRITE, nullptr);
+      std::unique_ptr<sqlite3, int (*)(sqlite3*)> handle(raw, sqlite3_close_v2);
+      if (rc != SQLITE_OK) return sqlite::Error(raw, rc, file);
+      GRADEML_RETURN_IF_ERROR(sqlite::Exec(
+          raw, file, fmt::format("INSERT INTO sqlite_sequence (name, seq) VALUES ('runs', {})", run_id - 1)));
+    }
+    GRADEML_ASSIGN_OR_RETURN(model::RunId copied, copy->CreateRun(run.info));
+    if (copied != run_id) return Internal("{}: snapshot of run {} got id {}", file, run_id, copied);
+    GRADEML_RETURN_IF_ERROR(copy->WriteDelta(copied, model::DeltaOfRun(run)));
+  }
+  return file;
+}
+
+StatusOr<std::unique_ptr<QuerySession>> QuerySession::Open(const std::string& location, const std::string& run_spec) {
+  std::string snapshot_dir;
+  std::string path = location;
+  std::string spec = run_spec;
+  if (IsPostgresLocation(location)) {
+    StatusOr<std::string> file = SnapshotFromPostgres(location, run_spec, snapshot_dir);
+    if (!file.ok()) {
+      std::error_code ec;
+      if (!snapshot_dir.empty()) std::filesystem::remove_all(snapshot_dir, ec);
+      return file.status();
+    }
+    path = *file;
+    spec = "latest";
+  }
+  StatusOr<std::unique_ptr<QuerySession>> session = OpenSqlite(path, spec);
+  if (!snapshot_dir.empty()) {
+    if (session.ok()) {
+      (*session)->snapshot_dir_ = snapshot_dir;
+    } else {
+      std::error_code ec;
+      std::filesystem::remove_all(snapshot_dir, ec);
+    }
+  }
+  return session;
+}
+
+StatusOr<std::unique_ptr<QuerySession>> QuerySession::OpenSqlite(const std::string& path, const std::string& run_spec) {
   // The Database checks the file (its kind, schema version) and resolves the run.
   GRADEML_ASSIGN_OR_RETURN(auto database, Database::Open(path, Database::Mode::kReadOnly));
   GRADEML_ASSIGN_OR_RETURN(model::RunId run_id, database->ResolveRun(run_spec));
@@ -348,7 +407,14 @@ StatusOr<std::unique_ptr<QuerySession>> QuerySession::Open(const std::string& pa
 QuerySession::QuerySession(std::unique_ptr<Database> database, sqlite3* db, model::RunId run_id)
     : database_(std::move(database)), db_(db), run_id_(run_id) {}
 
-QuerySession::~QuerySession() { sqlite3_close_v2(db_); }
+QuerySession::~QuerySession() {
+  sqlite3_close_v2(db_);
+  database_.reset();
+  if (!snapshot_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(snapshot_dir_, ec);
+  }
+}
 
 Status QuerySession::Exec(const std::string& sql) { return sqlite::Exec(db_, database_->path(), sql); }
 

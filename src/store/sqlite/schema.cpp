@@ -1,8 +1,8 @@
-#include "store/schema.h"
+#include "store/sqlite/schema.h"
 
 #include <fmt/format.h>
 
-#include "store/sqlite.h"
+#include "store/sqlite/sqlite.h"
 
 namespace grademl::store {
 namespace {
@@ -132,6 +132,25 @@ CREATE TABLE ingest_stats (
   count INTEGER NOT NULL,
   PRIMARY KEY (run_id, source_id, reason)
 ) WITHOUT ROWID;
+)sql",
+    // Version 4: deltas applied at most once (agents' uploads, keyed by run, writer and
+    // sequence number), and measurements of hosts' clocks against the store's.
+    R"sql(
+CREATE TABLE uploads (
+  run_id INTEGER NOT NULL,
+  writer TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  PRIMARY KEY (run_id, writer, seq)
+) WITHOUT ROWID;
+CREATE TABLE clock_estimates (
+  run_id INTEGER NOT NULL,
+  host TEXT NOT NULL,
+  t_ns INTEGER NOT NULL,
+  offset_ns INTEGER NOT NULL,
+  uncertainty_ns INTEGER NOT NULL
+);
+CREATE INDEX clock_estimates_by_run ON clock_estimates (run_id, host, t_ns);
+CREATE INDEX runs_by_uuid ON runs (uuid);
 )sql",
 };
 

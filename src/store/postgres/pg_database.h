@@ -1,0 +1,63 @@
+// The PostgreSQL backend of the run store: a shared database that every host of a team (and
+// every agent of a run across hosts) writes into and reads from (docs/store.md).
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "store/database.h"
+
+namespace grademl::store {
+
+// Owns one libpq connection: creates or checks the schema at open, writes each delta in one
+// transaction with bulk rows sent by binary COPY (upserts through per-connection staging
+// tables), and loads runs back with binary results. A connection lost (a server restart, a
+// network cut) is re-established at the next call; until then calls fail with kUnavailable.
+// Read-only connections run every transaction READ ONLY, under the role grademl_reader when
+// it exists and this user may take it. Credentials come from libpq's own configuration
+// (the URI, ~/.pgpass, a service file, PG* variables). Thread-safe: calls are serialised.
+class PgDatabase final : public Database {
+ public:
+  static StatusOr<std::unique_ptr<Database>> Open(const std::string& location, Mode mode);
+  ~PgDatabase() override;
+
+  std::string_view backend() const override { return "postgresql"; }
+  StatusOr<model::RunId> CreateRun(const model::RunInfo& info) override;
+  Status WriteDelta(model::RunId run, const model::RunDelta& delta) override;
+  StatusOr<bool> WriteDeltaOnce(model::RunId run, std::string_view writer, int64_t seq,
+                                const model::RunDelta& delta) override;
+  StatusOr<ReopenedRun> ReopenRun(model::RunId run) override;
+  StatusOr<std::vector<model::RunInfo>> ListRuns() override;
+  StatusOr<std::optional<model::RunId>> FindRunByUuid(const std::string& uuid) override;
+  StatusOr<model::Run> LoadRun(model::RunId id) override;
+  StatusOr<TimeNs> StoreClockNs() override;
+
+ protected:
+  StatusOr<int64_t> CountRuns() override;
+  StatusOr<std::optional<model::RunId>> NthLatestRun(int64_t n) override;
+  StatusOr<bool> RunExists(model::RunId id) override;
+
+ private:
+  PgDatabase(std::string location, std::string path, Mode mode);
+  // Connects (or reconnects after a loss) and sets the session up.
+  Status Connect();
+  Status EnsureConnected();
+  // Runs `body` in one transaction (READ ONLY on a read-only connection); rolls back on error.
+  Status InTransaction(const std::function<Status()>& body);
+  Status WriteDeltaLocked(model::RunId run, const model::RunDelta& delta);
+  Status EnsureSamplePartitions(const model::RunDelta& delta);
+  Status LoadRunLocked(model::RunId id, model::Run& run);
+
+  std::mutex mu_;
+  const std::string location_;
+  PGconn* conn_ = nullptr;
+  bool utf8_ = true;                 // the server's encoding is UTF8 (else SQL_ASCII or another)
+  bool staging_ready_ = false;       // this connection's staging tables exist
+  std::set<int64_t> partitions_;     // sample partitions (days) known to exist
+};
+
+}  // namespace grademl::store

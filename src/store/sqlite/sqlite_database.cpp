@@ -1,0 +1,904 @@
+#include "store/sqlite/sqlite_database.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <thread>
+#include <time.h>
+
+#include "model/clock_conversion.h"
+#include "store/json_columns.h"
+#include "store/sqlite/schema.h"
+#include "store/sqlite/sqlite.h"
+
+namespace grademl::store {
+namespace {
+
+// How long a statement waits for a lock another process holds before it fails with
+// "database is locked". Writers wait long: a peer committing a large delta or checkpointing a
+// large WAL may hold the lock for seconds, and waiting costs the workload nothing (the
+// background writer waits on its own thread). Readers (`grademl ls`, `report`) wait less.
+constexpr int kWriterBusyTimeoutMs = 60'000;
+constexpr int kReaderBusyTimeoutMs = 10'000;
+// Opening retries the checks and the schema creation this long when a racing peer holds a
+// lock in a way SQLite reports at once, without calling the busy handler (a journal mode
+// change, a peer recovering the WAL).
+constexpr auto kOpenRetryFor = std::chrono::seconds(60);
+
+// What an interrupted run's error says once the unclean-shutdown check has seen it.
+constexpr std::string_view kInterrupted = "recording interrupted (grademl was killed or the machine stopped)";
+
+constexpr const char* kRunColumns =
+    "id, uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, complete, error, grademl_version, "
+    "interval_ns, monitor_cpu_seconds";
+
+// Indexed by SqliteDatabase::Query.
+const std::string kSql[] = {
+    "SELECT 1 FROM runs WHERE id = ?1",
+    "INSERT INTO runs (uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, complete, error, "
+    "grademl_version, interval_ns, monitor_cpu_seconds) VALUES (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+    "?14)",
+    "UPDATE runs SET uuid = ?2, command = ?3, cwd = ?4, host = ?5, start_ns = ?6, end_ns = ?7, exit_code = ?8, "
+    "exit_signal = ?9, complete = ?10, error = ?11, grademl_version = ?12, interval_ns = ?13, "
+    "monitor_cpu_seconds = ?14 WHERE id = ?1",
+    "INSERT INTO phases (run_id, id, parent_id, name, type, tags, start_ns, end_ns, host, pid, track_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, id) DO UPDATE SET parent_id = excluded.parent_id, "
+    "name = excluded.name, type = excluded.type, tags = excluded.tags, start_ns = excluded.start_ns, "
+    "end_ns = excluded.end_ns, host = excluded.host, pid = excluded.pid, track_id = excluded.track_id",
+    "INSERT INTO edges (run_id, from_id, to_id, kind) VALUES (?, ?, ?, ?)",
+    "INSERT OR REPLACE INTO resources (run_id, id, parent_id, kind, name, host, pid, phase_id, start_ns) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT OR REPLACE INTO series (run_id, id, resource_id, name, unit, kind, capacity) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "INSERT OR REPLACE INTO samples (run_id, series_id, t_ns, value) VALUES (?, ?, ?, ?)",
+    std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY id",
+    std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?",
+    "SELECT id, parent_id, name, type, tags, start_ns, end_ns, host, pid, track_id FROM phases WHERE run_id = ? "
+    "ORDER BY id",
+    "SELECT from_id, to_id, kind FROM edges WHERE run_id = ? ORDER BY rowid",
+    "SELECT id, parent_id, kind, name, host, pid, phase_id, start_ns FROM resources WHERE run_id = ? ORDER BY id",
+    "SELECT id, resource_id, name, unit, kind, capacity FROM series WHERE run_id = ? ORDER BY id",
+    "SELECT series_id, t_ns, value FROM samples WHERE run_id = ? ORDER BY series_id, t_ns",
+    "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?",
+    "SELECT count(*) FROM runs",
+    "INSERT INTO logs (run_id, phase_id, t_ns, stream, text) VALUES (?, ?, ?, ?, ?)",
+    "SELECT phase_id, t_ns, stream, text FROM logs WHERE run_id = ? ORDER BY rowid",
+    "INSERT OR REPLACE INTO hosts (run_id, name, machine_id, clock_offset_ns, clock_uncertainty_ns) "
+    "VALUES (?, ?, ?, ?, ?)",
+    "INSERT OR REPLACE INTO sources (run_id, id, path, format, tags) VALUES (?, ?, ?, ?, ?)",
+    "INSERT OR REPLACE INTO tracks (run_id, id, kind, source_id, host, pid, process_start_ns, tid, device, stream, "
+    "name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO ingest_stats (run_id, source_id, reason, count) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (run_id, source_id, reason) DO UPDATE SET count = count + excluded.count",
+    "SELECT name, machine_id, clock_offset_ns, clock_uncertainty_ns FROM hosts WHERE run_id = ? ORDER BY name",
+    "SELECT id, path, format, tags FROM sources WHERE run_id = ? ORDER BY id",
+    "SELECT id, kind, source_id, host, pid, process_start_ns, tid, device, stream, name FROM tracks "
+    "WHERE run_id = ? ORDER BY id",
+    "SELECT source_id, reason, count FROM ingest_stats WHERE run_id = ? ORDER BY source_id, reason",
+    "INSERT OR IGNORE INTO uploads (run_id, writer, seq) VALUES (?, ?, ?)",
+    "SELECT id FROM runs WHERE uuid = ? ORDER BY id LIMIT 1",
+    "INSERT INTO clock_estimates (run_id, host, t_ns, offset_ns, uncertainty_ns) VALUES (?, ?, ?, ?, ?)",
+    "SELECT host, t_ns, offset_ns, uncertainty_ns FROM clock_estimates WHERE run_id = ? ORDER BY host, t_ns, rowid",
+};
+
+Status NotSqlite(const std::string& path) {
+  return Corrupt("{}: not a SQLite database (file is corrupt or of another kind)", path);
+}
+
+uint32_t BigEndian(const unsigned char* p, int n) {
+  uint32_t v = 0;
+  for (int i = 0; i < n; ++i) v = v << 8 | p[i];
+  return v;
+}
+
+bool NonEmptyFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && st.st_size > 0;
+}
+
+// Checks what is at `path` before SQLite sees it, so that each way of being wrong gets its
+// own message: nothing there, a directory, not an SQLite file, a truncated one. Creates the
+// parent directory of a missing file in kReadWrite mode.
+Status CheckFile(const std::string& path, SqliteDatabase::Mode mode) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return ErrnoError(path);
+    if (mode == SqliteDatabase::Mode::kReadOnly) {
+      return NotFound("{}: no GradeML database here; record a run with `grademl run -- CMD`", path);
+    }
+    std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+    if (ec) return IoError("{}: cannot create directory {}: {}", path, dir.string(), ec.message());
+    return Status::Ok();
+  }
+  if (S_ISDIR(st.st_mode)) return InvalidArgument("{}: is a directory, not a GradeML database", path);
+  if (!S_ISREG(st.st_mode)) return InvalidArgument("{}: not a regular file, not a GradeML database", path);
+  if (st.st_size == 0) return Status::Ok();  // an empty SQLite database, or a new one being created
+
+  unsigned char header[100];
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(path);
+  ssize_t n = ::pread(fd, header, sizeof header, 0);
+  int err = errno;
+  ::close(fd);
+  if (n < 0) {
+    errno = err;
+    return ErrnoError(path);
+  }
+  if (n < 16 || std::memcmp(header, "SQLite format 3", 16) != 0) return NotSqlite(path);
+  if (n < static_cast<ssize_t>(sizeof header)) {
+    return Corrupt("{}: database file is truncated ({} bytes, less than its header)", path, n);
+  }
+  uint32_t page_size = BigEndian(header + 16, 2);
+  if (page_size == 1) page_size = 65536;
+  if (page_size < 512 || page_size > 65536 || (page_size & (page_size - 1)) != 0) return NotSqlite(path);
+  // The in-header page count is valid when the change counter matches "version valid for".
+  // A hot WAL or journal may legitimately hold pages the main file lacks after a crash.
+  uint64_t pages = BigEndian(header + 28, 4);
+  bool count_valid = pages != 0 && std::memcmp(header + 24, header + 92, 4) == 0;
+  if (count_valid && !NonEmptyFile(path + "-wal") && !NonEmptyFile(path + "-journal")) {
+    uint64_t expected = pages * page_size;
+    if (static_cast<uint64_t>(st.st_size) < expected) {
+      return Corrupt("{}: database file is truncated ({} bytes, its header says {})", path, st.st_size, expected);
+    }
+  }
+  return Status::Ok();
+}
+
+// The file's application id, schema version and number of schema objects, read in one
+// snapshot: read one by one, a peer creating the schema in between could make a fresh file
+// look like a foreign one (tables but no application id yet).
+struct Identity {
+  int64_t app_id = 0, version = 0, tables = 0;
+};
+StatusOr<Identity> ReadIdentity(sqlite3* db, const std::string& path) {
+  GRADEML_RETURN_IF_ERROR(sqlite::Exec(db, path, "BEGIN"));
+  auto read = [&]() -> StatusOr<Identity> {
+    Identity id;
+    GRADEML_ASSIGN_OR_RETURN(id.app_id, sqlite::QueryInt(db, path, "PRAGMA application_id"));
+    GRADEML_ASSIGN_OR_RETURN(id.version, sqlite::QueryInt(db, path, "PRAGMA user_version"));
+    GRADEML_ASSIGN_OR_RETURN(id.tables, sqlite::QueryInt(db, path, "SELECT count(*) FROM sqlite_schema"));
+    return id;
+  };
+  StatusOr<Identity> id = read();
+  sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);  // a read: nothing to lose
+  return id;
+}
+
+// Checks the file's identity and version and brings it up to date; `db` is open.
+Status CheckSchema(sqlite3* db, const std::string& path, SqliteDatabase::Mode mode) {
+  GRADEML_ASSIGN_OR_RETURN(Identity id, ReadIdentity(db, path));
+  const int64_t app_id = id.app_id, version = id.version, tables = id.tables;
+  const bool empty = app_id == 0 && version == 0 && tables == 0;
+  const int current = CurrentSchemaVersion();
+  if (empty && mode == SqliteDatabase::Mode::kReadOnly) return Corrupt("{}: not a GradeML database (empty file)", path);
+  if (!empty && app_id != kApplicationId) return Corrupt("{}: not a GradeML database", path);
+  if (version > current) {
+    return FailedPrecondition("{}: written by a newer grademl (schema {}, this one reads up to {})", path, version,
+                              current);
+  }
+  if (mode == SqliteDatabase::Mode::kReadOnly) {
+    if (version < current) {
+      return FailedPrecondition("{}: schema {} is older than this grademl's {}; open it for writing once to upgrade it",
+                                path, version, current);
+    }
+    return Status::Ok();
+  }
+  // WAL while writing: readers never block the writer, and a commit costs one append (and no
+  // fsync with synchronous=NORMAL, yet survives the process being killed). ~Database turns
+  // it off again.
+  GRADEML_RETURN_IF_ERROR(sqlite::Exec(db, path, "PRAGMA journal_mode = WAL"));
+  if (version < current) return MigrateSchema(db, path, SchemaSteps());
+  return Status::Ok();
+}
+
+// Runs `step` again while it fails with "database is locked" (kUnavailable), for up to
+// kOpenRetryFor: the busy handler covers most waits, this the few SQLite reports at once.
+Status RetryWhileBusy(const std::function<Status()>& step) {
+  const auto deadline = std::chrono::steady_clock::now() + kOpenRetryFor;
+  auto pause = std::chrono::milliseconds(1);
+  while (true) {
+    Status st = step();
+    if (st.code() != StatusCode::kUnavailable || std::chrono::steady_clock::now() >= deadline) return st;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
+}
+
+// Binds run `id` and the RunInfo fields as ?1..?14, the layout of kInsertRun and kUpdateRun.
+void BindRunInfo(sqlite3_stmt* s, model::RunId id, const model::RunInfo& info, const std::string& command) {
+  using namespace sqlite;
+  BindInt(s, 1, id);
+  BindText(s, 2, info.uuid);
+  BindText(s, 3, command);
+  BindText(s, 4, info.cwd);
+  BindText(s, 5, info.host);
+  BindInt(s, 6, info.start_ns);
+  BindNonZero(s, 7, info.end_ns);
+  BindOptional(s, 8, info.exit_code);
+  BindOptional(s, 9, info.exit_signal);
+  BindInt(s, 10, info.complete ? 1 : 0);
+  BindText(s, 11, info.error);
+  BindText(s, 12, info.grademl_version);
+  BindInt(s, 13, info.interval_ns);
+  BindDouble(s, 14, info.monitor_cpu_seconds);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Database>> SqliteDatabase::Open(const std::string& path, Mode mode) {
+  if (path.empty()) return InvalidArgument("the database path is empty");
+  GRADEML_RETURN_IF_ERROR(CheckFile(path, mode));
+  // A rollback journal left behind means a writer died mid-transaction (SQLite rolls it back
+  // on the first read, so look now).
+  const bool hot_journal = NonEmptyFile(path + "-journal");
+  int flags = SQLITE_OPEN_NOMUTEX |
+              (mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  sqlite3* handle = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &handle, flags, nullptr);
+  // Closes the handle unless the file passes every check (even a failed open returns one).
+  std::unique_ptr<sqlite3, int (*)(sqlite3*)> raw(handle, sqlite3_close_v2);
+  if (rc != SQLITE_OK) return sqlite::Error(handle, rc, path);
+  sqlite3_busy_timeout(handle, mode == Mode::kReadWrite ? kWriterBusyTimeoutMs : kReaderBusyTimeoutMs);
+  sqlite3_db_config(handle, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  if (mode == Mode::kReadWrite && sqlite3_db_readonly(handle, "main") == 1) {
+    return IoError("{}: cannot open for writing (no write permission, or a read-only file system)", path);
+  }
+  GRADEML_RETURN_IF_ERROR(RetryWhileBusy([&] { return CheckSchema(handle, path, mode); }));
+  GRADEML_RETURN_IF_ERROR(sqlite::Exec(handle, path, "PRAGMA synchronous = NORMAL"));
+  std::unique_ptr<SqliteDatabase> db(new SqliteDatabase(path, mode, raw.release()));
+  if (mode == Mode::kReadWrite) GRADEML_RETURN_IF_ERROR(db->JoinWriters(hot_journal));
+  return std::unique_ptr<Database>(std::move(db));
+}
+
+SqliteDatabase::SqliteDatabase(std::string path, Mode mode, sqlite3* db) : Database(std::move(path), mode), db_(db) {}
+
+SqliteDatabase::~SqliteDatabase() {
+  for (sqlite3_stmt* stmt : stmts_) sqlite3_finalize(stmt);
+  // The last writer out (the only one left holding the writers' lock) turns WAL off again
+  // (checkpointing and deleting -wal and -shm), so that readers of a file nobody records into
+  // need to create nothing, even in a read-only directory. The switch also fails, harmlessly
+  // and at once, while a reader has the file open.
+  bool last_writer = mode_ == Mode::kReadWrite && (writers_fd_ < 0 || ::flock(writers_fd_, LOCK_EX | LOCK_NB) == 0);
+  if (last_writer) {
+    sqlite3_busy_timeout(db_, 0);
+    sqlite3_exec(db_, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
+    if (writers_fd_ >= 0) ::unlink(WritersLockPath(path_).c_str());  // a peer waiting on it re-opens it
+  }
+  if (writers_fd_ >= 0) ::close(writers_fd_);
+  sqlite3_close_v2(db_);
+}
+
+std::string SqliteDatabase::WritersLockPath(const std::string& path) { return path + "-lock"; }
+
+Status SqliteDatabase::JoinWriters(bool hot_journal) {
+  const std::string lock_path = WritersLockPath(path_);
+  bool sole = false;
+  while (true) {
+    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::Ok();  // e.g. a directory we cannot write into: no liveness check, no harm
+    sole = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (!sole) {
+      int r;
+      while ((r = ::flock(fd, LOCK_SH)) != 0 && errno == EINTR) {
+      }
+      if (r != 0) {
+        ::close(fd);
+        return Status::Ok();
+      }
+    }
+    // A last writer closing may have unlinked the file we locked: then lock the new one.
+    struct stat ours, named;
+    if (::fstat(fd, &ours) == 0 && ::stat(lock_path.c_str(), &named) == 0 && ours.st_ino == named.st_ino &&
+        ours.st_dev == named.st_dev) {
+      writers_fd_ = fd;
+      break;
+    }
+    ::close(fd);
+  }
+  if (!sole) return Status::Ok();
+  // No other grademl writes into the file: a run still marked incomplete lost its grademl
+  // (killed, or the machine stopped). Only then is the whole file checked, once.
+  Status st = CheckAfterUncleanShutdown(hot_journal);
+  ::flock(writers_fd_, LOCK_SH);
+  return st;
+}
+
+// Interrupted means incomplete with no end time: a writer that finishes sets both together,
+// and one that finishes with the run incomplete on purpose (`grademl import` of a damaged
+// file) still sets the end, so such a run is neither checked for nor marked.
+Status SqliteDatabase::CheckAfterUncleanShutdown(bool hot_journal) {
+  const std::string marker(kInterrupted);
+  sqlite3_stmt* s = nullptr;
+  int rc = sqlite3_prepare_v2(
+      db_, "SELECT count(*) FROM runs WHERE complete = 0 AND end_ns IS NULL AND instr(error, ?1) = 0", -1, &s, nullptr);
+  if (rc != SQLITE_OK) return SqlError(rc);
+  sqlite::BindText(s, 1, marker);
+  rc = sqlite3_step(s);
+  int64_t interrupted = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+  sqlite3_finalize(s);
+  if (rc != SQLITE_ROW) return SqlError(rc);
+  if (interrupted == 0 && !hot_journal) return Status::Ok();
+
+  rc = sqlite3_prepare_v2(db_, "PRAGMA quick_check(1)", -1, &s, nullptr);
+  if (rc != SQLITE_OK) return SqlError(rc);
+  rc = sqlite3_step(s);
+  std::string verdict = rc == SQLITE_ROW ? sqlite::ColumnString(s, 0) : "";
+  sqlite3_finalize(s);
+  if (rc != SQLITE_ROW) return SqlError(rc);
+  if (verdict != "ok") {
+    std::replace(verdict.begin(), verdict.end(), '\n', ' ');
+    return Corrupt("{}: database file is corrupt (found by the check after an unclean shutdown: {}); move it away "
+                   "to record into a new one",
+                   path_, verdict);
+  }
+  rc = sqlite3_prepare_v2(db_,
+                          "UPDATE runs SET error = CASE WHEN error = '' THEN ?1 ELSE error || '; ' || ?1 END "
+                          "WHERE complete = 0 AND end_ns IS NULL AND instr(error, ?1) = 0",
+                          -1, &s, nullptr);
+  if (rc != SQLITE_OK) return SqlError(rc);
+  sqlite::BindText(s, 1, marker);
+  Status st = StepDone(s);
+  sqlite3_finalize(s);
+  return st;
+}
+
+StatusOr<sqlite3_stmt*> SqliteDatabase::Prepared(Query query) {
+  static_assert(std::size(kSql) == kNumQueries);
+  sqlite3_stmt*& stmt = stmts_[query];
+  if (stmt == nullptr) {
+    int rc = sqlite3_prepare_v3(db_, kSql[query].c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    if (rc != SQLITE_OK) return SqlError(rc);
+  }
+  return stmt;
+}
+
+Status SqliteDatabase::SqlError(int rc) const { return sqlite::Error(db_, rc, path_); }
+
+Status SqliteDatabase::StepDone(sqlite3_stmt* stmt) const {
+  int rc = sqlite3_step(stmt);
+  Status st = rc == SQLITE_DONE ? Status::Ok() : SqlError(rc);  // before the reset clears the message
+  sqlite3_reset(stmt);
+  return st;
+}
+
+StatusOr<model::RunId> SqliteDatabase::CreateRun(const model::RunInfo& info) {
+  std::lock_guard lock(mu_);
+  GRADEML_RETURN_IF_ERROR(CheckWritable());
+  GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepared(kInsertRun));
+  std::string command = EncodeStringArray(info.command);
+  BindRunInfo(stmt, 0, info, command);
+  GRADEML_RETURN_IF_ERROR(StepDone(stmt));
+  return sqlite3_last_insert_rowid(db_);
+}
+
+Status SqliteDatabase::WriteDelta(model::RunId run, const model::RunDelta& delta) {
+  std::lock_guard lock(mu_);
+  GRADEML_RETURN_IF_ERROR(CheckWritable());
+  if (delta.empty()) return Status::Ok();
+  int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqlError(rc);
+  Status st = WriteDeltaLocked(run, delta);
+  if (st.ok()) {
+    rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return Status::Ok();
+    st = SqlError(rc);
+  }
+  // Some errors (a full disk) have already rolled the transaction back.
+  if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  return st;
+}
+
+StatusOr<bool> SqliteDatabase::WriteDeltaOnce(model::RunId run, std::string_view writer, int64_t seq,
+                                              const model::RunDelta& delta) {
+  std::lock_guard lock(mu_);
+  GRADEML_RETURN_IF_ERROR(CheckWritable());
+  int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqlError(rc);
+  auto apply = [&]() -> StatusOr<bool> {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kMarkUpload));
+    sqlite::BindInt(s, 1, run);
+    sqlite::BindText(s, 2, writer);
+    sqlite::BindInt(s, 3, seq);
+    GRADEML_RETURN_IF_ERROR(StepDone(s));
+    if (sqlite3_changes(db_) == 0) return false;  // applied before
+    GRADEML_RETURN_IF_ERROR(WriteDeltaLocked(run, delta));
+    return true;
+  };
+  StatusOr<bool> applied = apply();
+  if (applied.ok()) {
+    rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return applied;
+    applied = SqlError(rc);
+  }
+  if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  return applied;
+}
+
+StatusOr<std::optional<model::RunId>> SqliteDatabase::FindRunByUuid(const std::string& uuid) {
+  std::lock_guard lock(mu_);
+  GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kRunByUuid));
+  sqlite::ResetGuard reset(s);
+  sqlite::BindText(s, 1, uuid);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) return std::optional<model::RunId>(sqlite::ColumnInt(s, 0));
+  if (rc != SQLITE_DONE) return SqlError(rc);
+  return std::optional<model::RunId>();
+}
+
+StatusOr<TimeNs> SqliteDatabase::StoreClockNs() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<TimeNs>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
+}
+
+StatusOr<int64_t> SqliteDatabase::CountRuns() {
+  std::lock_guard lock(mu_);
+  return sqlite::QueryInt(db_, path_, kSql[kCountRuns]);
+}
+
+StatusOr<std::optional<model::RunId>> SqliteDatabase::NthLatestRun(int64_t n) {
+  std::lock_guard lock(mu_);
+  GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kNthLatestRun));
+  sqlite::ResetGuard reset(s);
+  sqlite::BindInt(s, 1, n - 1);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) return std::optional<model::RunId>(sqlite::ColumnInt(s, 0));
+  if (rc == SQLITE_DONE) return std::optional<model::RunId>();
+  return SqlError(rc);
+}
+
+StatusOr<bool> SqliteDatabase::RunExists(model::RunId id) {
+  std::lock_guard lock(mu_);
+  GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kRunExists));
+  sqlite::ResetGuard reset(s);
+  sqlite::BindInt(s, 1, id);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) return true;
+  if (rc != SQLITE_DONE) return SqlError(rc);
+  return false;
+}
+
+Status SqliteDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& delta) {
+  using namespace sqlite;
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kRunExists));
+    ResetGuard reset(s);
+    BindInt(s, 1, run);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) return NotFound("{}: no run {}", path_, run);
+    if (rc != SQLITE_ROW) return SqlError(rc);
+  }
+  if (delta.info) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kUpdateRun));
+    std::string command = EncodeStringArray(delta.info->command);
+    BindRunInfo(s, run, *delta.info, command);
+    GRADEML_RETURN_IF_ERROR(StepDone(s));
+  }
+  if (!delta.phases.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kUpsertPhase));
+    std::string tags;
+    for (const model::Phase& p : delta.phases) {
+      tags = EncodeTags(p.tags);
+      BindInt(s, 1, run);
+      BindInt(s, 2, p.id);
+      BindNonZero(s, 3, p.parent);
+      BindText(s, 4, p.name);
+      BindText(s, 5, p.type);
+      BindText(s, 6, tags);
+      BindInt(s, 7, p.start_ns);
+      BindNonZero(s, 8, p.end_ns);
+      BindText(s, 9, p.host);
+      BindNonZero(s, 10, p.pid);
+      BindNonZero(s, 11, p.track);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.edges.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertEdge));
+    for (const model::Edge& e : delta.edges) {
+      BindInt(s, 1, run);
+      BindInt(s, 2, e.from);
+      BindInt(s, 3, e.to);
+      BindText(s, 4, e.kind);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.logs.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertLog));
+    for (const model::LogLine& l : delta.logs) {
+      BindInt(s, 1, run);
+      BindInt(s, 2, l.phase);
+      BindInt(s, 3, l.t);
+      BindInt(s, 4, l.stream);
+      BindText(s, 5, l.text);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.resources.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertResource));
+    for (const model::Resource& r : delta.resources) {
+      BindInt(s, 1, run);
+      BindInt(s, 2, r.id);
+      BindNonZero(s, 3, r.parent);
+      BindText(s, 4, model::ResourceKindName(r.kind));
+      BindText(s, 5, r.name);
+      BindText(s, 6, r.host);
+      BindNonZero(s, 7, r.pid);
+      BindNonZero(s, 8, r.phase);
+      BindNonZero(s, 9, r.start_ns);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.hosts.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kUpsertHost));
+    for (const model::Host& h : delta.hosts) {
+      BindInt(s, 1, run);
+      BindText(s, 2, h.name);
+      BindText(s, 3, h.machine_id);
+      BindInt(s, 4, h.clock_offset_ns);
+      BindInt(s, 5, h.clock_uncertainty_ns);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.sources.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertSource));
+    std::string tags;
+    for (const model::Source& src : delta.sources) {
+      tags = EncodeTags(src.tags);
+      BindInt(s, 1, run);
+      BindInt(s, 2, src.id);
+      BindText(s, 3, src.path);
+      BindText(s, 4, src.format);
+      BindText(s, 5, tags);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.tracks.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertTrack));
+    for (const model::Track& t : delta.tracks) {
+      BindInt(s, 1, run);
+      BindInt(s, 2, t.id);
+      BindText(s, 3, model::TrackKindName(t.kind));
+      BindNonZero(s, 4, t.source);
+      BindText(s, 5, t.host);
+      BindNonZero(s, 6, t.pid);
+      BindNonZero(s, 7, t.process_start_ns);
+      BindInt(s, 8, t.tid);
+      BindInt(s, 9, t.device);
+      BindInt(s, 10, t.stream);
+      BindText(s, 11, t.name);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.ingest_stats.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kAddIngestStat));
+    for (const model::IngestStat& st : delta.ingest_stats) {
+      BindInt(s, 1, run);
+      BindInt(s, 2, st.source);
+      BindText(s, 3, st.reason);
+      BindInt(s, 4, st.count);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.clock_estimates.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertHostClock));
+    for (const model::ClockEstimate& c : delta.clock_estimates) {
+      BindInt(s, 1, run);
+      BindText(s, 2, c.host);
+      BindInt(s, 3, c.t);
+      BindInt(s, 4, c.offset_ns);
+      BindInt(s, 5, c.uncertainty_ns);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.series.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertSeries));
+    for (const model::SeriesInfo& info : delta.series) {
+      BindInt(s, 1, run);
+      BindInt(s, 2, info.id);
+      BindInt(s, 3, info.resource);
+      BindText(s, 4, info.name);
+      BindText(s, 5, info.unit);
+      BindText(s, 6, info.kind == model::SeriesKind::kCounter ? "counter" : "gauge");
+      BindDouble(s, 7, info.capacity);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  if (!delta.samples.empty()) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertSample));
+    BindInt(s, 1, run);  // bindings survive sqlite3_reset
+    for (const model::SampleRecord& r : delta.samples) {
+      BindInt(s, 2, r.series);
+      BindInt(s, 3, r.sample.t);
+      BindDouble(s, 4, r.sample.v);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<model::RunInfo> SqliteDatabase::ReadRunRow(sqlite3_stmt* s) const {
+  using namespace sqlite;
+  model::RunInfo info;
+  info.id = ColumnInt(s, 0);
+  info.uuid = ColumnString(s, 1);
+  auto command = DecodeStringArray(ColumnText(s, 2));
+  if (!command.ok()) return command.status().WithPrefix(fmt::format("{}: run {}: command", path_, info.id));
+  info.command = std::move(command).value();
+  info.cwd = ColumnString(s, 3);
+  info.host = ColumnString(s, 4);
+  info.start_ns = ColumnInt(s, 5);
+  info.end_ns = ColumnInt(s, 6);
+  info.exit_code = ColumnOptional(s, 7);
+  info.exit_signal = ColumnOptional(s, 8);
+  info.complete = ColumnInt(s, 9) != 0;
+  info.error = ColumnString(s, 10);
+  info.grademl_version = ColumnString(s, 11);
+  info.interval_ns = ColumnInt(s, 12);
+  info.monitor_cpu_seconds = ColumnDouble(s, 13);
+  return info;
+}
+
+StatusOr<SqliteDatabase::ReopenedRun> SqliteDatabase::ReopenRun(model::RunId run) {
+  std::lock_guard lock(mu_);
+  GRADEML_RETURN_IF_ERROR(CheckWritable());
+  // One transaction: two writers reopening at once get different numbers.
+  int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqlError(rc);
+  auto reopen = [&]() -> StatusOr<ReopenedRun> {
+    ReopenedRun out;
+    {
+      GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectRun));
+      sqlite::ResetGuard reset(s);
+      sqlite::BindInt(s, 1, run);
+      rc = sqlite3_step(s);
+      if (rc == SQLITE_DONE) return NotFound("{}: no run {}", path_, run);
+      if (rc != SQLITE_ROW) return SqlError(rc);
+      GRADEML_ASSIGN_OR_RETURN(out.info, ReadRunRow(s));
+    }
+    GRADEML_RETURN_IF_ERROR(
+        sqlite::Exec(db_, path_, fmt::format("UPDATE runs SET writers = writers + 1 WHERE id = {}", run)));
+    GRADEML_ASSIGN_OR_RETURN(int64_t writers,
+                             sqlite::QueryInt(db_, path_, fmt::format("SELECT writers FROM runs WHERE id = {}", run)));
+    if (writers >= (1 << 20)) return FailedPrecondition("{}: run {} was reopened too many times", path_, run);
+    out.writer = static_cast<int>(writers);
+    return out;
+  };
+  StatusOr<ReopenedRun> out = reopen();
+  if (out.ok()) {
+    rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return out;
+    out = SqlError(rc);
+  }
+  if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  return out;
+}
+
+StatusOr<std::vector<model::RunInfo>> SqliteDatabase::ListRuns() {
+  std::lock_guard lock(mu_);
+  GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectRuns));
+  sqlite::ResetGuard reset(s);
+  std::vector<model::RunInfo> runs;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    GRADEML_ASSIGN_OR_RETURN(model::RunInfo info, ReadRunRow(s));
+    runs.push_back(std::move(info));
+  }
+  if (rc != SQLITE_DONE) return SqlError(rc);
+  return runs;
+}
+
+StatusOr<model::Run> SqliteDatabase::LoadRun(model::RunId id) {
+  std::lock_guard lock(mu_);
+  // One read transaction: a snapshot consistent across the tables while a writer appends.
+  int rc = sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqlError(rc);
+  model::Run run;
+  Status st = LoadRunLocked(id, run);
+  sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);  // read-only: nothing to lose
+  if (!st.ok()) return st;
+  model::ConvertHostClocks(run);
+  run.Index();
+  return run;
+}
+
+Status SqliteDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
+  using namespace sqlite;
+  int rc;
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectRun));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) return NotFound("{}: no run {}", path_, id);
+    if (rc != SQLITE_ROW) return SqlError(rc);
+    GRADEML_ASSIGN_OR_RETURN(run.info, ReadRunRow(s));
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectPhases));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      model::Phase& p = run.phases.emplace_back();
+      p.id = ColumnInt(s, 0);
+      p.parent = ColumnInt(s, 1);
+      p.name = ColumnString(s, 2);
+      p.type = ColumnString(s, 3);
+      auto tags = DecodeTags(ColumnText(s, 4));
+      if (!tags.ok()) return tags.status().WithPrefix(fmt::format("{}: run {}: phase {}: tags", path_, id, p.id));
+      p.tags = std::move(tags).value();
+      p.start_ns = ColumnInt(s, 5);
+      p.end_ns = ColumnInt(s, 6);
+      p.host = ColumnString(s, 7);
+      p.pid = static_cast<int32_t>(ColumnInt(s, 8));
+      p.track = ColumnInt(s, 9);
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectEdges));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      run.edges.push_back({.from = ColumnInt(s, 0), .to = ColumnInt(s, 1), .kind = ColumnString(s, 2)});
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectLogs));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      run.logs.push_back({.phase = ColumnInt(s, 0),
+                          .t = ColumnInt(s, 1),
+                          .stream = static_cast<int>(ColumnInt(s, 2)),
+                          .text = ColumnString(s, 3)});
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectResources));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      model::Resource& r = run.resources.emplace_back();
+      r.id = ColumnInt(s, 0);
+      r.parent = ColumnInt(s, 1);
+      std::optional<model::ResourceKind> kind = model::ParseResourceKind(ColumnText(s, 2));
+      if (!kind) return Corrupt("{}: run {}: resource {} has unknown kind '{}'", path_, id, r.id, ColumnText(s, 2));
+      r.kind = *kind;
+      r.name = ColumnString(s, 3);
+      r.host = ColumnString(s, 4);
+      r.pid = static_cast<int32_t>(ColumnInt(s, 5));
+      r.phase = ColumnInt(s, 6);
+      r.start_ns = ColumnInt(s, 7);
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectHosts));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      run.hosts.push_back({.name = ColumnString(s, 0),
+                           .machine_id = ColumnString(s, 1),
+                           .clock_offset_ns = ColumnInt(s, 2),
+                           .clock_uncertainty_ns = ColumnInt(s, 3)});
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectSources));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      model::Source& src = run.sources.emplace_back();
+      src.id = ColumnInt(s, 0);
+      src.path = ColumnString(s, 1);
+      src.format = ColumnString(s, 2);
+      auto tags = DecodeTags(ColumnText(s, 3));
+      if (!tags.ok()) return tags.status().WithPrefix(fmt::format("{}: run {}: source {}: tags", path_, id, src.id));
+      src.tags = std::move(tags).value();
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectTracks));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      model::Track& t = run.tracks.emplace_back();
+      t.id = ColumnInt(s, 0);
+      std::optional<model::TrackKind> kind = model::ParseTrackKind(ColumnText(s, 1));
+      if (!kind) return Corrupt("{}: run {}: track {} has unknown kind '{}'", path_, id, t.id, ColumnText(s, 1));
+      t.kind = *kind;
+      t.source = ColumnInt(s, 2);
+      t.host = ColumnString(s, 3);
+      t.pid = static_cast<int32_t>(ColumnInt(s, 4));
+      t.process_start_ns = ColumnInt(s, 5);
+      t.tid = ColumnInt(s, 6);
+      t.device = static_cast<int32_t>(ColumnInt(s, 7));
+      t.stream = ColumnInt(s, 8);
+      t.name = ColumnString(s, 9);
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectIngestStats));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      run.ingest_stats.push_back({.source = ColumnInt(s, 0), .reason = ColumnString(s, 1), .count = ColumnInt(s, 2)});
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectHostClocks));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      run.clock_estimates.push_back({.host = ColumnString(s, 0),
+                                     .t = ColumnInt(s, 1),
+                                     .offset_ns = ColumnInt(s, 2),
+                                     .uncertainty_ns = ColumnInt(s, 3)});
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectSeries));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      model::SeriesInfo& info = run.series.emplace_back().info;
+      info.id = ColumnInt(s, 0);
+      info.resource = ColumnInt(s, 1);
+      info.name = ColumnString(s, 2);
+      info.unit = ColumnString(s, 3);
+      std::string_view kind = ColumnText(s, 4);
+      if (kind == "counter") {
+        info.kind = model::SeriesKind::kCounter;
+      } else if (kind == "gauge") {
+        info.kind = model::SeriesKind::kGauge;
+      } else {
+        return Corrupt("{}: run {}: series {} has unknown kind '{}'", path_, id, info.id, kind);
+      }
+      info.capacity = ColumnDouble(s, 5);
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    // The bulk of a run. Rows come in primary-key order, so series are filled one after
+    // the other by walking run.series (also ordered by id) alongside.
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectSamples));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    size_t next = 0;
+    model::SeriesId current = 0;
+    std::vector<model::Sample>* out = nullptr;  // null while rows belong to a series with no definition
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      model::SeriesId series = sqlite3_column_int64(s, 0);
+      if (series != current) {
+        current = series;
+        out = nullptr;
+        while (next < run.series.size() && run.series[next].info.id < series) ++next;
+        if (next < run.series.size() && run.series[next].info.id == series) out = &run.series[next].samples;
+      }
+      if (out == nullptr) continue;
+      out->push_back({.t = sqlite3_column_int64(s, 1), .v = ColumnDouble(s, 2)});
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  return Status::Ok();
+}
+
+}  // namespace grademl::store
