@@ -12,7 +12,7 @@ LAUNCHER := $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_CXX_COM
 # cores busy. A build tree configured earlier keeps its own generator.
 GENERATOR = $$(command -v ninja >/dev/null && echo "-G Ninja")
 
-.PHONY: all build test demo demo-engines bench bench-html validate bootstrap clean \
+.PHONY: all build test test-postgres demo demo-engines bench bench-html validate bootstrap clean \
         test-sanitize test-asan test-tsan fuzz
 
 all: build
@@ -29,6 +29,11 @@ build: bootstrap $(BUILD)/CMakeCache.txt
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS)
+
+# The store and end-to-end tests again with PostgreSQL as the store: every `--db PATH` of an
+# end-to-end test becomes a database on the tests' own PostgreSQL server.
+test-postgres: build
+	cd $(BUILD) && GRADEML_TEST_BACKEND=postgresql ctest --output-on-failure --timeout 600 -j $(JOBS) -L 'store|e2e'
 
 # Runs the example ML workflow (examples/digits) under GradeML, prints its report and writes
 # the HTML report (.grademl/report.html).

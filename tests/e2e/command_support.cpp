@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "e2e/command.h"
+#include "pg_test_server.h"
 
 namespace grademl::testing {
 
@@ -25,7 +26,36 @@ static int DecodeStatus(int status) {
   return -1;
 }
 
-CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& stdin_text) {
+// GRADEML_TEST_BACKEND=postgresql (`make test-postgres`): every `--db PATH` a test passes
+// to grademl becomes a database of its own on the tests' PostgreSQL server, the same
+// database each time the test names the same path, so that the end-to-end suite runs
+// unchanged against the second backend.
+static std::vector<std::string> WithTestBackend(const std::vector<std::string>& argv) {
+  const char* backend = std::getenv("GRADEML_TEST_BACKEND");
+  if (backend == nullptr || std::string(backend) != "postgresql") return argv;
+  static std::mutex mu;
+  static std::map<std::string, std::string> urls;
+  std::vector<std::string> out = argv;
+  for (size_t i = 0; i + 1 < out.size(); ++i) {
+    if (out[i] != "--db" || out[i + 1].rfind("postgres", 0) == 0) continue;
+    std::lock_guard lock(mu);
+    auto it = urls.find(out[i + 1]);
+    if (it == urls.end()) {
+      std::string why;
+      std::string url = FreshPgDatabase(why);
+      if (url.empty()) {
+        ADD_FAILURE() << "GRADEML_TEST_BACKEND=postgresql: " << why;
+        return argv;
+      }
+      it = urls.emplace(out[i + 1], url).first;
+    }
+    out[i + 1] = it->second;
+  }
+  return out;
+}
+
+CommandResult RunCommand(const std::vector<std::string>& original_argv, const std::string& stdin_text) {
+  const std::vector<std::string> argv = WithTestBackend(original_argv);
   int in[2], out[2], err[2];
   if (pipe(in) || pipe(out) || pipe(err)) return {};
   pid_t pid = fork();
@@ -72,7 +102,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::string
   return result;
 }
 
-pid_t StartCommand(const std::vector<std::string>& argv) {
+pid_t StartCommand(const std::vector<std::string>& original_argv) {
+  const std::vector<std::string> argv = WithTestBackend(original_argv);
   pid_t pid = fork();
   if (pid == 0) {
     int null_fd = open("/dev/null", O_RDWR);
