@@ -1,5 +1,7 @@
 #include "core/time.h"
 
+#include <atomic>
+
 #include <fmt/format.h>
 #include <time.h>
 
@@ -32,12 +34,21 @@ const ClockOffsets& Offsets() {
   return offsets;
 }
 
+// A test-only shift of this process's clock (grademl agent --test-clock-skew).
+std::atomic<int64_t> g_test_skew{0};
+
 }  // namespace
+
+void WallClock::SetTestSkew(DurationNs skew) { g_test_skew.store(skew, std::memory_order_relaxed); }
 
 int64_t WallClock::MonotonicNow() { return ReadClock(CLOCK_MONOTONIC); }
 TimeNs WallClock::Now() { return FromMonotonic(MonotonicNow()); }
-TimeNs WallClock::FromMonotonic(int64_t monotonic_ns) { return monotonic_ns + Offsets().monotonic_to_epoch; }
-TimeNs WallClock::FromBoottime(int64_t boottime_ns) { return boottime_ns + Offsets().boottime_to_epoch; }
+TimeNs WallClock::FromMonotonic(int64_t monotonic_ns) {
+  return monotonic_ns + Offsets().monotonic_to_epoch + g_test_skew.load(std::memory_order_relaxed);
+}
+TimeNs WallClock::FromBoottime(int64_t boottime_ns) {
+  return boottime_ns + Offsets().boottime_to_epoch + g_test_skew.load(std::memory_order_relaxed);
+}
 
 std::string FormatDuration(DurationNs ns) {
   double s = NsToSeconds(ns);

@@ -28,6 +28,9 @@ class WallClock {
   // Converts a CLOCK_BOOTTIME reading (ns), as /proc/PID/stat start times use, to epoch ns.
   static TimeNs FromBoottime(int64_t boottime_ns);
   static int64_t MonotonicNow();
+  // Tests only: makes this process's clock run `skew` ahead of the machine's (every reading
+  // above), as a host whose clock is off would (`grademl agent --test-clock-skew`).
+  static void SetTestSkew(DurationNs skew);
 };
 
 // a + b, clamped to the int64 range instead of overflowing (timestamps from untrusted traces).

@@ -20,6 +20,10 @@ struct CommandResult {
 
 // Runs argv to completion (argv[0] is a path).
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& stdin_text = "");
+// Where a test's store lives: `path` itself, or under GRADEML_TEST_BACKEND=postgresql
+// (`make test-postgres`) a database of its own on the tests' PostgreSQL server, the same
+// one each time the test names the same path. RunCommand maps every `--db PATH` with it.
+std::string TestStoreLocation(const std::string& path);
 // Starts argv with stdout/stderr sent to /dev/null; returns its pid.
 pid_t StartCommand(const std::vector<std::string>& argv);
 // Waits for a started command; returns its exit code (128+N for a signal).

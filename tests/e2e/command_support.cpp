@@ -30,26 +30,29 @@ static int DecodeStatus(int status) {
 // to grademl becomes a database of its own on the tests' PostgreSQL server, the same
 // database each time the test names the same path, so that the end-to-end suite runs
 // unchanged against the second backend.
-static std::vector<std::string> WithTestBackend(const std::vector<std::string>& argv) {
+std::string TestStoreLocation(const std::string& path) {
   const char* backend = std::getenv("GRADEML_TEST_BACKEND");
-  if (backend == nullptr || std::string(backend) != "postgresql") return argv;
+  if (backend == nullptr || std::string(backend) != "postgresql" || path.rfind("postgres", 0) == 0) return path;
   static std::mutex mu;
   static std::map<std::string, std::string> urls;
+  std::lock_guard lock(mu);
+  auto it = urls.find(path);
+  if (it == urls.end()) {
+    std::string why;
+    std::string url = FreshPgDatabase(why);
+    if (url.empty()) {
+      ADD_FAILURE() << "GRADEML_TEST_BACKEND=postgresql: " << why;
+      return path;
+    }
+    it = urls.emplace(path, url).first;
+  }
+  return it->second;
+}
+
+static std::vector<std::string> WithTestBackend(const std::vector<std::string>& argv) {
   std::vector<std::string> out = argv;
   for (size_t i = 0; i + 1 < out.size(); ++i) {
-    if (out[i] != "--db" || out[i + 1].rfind("postgres", 0) == 0) continue;
-    std::lock_guard lock(mu);
-    auto it = urls.find(out[i + 1]);
-    if (it == urls.end()) {
-      std::string why;
-      std::string url = FreshPgDatabase(why);
-      if (url.empty()) {
-        ADD_FAILURE() << "GRADEML_TEST_BACKEND=postgresql: " << why;
-        return argv;
-      }
-      it = urls.emplace(out[i + 1], url).first;
-    }
-    out[i + 1] = it->second;
+    if (out[i] == "--db") out[i + 1] = TestStoreLocation(out[i + 1]);
   }
   return out;
 }

@@ -27,7 +27,7 @@ namespace {
 using nlohmann::json;
 
 model::Run LoadLatestDaskRun(const std::string& db) {
-  auto database = store::Database::Open(db, store::Database::Mode::kReadOnly);
+  auto database = store::Database::Open(TestStoreLocation(db), store::Database::Mode::kReadOnly);
   EXPECT_TRUE(database.ok()) << database.status().message();
   if (!database.ok()) return {};
   auto id = (*database)->ResolveRun("");

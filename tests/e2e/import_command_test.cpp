@@ -22,7 +22,7 @@ namespace {
 std::string Fixture(const std::string& name) { return std::string(GRADEML_TESTDATA_DIR) + "/importer/" + name; }
 
 model::Run Load(const std::string& db_path, model::RunId id) {
-  auto db = store::Database::Open(db_path, store::Database::Mode::kReadOnly);
+  auto db = store::Database::Open(TestStoreLocation(db_path), store::Database::Mode::kReadOnly);
   EXPECT_TRUE(db.ok()) << db.status().message();
   if (!db.ok()) return {};
   auto run = (*db)->LoadRun(id);
@@ -213,7 +213,7 @@ TEST(ImportCommandE2E, RandomBytesGiveAOneLineErrorAndNoRun) {
                                                             {{"--under", "1", Fixture("kineto_gpu.json")}, 2},
                                                         });
   // Nothing was imported, not even the good file given with the bad one.
-  auto opened = store::Database::Open(db, store::Database::Mode::kReadOnly);
+  auto opened = store::Database::Open(TestStoreLocation(db), store::Database::Mode::kReadOnly);
   if (opened.ok()) {
     auto runs = (*opened)->ListRuns();
     ASSERT_TRUE(runs.ok());

@@ -99,7 +99,7 @@ helper()
       EXPECT_GT(p["duration_s"].get<double>(), 0.05);
     }
   }
-  auto database = store::Database::Open(db, store::Database::Mode::kReadOnly);
+  auto database = store::Database::Open(TestStoreLocation(db), store::Database::Mode::kReadOnly);
   ASSERT_TRUE(database.ok());
   auto run = (*database)->LoadRun(*(*database)->ResolveRun(""));
   ASSERT_TRUE(run.ok());

@@ -47,7 +47,7 @@ class QueryE2E : public ::testing::Test {
   // ctest runs each test in its own process, in parallel: each process builds its own db.
   static void SetUpTestSuite() {
     db_ = FreshDir("query_golden_" + std::to_string(getpid())) + "/g.db";
-    auto db = store::Database::Open(db_, store::Database::Mode::kReadWrite);
+    auto db = store::Database::Open(TestStoreLocation(db_), store::Database::Mode::kReadWrite);
     ASSERT_TRUE(db.ok()) << db.status().message();
     EXPECT_EQ(StoreRun(**db, IncompleteRun()), 1);
     EXPECT_EQ(StoreRun(**db, BasicRun()), 2);
@@ -262,7 +262,7 @@ class QueryImportedE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     db_ = FreshDir("query_imported_" + std::to_string(getpid())) + "/g.db";
-    auto db = store::Database::Open(db_, store::Database::Mode::kReadWrite);
+    auto db = store::Database::Open(TestStoreLocation(db_), store::Database::Mode::kReadWrite);
     ASSERT_TRUE(db.ok()) << db.status().message();
     EXPECT_EQ(StoreRun(**db, ImportedGpuRun()), 1);
   }

@@ -165,7 +165,7 @@ TEST(RunCommandE2E, SigkillOfGrademlLeavesAReadableIncompleteRun) {
   WaitCommand(grademl);
   int64_t kill_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(kill_time.time_since_epoch()).count();
 
-  auto database = store::Database::Open(db, store::Database::Mode::kReadOnly);
+  auto database = store::Database::Open(TestStoreLocation(db), store::Database::Mode::kReadOnly);
   ASSERT_TRUE(database.ok()) << database.status().message();
   auto id = (*database)->ResolveRun("");
   ASSERT_TRUE(id.ok());

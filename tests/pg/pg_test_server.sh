@@ -5,6 +5,7 @@
 #
 #   pg_test_server.sh start DIR   starts it unless it is running (safe to call concurrently)
 #   pg_test_server.sh stop DIR    stops it and removes DIR
+#   pg_test_server.sh halt DIR    stops it, keeping its data (start brings it back)
 #   pg_test_server.sh status DIR  exit 0 when it is running
 #
 # Tests connect with "postgresql:///DB?host=DIR&user=postgres" (trust authentication on the
@@ -58,6 +59,11 @@ case "$cmd" in
       if running; then as_owner "$bindir/pg_ctl" stop -D "$dir/data" -m immediate -w >/dev/null 2>&1 9>&- || true; fi
       rm -rf "$dir"
     fi
+    ;;
+  halt)
+    exec 9>"$dir/.lock"
+    flock 9
+    if running; then as_owner "$bindir/pg_ctl" stop -D "$dir/data" -m fast -w >/dev/null 2>&1 9>&-; fi
     ;;
   status)
     running

@@ -1,0 +1,153 @@
+// A run across two simulated hosts (tests/hosts/sim_hosts.sh: network, PID and UTS
+// namespaces on this machine) with a shared PostgreSQL store: `grademl run` on this machine
+// creates the run; on host h0 a process of the run (GRADEML_RUN in its environment) is
+// recorded by `grademl agent`, whose clock runs 250 ms ahead. The agent is SIGKILLed and
+// restarted mid-run, and the store is stopped for 10 s: nothing the agents spooled is lost
+// or applied twice (the store's counts equal the spool's), and the host's clock offset is
+// recovered within 1 ms.
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "e2e/command.h"
+#include "pg_test_server.h"
+#include "store/database.h"
+
+namespace grademl::testing {
+namespace {
+
+bool MultiHostWaitForFile(const std::string& path, std::chrono::seconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!std::filesystem::exists(path)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+int64_t MultiHostCount(const std::string& url, const std::string& sql) {
+  PGconn* c = PQconnectdb(url.c_str());
+  int64_t n = -1;
+  if (PQstatus(c) == CONNECTION_OK) {
+    PGresult* r = PQexec(c, sql.c_str());
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) n = std::atoll(PQgetvalue(r, 0, 0));
+    PQclear(r);
+  }
+  PQfinish(c);
+  return n;
+}
+
+TEST(MultiHostE2E, AgentOnASecondHostSurvivesAKillAndAStoreOutageAndAlignsItsClock) {
+  if (geteuid() != 0) {
+    if (InCi()) FAIL() << "simulated hosts need root (network namespaces)";
+    GTEST_SKIP() << "simulated hosts need root (network namespaces)";
+  }
+  const std::string src = GRADEML_SOURCE_DIR;
+  const std::string dir = FreshDir("multi_host_" + std::to_string(getpid()));
+  // A PostgreSQL server of this test's own: it is stopped for 10 s mid-run.
+  const std::string pg_dir = dir + "/pg";
+  const std::string pg = src + "/tests/pg/pg_test_server.sh";
+  CommandResult started = RunCommand({pg, "start", pg_dir});
+  if (started.exit_code == 3) {
+    if (InCi()) FAIL() << started.err;
+    GTEST_SKIP() << started.err;
+  }
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  const std::string url = "postgresql:///postgres?host=" + pg_dir + "&user=postgres";
+  const std::string name = "mh" + std::to_string(getpid() % 100000);
+  const std::string sim = src + "/tests/hosts/sim_hosts.sh";
+  CommandResult up = RunCommand({sim, "up", name, "1"});
+  if (up.exit_code != 0) {
+    RunCommand({pg, "stop", pg_dir});
+    if (InCi()) FAIL() << up.err;
+    GTEST_SKIP() << "no simulated hosts here: " << up.err;
+  }
+  const std::string host = name + "-h0";
+  const std::string g = GrademlBinary();
+  // The launching host's part: waits until the remote part is done.
+  pid_t run = StartCommand({g, "--db", url, "run", "--no-report", "--", "/bin/sh", "-c",
+                            "echo \"$GRADEML_RUN\" > " + dir + "/uuid; while [ ! -f " + dir +
+                                "/done ]; do sleep 0.1; done"});
+  ASSERT_TRUE(MultiHostWaitForFile(dir + "/uuid", std::chrono::seconds(30)));
+  const std::string agent = "'" + g + "' --db '" + url + "' agent --spool " + dir + "/spool --test-clock-skew 250ms";
+  const std::string script =
+      agent + " & A=$!; sleep 1; "
+      "GRADEML_RUN=$(cat " + dir + "/uuid) /usr/bin/python3 -c 'import time\nt = time.time()\n"
+      "while time.time() - t < 16: sum(range(1000))' & W=$!; "
+      "sleep 2; kill -9 $A; sleep 0.5; " + agent + " & A=$!; touch " + dir + "/restarted; "
+      "wait $W; sleep 3.5; kill -TERM $A; wait $A";
+  std::thread outage([&] {
+    if (!MultiHostWaitForFile(dir + "/restarted", std::chrono::seconds(60))) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    RunCommand({pg, "halt", pg_dir});
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    RunCommand({pg, "start", pg_dir});
+  });
+  CommandResult remote = RunCommand({"/usr/bin/timeout", "120", sim, "exec", name, "0", "--", "/bin/sh", "-c", script});
+  outage.join();
+  std::filesystem::path done = dir + "/done";
+  { std::ofstream(done.string()) << "1"; }
+  EXPECT_EQ(WaitCommand(run), 0);
+  RunCommand({sim, "down", name});
+  EXPECT_EQ(remote.exit_code, 0) << remote.err;
+  EXPECT_NE(remote.err.find("store unavailable, keeping deltas in the spool"), std::string::npos) << remote.err;
+
+  CommandResult stats = RunCommand({g, "agent", "--spool", dir + "/spool", "--stats"});
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  auto spooled = nlohmann::json::parse(stats.out);
+  EXPECT_EQ(spooled["pending"], 0) << stats.out;
+  auto db = store::Database::Open(url, store::Database::Mode::kReadOnly);
+  ASSERT_TRUE(db.ok()) << db.status().message();
+  auto run_id = (*db)->ResolveRun("latest");
+  ASSERT_TRUE(run_id.ok());
+  auto loaded = (*db)->LoadRun(*run_id);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const model::Run& r = *loaded;
+  // Every phase and sample the two agents spooled is in the store, once.
+  int64_t phases = 0, python = 0, host_phases = 0;
+  for (const model::Phase& p : r.phases) {
+    if (p.host != host) continue;
+    ++phases;
+    if (p.leaf_type() == "host") ++host_phases;
+    if (p.name.find("python3") != std::string::npos) ++python;
+  }
+  EXPECT_EQ(phases, spooled["spooled_phases"].get<int64_t>()) << stats.out;
+  EXPECT_EQ(host_phases, 2);  // one per agent: the killed one's stays open
+  EXPECT_EQ(python, 2);
+  int64_t samples = 0;
+  for (const model::Series& s : r.series) {
+    const model::Resource* res = r.FindResource(s.info.resource);
+    if (res != nullptr && res->host == host) samples += static_cast<int64_t>(s.samples.size());
+  }
+  EXPECT_GT(samples, 100);
+  EXPECT_EQ(samples, spooled["spooled_samples"].get<int64_t>()) << stats.out;
+  EXPECT_EQ(MultiHostCount(url, "SELECT count(*) FROM uploads WHERE writer LIKE '" + host + "/%'"),
+            spooled["spooled_deltas"].get<int64_t>());
+  // The host's clock: 250 ms ahead, measured within 1 ms, and its phases on the store's
+  // clock: the python process started after the run did, and within it.
+  int estimates = 0;
+  for (const model::ClockEstimate& e : r.clock_estimates) {
+    if (e.host != host) continue;
+    ++estimates;
+    EXPECT_NEAR(static_cast<double>(e.offset_ns), -250e6, 1e6);
+    EXPECT_LT(e.uncertainty_ns, 1'000'000);
+  }
+  EXPECT_GE(estimates, 2);
+  for (const model::Phase& p : r.phases) {
+    if (p.host != host || p.name.find("python3") == std::string::npos) continue;
+    EXPECT_GT(p.start_ns, r.info.start_ns);
+    EXPECT_LT(p.start_ns, r.info.start_ns + 5 * kNsPerSec);
+  }
+  RunCommand({pg, "stop", pg_dir});
+}
+
+}  // namespace
+}  // namespace grademl::testing
