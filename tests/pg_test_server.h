@@ -20,7 +20,11 @@ namespace grademl::testing {
 inline std::string PgTestServerDir() {
   const char* env = std::getenv("GRADEML_TEST_PG_DIR");
   if (env != nullptr && env[0] != '\0') return env;
+#ifdef GRADEML_TEST_PG_DEFAULT_DIR
+  return GRADEML_TEST_PG_DEFAULT_DIR;
+#else
   return std::string(GRADEML_BINARY_DIR) + "/pg-test-server";
+#endif
 }
 
 // Starts the server if it is not running; "" when it runs, else why not.
