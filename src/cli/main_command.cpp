@@ -64,7 +64,7 @@ int Main(int argc, char** argv) {
   app.fallthrough();
   CommonOptions common;
   app.add_option("--db", common.db_path,
-                 "The run database (default: $GRADEML_DB, else .grademl/grademl.db in the current directory)");
+                 "The run store: an SQLite file or a PostgreSQL URI (postgresql://...) (default: $GRADEML_DB, else .grademl/grademl.db in the current directory)");
 
   struct Verb {
     CLI::App* app;

@@ -235,8 +235,11 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   }
   // Instrumented processes find grademl through the environment (docs/instrumentation.md).
   // Absolute: steps run in directories of their own.
+  // Beside an SQLite store; with a PostgreSQL store, in ./.grademl of this host.
   std::error_code ec;
-  std::filesystem::path db_dir = std::filesystem::absolute(options.db_path, ec).parent_path();
+  std::filesystem::path db_dir = store::IsPostgresLocation(options.db_path)
+                                     ? std::filesystem::absolute(".grademl", ec)
+                                     : std::filesystem::absolute(options.db_path, ec).parent_path();
   if (auto folder = EventsDirectory::Create((db_dir / "events").string(), info.uuid); folder.ok()) {
     impl->events_folder = std::move(*folder);
     impl->events_dir = impl->events_folder->path();

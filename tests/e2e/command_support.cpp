@@ -49,10 +49,44 @@ std::string TestStoreLocation(const std::string& path) {
   return it->second;
 }
 
+// `--db PATH` inside a shell command line (sh -c "cd X && grademl --db PATH ..."): PATH
+// bare or in single quotes, replaced by the mapped location in single quotes.
+static std::string WithTestBackendInShell(const std::string& line) {
+  std::string out;
+  size_t i = 0;
+  while (true) {
+    size_t at = line.find("--db ", i);
+    if (at == std::string::npos) break;
+    size_t start = at + 5;
+    size_t end;
+    std::string path;
+    if (start < line.size() && line[start] == '\'') {
+      end = line.find('\'', start + 1);
+      if (end == std::string::npos) break;
+      path = line.substr(start + 1, end - start - 1);
+      ++end;
+    } else {
+      end = line.find(' ', start);
+      if (end == std::string::npos) end = line.size();
+      path = line.substr(start, end - start);
+    }
+    out += line.substr(i, start - i) + "'" + TestStoreLocation(path) + "'";
+    i = end;
+  }
+  return out + line.substr(i);
+}
+
 static std::vector<std::string> WithTestBackend(const std::vector<std::string>& argv) {
+  const char* backend = std::getenv("GRADEML_TEST_BACKEND");
+  if (backend == nullptr || std::string(backend) != "postgresql") return argv;
   std::vector<std::string> out = argv;
-  for (size_t i = 0; i + 1 < out.size(); ++i) {
-    if (out[i] == "--db") out[i + 1] = TestStoreLocation(out[i + 1]);
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == "--db" && i + 1 < out.size()) {
+      out[i + 1] = TestStoreLocation(out[i + 1]);
+      ++i;
+    } else if (out[i].find("--db ") != std::string::npos) {
+      out[i] = WithTestBackendInShell(out[i]);
+    }
   }
   return out;
 }
