@@ -24,12 +24,23 @@ std::string RunProcessFinder::RunOfEnvironment(std::string_view block) {
 
 std::map<std::string, std::vector<RunProcessFinder::Found>> RunProcessFinder::Scan() {
   for (auto& [pid, k] : known_) k.seen = false;
+  // A known pid's stat is read again only every kRecheckEvery scans (a pid reused by a new
+  // process, a parent that changed): the listing alone finds the new and the gone.
+  constexpr int kRecheckEvery = 20;
+  const bool recheck = scans_++ % kRecheckEvery == 0;
   DIR* dir = opendir(proc_root_.c_str());
   if (dir != nullptr) {
     while (dirent* e = readdir(dir)) {
       char* end = nullptr;
       long pid = std::strtol(e->d_name, &end, 10);
       if (end == e->d_name || *end != '\0' || pid <= 0) continue;
+      if (!recheck) {
+        auto known = known_.find(static_cast<pid_t>(pid));
+        if (known != known_.end() && known->second.env_read) {
+          known->second.seen = true;
+          continue;
+        }
+      }
       const std::string base = proc_root_ + "/" + e->d_name;
       StatusOr<std::string> stat_text = ReadFileOnce(base + "/stat");
       if (!stat_text.ok()) continue;  // gone

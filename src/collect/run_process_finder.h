@@ -1,9 +1,9 @@
 // Finds the processes on this host that belong to a run: those whose environment carries
 // GRADEML_RUN=<run uuid> (set by `grademl run` for everything it starts, and by hand, or by
 // an engine's launcher, for processes of that run started on other hosts). Used by
-// `grademl agent`. Each pass lists /proc; a process's environment is read once, when it is
-// first seen (keyed by pid and start time, so a reused pid is read again), which keeps a
-// pass over a few hundred processes in the tens of microseconds.
+// `grademl agent`. Each pass lists /proc; a process's stat and environment are read when it
+// is first seen, and its stat again every 20th pass (a pid reused by another process is then
+// read again), so a pass over a few hundred known processes is one directory listing.
 #pragma once
 
 #include <sys/types.h>
@@ -41,6 +41,7 @@ class RunProcessFinder {
   };
   std::string proc_root_;
   std::unordered_map<pid_t, Known> known_;
+  uint64_t scans_ = 0;
 };
 
 }  // namespace grademl::collect

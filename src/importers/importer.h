@@ -48,6 +48,10 @@ struct ImportTarget {
   // adds only hosts not among them, and reads times recorded on one of them with its clock
   // offset (Spark: the driver's). Empty: only `host` is known (offset 0) when set.
   std::vector<model::Host> hosts;
+  // Names a host given by address (a Dask worker on another machine: "10.0.0.7") as the run
+  // names it elsewhere (its agent records it by hostname); "" when unknown. Unset: hosts keep
+  // their addresses. `grademl run` resolves through the system's resolver (reverse lookup).
+  std::function<std::string(const std::string& address)> host_name_of;
 };
 
 struct ImportResult {

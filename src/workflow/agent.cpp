@@ -271,9 +271,14 @@ int RunAgent(const AgentOptions& in) {
 
   const long ticks_per_second = sysconf(_SC_CLK_TCK);
   bool stop = false;
+  uint64_t pass = 0;
   while (!stop) {
     const TimeNs now = WallClock::Now();
-    for (auto& [uuid, pids] : finder.Scan()) {
+    // New top processes of runs are looked for every 5th pass (their children are found by
+    // the process monitors at every pass).
+    std::map<std::string, std::vector<collect::RunProcessFinder::Found>> found;
+    if (pass++ % 5 == 0) found = finder.Scan();
+    for (auto& [uuid, pids] : found) {
       if (ignored.contains(uuid)) continue;
       auto it = sessions.find(uuid);
       AgentSession* s = it != sessions.end() ? it->second.get() : open_session(uuid, now);

@@ -1,5 +1,12 @@
 #include "workflow/trace_stitching.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <map>
+#include <mutex>
+
 #include <glob.h>
 
 #include <algorithm>
@@ -18,6 +25,35 @@
 namespace grademl::workflow {
 namespace fs = std::filesystem;
 namespace {
+
+// The host name an IP address resolves to by a reverse lookup (the resolver: /etc/hosts,
+// DNS), its first label; "" for names, unresolvable addresses and numeric answers. Cached:
+// one lookup per address per process.
+std::string ResolvedHostName(const std::string& address) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> cache;
+  std::lock_guard lock(mu);
+  if (auto it = cache.find(address); it != cache.end()) return it->second;
+  std::string name;
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    len = sizeof(sockaddr_in);
+  } else if (inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    len = sizeof(sockaddr_in6);
+  }
+  char host[NI_MAXHOST];
+  if (len != 0 && getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0, NI_NAMEREQD) == 0) {
+    name = host;
+    if (size_t dot = name.find('.'); dot != std::string::npos) name.resize(dot);
+  }
+  if (cache.size() < 4096) cache[address] = name;
+  return name;
+}
 
 std::optional<std::string> TagOf(const model::Phase& phase, std::string_view key) {
   for (const auto& [k, v] : phase.tags) {
@@ -199,6 +235,7 @@ void TraceStitching::Import(const Request& r, TimeNs end, Outcome& outcome) {
   target.under = r.under != 0 ? r.under : run_phase_;
   target.hosts.push_back({.name = host_});  // the recording host: the run's clock
   target.anchor_ns = r.anchor_ns;
+  target.host_name_of = ResolvedHostName;
   target.processes = builder_->PhasesWhere(
       [](const model::Phase& p) { return p.leaf_type() == model::kPhaseTypeProcess; });
   std::optional<model::Phase> window = builder_->GetPhase(r.process != 0 ? r.process : target.under);

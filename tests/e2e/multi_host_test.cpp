@@ -15,6 +15,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <sstream>
 #include <thread>
 
 #include "e2e/command.h"
@@ -147,6 +149,94 @@ TEST(MultiHostE2E, AgentOnASecondHostSurvivesAKillAndAStoreOutageAndAlignsItsClo
     EXPECT_LT(p.start_ns, r.info.start_ns + 5 * kNsPerSec);
   }
   RunCommand({pg, "stop", pg_dir});
+}
+
+}  // namespace
+}  // namespace grademl::testing
+
+namespace grademl::testing {
+namespace {
+
+// A Dask run across two simulated hosts: the scheduler and the client under `grademl run` on
+// h0, one worker on h1 started with the run's GRADEML_RUN beside `grademl agent`. One run:
+// the 31 tasks (from the scheduler's task log) on h1's name, the worker's process recorded by
+// h1's agent under h1's host phase, h1's clock measured.
+TEST(MultiHostE2E, DaskWorkerOnASecondHostIsPartOfTheRun) {
+  if (geteuid() != 0) {
+    if (InCi()) FAIL() << "simulated hosts need root (network namespaces)";
+    GTEST_SKIP() << "simulated hosts need root (network namespaces)";
+  }
+  if (!HavePythonModules("distributed")) {
+    if (InCi()) FAIL() << "python3-distributed is missing";
+    GTEST_SKIP() << "python3-distributed is missing";
+  }
+  GRADEML_PG_DATABASE_OR_SKIP(url);
+  const std::string src = GRADEML_SOURCE_DIR;
+  const std::string dir = FreshDir("multi_host_dask_" + std::to_string(getpid()));
+  const std::string name = "dk" + std::to_string(getpid() % 100000);
+  const std::string sim = src + "/tests/hosts/sim_hosts.sh";
+  CommandResult up = RunCommand({sim, "up", name, "2"});
+  if (up.exit_code != 0) {
+    if (InCi()) FAIL() << up.err;
+    GTEST_SKIP() << "no simulated hosts here: " << up.err;
+  }
+  // "NAME-hI ADDRESS NETNS" per host.
+  std::istringstream plan(up.out);
+  std::string h0, a0, ns0, h1, a1, ns1;
+  plan >> h0 >> a0 >> ns0 >> h1 >> a1 >> ns1;
+  ASSERT_EQ(h1, name + "-h1") << up.out;
+  const std::string g = GrademlBinary();
+  const std::string py = "/usr/bin/python3";
+  const std::string scheduler = "tcp://" + a0 + ":8786";
+  // h0: the run (scheduler + client), from `dir` (its events folder goes to dir/.grademl).
+  const std::string launch =
+      "cd " + dir + " && exec '" + g + "' --db '" + url + "' run --no-report -- /bin/sh -c '" +
+      "echo \"$GRADEML_RUN\" > " + dir + "/uuid; " + py + " -m distributed.cli.dask_scheduler --host " + a0 +
+      " --port 8786 --no-dashboard > " + dir + "/scheduler.log 2>&1 & S=$!; " + py + " " + src +
+      "/tests/hosts/dask_two_hosts_client.py " + scheduler + " " + a1 + " " + h1 + "; rc=$?; kill $S; wait $S; exit $rc'";
+  // h1: the agent, then (once the run exists) a worker of the run; the agent stops after.
+  const std::string remote =
+      "'" + g + "' --db '" + url + "' agent --spool " + dir + "/spool & A=$!; "
+      "while [ ! -s " + dir + "/uuid ]; do sleep 0.1; done; "
+      "GRADEML_RUN=$(cat " + dir + "/uuid) " + py + " -m distributed.cli.dask_worker " + scheduler +
+      " --host " + a1 + " --nthreads 1 --nworkers 1 --no-nanny --no-dashboard --death-timeout 5 > " + dir +
+      "/worker.log 2>&1; sleep 3; kill -TERM $A; wait $A";
+  auto worker = std::async(std::launch::async, [&] {
+    return RunCommand({"/usr/bin/timeout", "150", sim, "exec", name, "1", "--", "/bin/sh", "-c", remote});
+  });
+  CommandResult run = RunCommand({"/usr/bin/timeout", "150", sim, "exec", name, "0", "--", "/bin/sh", "-c", launch});
+  CommandResult w = worker.get();
+  RunCommand({sim, "down", name});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err << ReadFile(dir + "/scheduler.log");
+  EXPECT_EQ(w.exit_code, 0) << w.err << ReadFile(dir + "/worker.log");
+
+  auto db = store::Database::Open(url, store::Database::Mode::kReadOnly);
+  ASSERT_TRUE(db.ok()) << db.status().message();
+  auto loaded = (*db)->LoadRun((*db)->ResolveRun("latest").value());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const model::Run& r = *loaded;
+  EXPECT_EQ(r.info.host, h0);
+  int tasks = 0, tasks_on_h1 = 0, host_phases = 0, worker_processes = 0;
+  for (const model::Phase& p : r.phases) {
+    if (p.leaf_type() == "task") {
+      ++tasks;
+      if (p.host == h1) ++tasks_on_h1;
+    }
+    if (p.leaf_type() == "host" && p.host == h1) ++host_phases;
+    if (p.leaf_type() == "process" && p.host == h1 && p.name.find("dask_worker") != std::string::npos) {
+      ++worker_processes;
+      const model::Phase* parent = r.FindPhase(p.parent);
+      ASSERT_NE(parent, nullptr);
+      EXPECT_EQ(parent->leaf_type(), "host");
+    }
+  }
+  EXPECT_EQ(tasks, 31);         // 16 squares and a tree of 15 sums (the client's graph)
+  EXPECT_EQ(tasks_on_h1, 31);   // the only worker is on h1, named as its agent names it
+  EXPECT_EQ(host_phases, 1);
+  EXPECT_EQ(worker_processes, 1);
+  int estimates = 0;
+  for (const model::ClockEstimate& e : r.clock_estimates) estimates += e.host == h1 ? 1 : 0;
+  EXPECT_GE(estimates, 2);
 }
 
 }  // namespace

@@ -246,6 +246,10 @@ void DaskLogImporter::ResolveWorkers() {
     // An in-process worker (LocalCluster(processes=False)) is in the scheduler's process.
     w.local = w.address.starts_with("inproc://") || IsSchedulerHost(w.ip, header_);
     w.host = w.local ? local_host_ : ValidUtf8(w.ip);
+    if (!w.local && target_.host_name_of) {
+      std::string name = target_.host_name_of(std::string(w.ip));
+      if (!name.empty()) w.host = ValidUtf8(name);
+    }
     if (w.tasks == 0) continue;
     // The recorded process: its pid on its host, alive when it ran its tasks (the one that
     // overlaps them most, or the nearest: pids are reused).
