@@ -27,6 +27,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     int jobs = 0;
     std::string rules;
     std::vector<std::string> imports;
+  std::string join;  // --join UUID
     std::vector<std::string> command;
   };
   auto opts = std::make_shared<Options>();
@@ -59,6 +60,10 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
                   "Sampling interval with its unit, from 1ms to 1h, e.g. 100ms, 0.5s (a bare number is refused)")
       ->capture_default_str();
   sub->add_flag("--no-report", opts->no_report, "Do not print the report when the command ends");
+  sub->add_option("--join", opts->join,
+                  "Record this host's part of a stored run that spans hosts (its uuid: GRADEML_RUN in the run's "
+                  "processes), e.g. node 1 of a torchrun job: under a phase named after this host, with this host's "
+                  "clock aligned to the store's (docs/multi-host.md)");
   sub->add_flag("-v,--verbose", opts->verbose, "Say which monitors are on");
   sub->add_flag("--no-auto", opts->no_auto,
                 "No zero-code instrumentation of Python programs (PyTorch, scikit-learn, pandas/numpy/pickle/joblib/torch I/O, "
@@ -134,6 +139,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     options.auto_instrument = !opts->no_auto;
     options.auto_detail = opts->auto_detail;
     options.import_globs = opts->imports;
+    options.join_uuid = opts->join;
     StatusOr<workflow::MonitoredCommandResult> result = Status(StatusCode::kInternal, "not run");
     std::unique_ptr<workflow::OutputRelay> relay;  // a single command's output, for --rules
     if (command.size() == 1 && workflow::LooksLikeWorkflowFile(command[0])) {

@@ -9,14 +9,15 @@
 
 namespace grademl::collect {
 
-std::string RunProcessFinder::RunOfEnvironment(std::string_view block) {
-  constexpr std::string_view kKey = "GRADEML_RUN=";
+std::string RunProcessFinder::ValueInEnvironment(std::string_view block, std::string_view name) {
   size_t i = 0;
   while (i < block.size()) {
     size_t end = block.find('\0', i);
     if (end == std::string_view::npos) end = block.size();
     std::string_view var = block.substr(i, end - i);
-    if (var.starts_with(kKey)) return std::string(var.substr(kKey.size()));
+    if (var.size() > name.size() && var.starts_with(name) && var[name.size()] == '=') {
+      return std::string(var.substr(name.size() + 1));
+    }
     i = end + 1;
   }
   return "";
@@ -52,6 +53,9 @@ std::map<std::string, std::vector<RunProcessFinder::Found>> RunProcessFinder::Sc
         k.env_read = true;
         StatusOr<std::string> env = ReadFileOnce(base + "/environ");
         k.run = env.ok() ? RunOfEnvironment(*env) : "";
+        if (!k.run.empty() && !skip_recorder_.empty() && ValueInEnvironment(*env, "GRADEML_RECORDER") == skip_recorder_) {
+          k.run.clear();  // recorded by `grademl run` on this host
+        }
       }
       k.ppid = st.ppid;
       k.seen = true;

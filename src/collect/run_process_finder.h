@@ -28,8 +28,15 @@ class RunProcessFinder {
   // same run (their descendants are followed by the process monitor).
   std::map<std::string, std::vector<Found>> Scan();
 
-  // The value of GRADEML_RUN in an environment block (NUL-separated), "" when absent.
-  static std::string RunOfEnvironment(std::string_view environ_block);
+  // The value of variable `name` (e.g. GRADEML_RUN) in an environment block (NUL-separated),
+  // "" when absent.
+  static std::string ValueInEnvironment(std::string_view environ_block, std::string_view name);
+  static std::string RunOfEnvironment(std::string_view environ_block) {
+    return ValueInEnvironment(environ_block, "GRADEML_RUN");
+  }
+  // Processes whose GRADEML_RECORDER is `host` are left out: a `grademl run` on this host
+  // records them itself.
+  void set_skip_recorder(std::string host) { skip_recorder_ = std::move(host); }
 
  private:
   struct Known {
@@ -42,6 +49,7 @@ class RunProcessFinder {
   std::string proc_root_;
   std::unordered_map<pid_t, Known> known_;
   uint64_t scans_ = 0;
+  std::string skip_recorder_;
 };
 
 }  // namespace grademl::collect

@@ -189,6 +189,7 @@ int RunAgent(const AgentOptions& in) {
     return db.get();
   };
   collect::RunProcessFinder finder;
+  if (!options.own_runs) finder.set_skip_recorder(options.host);
   std::map<std::string, std::unique_ptr<AgentSession>> sessions;
   std::set<std::string> ignored;  // runs recorded on this host, or not in the store
   const std::string machine_id = MachineId();
@@ -231,10 +232,6 @@ int RunAgent(const AgentOptions& in) {
     StatusOr<store::Database::ReopenedRun> reopened = d->ReopenRun(**id);
     if (!reopened.ok()) {
       db.reset();
-      return nullptr;
-    }
-    if (reopened->info.host == options.host && !options.own_runs) {
-      ignored.insert(uuid);  // `grademl run` on this host records its processes itself
       return nullptr;
     }
     auto s = std::make_unique<AgentSession>();

@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "collect/event_collector.h"
+#include "collect/clock_sync.h"
 #include "core/machine.h"
 #include "instrument/event_format.h"
 #include "collect/gpu_monitor.h"
@@ -124,6 +125,16 @@ int ShellExitCode(int wait_status) {
 // Events that instrumented processes could not record (memory full or not reservable,
 // nesting deeper than instrument::kMaxDepth) are said at the end and kept with the run, as
 // tags of its root phase: grademl.events_dropped, grademl.events_too_deep.
+// Measures this host's clock against the store's (collect/clock_sync.h) and records it with
+// the run; nothing when the store does not answer (the run keeps this host's clock).
+void MeasureClockInto(store::Database& db, model::RunBuilder& builder, const std::string& host) {
+  StatusOr<collect::ClockOffset> o =
+      collect::MeasureOffset([&] { return db.StoreClockNs(); }, [] { return WallClock::Now(); }, 8);
+  if (!o.ok()) return;
+  builder.AddClockEstimate(
+      {.host = host, .t = WallClock::Now(), .offset_ns = o->offset_ns, .uncertainty_ns = o->uncertainty_ns});
+}
+
 void ReportDroppedEvents(const collect::EventCollector::Stats& s, model::RunBuilder& builder, model::PhaseId run_phase) {
   if (s.dropped == 0) return;
   std::string detail;
@@ -162,6 +173,7 @@ struct Recording::Impl {
   std::vector<std::pair<std::string, std::string>> instrument_env;  // set for every launched command
   std::string python_path_prefix;  // our package and its autoload dir, first in every PYTHONPATH
   bool dask_env = false;           // Dask schedulers load grademl's plugin (dask_env.h)
+  bool joined = false;             // recording into another host's run (--join)
   std::unique_ptr<TraceStitching> traces;  // imported when the run ends
 };
 
@@ -189,23 +201,51 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   RaiseOpenFileLimit();
 
   model::RunInfo info;
-  info.uuid = NewUuid();
-  info.command = command;
-  info.cwd = CurrentDir();
-  info.host = HostName();
-  info.start_ns = WallClock::Now();
-  info.grademl_version = GRADEML_VERSION;
-  info.interval_ns = options.interval;
-  GRADEML_ASSIGN_OR_RETURN(impl->run_id, impl->db->CreateRun(info));
-  info.id = impl->run_id;
-  impl->host = info.host;
-  impl->builder = std::make_unique<model::RunBuilder>(info);
+  if (!options.join_uuid.empty()) {
+    // This host's part of a run that spans hosts.
+    GRADEML_ASSIGN_OR_RETURN(std::optional<model::RunId> id, impl->db->FindRunByUuid(options.join_uuid));
+    if (!id) return NotFound("{}: no run with uuid {} to join", impl->db->path(), options.join_uuid);
+    GRADEML_ASSIGN_OR_RETURN(store::Database::ReopenedRun reopened, impl->db->ReopenRun(*id));
+    impl->joined = true;
+    impl->run_id = *id;
+    info = reopened.info;
+    const std::string launcher_host = info.host;
+    info.host = HostName();
+    impl->host = info.host;
+    impl->builder = std::make_unique<model::RunBuilder>(reopened.info, reopened.writer);
+    model::RunBuilder& b = *impl->builder;
+    // The run's root phase (its launcher's first phase), known so that this host's phase can
+    // be its child; not written back.
+    b.AdoptPhase(model::Phase{.id = 1, .name = "run", .type = std::string(model::kPhaseTypeRun),
+                              .start_ns = reopened.info.start_ns, .host = launcher_host});
+    impl->run_phase = b.BeginPhase({.parent = 1,
+                                    .name = info.host,
+                                    .type = "host",
+                                    .start_ns = WallClock::Now(),
+                                    .host = info.host,
+                                    .tags = {{"joined", fmt::format("{}/{}", info.host, reopened.writer)}}});
+    MeasureClockInto(*impl->db, b, info.host);
+  } else {
+    info.uuid = NewUuid();
+    info.command = command;
+    info.cwd = CurrentDir();
+    info.host = HostName();
+    info.start_ns = WallClock::Now();
+    info.grademl_version = GRADEML_VERSION;
+    info.interval_ns = options.interval;
+    GRADEML_ASSIGN_OR_RETURN(impl->run_id, impl->db->CreateRun(info));
+    info.id = impl->run_id;
+    impl->host = info.host;
+    impl->builder = std::make_unique<model::RunBuilder>(info);
+    impl->run_phase = impl->builder->BeginPhase({.parent = 0,
+                                                 .name = root_name,
+                                                 .type = std::string(model::kPhaseTypeRun),
+                                                 .start_ns = info.start_ns,
+                                                 .host = info.host});
+    // A run in a shared store may gain hosts: this one's clock against the store's.
+    if (store::IsPostgresLocation(options.db_path)) MeasureClockInto(*impl->db, *impl->builder, info.host);
+  }
   model::RunBuilder& builder = *impl->builder;
-  impl->run_phase = builder.BeginPhase({.parent = 0,
-                                        .name = root_name,
-                                        .type = std::string(model::kPhaseTypeRun),
-                                        .start_ns = info.start_ns,
-                                        .host = info.host});
   Impl* self = impl.get();
   TraceStitching::Hooks trace_hooks{
       .process_resource = [self](int32_t pid, model::PhaseId phase) -> model::ResourceId {
@@ -217,7 +257,8 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   for (const std::string& pattern : options.import_globs) impl->traces->AddGlob(pattern);
   model::ResourceId host_resource =
       builder.AddResource({.parent = 0, .kind = model::ResourceKind::kHost, .name = info.host, .host = info.host});
-  // The recording host is the run's reference clock.
+  // The recording host is the run's reference clock (in a shared store, its clock estimates
+  // put it on the store's).
   builder.AddHost({.name = info.host, .machine_id = MachineId()});
 
   impl->host_monitor = std::make_unique<collect::HostMonitor>(&builder, host_resource, info.host);
@@ -240,7 +281,11 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   std::filesystem::path db_dir = store::IsPostgresLocation(options.db_path)
                                      ? std::filesystem::absolute(".grademl", ec)
                                      : std::filesystem::absolute(options.db_path, ec).parent_path();
-  if (auto folder = EventsDirectory::Create((db_dir / "events").string(), info.uuid); folder.ok()) {
+  // A joined part has a folder of its own: hosts may share a file system (and the run's uuid).
+  const std::string folder_name = impl->joined ? info.uuid + "-" + std::to_string(impl->builder->run_info().id) + "-" +
+                                                     std::to_string(getpid())
+                                               : info.uuid;
+  if (auto folder = EventsDirectory::Create((db_dir / "events").string(), folder_name); folder.ok()) {
     impl->events_folder = std::move(*folder);
     impl->events_dir = impl->events_folder->path();
     impl->instrument_env.emplace_back("GRADEML_EVENTS_DIR", impl->events_dir);
@@ -249,6 +294,8 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
     std::fprintf(stderr, "grademl: in-process events off: %s\n", folder.status().message().c_str());
   }
   impl->instrument_env.emplace_back("GRADEML_RUN", info.uuid);
+  // Which host records these processes: the agent on this host leaves them alone.
+  impl->instrument_env.emplace_back("GRADEML_RECORDER", info.host);
   InstrumentationPaths paths = InstrumentationPaths::Find();
   if (!paths.library.empty()) impl->instrument_env.emplace_back("GRADEML_LIBRARY", paths.library);
   impl->instrument_env.emplace_back("GRADEML_AUTO", options.auto_instrument ? "1" : "0");
@@ -584,15 +631,25 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
     for (const std::string& line : imports.imported) std::fprintf(stderr, "grademl: imported %s\n", line.c_str());
   }
   model::RunBuilder& builder = *impl_->builder;
+  if (impl_->joined || store::IsPostgresLocation(impl_->options.db_path)) {
+    MeasureClockInto(*impl_->db, builder, impl_->host);
+  }
   builder.EndPhase(impl_->run_phase, end);
-  builder.UpdateRunInfo([&](model::RunInfo& i) {
-    i.end_ns = end;
-    i.exit_code = exit_code;
-    i.exit_signal = exit_signal;
-    i.error = run_error;
-    i.complete = true;
-    i.monitor_cpu_seconds = SelfCpuSeconds();
-  });
+  if (impl_->joined) {
+    // The run's info is its launcher's: this host's outcome goes on its phase.
+    if (exit_code) builder.SetPhaseTag(impl_->run_phase, "exit_code", std::to_string(*exit_code));
+    if (exit_signal) builder.SetPhaseTag(impl_->run_phase, "exit_signal", std::to_string(*exit_signal));
+    if (!run_error.empty()) builder.SetPhaseTag(impl_->run_phase, "error", run_error);
+  } else {
+    builder.UpdateRunInfo([&](model::RunInfo& i) {
+      i.end_ns = end;
+      i.exit_code = exit_code;
+      i.exit_signal = exit_signal;
+      i.error = run_error;
+      i.complete = true;
+      i.monitor_cpu_seconds = SelfCpuSeconds();
+    });
+  }
   Status st = impl_->writer->Stop();
   if (impl_->signal_fd >= 0) close(impl_->signal_fd);
   impl_->signal_fd = -1;

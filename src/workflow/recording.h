@@ -45,6 +45,11 @@ struct RecordingOptions {
                                                // Dask's scheduler plugin included (dask_env.h)
   std::string auto_detail;                     // "" (default granularity) or "modules" (every nn.Module call)
   std::vector<std::string> import_globs;       // `--import GLOB`: trace files imported when the run ends
+  // `--join UUID`: record into the stored run with this uuid (a run that spans hosts: this
+  // host's part of it) as a writer of its own, under a phase of type `host` named after this
+  // host, with this host's clock measured against the store's; the run's own info (command,
+  // exit code, end) stays its launcher's.
+  std::string join_uuid;
 };
 
 // Where the pieces that instrumented processes load live: libgrademl.so (next to the grademl

@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -237,6 +239,90 @@ TEST(MultiHostE2E, DaskWorkerOnASecondHostIsPartOfTheRun) {
   int estimates = 0;
   for (const model::ClockEstimate& e : r.clock_estimates) estimates += e.host == h1 ? 1 : 0;
   EXPECT_GE(estimates, 2);
+}
+
+}  // namespace
+}  // namespace grademl::testing
+
+namespace grademl::testing {
+namespace {
+
+// A 2-node torchrun job (gloo, one rank per node) as one run: node 0 under `grademl run` on
+// h0, node 1 under `grademl run --join UUID` on h1. Both ranks' collectives are in the run,
+// each on its host, both hosts' clocks measured, and the communication analysis sees both ranks.
+TEST(MultiHostE2E, TwoNodeTorchrunJobIsOneRun) {
+  if (geteuid() != 0) {
+    if (InCi()) FAIL() << "simulated hosts need root (network namespaces)";
+    GTEST_SKIP() << "simulated hosts need root (network namespaces)";
+  }
+  if (!HavePythonModules("torch")) {
+    if (InCi()) FAIL() << "python3-torch is missing";
+    GTEST_SKIP() << "python3-torch is missing";
+  }
+  GRADEML_PG_DATABASE_OR_SKIP(url);
+  const std::string src = GRADEML_SOURCE_DIR;
+  const std::string dir = FreshDir("multi_host_ddp_" + std::to_string(getpid()));
+  const std::string name = "dd" + std::to_string(getpid() % 100000);
+  const std::string sim = src + "/tests/hosts/sim_hosts.sh";
+  CommandResult up = RunCommand({sim, "up", name, "2"});
+  if (up.exit_code != 0) {
+    if (InCi()) FAIL() << up.err;
+    GTEST_SKIP() << "no simulated hosts here: " << up.err;
+  }
+  std::istringstream plan(up.out);
+  std::string h0, a0, ns0, h1, a1, ns1;
+  plan >> h0 >> a0 >> ns0 >> h1 >> a1 >> ns1;
+  const std::string g = GrademlBinary();
+  auto torchrun = [&](int node) {
+    return "/usr/bin/torchrun --nnodes 2 --nproc_per_node 1 --node_rank " + std::to_string(node) +
+           " --rdzv_backend static --master_addr " + a0 + " --master_port 29500 --max_restarts 0 "
+           "--monitor_interval 1 --redirects 2 --tee 2 --log_dir " + dir + "/logs" + std::to_string(node) + " " + src +
+           "/tests/hosts/ddp_two_nodes.py";
+  };
+  const std::string node0 = "cd " + dir + " && exec '" + g + "' --db '" + url +
+                            "' run --no-report -- /bin/sh -c 'echo \"$GRADEML_RUN\" > " + dir + "/uuid; exec " +
+                            torchrun(0) + "'";
+  const std::string node1 = "while [ ! -s " + dir + "/uuid ]; do sleep 0.1; done; cd " + dir + " && exec '" + g +
+                            "' --db '" + url + "' run --no-report --join \"$(cat " + dir + "/uuid)\" -- " + torchrun(1);
+  auto second = std::async(std::launch::async, [&] {
+    return RunCommand({"/usr/bin/timeout", "180", sim, "exec", name, "1", "--", "/bin/sh", "-c", node1});
+  });
+  CommandResult first = RunCommand({"/usr/bin/timeout", "180", sim, "exec", name, "0", "--", "/bin/sh", "-c", node0});
+  CommandResult other = second.get();
+  RunCommand({sim, "down", name});
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  ASSERT_EQ(other.exit_code, 0) << other.out << other.err;
+
+  auto db = store::Database::Open(url, store::Database::Mode::kReadOnly);
+  ASSERT_TRUE(db.ok()) << db.status().message();
+  auto loaded = (*db)->LoadRun((*db)->ResolveRun("latest").value());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const model::Run& r = *loaded;
+  ASSERT_EQ(r.info.host, h0);
+  EXPECT_EQ(r.info.exit_code, std::optional<int>(0));
+  std::map<std::string, int> collectives_by_host;
+  std::set<std::string> ranks_by_host[2];
+  int joined_phases = 0;
+  for (const model::Phase& p : r.phases) {
+    if (p.leaf_type() == "host" && p.host == h1) ++joined_phases;
+    if (p.name == "all_reduce") ++collectives_by_host[p.host];
+    for (const auto& [k, v] : p.tags) {
+      if (k == "rank") ranks_by_host[p.host == h0 ? 0 : 1].insert(v);
+    }
+  }
+  EXPECT_EQ(joined_phases, 1);
+  EXPECT_GT(collectives_by_host[h0], 0);
+  EXPECT_GT(collectives_by_host[h1], 0);
+  EXPECT_EQ(collectives_by_host[h0], collectives_by_host[h1]);  // the same collectives on both ranks
+  EXPECT_EQ(ranks_by_host[0], (std::set<std::string>{"0"}));
+  EXPECT_EQ(ranks_by_host[1], (std::set<std::string>{"1"}));
+  std::set<std::string> measured;
+  for (const model::ClockEstimate& e : r.clock_estimates) measured.insert(e.host);
+  EXPECT_EQ(measured, (std::set<std::string>{h0, h1}));
+  // The report's communication analysis compares the two ranks.
+  json report = ReportJson(url);
+  ASSERT_TRUE(report["communication"].is_array()) << report.dump().substr(0, 400);
+  EXPECT_EQ(report["communication"].size(), 2u);
 }
 
 }  // namespace
