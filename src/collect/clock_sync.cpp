@@ -1,6 +1,8 @@
 #include "collect/clock_sync.h"
 
+#include <chrono>
 #include <limits>
+#include <thread>
 
 namespace grademl::collect {
 
@@ -43,6 +45,20 @@ StatusOr<ClockOffset> MeasureOffset(const std::function<StatusOr<TimeNs>()>& ref
   }
   if (done.empty()) return last;
   return BestOffset(done);
+}
+
+StatusOr<ClockOffset> MeasureOffsetCarefully(const std::function<StatusOr<TimeNs>()>& reference_now,
+                                             const std::function<TimeNs()>& local_now, int exchanges, int rounds,
+                                             DurationNs good_enough_ns) {
+  StatusOr<ClockOffset> best = InvalidArgument("no clock exchanges");
+  for (int round = 0; round < rounds; ++round) {
+    if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    StatusOr<ClockOffset> o = MeasureOffset(reference_now, local_now, exchanges);
+    if (o.ok() && (!best.ok() || o->round_trip_ns < best->round_trip_ns)) best = o;
+    if (!o.ok() && !best.ok()) best = o.status();
+    if (best.ok() && best->round_trip_ns <= good_enough_ns) break;
+  }
+  return best;
 }
 
 }  // namespace grademl::collect

@@ -34,4 +34,10 @@ StatusOr<ClockOffset> BestOffset(const std::vector<ClockExchange>& exchanges);
 StatusOr<ClockOffset> MeasureOffset(const std::function<StatusOr<TimeNs>()>& reference_now,
                                     const std::function<TimeNs()>& local_now, int exchanges = 8);
 
+// MeasureOffset, repeated up to `rounds` times (a short pause between) while the best round
+// trip is over `good_enough_ns` (a busy reference or network); the best of all rounds.
+StatusOr<ClockOffset> MeasureOffsetCarefully(const std::function<StatusOr<TimeNs>()>& reference_now,
+                                             const std::function<TimeNs()>& local_now, int exchanges = 8,
+                                             int rounds = 4, DurationNs good_enough_ns = 400 * kNsPerUs);
+
 }  // namespace grademl::collect

@@ -202,7 +202,7 @@ int RunAgent(const AgentOptions& in) {
     store::Database* d = store();
     if (d == nullptr) return;
     StatusOr<collect::ClockOffset> o =
-        collect::MeasureOffset([&] { return d->StoreClockNs(); }, [] { return WallClock::Now(); }, 8);
+        collect::MeasureOffsetCarefully([&] { return d->StoreClockNs(); }, [] { return WallClock::Now(); }, 8);
     if (!o.ok()) {
       db.reset();  // reconnect next time
       return;

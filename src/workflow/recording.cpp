@@ -129,7 +129,7 @@ int ShellExitCode(int wait_status) {
 // the run; nothing when the store does not answer (the run keeps this host's clock).
 void MeasureClockInto(store::Database& db, model::RunBuilder& builder, const std::string& host) {
   StatusOr<collect::ClockOffset> o =
-      collect::MeasureOffset([&] { return db.StoreClockNs(); }, [] { return WallClock::Now(); }, 8);
+      collect::MeasureOffsetCarefully([&] { return db.StoreClockNs(); }, [] { return WallClock::Now(); }, 8);
   if (!o.ok()) return;
   builder.AddClockEstimate(
       {.host = host, .t = WallClock::Now(), .offset_ns = o->offset_ns, .uncertainty_ns = o->uncertainty_ns});

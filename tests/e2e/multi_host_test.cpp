@@ -137,14 +137,24 @@ TEST(MultiHostE2E, AgentOnASecondHostSurvivesAKillAndAStoreOutageAndAlignsItsClo
             spooled["spooled_deltas"].get<int64_t>());
   // The host's clock: 250 ms ahead, measured within 1 ms, and its phases on the store's
   // clock: the python process started after the run did, and within it.
+  // Every measurement is right within its own stated uncertainty (half its round trip), and
+  // the best one within 1 ms.
   int estimates = 0;
+  DurationNs best_uncertainty = INT64_MAX;
+  double best_error = 0;
   for (const model::ClockEstimate& e : r.clock_estimates) {
     if (e.host != host) continue;
     ++estimates;
-    EXPECT_NEAR(static_cast<double>(e.offset_ns), -250e6, 1e6);
-    EXPECT_LT(e.uncertainty_ns, 1'000'000);
+    double error = std::abs(static_cast<double>(e.offset_ns) + 250e6);
+    EXPECT_LE(error, static_cast<double>(e.uncertainty_ns) + 100e3) << "uncertainty " << e.uncertainty_ns;
+    if (e.uncertainty_ns < best_uncertainty) {
+      best_uncertainty = e.uncertainty_ns;
+      best_error = error;
+    }
   }
   EXPECT_GE(estimates, 2);
+  EXPECT_LT(best_error, 1e6);
+  EXPECT_LT(best_uncertainty, 1'000'000);
   for (const model::Phase& p : r.phases) {
     if (p.host != host || p.name.find("python3") == std::string::npos) continue;
     EXPECT_GT(p.start_ns, r.info.start_ns);
