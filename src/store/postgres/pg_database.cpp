@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <map>
 #include <functional>
 #include <unordered_set>
 
@@ -485,19 +486,23 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
   }
   if (!delta.samples.empty()) {
     GRADEML_RETURN_IF_ERROR(EnsureSamplePartitions(delta));
-    for (const model::SampleRecord& r : delta.samples) {
-      buf.Row(4);
-      buf.Int8(run);
-      buf.Int8(r.series);
-      buf.Int8(r.sample.t);
-      buf.Float8(r.sample.v);
-    }
-    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, "COPY samples FROM STDIN (FORMAT binary)", buf.Finish()));
-    // Known to exist once this transaction commits; a rollback only costs a repeated check.
-    int64_t last_day = INT64_MIN;
+    // Straight into each day's partition (a COPY into the parent routes row by row): one
+    // COPY per day the delta's samples cover, usually one.
+    std::map<int64_t, CopyBuffer> by_day;
     for (const model::SampleRecord& r : delta.samples) {
       int64_t day = pg::SamplesPartitionDay(r.sample.t);
-      if (day != last_day) partitions_.insert(last_day = day);
+      auto it = by_day.find(day);
+      if (it == by_day.end()) {
+        it = by_day.emplace(day, CopyBuffer(utf8_)).first;
+        it->second.Reserve(delta.samples.size() * 50 + 32);
+      }
+      it->second.SampleRow(run, r.series, r.sample.t, r.sample.v);
+    }
+    for (auto& [day, b] : by_day) {
+      GRADEML_RETURN_IF_ERROR(pg::CopyIn(
+          conn_, path_, fmt::format("COPY {} FROM STDIN (FORMAT binary)", pg::SamplesPartitionOf(day).name), b.Finish()));
+      // Known to exist once this transaction commits (a rollback clears the set).
+      partitions_.insert(day);
     }
   }
   return Status::Ok();

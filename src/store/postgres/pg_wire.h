@@ -85,6 +85,40 @@ class CopyBuffer {
     Put32(static_cast<int32_t>(t.size()));
     buf_.append(t.data(), t.size());
   }
+  // A whole samples row (run_id, series_id, t_ns, value) in one append: the hot path.
+  void SampleRow(int64_t run, int64_t series, int64_t t, double v) {
+    char b[2 + 3 * 12 + 12];
+    char* p = b;
+    auto put16 = [&](uint16_t x) {
+      *p++ = static_cast<char>(x >> 8);
+      *p++ = static_cast<char>(x);
+    };
+    auto put32 = [&](uint32_t x) {
+      for (int i = 3; i >= 0; --i) *p++ = static_cast<char>(x >> (8 * i));
+    };
+    auto put64 = [&](uint64_t x) {
+      x = __builtin_bswap64(x);
+      std::memcpy(p, &x, 8);
+      p += 8;
+    };
+    put16(4);
+    for (int64_t x : {run, series, t}) {
+      put32(8);
+      put64(static_cast<uint64_t>(x));
+    }
+    if (v != v) {
+      put32(0xffffffffu);
+    } else {
+      uint64_t bits;
+      std::memcpy(&bits, &v, 8);
+      put32(8);
+      put64(bits);
+    }
+    buf_.append(b, static_cast<size_t>(p - b));
+    ++rows_;
+  }
+  void Reserve(size_t bytes) { buf_.reserve(bytes); }
+
   // The stream with its trailer; the buffer is then empty again.
   std::string Finish() {
     Put16(-1);
