@@ -232,7 +232,8 @@ std::string CoreCount(double n) {
 std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
                               const IssueOptions& options, const CoreUse* core_use, const GpuAnalysis* gpu,
-                              const SparkAnalysis* spark, const CommunicationAnalysis* communication) {
+                              const SparkAnalysis* spark, const CommunicationAnalysis* communication,
+                              const HostsAnalysis* hosts) {
   std::vector<Issue> issues;
   const model::Phase* root = run.Root();
   if (root == nullptr) return issues;
@@ -516,10 +517,113 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
     }
   }
 
+  // A run across hosts: the straggler host competes on its saving; the clock warning saves
+  // nothing and is always listed, last.
+  std::vector<Issue> warnings;
+  if (hosts != nullptr) {
+    for (Issue& i : HostIssues(run, *hosts, run_s)) {
+      if (i.kind == "clock_causality") {
+        warnings.push_back(std::move(i));
+      } else if (i.impact_s >= options.min_impact_s && i.impact_s >= options.min_impact_fraction * run_s) {
+        issues.push_back(std::move(i));
+      }
+    }
+  }
+
   std::stable_sort(issues.begin(), issues.end(),
                    [](const Issue& a, const Issue& b) { return a.impact_s > b.impact_s; });
   if (issues.size() > options.max_issues) issues.resize(options.max_issues);
+  for (Issue& w : warnings) issues.push_back(std::move(w));
   return issues;
+}
+
+std::vector<Issue> HostIssues(const model::Run& run, const HostsAnalysis& hosts, double run_s) {
+  std::vector<Issue> out;
+  if (hosts.empty()) return out;
+  if (hosts.straggler && hosts.straggler->host < hosts.hosts.size()) {
+    const HostStraggler& s = *hosts.straggler;
+    const HostPart& h = hosts.hosts[s.host];
+    // The phase to show: the agent's phase of that host, else its part's last phase.
+    model::PhaseId phase = 0;
+    TimeNs last_end = 0;
+    const model::Phase* root = run.Root();
+    for (const model::Phase& p : run.phases) {
+      if (p.host != h.name || (root != nullptr && p.id == root->id)) continue;
+      if (p.leaf_type() == "host") {
+        phase = p.id;
+        break;
+      }
+      TimeNs end = p.ended() ? p.end_ns : run.EffectiveEnd();
+      if (phase == 0 || end > last_end) phase = p.id, last_end = end;
+    }
+    const std::string* next = nullptr;
+    for (const HostPart& o : hosts.hosts) {
+      if (&o != &h && o.has_phases && o.end_ns == s.next_end_ns) next = &o.name;
+    }
+    const size_t others = std::count_if(hosts.hosts.begin(), hosts.hosts.end(),
+                                         [&](const HostPart& o) { return &o != &h && o.has_phases; });
+    Issue issue;
+    issue.phase = phase;
+    issue.kind = "host_straggler";
+    issue.impact_s = s.saving_s;
+    issue.impact_fraction = run_s > 0 ? std::min(1.0, s.saving_s / run_s) : 0;
+    std::string uncertain;
+    if (s.within_uncertainty) {
+      uncertain = fmt::format(" (within clock uncertainty: the hosts' clocks may be off by up to {} together, "
+                              "enough to change this verdict)",
+                              DurationText(NsToSeconds(s.uncertainty_ns)));
+    }
+    std::string critical;
+    if (h.critical_path_s > 0) critical = fmt::format("; {} of the critical path ran on it", DurationText(h.critical_path_s));
+    issue.text = fmt::format(
+        "Host {} was the straggler: its part of the run ended last, {} after the median end of the other {}{}{}; "
+        "had it finished by then, the run would end {} ({} of the run) sooner, when {} finished.",
+        Shorten(h.name, 60), DurationText(s.margin_s), others == 1 ? std::string("host") : fmt::format("{} hosts", others),
+        uncertain, critical, DurationText(s.saving_s), Percent(issue.impact_fraction),
+        next != nullptr ? "host " + Shorten(*next, 60) : std::string("the next host"));
+    out.push_back(std::move(issue));
+  }
+  if (hosts.violation_count > 0 && !hosts.violations.empty()) {
+    const CausalityViolation& v = hosts.violations.front();
+    const model::Phase* a = run.FindPhase(v.from);
+    const model::Phase* b = run.FindPhase(v.to);
+    auto name = [](const model::Phase* p) { return p != nullptr ? "'" + Shorten(p->name, 40) + "'" : std::string("?"); };
+    std::string order;
+    if (v.rule == "end_to_start") {
+      order = fmt::format("{} on {} started {} before {} on {} ended", name(b), Shorten(v.to_host, 40),
+                          DurationText(NsToSeconds(v.gap_ns)), name(a), Shorten(v.from_host, 40));
+    } else if (v.rule == "start_to_start") {
+      order = fmt::format("{} on {} started {} before {} on {} started", name(b), Shorten(v.to_host, 40),
+                          DurationText(NsToSeconds(v.gap_ns)), name(a), Shorten(v.from_host, 40));
+    } else {
+      order = fmt::format("{} on {} ended {} before {} on {} started", name(b), Shorten(v.to_host, 40),
+                          DurationText(NsToSeconds(v.gap_ns)), name(a), Shorten(v.from_host, 40));
+    }
+    std::vector<std::string> unmeasured;
+    for (const HostPart& h : hosts.hosts) {
+      if (h.clock.state == "not measured") unmeasured.push_back(Shorten(h.name, 40));
+    }
+    std::string note;
+    if (!unmeasured.empty()) {
+      std::string list;
+      for (const std::string& u : unmeasured) list += (list.empty() ? "" : ", ") + u;
+      note = fmt::format(" The clock of {} {} was not measured (no grademl agent estimates).",
+                         unmeasured.size() == 1 ? "host" : "hosts", list);
+    }
+    Issue issue;
+    issue.phase = v.to;
+    issue.kind = "clock_causality";
+    issue.text = fmt::format(
+        "{} of {} edges between hosts {} backwards in time by more than the clocks' measured uncertainty "
+        "(the largest: {} edge, {}; {}): the hosts' clocks may be misaligned beyond the measured "
+        "uncertainty, so times compared across hosts are suspect.{}",
+        hosts.violation_count, hosts.cross_host_edges, hosts.violation_count == 1 ? "goes" : "go",
+        Shorten(v.kind, 40), order,
+        v.tolerance_ns > 0 ? "allowed: " + DurationText(NsToSeconds(v.tolerance_ns)) : std::string("no uncertainty allowed"),
+        note);
+    out.push_back(std::move(issue));
+  }
+  return out;
 }
 
 std::vector<Issue> CommunicationIssues(const model::Run& run, const CommunicationAnalysis& communication, double run_s) {

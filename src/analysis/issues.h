@@ -21,6 +21,7 @@
 #include "analysis/core_use.h"
 #include "analysis/critical_path.h"
 #include "analysis/gpu_breakdown.h"
+#include "analysis/hosts.h"
 #include "analysis/imbalance.h"
 #include "analysis/spark_stages.h"
 #include "model/run.h"
@@ -37,7 +38,9 @@ struct Issue {
   // event logs, a stage's bottleneck: "spark_gc", "spark_shuffle_wait",
   // "spark_scheduler_delay", "spark_deserialize", "spark_spill" (skewed stages come as
   // "imbalance" of their tasks); from the ranks of distributed jobs: "rank_straggler" (the
-  // rank the others waited for).
+  // rank the others waited for); from a run across hosts: "host_straggler" (the host whose
+  // part ended last, well after the others), "clock_causality" (edges between hosts that go
+  // backwards in time beyond the clocks' measured uncertainty; no saving, always listed last).
   std::string kind;
   // What the change would save, by the what-if engine. For levers whose effect depends on how
   // well the work scales (underused_cores, num_workers), an upper bound.
@@ -83,12 +86,20 @@ std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bot
 // when given, saves computing it again; `gpu` (AnalyzeGpu), when given, adds the GPU issues
 // of imported traces; `spark` (AnalyzeSpark), the bottlenecks of Spark stages (the stage's
 // time bound by the problem halved, replayed by the what-if engine); `communication`
-// (AnalyzeCommunication), the stragglers among the ranks of distributed jobs.
+// (AnalyzeCommunication), the stragglers among the ranks of distributed jobs; `hosts`
+// (AnalyzeHosts), the straggler host and the causality check of a run across hosts.
 std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
                               const IssueOptions& options = {}, const CoreUse* core_use = nullptr,
                               const GpuAnalysis* gpu = nullptr, const SparkAnalysis* spark = nullptr,
-                              const CommunicationAnalysis* communication = nullptr);
+                              const CommunicationAnalysis* communication = nullptr,
+                              const HostsAnalysis* hosts = nullptr);
+
+// The issues of a run across hosts: host_straggler (impact: how much earlier the run would
+// end had the straggler host's part ended by the median of the others' ends, i.e. when the
+// next-latest host's did; no what-if change) and clock_causality (impact 0: a warning about
+// the data, not a saving); impact_fraction over `run_s`.
+std::vector<Issue> HostIssues(const model::Run& run, const HostsAnalysis& hosts, double run_s);
 
 // The GPU issues of imported traces, per rank: the GPU idle waiting on the host
 // (gpu_host_wait) and communication running alone (gpu_exposed_communication), each when it

@@ -13,8 +13,9 @@ RunAnalysis AnalyzeRun(const model::Run& run) {
   a.spark = AnalyzeSpark(run);
   a.dask = AnalyzeDask(run);
   a.communication = AnalyzeCommunication(run, &a.gpu);
+  a.hosts = AnalyzeHosts(run, a.summary, a.critical_path);
   a.issues = RankIssues(run, a.bottlenecks, a.imbalance, a.critical_path, {}, &a.core_use, &a.gpu, &a.spark,
-                        &a.communication);
+                        &a.communication, &a.hosts);
   return a;
 }
 

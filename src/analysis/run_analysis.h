@@ -1,6 +1,7 @@
 // Every analysis of one run, computed together for the reports (`grademl report`, the
 // HTML report): the summary, bottlenecks, imbalance, critical path, the ranked issues and the
-// GPU analyses of imported traces, and the engines' views (Spark, Dask, ranks).
+// GPU analyses of imported traces, the engines' views (Spark, Dask, ranks) and, for a run
+// across hosts, each host's part (analysis/hosts.h).
 #pragma once
 
 #include <vector>
@@ -11,6 +12,7 @@
 #include "analysis/critical_path.h"
 #include "analysis/dask_tasks.h"
 #include "analysis/gpu_breakdown.h"
+#include "analysis/hosts.h"
 #include "analysis/imbalance.h"
 #include "analysis/issues.h"
 #include "analysis/run_summary.h"
@@ -31,6 +33,7 @@ struct RunAnalysis {
   SparkAnalysis spark;                  // imported Spark event logs; empty without them
   DaskAnalysis dask;                    // Dask tasks; empty without them
   CommunicationAnalysis communication;  // ranks of distributed jobs; empty without them
+  HostsAnalysis hosts;                  // a run across hosts; empty for a run on one host
 };
 
 // Runs every analysis on an indexed run.

@@ -277,6 +277,7 @@ std::optional<CpuSummary> SummarizeCpu(const Run& run, const std::vector<const m
       for (const Sample& x : s) grid.push_back(x.t);
   }
   cpu.sampled_s = total / static_cast<double>(all.size());
+  cpu.busy_s = busy;
   if (total > 0) {
     cpu.avg_busy = busy / total;
     cpu.avg_iowait = iowait / total;

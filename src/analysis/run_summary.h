@@ -62,6 +62,7 @@ struct CpuSummary {
   double avg_iowait = 0;
   double avg_steal = 0;
   double sampled_s = 0;   // the time the counters covered, per core (0: too short to tell)
+  double busy_s = 0;      // core-seconds of user + system time over all cores
   std::vector<CoreSummary> per_core;
 };
 
