@@ -906,7 +906,8 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
           {"spark", SparkReportJson(analysis.spark)},
           {"dask", DaskReportJson(run, analysis.dask)},
           {"communication", CommunicationJson(analysis.communication)},
-          {"communication_summary", CommunicationSummaryJson(analysis.communication)}};
+          {"communication_summary", CommunicationSummaryJson(analysis.communication)},
+          {"multi_host", MultiHostJson(run, analysis.hosts)}};
 }
 
 std::string RenderHtmlReport(const model::Run& run, const analysis::RunAnalysis& analysis,

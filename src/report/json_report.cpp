@@ -346,6 +346,72 @@ json CommunicationSummaryJson(const analysis::CommunicationAnalysis& c) {
           {"kinds", std::move(kinds)}};
 }
 
+json MultiHostJson(const model::Run& run, const analysis::HostsAnalysis& m) {
+  if (m.empty()) return nullptr;
+  json hosts = json::array();
+  for (const analysis::HostPart& h : m.hosts) {
+    json cpu = nullptr, net = nullptr;
+    if (h.cpu_measured) cpu = {{"cores", h.cores}, {"busy_s", h.cpu_busy_s}, {"avg_busy", h.cpu_avg_busy}};
+    if (h.net_measured) net = {{"rx_bytes", Bytes(h.net_rx_bytes)}, {"tx_bytes", Bytes(h.net_tx_bytes)}};
+    const bool measured = h.clock.estimates > 0;
+    hosts.push_back({{"name", Text(h.name)},
+                     {"reference", h.reference},
+                     {"start_ns", h.has_phases ? json(h.start_ns) : json(nullptr)},
+                     {"end_ns", h.has_phases ? json(h.end_ns) : json(nullptr)},
+                     {"span_s", h.has_phases ? json(h.span_s) : json(nullptr)},
+                     {"open", h.open},
+                     {"phases", h.phases},
+                     {"processes", h.processes},
+                     {"cpu", std::move(cpu)},
+                     {"net", std::move(net)},
+                     {"clock",
+                      {{"state", h.clock.state},
+                       {"estimates", h.clock.estimates},
+                       {"median_offset_ns", measured ? json(h.clock.median_offset_ns) : json(nullptr)},
+                       {"max_uncertainty_ns", measured ? json(h.clock.max_uncertainty_ns) : json(nullptr)}}},
+                     {"uncertainty_ns", h.uncertainty_ns},
+                     {"critical_path_s", h.critical_path_s},
+                     {"straggler", h.straggler}});
+  }
+  json straggler = nullptr;
+  if (m.straggler && m.straggler->host < m.hosts.size()) {
+    const analysis::HostStraggler& s = *m.straggler;
+    straggler = {{"host", Text(m.hosts[s.host].name)},
+                 {"end_ns", s.end_ns},
+                 {"others_median_end_ns", s.others_median_end_ns},
+                 {"next_end_ns", s.next_end_ns},
+                 {"margin_s", s.margin_s},
+                 {"threshold_s", s.threshold_s},
+                 {"saving_s", s.saving_s},
+                 {"within_uncertainty", s.within_uncertainty},
+                 {"uncertainty_ns", s.uncertainty_ns}};
+  }
+  json violations = json::array();
+  for (const analysis::CausalityViolation& v : m.violations) {
+    const model::Phase* from = run.FindPhase(v.from);
+    const model::Phase* to = run.FindPhase(v.to);
+    violations.push_back({{"from", v.from},
+                          {"to", v.to},
+                          {"from_name", from != nullptr ? Text(from->name) : json(nullptr)},
+                          {"to_name", to != nullptr ? Text(to->name) : json(nullptr)},
+                          {"kind", Text(v.kind)},
+                          {"from_host", Text(v.from_host)},
+                          {"to_host", Text(v.to_host)},
+                          {"rule", v.rule},
+                          {"gap_s", NsToSeconds(v.gap_ns)},
+                          {"tolerance_s", NsToSeconds(v.tolerance_ns)},
+                          {"clocks_measured", v.clocks_measured}});
+  }
+  return {{"reference_host", Text(m.reference_host)},
+          {"hosts", std::move(hosts)},
+          {"straggler", std::move(straggler)},
+          {"cross_host_edges", m.cross_host_edges},
+          {"within_uncertainty_edges", m.within_uncertainty},
+          {"causality_violations", m.violation_count},
+          {"violations", std::move(violations)},
+          {"critical_path_truncated", m.critical_path_truncated}};
+}
+
 json RunInfoJson(const model::RunInfo& info) {
   json command = json::array();
   for (const std::string& arg : info.command) command.push_back(Text(arg));
@@ -560,6 +626,7 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
               {"tracks", TracksJson(run)}};
   AnalysisJson(analysis, out);
   out["dask"] = DaskReportJson(run, analysis.dask);
+  out["multi_host"] = MultiHostJson(run, analysis.hosts);
   return out;
 }
 

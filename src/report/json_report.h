@@ -34,6 +34,11 @@ nlohmann::json DaskReportJson(const model::Run& run, const analysis::DaskAnalysi
 nlohmann::json CommunicationJson(const analysis::CommunicationAnalysis& communication);
 nlohmann::json CommunicationSummaryJson(const analysis::CommunicationAnalysis& communication);
 
+// The "multi_host" object of the report (docs/json-report.md, docs/multi-host.md): each host's
+// part of a run across hosts, the straggler host and the causality check of the edges between
+// hosts; null for a run on one host. Also in the HTML report's data.
+nlohmann::json MultiHostJson(const model::Run& run, const analysis::HostsAnalysis& hosts);
+
 // The "sources" array of the report (also in the HTML report's data): per imported trace its
 // id, path, format, rank, world_size, clock, clock_note (null unless clock=aligned), tags,
 // and what its import dropped: dropped (per reason, largest first) and dropped_total.

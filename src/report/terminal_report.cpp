@@ -735,6 +735,94 @@ void RenderHost(const analysis::HostSummary& host, const Styler& style, std::str
   lines.Render(out, style);
 }
 
+// A run across hosts (analysis/hosts.h): one line per host's part, the straggler host and
+// the edges between hosts that go backwards in time. Host and phase names come from other
+// machines: sanitized.
+constexpr size_t kMaxHostViolationLines = 5;
+
+std::string HostClockText(const analysis::HostPart& h) {
+  if (h.clock.estimates == 0) return h.clock.state;
+  std::string offset = h.clock.median_offset_ns == 0 ? "0 s" : FormatDuration(h.clock.median_offset_ns);
+  if (h.clock.median_offset_ns > 0) offset = "+" + offset;
+  return fmt::format("{} ± {} ({})", offset, FormatOffset(h.clock.max_uncertainty_ns), h.clock.estimates);
+}
+
+void RenderMultiHost(const model::Run& run, const analysis::RunAnalysis& a, const Styler& style, std::string& out) {
+  const analysis::HostsAnalysis& m = a.hosts;
+  if (m.empty()) return;
+  out += '\n' + style(kBold, "Hosts") +
+         style(kDim, fmt::format("  (a run across {} hosts; reference clock: {}; docs/multi-host.md)", m.hosts.size(),
+                                 TruncateToWidth(Sanitize(m.reference_host), 24))) +
+         '\n';
+  const TimeNs t0 = a.summary.start_ns;
+  std::vector<std::vector<std::string>> rows;
+  for (const analysis::HostPart& h : m.hosts) {
+    std::string part = "-";
+    if (h.has_phases) {
+      part = fmt::format("{}–{}{}", FormatOffset(h.start_ns - t0), FormatOffset(h.end_ns - t0), h.open ? "*" : "");
+    }
+    std::string cpu = h.cpu_measured ? fmt::format("{:.1f} CPU-s, {} of {} core{}", h.cpu_busy_s,
+                                                   FormatPercent(h.cpu_avg_busy), h.cores, h.cores == 1 ? "" : "s")
+                                     : std::string("-");
+    std::string net = h.net_measured ? FormatBytes(h.net_tx_bytes) + " / " + FormatBytes(h.net_rx_bytes) : "-";
+    std::string mark;
+    if (h.straggler) {
+      mark = m.straggler && m.straggler->within_uncertainty ? "straggler (within clock uncertainty)" : "straggler";
+    }
+    rows.push_back({TruncateToWidth(Sanitize(h.name), 24) + (h.reference ? " (ref)" : ""), part,
+                    h.has_phases ? FormatSeconds(h.span_s) : "-", cpu, std::to_string(h.processes), net,
+                    HostClockText(h), h.critical_path_s > 0 ? FormatSeconds(h.critical_path_s) : "-", mark});
+  }
+  RenderColumns({"host", "part", "span", "CPU", "procs", "net sent / received", "clock offset", "critical path", ""},
+                rows, style, out);
+  if (m.straggler && m.straggler->host < m.hosts.size()) {
+    const analysis::HostStraggler& s = *m.straggler;
+    std::string text = fmt::format(
+        "host {}'s part ended last, {} after the median end of the others, {} beyond the straggler threshold "
+        "({}: 10% of the run, at least 1 s); finishing with them would end the run {} sooner",
+        Sanitize(m.hosts[s.host].name), FormatSeconds(s.margin_s), FormatSeconds(s.margin_s - s.threshold_s),
+        FormatSeconds(s.threshold_s), FormatSeconds(s.saving_s));
+    if (s.within_uncertainty) {
+      text += fmt::format(" — within clock uncertainty (±{} together)", FormatOffset(s.uncertainty_ns));
+    }
+    out += "  " + WrapText(text, 96, 4) + '\n';
+  }
+  if (m.cross_host_edges > 0) {
+    std::string text = fmt::format("{} edge{} between hosts", m.cross_host_edges, m.cross_host_edges == 1 ? "" : "s");
+    if (m.violation_count == 0 && m.within_uncertainty == 0) {
+      text += ", all in causal order";
+    } else {
+      text += fmt::format(": {} backwards in time beyond the clocks' uncertainty, {} within it", m.violation_count,
+                          m.within_uncertainty);
+    }
+    out += "  " + text + '\n';
+  }
+  auto name = [&](model::PhaseId id) {
+    const model::Phase* p = run.FindPhase(id);
+    return p != nullptr ? TruncateToWidth(Sanitize(p->name), 32) : fmt::format("#{}", id);
+  };
+  for (size_t i = 0; i < m.violations.size() && i < kMaxHostViolationLines; ++i) {
+    const analysis::CausalityViolation& v = m.violations[i];
+    const char* second = v.rule == "start_to_end" ? "ended" : "started";
+    const char* first = v.rule == "end_to_start" ? "ended" : "started";
+    std::string text = fmt::format("{} ({}) → {} ({}), {}: the second {} {} before the first {} (allowed {}{})",
+                                   name(v.from), TruncateToWidth(Sanitize(v.from_host), 24), name(v.to),
+                                   TruncateToWidth(Sanitize(v.to_host), 24), TruncateToWidth(Sanitize(v.kind), 24),
+                                   second, FormatOffset(v.gap_ns), first, FormatOffset(v.tolerance_ns),
+                                   v.clocks_measured ? "" : "; a clock not measured");
+    out += "    " + style(kYellow, "!") + " " + WrapText(text, 92, 6) + '\n';
+  }
+  if (m.violation_count > static_cast<int64_t>(std::min(m.violations.size(), kMaxHostViolationLines))) {
+    out += "    " +
+           style(kDim, fmt::format("… {} more (grademl report --json: multi_host.violations)",
+                                   m.violation_count - static_cast<int64_t>(std::min(m.violations.size(), kMaxHostViolationLines)))) +
+           '\n';
+  }
+  if (m.critical_path_truncated) {
+    out += "  " + style(kDim, "the critical path was listed in part: its time per host is a lower bound") + '\n';
+  }
+}
+
 // Steps that failed, each with the last lines it printed (stderr first): the reason is
 // usually there.
 void RenderFailedSteps(const model::Run& run, const Styler& style, std::string& out) {
@@ -980,8 +1068,10 @@ void RenderIssues(const model::Run& run, const analysis::RunAnalysis& a, const S
          fmt::format("  (explore: grademl whatif {} CHANGE)\n", run.info.id);
   for (size_t i = 0; i < a.issues.size(); ++i) {
     const analysis::Issue& issue = a.issues[i];
-    std::string lead = fmt::format("{:2d}. {:>9} {:>4}  ", i + 1, FormatSeconds(issue.impact_s),
-                                   FormatPercent(issue.impact_fraction));
+    // A warning about the data (clock_causality) saves nothing: no figures.
+    const bool saves = issue.impact_s > 0 || !issue.change.empty();
+    std::string lead = fmt::format("{:2d}. {:>9} {:>4}  ", i + 1, saves ? FormatSeconds(issue.impact_s) : "-",
+                                   saves ? FormatPercent(issue.impact_fraction) : "-");
     size_t indent = DisplayWidth(lead);
     out += style(kYellow, lead.substr(0, lead.size() - 2)) + "  " + WrapText(Sanitize(issue.text), 100 - indent, indent) + '\n';
     if (issue.change.empty()) continue;  // nothing the what-if engine can replay (a straggling rank)
@@ -1007,6 +1097,7 @@ std::string RenderTerminalReport(const model::Run& run, const analysis::RunAnaly
   RenderPhases(run, summary, options, style, out);
   RenderLimits(run, analysis, options, style, out);
   RenderCoreUse(run, analysis, options, style, out);
+  RenderMultiHost(run, analysis, style, out);
   for (const analysis::HostSummary& host : summary.hosts) RenderHost(host, style, out);
   RenderGpu(analysis.gpu, style, out);
   RenderSpark(analysis.spark, style, out);

@@ -64,11 +64,13 @@ function issuesSection(data, showPhase) {
     return section('issues', 'Top issues', null,
                    el('p', {}, 'No issue would save more than 1% of the run: nothing stands out.'));
   }
+  // A warning about the data (clock_causality) saves nothing: no figures.
+  const saves = (i) => i.impact_s > 0 || i.change;
   const list = el('ol', { class: 'issues' }, issues.map((i) => el('li', {},
     el('div', { class: 'impact' },
-       el('span', { class: 'impact-s' }, `−${fmtDuration(i.impact_s)}`),
-       el('span', { class: 'impact-bar' }, el('span', { style: { width: `${Math.min(100, (i.impact_s / duration) * 100)}%` } })),
-       el('span', { class: 'muted' }, fmtPercent(i.impact_fraction))),
+       el('span', { class: 'impact-s' }, saves(i) ? `−${fmtDuration(i.impact_s)}` : '–'),
+       saves(i) ? el('span', { class: 'impact-bar' }, el('span', { style: { width: `${Math.min(100, (i.impact_s / duration) * 100)}%` } })) : null,
+       saves(i) ? el('span', { class: 'muted' }, fmtPercent(i.impact_fraction)) : null),
     el('div', { class: 'issue-text' }, i.text,
        i.phase !== null && showPhase ? el('button', { type: 'button', class: 'link', onclick: () => showPhase(i.phase) }, 'show on the timeline') : null),
     i.change ? el('code', { class: 'change', title: 'grademl whatif RUN CHANGE' }, i.change) : null)));
@@ -244,6 +246,66 @@ function communicationSection(data, showPhase) {
       el('table', {}, el('thead', {}, el('tr', {}, ['Collective', 'Count', 'Bytes', 'Time', 'Waiting'].map((h) => el('th', {}, h)))), el('tbody', {}, kinds))) : null);
 }
 
+// A run across hosts (docs/multi-host.md): each host's part of the run, the straggler host,
+// and the edges between hosts that go backwards in time beyond the clocks' uncertainty. Host
+// and phase names come from other machines: text only, as everywhere.
+function clockText(h) {
+  const c = h.clock;
+  if (!c.estimates) return c.state;
+  const off = c.median_offset_ns / 1e9;
+  return `${off > 0 ? '+' : ''}${fmtDuration(off)} ± ${fmtDuration(c.max_uncertainty_ns / 1e9)} (${c.estimates})`;
+}
+
+function hostsSection(data, showPhase) {
+  const m = data.multi_host;
+  if (!m || !m.hosts || !m.hosts.length) return null;
+  const t0 = data.run.start_ns || 0;
+  const rel = (ns) => (ns - t0) / 1e9;
+  const within = m.straggler && m.straggler.within_uncertainty;
+  const rows = m.hosts.map((h) => el('tr', { class: h.straggler ? 'straggler' : '' },
+    el('td', {}, h.name, h.reference ? el('span', { class: 'badge' }, 'reference clock') : null,
+       h.straggler ? el('span', { class: 'badge crit' }, within ? 'straggler (within clock uncertainty)' : 'straggler') : null),
+    el('td', { class: 'num' }, h.start_ns === null ? '–' : `${fmtDuration(rel(h.start_ns))} – ${fmtDuration(rel(h.end_ns))}${h.open ? '*' : ''}`),
+    el('td', { class: 'num' }, h.span_s === null ? '–' : fmtDuration(h.span_s)),
+    el('td', { class: 'num' }, h.cpu ? `${h.cpu.busy_s.toFixed(1)} CPU-s, ${fmtPercent(h.cpu.avg_busy)} of ${h.cpu.cores} core${h.cpu.cores === 1 ? '' : 's'}` : '–'),
+    el('td', { class: 'num' }, String(h.processes)),
+    el('td', { class: 'num' }, h.net ? `${fmtBytes(h.net.tx_bytes)} / ${fmtBytes(h.net.rx_bytes)}` : '–'),
+    el('td', { class: 'num' }, clockText(h)),
+    el('td', { class: 'num' }, h.critical_path_s > 0 ? fmtDuration(h.critical_path_s) : '–')));
+  const s = m.straggler;
+  const stragglerNote = s
+    ? el('p', { class: 'noisy' }, `Host ${s.host}'s part ended last, ${fmtDuration(s.margin_s)} after the median end of the other hosts, ${fmtDuration(s.margin_s - s.threshold_s)} beyond the straggler threshold (${fmtDuration(s.threshold_s)}: 10% of the run, at least 1 s); finishing with them would end the run ${fmtDuration(s.saving_s)} sooner` +
+        (s.within_uncertainty ? ` — within clock uncertainty (±${fmtDuration(s.uncertainty_ns / 1e9)} together).` : '.'))
+    : null;
+  const edges = m.cross_host_edges > 0
+    ? el('p', {}, `${m.cross_host_edges} edge${m.cross_host_edges === 1 ? '' : 's'} between hosts` +
+        (m.causality_violations === 0 && m.within_uncertainty_edges === 0
+          ? ', all in causal order.'
+          : `: ${m.causality_violations} backwards in time beyond the clocks' uncertainty, ${m.within_uncertainty_edges} within it.`))
+    : null;
+  const verb = { end_to_start: ['started', 'ended'], start_to_start: ['started', 'started'], start_to_end: ['ended', 'started'] };
+  const phaseRef = (id, name) => (showPhase
+    ? el('button', { type: 'button', class: 'link', title: 'show on the timeline', onclick: () => showPhase(id) }, name === null ? `#${id}` : name)
+    : (name === null ? `#${id}` : name));
+  const violations = m.violations.length
+    ? el('table', { class: 'causality' },
+      el('thead', {}, el('tr', {}, ['From', 'To', 'Kind', 'Reversed by', 'Allowed'].map((x) => el('th', {}, x)))),
+      el('tbody', {}, m.violations.map((v) => el('tr', {},
+        el('td', {}, phaseRef(v.from, v.from_name), ` (${v.from_host})`),
+        el('td', {}, phaseRef(v.to, v.to_name), ` (${v.to_host})`),
+        el('td', {}, v.kind),
+        el('td', { class: 'num', title: `the second ${(verb[v.rule] || verb.start_to_end)[0]} before the first ${(verb[v.rule] || verb.start_to_end)[1]}` }, fmtDuration(v.gap_s)),
+        el('td', { class: 'num' }, `${fmtDuration(v.tolerance_s)}${v.clocks_measured ? '' : ' (a clock not measured)'}`)))))
+    : null;
+  return section('hosts', 'Hosts',
+    `A run across ${m.hosts.length} hosts (reference clock: ${m.reference_host}). Per host its part of the run (its phases, from the run's start), busy CPU, processes, network bytes sent / received, its clock's measured offset ± uncertainty (estimates), and the time of the critical path that ran on it.`,
+    el('table', { class: 'hosts' },
+      el('thead', {}, el('tr', {}, ['Host', 'Part', 'Span', 'CPU', 'Processes', 'Net sent / received', 'Clock offset', 'Critical path'].map((x) => el('th', {}, x)))),
+      el('tbody', {}, rows)),
+    stragglerNote, edges, violations,
+    m.causality_violations > m.violations.length ? el('p', { class: 'muted' }, `… ${m.causality_violations - m.violations.length} more (grademl report --json: multi_host.violations).`) : null);
+}
+
 function legend() {
   return el('div', { class: 'legend' },
     BOUNDS.map((b) => el('span', {}, el('span', { class: 'swatch', style: { background: b.color } }), b.label)),
@@ -366,6 +428,8 @@ function main() {
   if (dask) app.append(dask);
   const communication = communicationSection(data, showPhase);
   if (communication) app.append(communication);
+  const hosts = hostsSection(data, showPhase);
+  if (hosts) app.append(hosts);
 
   const tl = data.timeline;
   const lod = tl.shown_phases < tl.total_phases
