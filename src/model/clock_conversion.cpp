@@ -29,14 +29,18 @@ void ConvertHostClocks(Run& run) {
                    });
   std::map<std::string, std::vector<ClockEstimate>, std::less<>> by_host;
   for (const ClockEstimate& e : run.clock_estimates) by_host[e.host].push_back(e);
+  // The recording host is the run's clock: its own timestamps stay as they are, and another
+  // host's go to the store's clock with its estimates, then back to the recording host's with
+  // that host's (when it measured its clock too).
+  const std::vector<ClockEstimate>* reference = nullptr;
+  if (auto it = by_host.find(run.info.host); it != by_host.end()) reference = &it->second;
   auto shift = [&](std::string_view host, TimeNs& t) {
-    if (t == 0) return;  // "none"
+    if (t == 0 || host == run.info.host) return;  // "none", or the run's own clock
     auto it = by_host.find(host);
     if (it == by_host.end()) return;
-    t = SaturatingAdd(t, OffsetAt(it->second, t));
+    TimeNs store_t = SaturatingAdd(t, OffsetAt(it->second, t));
+    t = reference != nullptr ? SaturatingAdd(store_t, -OffsetAt(*reference, store_t)) : store_t;
   };
-  shift(run.info.host, run.info.start_ns);
-  shift(run.info.host, run.info.end_ns);
   std::unordered_map<PhaseId, const std::string*> phase_host;
   for (Phase& p : run.phases) {
     // The end's offset is taken at the end's own host time, before the start moves.
@@ -61,7 +65,7 @@ void ConvertHostClocks(Run& run) {
   for (Track& t : run.tracks) shift(t.host, t.process_start_ns);
   for (Host& h : run.hosts) {
     auto it = by_host.find(h.name);
-    if (it == by_host.end()) continue;
+    if (it == by_host.end() || h.name == run.info.host) continue;
     h.clock_offset_ns = 0;
     DurationNs worst = 0;
     for (const ClockEstimate& e : it->second) worst = std::max(worst, e.uncertainty_ns);
