@@ -70,12 +70,10 @@ HostClock HostsClockOf(const model::Run& run, const std::string& host, bool refe
     clock.max_uncertainty_ns = std::max(clock.max_uncertainty_ns, e.uncertainty_ns);
   }
   clock.estimates = static_cast<int64_t>(offsets.size());
-  if (!offsets.empty()) {
-    clock.median_offset_ns = HostsMedianOf(std::move(offsets));
-    clock.state = "measured";
-  } else {
-    clock.state = reference ? "reference" : "not measured";
-  }
+  if (!offsets.empty()) clock.median_offset_ns = HostsMedianOf(std::move(offsets));
+  // The run's own host is the reference even when it measured its clock against the store's
+  // (its times are the ones the others were converted to); its uncertainty still counts.
+  clock.state = reference ? "reference" : clock.estimates > 0 ? "measured" : "not measured";
   return clock;
 }
 

@@ -249,6 +249,18 @@ TEST(MultiHostE2E, DaskWorkerOnASecondHostIsPartOfTheRun) {
   int estimates = 0;
   for (const model::ClockEstimate& e : r.clock_estimates) estimates += e.host == h1 ? 1 : 0;
   EXPECT_GE(estimates, 2);
+  // The report's host view: both hosts, h0 the reference, h1's clock measured, its process.
+  nlohmann::json report = ReportJson(url);
+  ASSERT_TRUE(report["multi_host"].is_object()) << report["multi_host"].dump();
+  EXPECT_EQ(report["multi_host"]["reference_host"], h0);
+  ASSERT_EQ(report["multi_host"]["hosts"].size(), 2u) << report["multi_host"].dump();
+  EXPECT_EQ(report["multi_host"]["hosts"][0]["name"], h0);
+  EXPECT_EQ(report["multi_host"]["hosts"][1]["name"], h1);
+  EXPECT_EQ(report["multi_host"]["hosts"][1]["clock"]["state"], "measured");
+  EXPECT_GE(report["multi_host"]["hosts"][1]["processes"].get<int>(), 1);
+  EXPECT_EQ(report["multi_host"]["causality_violations"], 0) << report["multi_host"]["violations"].dump();
+  CommandResult text = RunCommand({g, "--db", url, "report"});
+  EXPECT_NE(text.out.find("Hosts"), std::string::npos) << text.out;
 }
 
 }  // namespace
@@ -329,8 +341,13 @@ TEST(MultiHostE2E, TwoNodeTorchrunJobIsOneRun) {
   std::set<std::string> measured;
   for (const model::ClockEstimate& e : r.clock_estimates) measured.insert(e.host);
   EXPECT_EQ(measured, (std::set<std::string>{h0, h1}));
-  // The report's communication analysis compares the two ranks.
+  // The report's communication analysis compares the two ranks; its host view has both nodes.
   json report = ReportJson(url);
+  ASSERT_TRUE(report["multi_host"].is_object());
+  ASSERT_EQ(report["multi_host"]["hosts"].size(), 2u) << report["multi_host"].dump();
+  EXPECT_EQ(report["multi_host"]["hosts"][1]["name"], h1);
+  EXPECT_EQ(report["multi_host"]["hosts"][0]["clock"]["state"], "reference");
+  EXPECT_EQ(report["multi_host"]["hosts"][1]["clock"]["state"], "measured");
   ASSERT_TRUE(report["communication"].is_array()) << report.dump().substr(0, 400);
   EXPECT_EQ(report["communication"].size(), 2u);
 }
