@@ -70,7 +70,13 @@ class AgentUploader {
     thread_ = std::thread([this] { Loop(); });
   }
   ~AgentUploader() { Stop(); }
-  void Wake() { cv_.notify_all(); }
+  void Wake() {
+    {
+      std::lock_guard lock(mu_);
+      woken_ = true;
+    }
+    cv_.notify_all();
+  }
   void Stop() {
     {
       std::lock_guard lock(mu_);
@@ -142,7 +148,9 @@ class AgentUploader {
         continue;
       }
       if (!more.ok()) pause = std::min(pause * 2, std::chrono::milliseconds(2000));
-      cv_.wait_for(lock, more.ok() ? std::chrono::milliseconds(200) : pause, [this] { return stop_; });
+      // Idle: woken by the next spooled delta (Wake), or after 2 s at the latest.
+      cv_.wait_for(lock, more.ok() ? std::chrono::milliseconds(2000) : pause, [this] { return stop_ || woken_; });
+      woken_ = false;
     }
   }
 
@@ -154,6 +162,7 @@ class AgentUploader {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool woken_ = false;
   std::thread thread_;
 };
 

@@ -19,7 +19,7 @@ struct AgentOptions {
   std::string spool_dir;                       // where deltas wait for the store
   std::string host;                            // this host's name (default: its hostname)
   DurationNs interval = 100 * kNsPerMs;        // sampling interval
-  DurationNs flush_interval = 500 * kNsPerMs;  // deltas to the spool this often
+  DurationNs flush_interval = kNsPerSec;        // deltas to the spool this often
   DurationNs clock_every = 30 * kNsPerSec;     // clock measurements this often per run
   DurationNs final_upload_wait = 10 * kNsPerSec;  // at exit, how long to try to empty the spool
   DurationNs duration = 0;                     // stop after this long (0: at SIGTERM or SIGINT)
