@@ -16,6 +16,8 @@ std::string OneLine(const char* message) {
       pending_sep = !out.empty();
       continue;
     }
+    if (c == '\t') c = ' ';
+    if (c == ' ' && (pending_sep || out.empty() || out.back() == ' ')) continue;
     if (pending_sep) {
       out += "; ";
       pending_sep = false;
