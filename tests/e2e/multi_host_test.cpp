@@ -49,6 +49,15 @@ int64_t MultiHostCount(const std::string& url, const std::string& sql) {
   return n;
 }
 
+// Runs a command when the test leaves its scope, on every path (a failed ASSERT included):
+// the simulated hosts and the test's own PostgreSQL server never outlive the test.
+struct MultiHostCleanup {
+  std::vector<std::string> argv;
+  ~MultiHostCleanup() {
+    if (!argv.empty()) RunCommand(argv);
+  }
+};
+
 TEST(MultiHostE2E, AgentOnASecondHostSurvivesAKillAndAStoreOutageAndAlignsItsClock) {
   if (geteuid() != 0) {
     if (InCi()) FAIL() << "simulated hosts need root (network namespaces)";
@@ -65,15 +74,16 @@ TEST(MultiHostE2E, AgentOnASecondHostSurvivesAKillAndAStoreOutageAndAlignsItsClo
     GTEST_SKIP() << started.err;
   }
   ASSERT_EQ(started.exit_code, 0) << started.err;
+  MultiHostCleanup stop_pg{{pg, "stop", pg_dir}};
   const std::string url = "postgresql:///postgres?host=" + pg_dir + "&user=postgres";
   const std::string name = "mh" + std::to_string(getpid() % 100000);
   const std::string sim = src + "/tests/hosts/sim_hosts.sh";
   CommandResult up = RunCommand({sim, "up", name, "1"});
   if (up.exit_code != 0) {
-    RunCommand({pg, "stop", pg_dir});
     if (InCi()) FAIL() << up.err;
     GTEST_SKIP() << "no simulated hosts here: " << up.err;
   }
+  MultiHostCleanup down{{sim, "down", name}};
   const std::string host = name + "-h0";
   const std::string g = GrademlBinary();
   // The launching host's part: waits until the remote part is done.
@@ -160,7 +170,6 @@ TEST(MultiHostE2E, AgentOnASecondHostSurvivesAKillAndAStoreOutageAndAlignsItsClo
     EXPECT_GT(p.start_ns, r.info.start_ns);
     EXPECT_LT(p.start_ns, r.info.start_ns + 5 * kNsPerSec);
   }
-  RunCommand({pg, "stop", pg_dir});
 }
 
 }  // namespace
@@ -192,6 +201,7 @@ TEST(MultiHostE2E, DaskWorkerOnASecondHostIsPartOfTheRun) {
     if (InCi()) FAIL() << up.err;
     GTEST_SKIP() << "no simulated hosts here: " << up.err;
   }
+  MultiHostCleanup down{{sim, "down", name}};
   // "NAME-hI ADDRESS NETNS" per host.
   std::istringstream plan(up.out);
   std::string h0, a0, ns0, h1, a1, ns1;
@@ -291,6 +301,7 @@ TEST(MultiHostE2E, TwoNodeTorchrunJobIsOneRun) {
     if (InCi()) FAIL() << up.err;
     GTEST_SKIP() << "no simulated hosts here: " << up.err;
   }
+  MultiHostCleanup down{{sim, "down", name}};
   std::istringstream plan(up.out);
   std::string h0, a0, ns0, h1, a1, ns1;
   plan >> h0 >> a0 >> ns0 >> h1 >> a1 >> ns1;
