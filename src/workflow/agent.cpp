@@ -271,7 +271,19 @@ int RunAgent(const AgentOptions& in) {
   auto end_session = [&](AgentSession& s, TimeNs now) {
     s.processes->Finish(now);
     measure_clock(s, now);
-    s.builder->EndPhase(s.host_phase, now);
+    // The host's part ends when its last process did (not when the agent noticed, up to
+    // 2 s later), or now when processes are still running (the agent is stopping).
+    TimeNs end = 0;
+    for (const auto& [pid, starttime] : s.roots) {
+      collect::ProcessTreeMonitor::ProcessRef ref = s.processes->Lookup(pid);
+      if (ref.phase == 0) continue;
+      if (ref.end_ns == 0) {
+        end = now;
+        break;
+      }
+      end = std::max(end, ref.end_ns);
+    }
+    s.builder->EndPhase(s.host_phase, end > 0 ? end : now);
     spool_delta(s, true);
   };
 
