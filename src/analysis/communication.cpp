@@ -279,6 +279,7 @@ class CommunicationAnalyzer {
         if (c.start > l.start || (c.start == l.start && c.rank < l.rank)) last = i;
       }
       const TimeNs arrival = collectives_[last].start;
+      if (std::get<2>(key).empty()) CheckCausality(std::get<0>(key), one, collectives_[last]);
       for (size_t i : one) {
         const Collective& c = collectives_[i];
         TimeNs until = std::min(arrival, c.end);
@@ -289,6 +290,29 @@ class CommunicationAnalyzer {
         Kind(c.phase->name).wait_s += NsToSeconds(until - c.start);
       }
     }
+  }
+
+  // A rank that completed a group collective before the last rank (on another host) entered
+  // it, by more than the two clocks' uncertainties: see CommunicationJob::clock_violations.
+  void CheckCausality(size_t job, const std::vector<size_t>& members, const Collective& last) {
+    const std::string& last_host = last.phase->host;
+    DurationNs worst = 0;
+    for (size_t i : members) {
+      const Collective& c = collectives_[i];
+      if (c.phase->host == last_host) continue;
+      DurationNs early = last.start - c.end;
+      DurationNs tolerance = UncertaintyOf(c.phase->host) + UncertaintyOf(last_host);
+      if (early > tolerance) worst = std::max(worst, early);
+    }
+    if (worst == 0) return;
+    CommunicationJob& j = out_.jobs[job];
+    ++j.clock_violations;
+    j.max_clock_violation_s = std::max(j.max_clock_violation_s, NsToSeconds(worst));
+  }
+
+  DurationNs UncertaintyOf(const std::string& host) const {
+    const model::Host* h = run_.FindHost(host);
+    return h != nullptr ? h->clock_uncertainty_ns : 0;
   }
 
   // DDP's reducer launches a backward's last bucket once autograd produced the last gradient,

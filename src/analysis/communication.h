@@ -79,6 +79,14 @@ struct CommunicationJob {
   model::PhaseId straggler_process = 0;
   double straggler_cost_s = 0;  // the others' mean wait caused by it
   double straggler_total_s = 0; // the others' waits caused by it, summed
+  // Causality across the ranks' clocks: a collective of a process group cannot complete on
+  // one rank before the last rank entered it. Matched collectives where a rank on one host
+  // ended before the last arrival on another host by more than the two hosts' clock
+  // uncertainties together (Host::clock_uncertainty_ns), and the largest such gap: clocks
+  // misaligned beyond what was measured. Point-to-point messages are not checked (a send may
+  // complete before its receive starts).
+  int64_t clock_violations = 0;
+  double max_clock_violation_s = 0;
 };
 
 struct CommunicationAnalysis {

@@ -328,7 +328,9 @@ json CommunicationSummaryJson(const analysis::CommunicationAnalysis& c) {
                     {"straggler_rank", j.straggler_rank < 0 ? json(nullptr) : json(j.straggler_rank)},
                     {"straggler_process", j.straggler_process == 0 ? json(nullptr) : json(j.straggler_process)},
                     {"straggler_cost_s", j.straggler_cost_s},
-                    {"straggler_total_s", j.straggler_total_s}});
+                    {"straggler_total_s", j.straggler_total_s},
+                    {"clock_violations", j.clock_violations},
+                    {"max_clock_violation_s", j.max_clock_violation_s}});
   }
   json kinds = json::array();
   for (const analysis::CollectiveKind& k : c.kinds) {

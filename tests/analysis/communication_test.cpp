@@ -389,3 +389,44 @@ TEST(CommunicationTest, ARunWithoutRanksIsEmpty) {
 
 }  // namespace
 }  // namespace grademl::analysis
+
+namespace grademl::analysis {
+namespace {
+
+// Ranks on two hosts, clocks measured to ±1 ms each: collective 1 is consistent; in
+// collective 2 rank 1 (node2) ended 0.5 s before rank 0 (node1) entered it: impossible for an
+// all-reduce, so the clocks are off by more than measured; in collective 3 the gap (1.5 ms)
+// is within the 2 ms tolerance; the point-to-point send (channel) is never checked.
+TEST(CommunicationTest, CollectivesThatCompleteBeforeAPeerEnteredAreClockViolations) {
+  Job job;
+  auto r0 = job.Rank(0, 2, 11, "", "node1");
+  auto r1 = job.Rank(1, 2, 12, "", "node2");
+  job.f.run.hosts = {{.name = "node1", .clock_uncertainty_ns = 1'000'000},
+                     {.name = "node2", .clock_uncertainty_ns = 1'000'000}};
+  job.Collective(r0, "all_reduce", 1, 2, 1, false);
+  job.Collective(r1, "all_reduce", 1.5, 2, 1, false);
+  job.Collective(r0, "all_reduce", 4, 4.2, 2, false);
+  job.Collective(r1, "all_reduce", 3, 3.5, 2, false);    // ended 0.5 s before rank 0 entered
+  job.Collective(r0, "all_reduce", 6.0015, 6.2, 3, false);
+  job.Collective(r1, "all_reduce", 5.9, 6.0, 3, false);  // 1.5 ms early: within uncertainty
+  job.Collective(r0, "send", 8, 8.1, 1, false, 0, "world", "0->1");
+  job.Collective(r1, "recv", 9, 9.1, 1, false, 0, "world", "0->1");  // a buffered send: fine
+  const model::Run& run = job.Build();
+  auto c = AnalyzeCommunication(run);
+  ASSERT_EQ(c.jobs.size(), 1u);
+  EXPECT_EQ(c.jobs[0].clock_violations, 1);
+  EXPECT_NEAR(c.jobs[0].max_clock_violation_s, 0.5, kEps);
+}
+
+TEST(CommunicationTest, RanksOnOneHostAreNeverClockViolations) {
+  Job job;
+  auto r0 = job.Rank(0, 2, 11);
+  auto r1 = job.Rank(1, 2, 12);
+  job.Collective(r0, "all_reduce", 4, 4.2, 1, false);
+  job.Collective(r1, "all_reduce", 3, 3.5, 1, false);
+  auto c = AnalyzeCommunication(job.Build());
+  EXPECT_EQ(c.jobs[0].clock_violations, 0);
+}
+
+}  // namespace
+}  // namespace grademl::analysis
