@@ -15,7 +15,6 @@
 #include <set>
 #include <thread>
 
-#include "collect/clock_sync.h"
 #include "collect/host_monitor.h"
 #include "collect/proc_file.h"
 #include "collect/process_tree_monitor.h"
@@ -24,6 +23,7 @@
 #include "model/run_builder.h"
 #include "store/database.h"
 #include "store/spool.h"
+#include "workflow/store_clock.h"
 
 namespace grademl::workflow {
 namespace {
@@ -200,7 +200,6 @@ int RunAgent(const AgentOptions& in) {
   collect::RunProcessFinder finder;
   if (!options.own_runs) finder.set_skip_recorder(options.host);
   std::map<std::string, std::unique_ptr<AgentSession>> sessions;
-  std::set<std::string> ignored;  // runs recorded on this host, or not in the store
   const std::string machine_id = MachineId();
   const TimeNs started = WallClock::Now();
   TimeNs last_flush = started;
@@ -210,14 +209,11 @@ int RunAgent(const AgentOptions& in) {
   auto measure_clock = [&](AgentSession& s, TimeNs now) {
     store::Database* d = store();
     if (d == nullptr) return;
-    StatusOr<collect::ClockOffset> o =
-        collect::MeasureOffsetCarefully([&] { return d->StoreClockNs(); }, [] { return WallClock::Now(); }, 8);
+    StatusOr<collect::ClockOffset> o = RecordStoreClock(*d, *s.builder, options.host, now);
     if (!o.ok()) {
       db.reset();  // reconnect next time
       return;
     }
-    s.builder->AddClockEstimate(
-        {.host = options.host, .t = now, .offset_ns = o->offset_ns, .uncertainty_ns = o->uncertainty_ns});
     s.last_clock = now;
     AgentLog(options.verbose, fmt::format("clock of {} vs the store: {:+} ns ± {} ns", options.host, o->offset_ns,
                                           o->uncertainty_ns));
@@ -297,7 +293,6 @@ int RunAgent(const AgentOptions& in) {
     std::map<std::string, std::vector<collect::RunProcessFinder::Found>> found;
     if (pass++ % 5 == 0) found = finder.Scan();
     for (auto& [uuid, pids] : found) {
-      if (ignored.contains(uuid)) continue;
       auto it = sessions.find(uuid);
       AgentSession* s = it != sessions.end() ? it->second.get() : open_session(uuid, now);
       if (s == nullptr) continue;

@@ -14,7 +14,6 @@
 #include <filesystem>
 
 #include "collect/event_collector.h"
-#include "collect/clock_sync.h"
 #include "core/machine.h"
 #include "instrument/event_format.h"
 #include "collect/gpu_monitor.h"
@@ -26,6 +25,7 @@
 #include "store/database.h"
 #include "workflow/dask_env.h"
 #include "workflow/events_dir.h"
+#include "workflow/store_clock.h"
 #include "workflow/trace_stitching.h"
 
 extern char** environ;
@@ -125,16 +125,6 @@ int ShellExitCode(int wait_status) {
 // Events that instrumented processes could not record (memory full or not reservable,
 // nesting deeper than instrument::kMaxDepth) are said at the end and kept with the run, as
 // tags of its root phase: grademl.events_dropped, grademl.events_too_deep.
-// Measures this host's clock against the store's (collect/clock_sync.h) and records it with
-// the run; nothing when the store does not answer (the run keeps this host's clock).
-void MeasureClockInto(store::Database& db, model::RunBuilder& builder, const std::string& host) {
-  StatusOr<collect::ClockOffset> o =
-      collect::MeasureOffsetCarefully([&] { return db.StoreClockNs(); }, [] { return WallClock::Now(); }, 8);
-  if (!o.ok()) return;
-  builder.AddClockEstimate(
-      {.host = host, .t = WallClock::Now(), .offset_ns = o->offset_ns, .uncertainty_ns = o->uncertainty_ns});
-}
-
 void ReportDroppedEvents(const collect::EventCollector::Stats& s, model::RunBuilder& builder, model::PhaseId run_phase) {
   if (s.dropped == 0) return;
   std::string detail;
@@ -224,7 +214,7 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
                                     .start_ns = WallClock::Now(),
                                     .host = info.host,
                                     .tags = {{"joined", fmt::format("{}/{}", info.host, reopened.writer)}}});
-    MeasureClockInto(*impl->db, b, info.host);
+    (void)RecordStoreClock(*impl->db, b, info.host, WallClock::Now());
   } else {
     info.uuid = NewUuid();
     info.command = command;
@@ -243,7 +233,9 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
                                                  .start_ns = info.start_ns,
                                                  .host = info.host});
     // A run in a shared store may gain hosts: this one's clock against the store's.
-    if (store::IsPostgresLocation(options.db_path)) MeasureClockInto(*impl->db, *impl->builder, info.host);
+    if (store::IsPostgresLocation(options.db_path)) {
+      (void)RecordStoreClock(*impl->db, *impl->builder, info.host, WallClock::Now());
+    }
   }
   model::RunBuilder& builder = *impl->builder;
   Impl* self = impl.get();
@@ -632,7 +624,7 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   }
   model::RunBuilder& builder = *impl_->builder;
   if (impl_->joined || store::IsPostgresLocation(impl_->options.db_path)) {
-    MeasureClockInto(*impl_->db, builder, impl_->host);
+    (void)RecordStoreClock(*impl_->db, builder, impl_->host, WallClock::Now());
   }
   builder.EndPhase(impl_->run_phase, end);
   if (impl_->joined) {

@@ -254,27 +254,16 @@ StatusOr<bool> PgDatabase::WriteDeltaOnce(model::RunId run, std::string_view wri
   return applied;
 }
 
-Status PgDatabase::EnsureSamplePartitions(const model::RunDelta& delta) {
-  std::set<int64_t> days;
-  int64_t last_day = INT64_MIN;
-  for (const model::SampleRecord& r : delta.samples) {
-    int64_t day = pg::SamplesPartitionDay(r.sample.t);
-    if (day == last_day) continue;
-    last_day = day;
-    if (!partitions_.contains(day)) days.insert(day);
-  }
-  for (int64_t day : days) {
-    pg::SamplesPartition part = pg::SamplesPartitionOf(day);
-    // The advisory lock (held to the end of this transaction) makes peers creating the same
-    // partition wait for this one's commit and then find it, instead of failing.
-    GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, fmt::format("SELECT pg_advisory_xact_lock(1198673228, {})",
-                                                               static_cast<int32_t>(day ^ (day >> 32)))));
-    GRADEML_RETURN_IF_ERROR(pg::Exec(
-        conn_, path_,
-        fmt::format("CREATE TABLE IF NOT EXISTS {} PARTITION OF samples FOR VALUES FROM ({}) TO ({})", part.name,
-                    part.from, part.to)));
-  }
-  return Status::Ok();
+Status PgDatabase::EnsureSamplePartition(int64_t day) {
+  if (partitions_.contains(day)) return Status::Ok();
+  pg::SamplesPartition part = pg::SamplesPartitionOf(day);
+  // The advisory lock (held to the end of this transaction) makes peers creating the same
+  // partition wait for this one's commit and then find it, instead of failing.
+  GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, fmt::format("SELECT pg_advisory_xact_lock(1198673228, {})",
+                                                             static_cast<int32_t>(day ^ (day >> 32)))));
+  return pg::Exec(conn_, path_,
+                  fmt::format("CREATE TABLE IF NOT EXISTS {} PARTITION OF samples FOR VALUES FROM ({}) TO ({})",
+                              part.name, part.from, part.to));
 }
 
 Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& delta) {
@@ -485,7 +474,6 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
         "capacity = excluded.capacity"));
   }
   if (!delta.samples.empty()) {
-    GRADEML_RETURN_IF_ERROR(EnsureSamplePartitions(delta));
     // Straight into each day's partition (a COPY into the parent routes row by row): one
     // COPY per day the delta's samples cover, usually one.
     std::map<int64_t, CopyBuffer> by_day;
@@ -499,6 +487,7 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
       it->second.SampleRow(run, r.series, r.sample.t, r.sample.v);
     }
     for (auto& [day, b] : by_day) {
+      GRADEML_RETURN_IF_ERROR(EnsureSamplePartition(day));
       GRADEML_RETURN_IF_ERROR(pg::CopyIn(
           conn_, path_, fmt::format("COPY {} FROM STDIN (FORMAT binary)", pg::SamplesPartitionOf(day).name), b.Finish()));
       // Known to exist once this transaction commits (a rollback clears the set).

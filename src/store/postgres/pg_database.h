@@ -49,7 +49,8 @@ class PgDatabase final : public Database {
   // Runs `body` in one transaction (READ ONLY on a read-only connection); rolls back on error.
   Status InTransaction(const std::function<Status()>& body);
   Status WriteDeltaLocked(model::RunId run, const model::RunDelta& delta);
-  Status EnsureSamplePartitions(const model::RunDelta& delta);
+  // Creates the samples partition of `day` unless this connection knows it exists.
+  Status EnsureSamplePartition(int64_t day);
   Status LoadRunLocked(model::RunId id, model::Run& run);
 
   std::mutex mu_;
