@@ -394,13 +394,13 @@ pid_t ProcessTreeMonitor::LaunchRoot(const std::function<pid_t()>& launch, const
   return pid;
 }
 
-bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
+bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited, bool with_io) {
   if (!p->stat_file.is_open()) return false;
   // io first: once a process has exited (its pidfd fired), its parent may reap it at any
   // moment, and the I/O split is the harder one to recover from the parent's counters.
   std::array<double, 4> io = p->reported_io;
   auto read_io = [&] {
-    if (!p->io_file.is_open()) return false;
+    if (!with_io || !p->io_file.is_open()) return false;
     auto io_text = p->io_file.Read();
     ProcessIo pio;
     if (!io_text.ok() || !ParseProcessIo(*io_text, &pio)) return false;
@@ -498,7 +498,9 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited) {
   if (dt > 0) {
     p->rate[kUser] = std::max(0.0, user - p->own_user) / dt;
     p->rate[kSystem] = std::max(0.0, system - p->own_system) / dt;
-    for (int i = 0; i < 4; ++i) p->rate[kReadBytes + i] = std::max(0.0, io[i] - p->reported_io[i]) / dt;
+    if (with_io) {
+      for (int i = 0; i < 4; ++i) p->rate[kReadBytes + i] = std::max(0.0, io[i] - p->reported_io[i]) / dt;
+    }
   }
   p->own_user = std::max(p->own_user, user);
   p->own_system = std::max(p->own_system, system);
@@ -680,6 +682,7 @@ void ProcessTreeMonitor::Sample(TimeNs now) {
   for (Proc* p : order) {
     if (p->state == State::kAlive) ResolveLiveParent(p, now);
   }
+  if (options_.test_stage) options_.test_stage("resolved");
   SamplePss(order, now);
   // Emit only now: a parent's own I/O is known once its exited children took their share.
   for (Proc* p : order) {
@@ -717,7 +720,9 @@ void ProcessTreeMonitor::SamplePss(const std::vector<Proc*>& order, TimeNs now) 
       // or went), so that its PSS is not left stale at the moment a new fork adds to the sum.
       if (p->pss_t == 0 || family == p->pss_family || p->pss_unreadable) continue;
       if (!pss_budget_.CanReadAfterFamilyChange()) continue;
-      if (!ReadProc(p, now, false, false) || p->cpu_final) continue;  // its exit is handled as usual
+      // Without its I/O: a child reaped since this pass resolved the parent would be in it,
+      // and emitted as the parent's own before the child's exit is handed out.
+      if (!ReadProc(p, now, false, false, false) || p->cpu_final) continue;  // its exit is handled as usual
     }
     if (p->rss <= 0) continue;
     p->pss_sharing = family > 0 && !p->pss_unreadable;
@@ -932,9 +937,21 @@ void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs now) {
   std::vector<Proc*> gone;
   for (Proc* c : parent->children)
     if (c->state == State::kGone && c->ppid == parent->pid && Reaped(c)) gone.push_back(c);
-  if (!gone.empty() && !ReadProc(parent, now, false, false)) {
-    MarkGone(parent, now);
-    return;  // the parent died too: its own exit resolves them
+  if (!gone.empty()) {
+    if (options_.test_stage) options_.test_stage("reread_parent");
+    if (!ReadProc(parent, now, false, false)) {
+      MarkGone(parent, now);
+      return;  // the parent died too: its own exit resolves them
+    }
+    // Children read as alive before this read may have exited and been reaped since: their
+    // counters are in the parent's now, so they are handed out with the others (else the
+    // parent's share would include them, and they would claim them again once noticed).
+    for (Proc* c : parent->children) {
+      if (c->state != State::kAlive || c->ppid != parent->pid || !c->stat_file.is_open()) continue;
+      if (auto text = c->stat_file.Read(); text.ok() && !text->empty()) continue;
+      MarkGone(c, now);
+      if (Reaped(c)) gone.push_back(c);
+    }
   }
   // Their descendants' exits may not have been noticed yet (they died between passes):
   // what they did is on its way into the parent's counters through the exited children.

@@ -64,6 +64,11 @@ class ProcessTreeMonitor {
     // memory without bound); beyond it, processes are found by sampling only, and counted
     // in processes_dropped().
     size_t max_event_processes = 20000;
+    // Tests only: called at named points of a pass ("reread_parent": a parent whose children
+    // were reaped is about to be read again; "resolved": every live parent was resolved),
+    // under the monitor's lock, so that a test can make a process exit or be reaped exactly
+    // there. Must not call into the monitor.
+    std::function<void(const char* stage)> test_stage;
   };
 
   ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseId run_phase, model::ResourceId host_resource,
@@ -175,8 +180,10 @@ class ProcessTreeMonitor {
   // Names a process's phase after its command line, read now (after an exec).
   void RenameFromCmdline(Proc* p);
   // Reads a process's counters; false when it is gone. `exited`: its pidfd said it exited,
-  // so whatever can still be read is final.
-  bool ReadProc(Proc* p, TimeNs now, bool slow, bool exited);
+  // so whatever can still be read is final. `with_io` false: I/O is not read (a read that no
+  // check of reaped children follows: the parent's I/O may then hold a child's that nobody
+  // has handed out yet, and would be emitted as the parent's own).
+  bool ReadProc(Proc* p, TimeNs now, bool slow, bool exited, bool with_io = true);
   void EmitSamples(Proc* p, TimeNs t);
   // Reads PSS where pages can be shared and the budget allows (pss_budget.h).
   void SamplePss(const std::vector<Proc*>& order, TimeNs now);
