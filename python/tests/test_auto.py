@@ -54,6 +54,10 @@ class _Model(torch.nn.Module if torch else object):
         return self.l2(self.act(self.l1(x)))
 
 
+def _without_tuning(tags):
+    return {k: v for k, v in tags.items() if not k.startswith(("fine.", "unrecorded.", "overhead."))}
+
+
 def _without_threads(tags):
     """A forward phase has torch_threads when it is the process's first or the value changed."""
     return {k: v for k, v in tags.items() if k != "torch_threads"}
@@ -93,7 +97,15 @@ class TorchTest(unittest.TestCase):
         epochs = [p for p in ph if p[1] == "epoch"]
         workers = str(self.workers)
         threads = str(torch.get_num_threads())
-        self.assertEqual([e[2] for e in epochs], [
+        # What the tuning says of each epoch (tuning.py): all 3 iterations' fine phases recorded.
+        for e in epochs:
+            self.assertEqual(e[2]["fine.every"], "1")
+            self.assertEqual(e[2]["fine.iterations"], "3")
+            self.assertEqual(e[2]["fine.recorded_iterations"], "3")
+            self.assertEqual(float(e[2]["overhead.budget"]), grademl.auto.tuning.BUDGET)
+            self.assertGreater(int(e[2]["overhead.ns"]), 0)
+            self.assertFalse([k for k in e[2] if k.startswith("unrecorded.")])
+        self.assertEqual([_without_tuning(e[2]) for e in epochs], [
             {"epoch": "1", "torch_threads": threads, "num_workers": workers, "mode": "train"},
             {"epoch": "2", "torch_threads": threads, "num_workers": workers, "mode": "train"},
         ])
@@ -249,6 +261,118 @@ class TorchTest(unittest.TestCase):
         self.assertEqual(epochs, [("train", None), ("eval", "iteration")])
         iters = [tags["mode"] for _, t, tags, _, _ in ph if t == "iteration"]
         self.assertEqual(iters, ["train", "eval", "train"])  # in begin order
+
+    def _loop(self, n_batches, epochs=1):
+        g = torch.Generator().manual_seed(1)
+        data = TensorDataset(torch.randn(4 * n_batches, 4, generator=g), torch.randint(0, 2, (4 * n_batches,), generator=g))
+        _train(DataLoader(data, batch_size=4), epochs=epochs)
+
+    def _tuned(self, budget=None, forced=None, deep=False):
+        """Runs with the tuning's budget, a forced phase cost and --deep as given, restoring them."""
+        tuning = grademl.auto.tuning
+        auto_torch = __import__("grademl.auto.torch", fromlist=["_deep"])
+        saved = (tuning.BUDGET, tuning.costs.forced, auto_torch._deep)
+        tuning.BUDGET = saved[0] if budget is None else budget
+        tuning.costs.forced = forced
+        auto_torch._deep = auto_torch._DeepOps(torch) if deep else None
+        self.addCleanup(lambda: (setattr(tuning, "BUDGET", saved[0]), setattr(tuning.costs, "forced", saved[1]),
+                                 setattr(auto_torch, "_deep", saved[2])))
+
+    def _epoch_tags(self):
+        return [p[2] for p in self.r.phases() if p[1] == "epoch"]
+
+    def test_fine_phases_sampled_when_they_do_not_fit_the_budget(self):
+        # A recorded phase forced to cost 1 ms: no loop fits 1% with one per iteration, so
+        # after the warm-up only 1 iteration in MAX_EVERY records its fine phases; the
+        # others are timed, and counts stay exact.
+        tuning = grademl.auto.tuning
+        self._tuned(forced=1e6)
+        self._loop(100)
+        ph = self.r.phases()
+        types = [p[1] for p in ph]
+        (tags,) = self._epoch_tags()
+        self.assertEqual(types.count("iteration"), 100)  # never sampled
+        self.assertEqual(tags["fine.every"], str(tuning.MAX_EVERY))
+        self.assertEqual(tags["fine.iterations"], "100")
+        self.assertEqual(tags["fine.recorded_iterations"], str(tuning.WARMUP))
+        for t, per_iteration in (("forward", 1), ("loss", 1), ("backward", 1), ("optimizer_step", 1)):
+            self.assertEqual(types.count(t), tuning.WARMUP * per_iteration, t)
+            self.assertEqual(int(tags[f"unrecorded.{t}.count"]), (100 - tuning.WARMUP) * per_iteration, t)
+            self.assertGreater(int(tags[f"unrecorded.{t}.ns"]), 0, t)
+        # 100 batches and the final StopIteration.
+        self.assertEqual(types.count("data_wait") + int(tags["unrecorded.data_wait.count"]), 101)
+        # Recorded fine phases are all in the first WARMUP iterations.
+        iters = [i for i, p in enumerate(ph) if p[1] == "iteration"]
+        later = ph[iters[tuning.WARMUP]:]
+        self.assertFalse([p for p in later if p[1] in ("forward", "backward", "optimizer_step", "loss")])
+        # The estimate: WARMUP x 5 fine phases + 20 data waits + 100 iterations at 1 ms each,
+        # the rest timed only.
+        recorded = tuning.WARMUP * 4 + types.count("data_wait") + 100
+        self.assertGreaterEqual(int(tags["overhead.ns"]), recorded * 1e6)
+        self.assertLess(int(tags["overhead.ns"]), recorded * 1e6 + 400 * 1e5)
+
+    def test_free_phases_are_all_recorded(self):
+        self._tuned(forced=0.0)
+        self._loop(60)
+        types = [p[1] for p in self.r.phases()]
+        (tags,) = self._epoch_tags()
+        self.assertEqual(tags["fine.every"], "1")
+        self.assertEqual(tags["fine.recorded_iterations"], "60")
+        self.assertEqual(types.count("forward"), 60)
+        self.assertFalse([k for k in tags if k.startswith("unrecorded.")])
+
+    def test_sampling_step_follows_the_budget(self):
+        # The step is the recording cost over what the budget leaves, rounded up: with a
+        # measured pace, a 100x larger budget never samples more sparsely.
+        steps = []
+        for budget in (0.001, 0.1):
+            self.r.events.clear()
+            self.r.threads.clear()
+            self._tuned(budget=budget, forced=20000.0)
+            self._loop(80)
+            steps.append(int(self._epoch_tags()[0]["fine.every"]))
+        self.assertGreater(steps[0], 1)
+        self.assertLessEqual(steps[1], steps[0])
+
+    def _ancestry(self):
+        """Per phase (in begin order): its type, tags and its ancestors' (type, tags), outermost first."""
+        out, stacks = [], {}
+        for e, thread in zip(self.r.events, self.r.threads):
+            stack = stacks.setdefault(thread, [])
+            if e[0] == "begin":
+                rec = (e[1], e[2], {}, [(a[1], a[2]) for a in stack])
+                out.append(rec)
+                stack.append(rec)
+            elif e[0] == "end":
+                stack.pop()
+            elif e[0] == "tag":
+                stack[-1][2][e[1]] = e[2]
+        return out
+
+    def test_deep_profiles_operators_in_sampled_iterations_only(self):
+        tuning = grademl.auto.tuning
+        self._tuned(deep=True)
+        self._loop(80)
+        torch.nn.Linear(4, 2)(torch.randn(3, 4))  # after the loop: the operator mode is gone
+        ph = self._ancestry()
+        iterations = [p for p in ph if p[1] == "iteration"]
+        self.assertEqual(len(iterations), 80)
+        deep = [i for i, p in enumerate(iterations) if p[2].get("deep") == "ops"]
+        self.assertTrue(deep)
+        self.assertGreaterEqual(deep[0], tuning.WARMUP_DEEP)  # never in the warm-up
+        self.assertEqual(deep[0], tuning.WARMUP_DEEP)
+        ops = [p for p in ph if p[1] == "op"]
+        self.assertTrue(ops)
+        for p in ops:
+            owners = [a for a in p[3] if a[0] in ("iteration", "data_wait")]
+            self.assertTrue(owners and owners[-1][1].get("deep") == "ops", p)
+        # addmm runs once per Linear forward (two in the model): in each profiled iteration.
+        under = sum(1 for p in ops if p[0] == "addmm")
+        self.assertEqual(under, 2 * len(deep))
+        # A profiled iteration records its fine phases whatever the budget says.
+        for i, p in enumerate(ph):
+            if p[1] == "iteration" and p[2].get("deep") == "ops":
+                self.assertEqual(next(q for q in ph[i + 1:] if q[1] != "op")[1], "forward")
 
     def test_optimizer_subclass_later(self):
         class MySGD(torch.optim.SGD):

@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 
@@ -24,6 +26,8 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     bool verbose = false;
     bool no_auto = false;
     std::string auto_detail;
+    bool deep = false;
+    std::string overhead_budget = "1%";
     int jobs = 0;
     std::string rules;
     std::vector<std::string> imports;
@@ -86,6 +90,17 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
             return "";
           },
           "modules,ops"));
+  sub->add_flag("--deep", opts->deep,
+                "Profile PyTorch operators in a few iterations sampled across the run (warm-up skipped, spread to "
+                "keep within about 5% of the loop) and extrapolate the per-operator breakdown to the whole run, "
+                "with 95% intervals and the profiling cost measured against unprofiled iterations and removed "
+                "(report: 'Operators'; docs/python.md)");
+  sub->add_option("--overhead-budget", opts->overhead_budget,
+                  "What the in-process instrumentation may cost, as a percentage of the workload, from 0.1% to 100% "
+                  "(default 1%): fine phases (forward, backward, optimizer step, loss, data wait) are recorded in "
+                  "every iteration while that fits, else in a sample of iterations, their counts and total times "
+                  "kept exact for all; iterations are always recorded (report: 'Fine phases')")
+      ->capture_default_str();
   sub->add_option("-j,--jobs", opts->jobs, "Workflow steps run at once, 0 to 1024 (default 0: the number of cores)")
       ->check(WholeNumberIn(0, 1024));
   sub->add_option("--rules", opts->rules,
@@ -132,8 +147,24 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
         return kExitUsage;
       }
     }
+    double budget = 0;
+    {
+      std::string b = opts->overhead_budget;
+      bool percent = !b.empty() && b.back() == '%';
+      if (percent) b.pop_back();
+      char* end = nullptr;
+      errno = 0;
+      budget = b.empty() ? -1 : std::strtod(b.c_str(), &end);
+      if (!percent || errno != 0 || end == b.c_str() || *end != '\0' || !(budget >= 0.1 && budget <= 100)) {
+        PrintError("--overhead-budget: '" + opts->overhead_budget + "' is not a percentage from 0.1% to 100% (e.g. 2%)");
+        return kExitUsage;
+      }
+      budget /= 100;
+    }
     workflow::RecordingOptions options;
     options.db_path = common.ResolvedDbPath();
+    options.deep = opts->deep;
+    options.overhead_budget = budget;
     options.interval = *interval;
     options.verbose = opts->verbose;
     options.auto_instrument = !opts->no_auto;

@@ -292,6 +292,8 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   if (!paths.library.empty()) impl->instrument_env.emplace_back("GRADEML_LIBRARY", paths.library);
   impl->instrument_env.emplace_back("GRADEML_AUTO", options.auto_instrument ? "1" : "0");
   if (!options.auto_detail.empty()) impl->instrument_env.emplace_back("GRADEML_AUTO_DETAIL", options.auto_detail);
+  if (options.deep) impl->instrument_env.emplace_back("GRADEML_DEEP", "1");
+  impl->instrument_env.emplace_back("GRADEML_OVERHEAD_BUDGET", fmt::format("{}", options.overhead_budget));
   if (!paths.python_dir.empty()) {
     impl->python_path_prefix = paths.python_dir + ":" + paths.python_dir + "/grademl/_autoload";
     std::string pythonpath = impl->python_path_prefix;

@@ -44,6 +44,8 @@ struct RecordingOptions {
   bool auto_instrument = true;                 // Python auto-instrumentation in launched processes,
                                                // Dask's scheduler plugin included (dask_env.h)
   std::string auto_detail;                     // "" (default granularity) or "modules" (every nn.Module call)
+  bool deep = false;                           // operators profiled in a few sampled iterations (--deep)
+  double overhead_budget = 0.01;               // the in-process instrumentation's budget, a fraction of the workload
   std::vector<std::string> import_globs;       // `--import GLOB`: trace files imported when the run ends
   // `--join UUID`: record into the stored run with this uuid (a run that spans hosts: this
   // host's part of it) as a writer of its own, under a phase of type `host` named after this

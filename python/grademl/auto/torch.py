@@ -42,6 +42,7 @@ import weakref
 import grademl as _g
 
 from . import _disabled, guard
+from . import tuning as _tuning
 
 _tls = threading.local()  # forward / backward / step nesting depth per thread
 
@@ -74,8 +75,8 @@ def _detail():
 
 
 def _patch_torch(torch):
-    steps = [_patch_module_call, _patch_backward, _patch_optimizers, _patch_dataloader, _patch_serialization,
-             _patch_profiler_export, _patch_distributed]
+    steps = [_setup_tuning, _patch_module_call, _patch_backward, _patch_optimizers, _patch_dataloader,
+             _patch_serialization, _patch_profiler_export, _patch_distributed]
     if "ops" in _detail():
         steps.append(_enable_op_detail)
     for fn in steps:
@@ -110,9 +111,22 @@ def _patch_serialization(torch):
 
 # ------------------------------------------------------------------ outermost-only wrappers
 
+def _has_threads_tag(tags):
+    for k, _ in tags:
+        if k == "torch_threads":
+            return True
+    return False
+
+
 def _outermost(func, name, ptype, attr, tags_fn=None, hook=None):
-    """Wrap func in phase name/ptype, only when no such wrapper is active on this thread."""
+    """Wrap func in phase name/ptype, only when no such wrapper is active on this thread.
+    Inside an iteration whose fine phases are not recorded (tuning.py), the call is timed
+    only, for the epoch's exact counts and totals."""
     hook = hook or name
+    fine = _tuning.fine
+    pc = _tuning._pc
+    accumulate = _tuning.accumulate
+    costs = _tuning.costs
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -127,16 +141,44 @@ def _outermost(func, name, ptype, attr, tags_fn=None, hook=None):
             finally:
                 setattr(tls, attr, depth)
         try:
-            _g._begin_typed(name, ptype, tags_fn(args) if tags_fn else ())
+            tags = tags_fn(args) if tags_fn else ()
         except Exception as e:
             guard(hook, e)
             return func(*args, **kwargs)
+        if not fine.record and not (tags and _has_threads_tag(tags)):
+            fine.timed += 1
+            setattr(tls, attr, 1)
+            t0 = pc()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                accumulate(ptype, pc() - t0)
+                setattr(tls, attr, 0)
+        n = fine.measure - 1
+        fine.measure = n if n > 0 else _tuning.MEASURE_EVERY
+        begin_ns = 0  # > 0: this phase's begin and end calls are timed (1 in MEASURE_EVERY)
+        try:
+            if n > 0:
+                _g._begin_typed(name, ptype, tags)
+            else:
+                t0 = pc()
+                _g._begin_typed(name, ptype, tags)
+                begin_ns = pc() - t0
+        except Exception as e:
+            guard(hook, e)
+            return func(*args, **kwargs)
+        fine.recorded += 1
         setattr(tls, attr, 1)
         try:
             return func(*args, **kwargs)
         finally:
             setattr(tls, attr, 0)
-            _g._end()
+            if begin_ns:
+                t0 = pc()
+                _g._end()
+                costs.observe(begin_ns + pc() - t0)
+            else:
+                _g._end()
 
     wrapper._grademl_wrapped = True
     return wrapper
@@ -197,11 +239,8 @@ def _patch_module_call(torch):
     Module.__call__ = module_call
 
 
-def _enable_op_detail(torch):
-    """Opt-in (GRADEML_AUTO_DETAIL=ops): a phase per ATen operator, named after it (addmm,
-    relu, mm, ...), of type "op", for the operators run on the thread that imported torch
-    (on CPU that includes backward). Uses a TorchDispatchMode, entered for the rest of the
-    program; costs about 10 us per operator (docs/python.md)."""
+def _op_mode_class(torch):
+    """A TorchDispatchMode that records each ATen operator as a phase of type "op"."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     begin, end = _g._begin_typed, _g._end
@@ -220,9 +259,47 @@ def _enable_op_detail(torch):
             finally:
                 end()
 
-    mode = _OpPhases()
+    return _OpPhases
+
+
+def _enable_op_detail(torch):
+    """Opt-in (GRADEML_AUTO_DETAIL=ops): a phase per ATen operator, named after it (addmm,
+    relu, mm, ...), of type "op", for the operators run on the thread that imported torch
+    (on CPU that includes backward). Uses a TorchDispatchMode, entered for the rest of the
+    program; costs about 10 us per operator (docs/python.md)."""
+    mode = _op_mode_class(torch)()
     mode.__enter__()
     _tls.op_mode = mode  # kept alive for the program's life
+
+
+class _DeepOps:
+    """--deep: the operator mode entered for a profiled iteration (and the data wait before
+    it) and left at its end, on the DataLoader's thread (tuning.py decides which)."""
+
+    def __init__(self, torch):
+        self.mode_class = _op_mode_class(torch)
+        self.mode = None
+
+    def start(self):
+        if self.mode is None:
+            self.mode = self.mode_class()
+            self.mode.__enter__()
+
+    def stop(self):
+        mode, self.mode = self.mode, None
+        if mode is not None:
+            mode.__exit__(None, None, None)
+
+
+_deep = None  # _DeepOps under --deep, once torch is patched
+
+
+def _setup_tuning(torch):
+    """Measures the cost of a timed-only call (tuning.py); sets up --deep."""
+    global _deep
+    _tuning.costs.calibrate(_outermost)
+    if _tuning.DEEP and "ops" not in _detail():
+        _deep = _DeepOps(torch)
 
 
 def _every_module(orig):
@@ -231,8 +308,10 @@ def _every_module(orig):
     are, inside the outermost "forward". Costs a phase per module call (docs/python.md)."""
     names = {}
 
+    fine = _tuning.fine
+
     def wrapper(self, *args, **kwargs):
-        if not _g._on or "torch" in _disabled:
+        if not _g._on or "torch" in _disabled or not fine.record:
             return orig(self, *args, **kwargs)
         cls = type(self)
         name = names.get(cls)
@@ -307,7 +386,8 @@ class _LoaderState:
     epoch and iteration saw so far (for their mode tag)."""
 
     __slots__ = ("epoch", "epoch_open", "iter_open", "thread", "it_ref", "epoch_grad", "train_iters",
-                 "eval_iters", "iter_grad", "iter_train0", "iter_eval0", "workers_tag", "__weakref__")
+                 "eval_iters", "iter_grad", "iter_train0", "iter_eval0", "workers_tag", "tuning", "deep",
+                 "__weakref__")
 
     def __init__(self):
         self.epoch = 0
@@ -322,9 +402,14 @@ class _LoaderState:
         self.iter_train0 = 0     # _signals at the open iteration's start
         self.iter_eval0 = 0
         self.workers_tag = None  # ("num_workers", "N")
+        self.tuning = _tuning.LoaderTuning()
+        self.deep = False        # the open iteration's operators are profiled (--deep)
 
     def begin_iteration(self, grad_enabled):
-        _g._begin_typed("iteration", "iteration", (self.workers_tag,) if self.workers_tag else ())
+        tags = (self.workers_tag,) if self.workers_tag else ()
+        if self.deep:
+            tags = tags + _DEEP_TAG
+        _g._begin_typed("iteration", "iteration", tags)
         self.iter_open = True
         self.iter_grad = grad_enabled
         self.iter_train0 = _signals.train
@@ -344,7 +429,14 @@ class _LoaderState:
         else:
             self.eval_iters += 1
         _tag_innermost("mode", mode)
+        self.stop_deep()
         _g._end()
+
+    def stop_deep(self):
+        if self.deep:
+            self.deep = False
+            if _deep is not None:
+                _deep.stop()
 
     def end_epoch(self):
         self.epoch_open = False
@@ -355,6 +447,15 @@ class _LoaderState:
         else:
             mode = "train" if self.epoch_grad else "eval"
         _tag_innermost("mode", mode)
+        try:
+            b = _g._b
+            for k, v in self.tuning.end_epoch_tags():
+                if type(v) is int:
+                    b.tag_int(_g._id(k), v)
+                else:
+                    b.tag(_g._id(k), _g._id(v))
+        except Exception as e:
+            guard("dataloader:tuning", e)
         _g._end()
 
     def close(self):
@@ -364,8 +465,13 @@ class _LoaderState:
             return
         if self.iter_open:
             self.end_iteration()
+        self.stop_deep()
+        self.tuning.after_iterations()
         if self.epoch_open:
             self.end_epoch()
+
+
+_DEEP_TAG = (("deep", "ops"),)
 
 
 def _patch_dataloader(torch):
@@ -409,6 +515,7 @@ def _patch_dataloader(torch):
                 tags.append(st.workers_tag)
             _g._begin_typed("epoch", "epoch", tags)
             st.epoch_open = True
+            st.tuning.begin_epoch()
         except Exception as e:
             guard("dataloader", e)
             return orig_iter(self)
@@ -425,6 +532,9 @@ def _patch_dataloader(torch):
             guard("dataloader", e)
         return it
 
+    fine = _tuning.fine
+    pc = _tuning._pc
+
     @functools.wraps(orig_next)
     def __next__(self):
         st = self.__dict__.get("_grademl_state")
@@ -433,21 +543,43 @@ def _patch_dataloader(torch):
         try:
             if st.iter_open:
                 st.end_iteration()
-            _g._begin_typed("dataloader.next", "data_wait")
+            tun = st.tuning
+            record, deep = tun.next_iteration(_deep is not None)
+            if deep:
+                _deep.start()
+                st.deep = True
+            if record:
+                _g._begin_typed("dataloader.next", "data_wait", _DEEP_TAG if deep else ())
+                fine.recorded += 1
+            else:
+                fine.timed += 1
         except Exception as e:
             guard("dataloader", e)
             return orig_next(self)
+        t0 = 0 if record else pc()
         try:
             batch = orig_next(self)
         except StopIteration:
-            _g._end()
+            if record:
+                _g._end()
+            else:
+                _tuning.accumulate("data_wait", pc() - t0)
             st.close()
             raise
         except BaseException:
-            _g._end()
+            if record:
+                _g._end()
+            else:
+                _tuning.accumulate("data_wait", pc() - t0)
             raise
-        _g._end()
+        if record:
+            _g._end()
+        else:
+            _tuning.accumulate("data_wait", pc() - t0)
         try:
+            tun.epoch_iters += 1
+            if record:
+                tun.epoch_recorded += 1
             st.begin_iteration(is_grad_enabled())
         except Exception as e:
             guard("dataloader", e)

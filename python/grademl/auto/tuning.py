@@ -1,0 +1,254 @@
+"""What the PyTorch auto-instrumentation costs, kept within a budget; and --deep.
+
+Fine phases (forward, backward, optimizer step, loss, data wait) are recorded in every
+iteration while that fits the overhead budget (GRADEML_OVERHEAD_BUDGET, a fraction of the
+workload; `grademl run --overhead-budget`, default 1%), else in 1 of k iterations. The
+others are still timed (two clock reads), so the count and total time of every fine phase
+type stay exact: the epoch phase carries them as tags, with what was sampled and the
+measured cost (docs/python.md, "Overhead budget"):
+
+  fine.every=k  fine.iterations=N  fine.recorded_iterations=R
+  unrecorded.<type>.count / unrecorded.<type>.ns     for each fine type that went unrecorded
+  overhead.ns   the instrumentation's own cost in the epoch, measured   overhead.budget
+
+Iterations themselves are never sampled (one phase per training step), nor are phases that
+the program declares through grademl's API.
+
+The cost is measured in this process, on the code that runs: a recorded phase's begin and
+end calls are timed on 1 in 16 recorded phases; a timed-only call's cost, and the clock's,
+are measured once when torch is patched (about 1 ms). GRADEML_TEST_PHASE_COST_NS forces
+the cost of a recorded phase (tests of the decisions).
+
+--deep (GRADEML_DEEP=1): ATen operators are recorded as phases of type "op" in a few
+iterations only, chosen as the run goes: never in the first WARMUP_DEEP iterations of a
+DataLoader, then one, then one every s iterations, s set from the measured cost of a
+profiled iteration so that profiling costs about DEEP_BUDGET of the loop. A profiled
+iteration and the data wait before it are tagged deep=ops; grademl compares them with the
+unprofiled ones to measure and remove the profiling cost (analysis/deep_profile.cpp).
+"""
+import math
+import os
+import threading
+import time
+
+_pc = time.perf_counter_ns
+
+FINE_TYPES = ("forward", "backward", "optimizer_step", "loss", "data_wait")
+WARMUP = 20          # iterations of a DataLoader whose fine phases are always recorded
+RETUNE_EVERY = 16    # iterations between two decisions
+MAX_EVERY = 1000     # the sparsest sampling: 1 iteration in MAX_EVERY
+WARMUP_DEEP = 10     # iterations of a DataLoader never profiled at operator level
+DEEP_BUDGET = 0.04   # what operator profiling may add to the loop, as a fraction
+MEASURE_EVERY = 16   # 1 recorded phase in this many has its begin/end timed
+
+
+def _budget():
+    try:
+        b = float(os.environ.get("GRADEML_OVERHEAD_BUDGET", "0.01"))
+    except ValueError:
+        b = 0.01
+    if not b > 0 or math.isnan(b):
+        b = 0.01
+    return min(max(b, 0.001), 1.0)
+
+
+BUDGET = _budget()
+DEEP = os.environ.get("GRADEML_DEEP") == "1"
+
+
+class _Fine(threading.local):
+    """Per thread: whether fine phases are recorded now, what ran unrecorded (type ->
+    [count, ns]) for the open epoch, and counts of recorded and timed-only calls."""
+
+    def __init__(self):
+        self.record = True
+        self.acc = None
+        self.recorded = 0   # fine phases recorded
+        self.timed = 0      # fine calls timed only
+        self.measure = MEASURE_EVERY
+
+
+fine = _Fine()
+
+
+class Costs:
+    """ns per recorded phase (begin + end, with its wrapper) and per timed-only call."""
+
+    def __init__(self):
+        self.clock = 0.0       # two clock reads
+        self.timed = 0.0       # a timed-only call's extra cost (wrapper included)
+        self.begin_end = None  # measured begin + end calls, EWMA
+        self.forced = None
+        v = os.environ.get("GRADEML_TEST_PHASE_COST_NS")
+        if v:
+            try:
+                self.forced = max(float(v), 0.0)
+            except ValueError:
+                pass
+
+    def observe(self, ns):
+        ns = max(ns - self.clock, 0.0)
+        self.begin_end = ns if self.begin_end is None else 0.9 * self.begin_end + 0.1 * ns
+
+    @property
+    def recorded(self):
+        """A recorded phase: its begin and end calls plus the wrapper (as a timed call has)."""
+        if self.forced is not None:
+            return self.forced
+        be = self.begin_end if self.begin_end is not None else 1500.0  # until measured
+        return be + max(self.timed - self.clock, 0.0)
+
+    def calibrate(self, outermost_factory):
+        """Measures the clock and a timed-only call through the real wrapper, on a no-op."""
+        n = 400
+        t0 = _pc()
+        for _ in range(n):
+            _pc()
+            _pc()
+        self.clock = (_pc() - t0) / n
+
+        def noop():
+            return None
+
+        wrapped = outermost_factory(noop, "grademl.calibration", "calibration", "_calibration")
+        saved_record, saved_acc = fine.record, fine.acc
+        fine.record, fine.acc = False, {}
+        try:
+            best_wrapped = best_plain = float("inf")
+            for _ in range(3):
+                t0 = _pc()
+                for _ in range(n):
+                    wrapped()
+                t1 = _pc()
+                for _ in range(n):
+                    noop()
+                t2 = _pc()
+                best_wrapped = min(best_wrapped, (t1 - t0) / n)
+                best_plain = min(best_plain, (t2 - t1) / n)
+            self.timed = max(best_wrapped - best_plain, 0.0)
+        finally:
+            fine.record, fine.acc = saved_record, saved_acc
+            fine.timed -= 3 * n
+
+
+costs = Costs()
+
+
+def accumulate(ptype, ns):
+    acc = fine.acc
+    if acc is not None:
+        c = acc.get(ptype)
+        if c is None:
+            acc[ptype] = [1, ns]
+        else:
+            c[0] += 1
+            c[1] += ns
+
+
+class LoaderTuning:
+    """Per DataLoader: iterations so far, the sampling step k, the loop's pace, and --deep's
+    schedule. Decides, before each iteration's data wait, whether its fine phases are
+    recorded and whether its operators are profiled."""
+
+    __slots__ = ("index", "every", "period", "fine_per_it", "last_next", "last_fine", "last_deep",
+                 "deep_next", "deep_stride", "deep_cost", "epoch_acc", "prev_acc", "epoch_iters",
+                 "epoch_recorded", "epoch_rec0", "epoch_timed0", "epoch_deep_extra", "recording_now")
+
+    def __init__(self):
+        self.index = 0
+        self.every = 1
+        self.period = None       # ns per iteration (data wait included), EWMA, unprofiled ones
+        self.fine_per_it = None  # fine calls per iteration, EWMA
+        self.last_next = None    # when the previous iteration's data wait began
+        self.last_fine = 0
+        self.last_deep = False
+        self.deep_next = WARMUP_DEEP
+        self.deep_stride = None
+        self.deep_cost = None    # extra ns of a profiled iteration, EWMA
+        self.epoch_acc = None
+        self.prev_acc = None
+        self.epoch_iters = 0
+        self.epoch_recorded = 0
+        self.epoch_rec0 = 0
+        self.epoch_timed0 = 0
+        self.epoch_deep_extra = 0
+        self.recording_now = True
+
+    # --- epochs
+    def begin_epoch(self):
+        self.prev_acc = fine.acc
+        self.epoch_acc = {}
+        fine.acc = self.epoch_acc
+        self.epoch_iters = self.epoch_recorded = 0
+        self.epoch_rec0, self.epoch_timed0 = fine.recorded, fine.timed
+
+    def end_epoch_tags(self):
+        """The epoch's tags (key, int or str), and restores the enclosing accumulator."""
+        acc = self.epoch_acc or {}
+        fine.acc = self.prev_acc
+        fine.record = True
+        self.epoch_acc = None
+        recorded = fine.recorded - self.epoch_rec0
+        timed = fine.timed - self.epoch_timed0
+        # Iteration phases and recorded data waits are recorded phases too.
+        overhead = (recorded + self.epoch_iters) * costs.recorded + timed * costs.timed
+        tags = [("fine.every", self.every), ("fine.iterations", self.epoch_iters),
+                ("fine.recorded_iterations", self.epoch_recorded)]
+        for t in FINE_TYPES:
+            c = acc.get(t)
+            if c:
+                tags.append((f"unrecorded.{t}.count", c[0]))
+                tags.append((f"unrecorded.{t}.ns", int(c[1])))
+        tags.append(("overhead.ns", int(overhead)))
+        tags.append(("overhead.budget", repr(BUDGET)))
+        return tags
+
+    # --- iterations
+    def next_iteration(self, deep_possible):
+        """Before an iteration's data wait: (record fine phases, profile operators)."""
+        now = _pc()
+        if self.last_next is not None:
+            period = now - self.last_next
+            calls = fine.recorded + fine.timed - self.last_fine
+            if self.last_deep:
+                base = self.period if self.period is not None else period
+                extra = max(period - base, 0)
+                self.deep_cost = extra if self.deep_cost is None else 0.7 * self.deep_cost + 0.3 * extra
+                ratio = self.deep_cost / max(base, 1)
+                self.deep_stride = max(2, min(100000, math.ceil(ratio / DEEP_BUDGET)))
+                self.deep_next = self.index + self.deep_stride - 1
+            else:
+                self.period = period if self.period is None else 0.9 * self.period + 0.1 * period
+                self.fine_per_it = calls if self.fine_per_it is None else 0.9 * self.fine_per_it + 0.1 * calls
+        self.last_next = now
+        self.last_fine = fine.recorded + fine.timed
+        i = self.index
+        self.index += 1
+        if i >= WARMUP and (i - WARMUP) % RETUNE_EVERY == 0:
+            self._retune()
+        deep = deep_possible and i >= self.deep_next
+        if deep:
+            self.deep_next = i + (self.deep_stride or 10 ** 9)  # until the cost is known
+        self.last_deep = deep
+        record = deep or i < WARMUP or i % self.every == 0
+        self.recording_now = record
+        fine.record = record
+        return record, deep
+
+    def _retune(self):
+        if self.period is None or self.fine_per_it is None:
+            return
+        c_rec, c_timed = costs.recorded, costs.timed
+        always = c_rec + self.fine_per_it * c_timed              # the iteration phase, fine calls timed
+        extra = self.fine_per_it * max(c_rec - c_timed, 0.0)     # recording them too
+        allowed = BUDGET * self.period - always
+        if extra <= allowed:
+            self.every = 1
+        elif allowed <= 0:
+            self.every = MAX_EVERY
+        else:
+            self.every = min(MAX_EVERY, math.ceil(extra / allowed))
+
+    def after_iterations(self):
+        """Outside iterations (the loop ended or broke): fine phases are recorded again."""
+        fine.record = True
