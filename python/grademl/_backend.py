@@ -6,7 +6,6 @@ tag(key_id, value_id), tag_str(key, value), instant(id), counter(id, float),
 flow_out(int), flow_in(int), now() -> int, begin_at(id, type_id, ticks), end_at(ticks),
 tag_process(key_id, value_id), tag_int(key_id, int). The native module additionally has Phase and ids.
 """
-import glob
 import importlib.machinery
 import importlib.util
 import os

@@ -626,13 +626,24 @@ class SerialisationTest(unittest.TestCase):
         import subprocess
         import sys
 
+        # Nor grademl's own hook modules: each is imported with the module it patches.
         code = ("import grademl.auto, sys; grademl.auto.install(); "
-                "print(grademl.auto._installed, 'joblib' in sys.modules, 'torch' in sys.modules)")
+                "print(grademl.auto._installed, 'joblib' in sys.modules, 'torch' in sys.modules, "
+                "sorted(m for m in sys.modules if m.startswith('grademl.auto.')))")
         env = dict(os.environ, GRADEML_AUTO_FORCE="1",
                    PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
         env.pop("GRADEML_EVENTS_DIR", None)
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-        self.assertEqual(out.stdout.split(), ["True", "False", "False"], out.stderr)
+        self.assertEqual(out.stdout.split(), ["True", "False", "False", "[]"], out.stderr)
+
+    def test_lazy_hooks_are_the_ones_each_module_registers(self):
+        from grademl.auto import _LAZY_HOOKS, dask, io, sklearn
+        from grademl.auto import torch as auto_torch
+
+        registered = {}
+        for mod in (auto_torch, sklearn, io, dask):
+            mod.register_hooks(lambda name, fn, m=mod: registered.__setitem__(name, (m.__name__.rsplit(".", 1)[1], fn.__name__)))
+        self.assertEqual(registered, _LAZY_HOOKS)
 
     def test_disabled_no_events(self):
         import pickle

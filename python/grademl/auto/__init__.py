@@ -114,11 +114,31 @@ def install():
             return False
         _installed = True
         sys.meta_path.insert(0, _PostImportFinder())
-    from . import dask as _dask, io as _io, sklearn as _sk, torch as _torch
-
-    for mod in (_torch, _sk, _io, _dask):
-        try:
-            mod.register_hooks(register)
-        except Exception as e:
-            debug(f"{mod.__name__}: {e!r}")
+    # Each hook module is imported only when the module it patches is (a program that never
+    # imports torch never loads grademl.auto.torch): the start-up cost stays small.
+    for modname, (hook_module, function) in _LAZY_HOOKS.items():
+        register(modname, _lazy(hook_module, function))
     return True
+
+
+# module imported by the program -> (grademl.auto module, function that patches it); the
+# same as each module's register_hooks() says.
+_LAZY_HOOKS = {
+    "torch": ("torch", "_patch_torch"),
+    "sklearn.base": ("sklearn", "_patch_base"),
+    "pandas": ("io", "_patch_pandas"),
+    "numpy": ("io", "_patch_numpy"),
+    "pickle": ("io", "_patch_pickle"),
+    "joblib": ("io", "_patch_joblib"),
+    "distributed.preloading": ("dask", "_patch_preloading"),
+}
+
+
+def _lazy(hook_module, function):
+    def hook(module):
+        import importlib
+
+        getattr(importlib.import_module(f"{__name__}.{hook_module}"), function)(module)
+
+    hook.__name__ = f"{hook_module}.{function}"
+    return hook
