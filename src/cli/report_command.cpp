@@ -1,13 +1,18 @@
-// `grademl report [RUN] [--json | --html FILE]`: prints the report of a run (the latest by
+// `grademl report [RUN] [--json | --html FILE] [--level LEVEL [--phase SELECTOR]]`: prints the report of a run (the latest by
 // default), or writes it as a self-contained HTML page.
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cstdio>
+#include <optional>
 
 #include "analysis/run_analysis.h"
 #include "cli/commands.h"
 #include "cli/output_file.h"
 #include "analysis/attribution.h"
+#include "analysis/level_breakdown.h"
+#include "model/phase_level.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/text_format.h"
@@ -23,6 +28,8 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
     size_t max_phases = 50;
     bool color = false;
     bool no_color = false;
+    std::string level;
+    std::string phase;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("report",
@@ -44,13 +51,53 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
                   "Phases shown in the tree before the rest are folded, 0 to 1000000 (0: all)")
       ->check(WholeNumberIn(0, 1000000))
       ->capture_default_str();
+  CLI::Option* level_opt =
+      sub->add_option("--level", opts->level,
+                      "Also show where the time went at one level of the stack: workflow, step, process, framework "
+                      "(epochs, iterations, data waits, engine tasks), layer (forward, backward, loss, optimizer step, "
+                      "modules), operator (ops) or kernel (GPU kernels, copies): that level's phases by name, with "
+                      "count, self time and share (with --json: level_breakdown; see docs/analysis.md, \"Levels\")")
+          ->type_name("LEVEL");
+  sub->add_option("--phase", opts->phase,
+                  "With --level: break down the phases this selector matches (NAME-GLOB, type:GLOB or #ID) instead "
+                  "of the whole run")
+      ->type_name("SELECTOR")
+      ->needs(level_opt);
   sub->add_flag("--color", opts->color, "Colour even when stdout is not a terminal");
   sub->add_flag("--no-color", opts->no_color, "Never colour");
   return [opts, &common]() -> int {
+    // --level (and --phase): checked before the analyses, one line naming what is allowed.
+    std::optional<model::PhaseLevel> level;
+    std::optional<analysis::PhaseSelector> selector;
+    if (!opts->level.empty()) {
+      level = model::ParsePhaseLevel(opts->level);
+      if (!level) {
+        PrintError(fmt::format("--level: unknown level \"{}\" (use one of {})", report::Sanitize(opts->level),
+                               model::kPhaseLevelNames));
+        return kExitUsage;
+      }
+      if (!opts->phase.empty()) {
+        auto parsed = analysis::ParsePhaseSelector(opts->phase);
+        if (!parsed.ok()) {
+          PrintError("--phase: " + parsed.status().message());
+          return kExitUsage;
+        }
+        selector = std::move(*parsed);
+      }
+    }
     auto run = common.LoadRun(opts->run);
     if (!run.ok()) {
       PrintError(run.status().message());
       return kExitFailure;
+    }
+    std::optional<analysis::LevelBreakdown> breakdown;
+    if (level) {
+      auto b = analysis::BreakDownByLevel(*run, *level, selector ? &*selector : nullptr);
+      if (!b.ok()) {
+        PrintError("--phase: " + b.status().message());
+        return kExitFailure;
+      }
+      breakdown = std::move(*b);
     }
     analysis::RunAnalysis analysis = analysis::AnalyzeRun(*run);
     std::string out;
@@ -71,11 +118,14 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
       return 0;
     }
     if (opts->json) {
-      out = report::RenderJsonReport(*run, analysis).dump(2) + "\n";
+      nlohmann::json report = report::RenderJsonReport(*run, analysis);
+      if (breakdown) report["level_breakdown"] = report::LevelBreakdownJson(*breakdown);
+      out = report.dump(2) + "\n";
     } else {
       report::TerminalReportOptions ropts;
       ropts.color = !opts->no_color && (opts->color || isatty(STDOUT_FILENO) != 0);
       ropts.max_phases = opts->max_phases;
+      if (breakdown) ropts.level_breakdown = &*breakdown;
       out = report::RenderTerminalReport(*run, analysis, ropts);
     }
     std::fwrite(out.data(), 1, out.size(), stdout);

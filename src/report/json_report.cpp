@@ -3,6 +3,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "model/phase_level.h"
 #include "report/text_format.h"
 
 namespace grademl::report {
@@ -26,6 +27,7 @@ json PhaseJson(const model::Phase& phase, const analysis::PhaseSummary& ps) {
       {"parent", phase.parent == 0 ? json(nullptr) : json(phase.parent)},
       {"name", Text(phase.name)},
       {"type", Text(phase.type)},
+      {"level", std::string(model::PhaseLevelName(model::LevelOf(phase)))},
       {"tags", tags},
       {"start_ns", phase.start_ns},
       {"end_ns", phase.ended() ? json(phase.end_ns) : json(nullptr)},
@@ -630,6 +632,22 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
   out["dask"] = DaskReportJson(run, analysis.dask);
   out["multi_host"] = MultiHostJson(run, analysis.hosts);
   return out;
+}
+
+json LevelBreakdownJson(const analysis::LevelBreakdown& b) {
+  json rows = json::array();
+  for (const analysis::LevelRow& r : b.rows) {
+    rows.push_back({{"name", Text(r.name)}, {"count", r.count}, {"total_s", r.total_s}, {"share", r.share}});
+  }
+  json phases = json::array();
+  for (model::PhaseId id : b.phases) phases.push_back(id);
+  return {{"level", std::string(model::PhaseLevelName(b.level))},
+          {"selector", b.selector.empty() ? json(nullptr) : json(Text(b.selector))},
+          {"phases", std::move(phases)},
+          {"duration_s", b.duration_s},
+          {"covered_s", b.covered_s},
+          {"count", b.count},
+          {"rows", std::move(rows)}};
 }
 
 }  // namespace grademl::report

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/level_breakdown.h"
 #include "analysis/run_analysis.h"
 #include "model/run.h"
 
@@ -47,5 +48,10 @@ nlohmann::json SourcesJson(const model::Run& run);
 // The "tracks" array of the report: per track of the model (imported threads, GPU streams,
 // async tracks) its id, kind, label, source, host, pid and tid / device and stream.
 nlohmann::json TracksJson(const model::Run& run);
+
+// The "level_breakdown" object of `grademl report --json --level LEVEL` (docs/json-report.md):
+// level, selector (null: the whole run), phases (the selected ids), duration_s, covered_s,
+// count and rows [{name, count, total_s (self time at the level), share}].
+nlohmann::json LevelBreakdownJson(const analysis::LevelBreakdown& breakdown);
 
 }  // namespace grademl::report

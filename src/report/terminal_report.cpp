@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "analysis/gpu_breakdown.h"
+#include "model/phase_level.h"
 #include "report/text_format.h"
 
 namespace grademl::report {
@@ -1062,6 +1063,42 @@ void RenderSpark(const analysis::SparkAnalysis& spark, const Styler& style, std:
   }
 }
 
+// --- levels ------------------------------------------------------------------------------
+// `grademl report --level LEVEL` (analysis/level_breakdown.h): the time of the selected phases
+// at one level of the stack, by phase name.
+constexpr size_t kMaxLevelRows = 30;
+
+void RenderLevelBreakdown(const analysis::LevelBreakdown& b, const TerminalReportOptions& options, const Styler& style,
+                          std::string& out) {
+  const std::string level(model::PhaseLevelName(b.level));
+  std::string what = b.selector.empty()
+                         ? std::string("the whole run")
+                         : fmt::format("{} phase{} matching {}", b.phases.size(), b.phases.size() == 1 ? "" : "s",
+                                       TruncateToWidth(Sanitize(b.selector), 40));
+  out += '\n' + style(kBold, fmt::format("Time at the {} level", level)) +
+         style(kDim, fmt::format("  ({}, {}; self time at the level, docs/analysis.md)", what,
+                                 FormatSeconds(b.duration_s))) +
+         '\n';
+  if (b.rows.empty()) {
+    out += fmt::format("  no {} phases in it\n", level);
+    return;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 0; i < b.rows.size() && i < kMaxLevelRows; ++i) {
+    const analysis::LevelRow& r = b.rows[i];
+    rows.push_back({TruncateToWidth(Sanitize(r.name), options.max_name_width), fmt::format("{}", r.count),
+                    FormatSeconds(r.total_s), FormatPercent(r.share)});
+  }
+  RenderColumns({level, "count", "total", "share"}, rows, style, out);
+  if (b.rows.size() > kMaxLevelRows) {
+    out += style(kDim, fmt::format("  … {} more names (grademl report --json --level {})", b.rows.size() - kMaxLevelRows,
+                                   level)) +
+           '\n';
+  }
+  out += fmt::format("  {} {} phase{} cover {} ({}) of it\n", b.count, level, b.count == 1 ? "" : "s",
+                     FormatSeconds(b.covered_s), FormatPercent(b.duration_s > 0 ? b.covered_s / b.duration_s : 0));
+}
+
 void RenderIssues(const model::Run& run, const analysis::RunAnalysis& a, const Styler& style, std::string& out) {
   if (a.issues.empty()) return;
   out += '\n' + style(kBold, "Top issues, by estimated saving") +
@@ -1095,6 +1132,7 @@ std::string RenderTerminalReport(const model::Run& run, const analysis::RunAnaly
   RenderSources(run, style, out);
   out += '\n';
   RenderPhases(run, summary, options, style, out);
+  if (options.level_breakdown != nullptr) RenderLevelBreakdown(*options.level_breakdown, options, style, out);
   RenderLimits(run, analysis, options, style, out);
   RenderCoreUse(run, analysis, options, style, out);
   RenderMultiHost(run, analysis, style, out);

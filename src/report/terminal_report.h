@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <string>
 
+#include "analysis/level_breakdown.h"
 #include "analysis/run_analysis.h"
 #include "model/run.h"
 
@@ -18,6 +19,9 @@ struct TerminalReportOptions {
   size_t max_phases = 50;      // phase rows at most; the smallest subtrees fold into
                                // "… N more phases" lines (0: no limit)
   size_t max_name_width = 40;  // columns for the tree and the phase names
+  // `grademl report --level`: the time at one level of the selected phases, after the tree
+  // (nullptr: no such section). Not owned; must outlive the call.
+  const analysis::LevelBreakdown* level_breakdown = nullptr;
 };
 
 // The report as text, lines ending in '\n'. Times are shown in local time.
