@@ -11,6 +11,7 @@
 #include "analysis/core_use.h"
 #include "analysis/critical_path.h"
 #include "analysis/dask_tasks.h"
+#include "analysis/fine_sampling.h"
 #include "analysis/gpu_breakdown.h"
 #include "analysis/hosts.h"
 #include "analysis/imbalance.h"
@@ -34,6 +35,7 @@ struct RunAnalysis {
   DaskAnalysis dask;                    // Dask tasks; empty without them
   CommunicationAnalysis communication;  // ranks of distributed jobs; empty without them
   HostsAnalysis hosts;                  // a run across hosts; empty for a run on one host
+  FineSampling fine_sampling;           // fine phases recorded on a sample of the iterations; empty without
 };
 
 // Runs every analysis on an indexed run.

@@ -631,7 +631,32 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
   AnalysisJson(analysis, out);
   out["dask"] = DaskReportJson(run, analysis.dask);
   out["multi_host"] = MultiHostJson(run, analysis.hosts);
+  out["fine_sampling"] = FineSamplingJson(analysis.fine_sampling);
   return out;
+}
+
+json FineSamplingJson(const analysis::FineSampling& f) {
+  if (f.empty()) return nullptr;
+  json types = json::array();
+  for (const analysis::FineTypeCounts& c : f.types) {
+    types.push_back({{"type", c.type},
+                     {"recorded", c.recorded},
+                     {"recorded_s", c.recorded_s},
+                     {"unrecorded", c.unrecorded},
+                     {"unrecorded_s", c.unrecorded_s},
+                     {"total", c.total},
+                     {"total_s", c.total_s}});
+  }
+  return {{"epochs", f.epochs},
+          {"every_min", f.every_min},
+          {"every_max", f.every_max},
+          {"iterations", f.iterations},
+          {"recorded_iterations", f.recorded_iterations},
+          {"budget", f.budget_known ? json(f.budget) : json(nullptr)},
+          {"overhead_s", f.overhead_measured ? json(f.overhead_s) : json(nullptr)},
+          {"overhead_fraction", f.overhead_measured ? json(f.overhead_fraction) : json(nullptr)},
+          {"epochs_s", f.epochs_s},
+          {"types", std::move(types)}};
 }
 
 json LevelBreakdownJson(const analysis::LevelBreakdown& b) {

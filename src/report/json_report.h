@@ -49,6 +49,11 @@ nlohmann::json SourcesJson(const model::Run& run);
 // async tracks) its id, kind, label, source, host, pid and tid / device and stream.
 nlohmann::json TracksJson(const model::Run& run);
 
+// The "fine_sampling" object of the report (docs/json-report.md, docs/analysis.md): fine
+// phases recorded on a sample of the iterations, with exact counts and totals per type; null
+// when no epoch carries the sampling tags.
+nlohmann::json FineSamplingJson(const analysis::FineSampling& fine);
+
 // The "level_breakdown" object of `grademl report --json --level LEVEL` (docs/json-report.md):
 // level, selector (null: the whole run), phases (the selected ids), duration_s, covered_s,
 // count and rows [{name, count, total_s (self time at the level), share}].

@@ -1063,6 +1063,49 @@ void RenderSpark(const analysis::SparkAnalysis& spark, const Styler& style, std:
   }
 }
 
+// --- fine phases on a sample ---------------------------------------------------------------
+// Fine phases recorded in 1 of k iterations under an overhead budget (analysis/fine_sampling.h):
+// one sentence, then per type the exact count and total with how many were recorded.
+std::string FineThousands(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+void RenderFineSampling(const analysis::FineSampling& f, const Styler& style, std::string& out) {
+  if (f.empty()) return;
+  out += '\n' + style(kBold, "Fine phases") + style(kDim, "  (forward, backward, loss, optimizer step, data wait; docs/analysis.md)") + '\n';
+  std::string sample;
+  if (f.every_max <= 1) {
+    sample = "Fine phases recorded in every iteration";
+  } else if (f.every_min == f.every_max) {
+    sample = fmt::format("Fine phases recorded in 1 of {} iterations", f.every_max);
+  } else {
+    sample = fmt::format("Fine phases recorded in 1 of {} to 1 of {} iterations", f.every_min, f.every_max);
+  }
+  std::vector<std::string> cost;
+  if (f.budget_known) cost.push_back(fmt::format("budget {} of the workload", FormatPercent(f.budget)));
+  if (f.overhead_measured) cost.push_back(fmt::format("instrumentation measured at {}", FormatPercent(f.overhead_fraction)));
+  if (!cost.empty()) sample += " (" + cost[0] + (cost.size() > 1 ? ", " + cost[1] : "") + ")";
+  sample += fmt::format("; counts and totals below are exact for all {} iteration{}", FineThousands(f.iterations),
+                        f.iterations == 1 ? "" : "s");
+  if (f.recorded_iterations < f.iterations) {
+    sample += fmt::format("; {} of them recorded as phases", FineThousands(f.recorded_iterations));
+  }
+  out += "  " + WrapText(sample, 98, 2) + '\n';
+  std::vector<std::vector<std::string>> rows;
+  for (const analysis::FineTypeCounts& c : f.types) {
+    if (c.total == 0) continue;
+    rows.push_back({c.type, FineThousands(c.total), FormatSeconds(c.total_s),
+                    fmt::format("{} ({})", FineThousands(c.recorded),
+                                FormatPercent(static_cast<double>(c.recorded) / static_cast<double>(c.total)))});
+  }
+  if (!rows.empty()) RenderColumns({"type", "count", "total", "recorded"}, rows, style, out);
+}
+
 // --- levels ------------------------------------------------------------------------------
 // `grademl report --level LEVEL` (analysis/level_breakdown.h): the time of the selected phases
 // at one level of the stack, by phase name.
@@ -1135,6 +1178,7 @@ std::string RenderTerminalReport(const model::Run& run, const analysis::RunAnaly
   if (options.level_breakdown != nullptr) RenderLevelBreakdown(*options.level_breakdown, options, style, out);
   RenderLimits(run, analysis, options, style, out);
   RenderCoreUse(run, analysis, options, style, out);
+  RenderFineSampling(analysis.fine_sampling, style, out);
   RenderMultiHost(run, analysis, style, out);
   for (const analysis::HostSummary& host : summary.hosts) RenderHost(host, style, out);
   RenderGpu(analysis.gpu, style, out);
