@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdint>
+#include <ctime>
 
 #include "core/status.h"
 
@@ -16,7 +18,24 @@ SamplingLoop::SamplingLoop(DurationNs interval, std::vector<Sampler> samplers, i
   GRADEML_CHECK(interval_ > 0);
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   GRADEML_CHECK_MSG(stop_fd_ >= 0, "eventfd failed");
+  current_interval_ = interval_;
+  longest_interval_ = interval_;
 }
+
+void SamplingLoop::SetBackOff(double cpu_budget, std::function<bool()> may_back_off, DurationNs max_interval) {
+  GRADEML_CHECK(!thread_.joinable());
+  cpu_budget_ = cpu_budget;
+  may_back_off_ = std::move(may_back_off);
+  max_interval_ = std::max(max_interval, interval_);
+}
+
+namespace {
+int64_t SamplingLoopThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
+}
+}  // namespace
 
 SamplingLoop::~SamplingLoop() {
   Stop();
@@ -40,11 +59,27 @@ void SamplingLoop::Loop() {
   int64_t next = WallClock::MonotonicNow();
   while (true) {
     TimeNs now = WallClock::Now();
+    int64_t cpu_before = cpu_budget_ > 0 ? SamplingLoopThreadCpuNs() : 0;
     for (auto& sampler : samplers_) sampler(now);
     ++passes_;
-    next += interval_;
+    DurationNs interval = interval_;
+    if (cpu_budget_ > 0) {
+      double cost = test_pass_cost_ns_ >= 0 ? static_cast<double>(test_pass_cost_ns_)
+                                            : static_cast<double>(SamplingLoopThreadCpuNs() - cpu_before);
+      pass_cost_ns_ = passes_ == 1 ? cost : 0.7 * pass_cost_ns_ + 0.3 * cost;
+      if (may_back_off_ && may_back_off_()) {
+        double wanted = pass_cost_ns_ / cpu_budget_;
+        interval = static_cast<DurationNs>(std::clamp(wanted, static_cast<double>(interval_),
+                                                      static_cast<double>(max_interval_)));
+      }
+      current_interval_.store(interval, std::memory_order_relaxed);
+      if (interval > longest_interval_.load(std::memory_order_relaxed)) {
+        longest_interval_.store(interval, std::memory_order_relaxed);
+      }
+    }
+    next += interval;
     int64_t mono = WallClock::MonotonicNow();
-    if (next < mono) next = mono + interval_ / 2;  // fell behind: do not try to catch up in a burst
+    if (next < mono) next = mono + interval / 2;  // fell behind: do not try to catch up in a burst
     // Sleep until the next tick, waking early for process exits or a stop request. The
     // stop fd is looked at once per pass even when sampling took longer than the interval.
     while (true) {

@@ -368,6 +368,11 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   impl->loop = std::make_unique<collect::SamplingLoop>(
       options.interval, std::move(samplers), impl->processes->exit_notification_fd(),
       [raw](TimeNs now) { raw->processes->HandleExitNotifications(now); });
+  // A many-process tree: passes may cost more than the budget allows at this interval; the
+  // interval then grows (up to 10x, 5 s at most) and the run says so.
+  impl->loop->SetBackOff(
+      options.overhead_budget, [raw] { return raw->processes->alive() >= kBackOffProcesses; },
+      std::max<DurationNs>(options.interval, std::min<DurationNs>(10 * options.interval, 5 * kNsPerSec)));
   impl->loop->Start();
   return std::unique_ptr<Recording>(new Recording(std::move(impl)));
 }
@@ -594,6 +599,9 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
                  o.passes > 0 ? static_cast<double>(o.cpu_ns) / 1e3 / static_cast<double>(o.passes) : 0.0,
                  static_cast<long long>(o.stat_reads), static_cast<long long>(o.followed),
                  static_cast<long long>(o.listed));
+  }
+  if (DurationNs longest = impl_->loop->longest_interval(); longest > impl_->options.interval) {
+    impl_->builder->SetPhaseTag(impl_->run_phase, "grademl.interval_backed_off_to", std::to_string(longest));
   }
   // Processes that the kernel's events reported but that were not followed (the cap, or
   // the kernel's buffer overflowed): found by sampling only.

@@ -33,6 +33,9 @@ namespace grademl::workflow {
 
 // The sampling intervals `grademl run --interval` accepts (Recording::Start refuses others).
 inline constexpr DurationNs kMinSamplingInterval = kNsPerMs;
+// From this many followed processes on, the sampling interval may back off to keep the
+// monitor's passes within the overhead budget (collect/sampling_loop.h).
+inline constexpr size_t kBackOffProcesses = 64;
 inline constexpr DurationNs kMaxSamplingInterval = 3600 * kNsPerSec;
 
 struct RecordingOptions {

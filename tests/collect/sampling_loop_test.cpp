@@ -48,5 +48,36 @@ TEST(SamplingLoopTest, StopsWhenAPassTakesLongerThanTheInterval) {
   EXPECT_GE(loop.passes(), 3);
 }
 
+// Back-off on a many-process tree: the interval grows so that a pass costs at most the
+// budget's share of it (a pass's cost forced: 0.5 ms at 1% -> 50 ms), never past the
+// longest allowed, and comes back once the tree is small again.
+TEST(SamplingLoopTest, IntervalBacksOffToKeepPassesWithinTheirBudget) {
+  std::atomic<int> calls{0};
+  std::atomic<bool> many{true};
+  SamplingLoop loop(5 * kNsPerMs, {[&](TimeNs) { ++calls; }}, -1, nullptr);
+  loop.SetBackOff(0.01, [&] { return many.load(); }, 80 * kNsPerMs);
+  loop.SetTestPassCost(500 * kNsPerUs);
+  loop.Start();
+  while (calls.load() < 2) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(loop.current_interval(), 50 * kNsPerMs);
+  many = false;
+  int seen = calls.load();
+  while (calls.load() < seen + 2) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(loop.current_interval(), 5 * kNsPerMs);
+  EXPECT_EQ(loop.longest_interval(), 50 * kNsPerMs);
+  StopWithin(loop, 10s);
+}
+
+TEST(SamplingLoopTest, BackOffStopsAtTheLongestInterval) {
+  std::atomic<int> calls{0};
+  SamplingLoop loop(5 * kNsPerMs, {[&](TimeNs) { ++calls; }}, -1, nullptr);
+  loop.SetBackOff(0.01, [] { return true; }, 20 * kNsPerMs);
+  loop.SetTestPassCost(5 * kNsPerMs);  // would want 500 ms
+  loop.Start();
+  while (calls.load() < 2) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(loop.current_interval(), 20 * kNsPerMs);
+  StopWithin(loop, 10s);
+}
+
 }  // namespace
 }  // namespace grademl::collect
