@@ -15,6 +15,7 @@ RunAnalysis AnalyzeRun(const model::Run& run) {
   a.communication = AnalyzeCommunication(run, &a.gpu);
   a.hosts = AnalyzeHosts(run, a.summary, a.critical_path);
   a.fine_sampling = AnalyzeFineSampling(run);
+  a.deep_profile = AnalyzeDeepProfile(run);
   a.issues = RankIssues(run, a.bottlenecks, a.imbalance, a.critical_path, {}, &a.core_use, &a.gpu, &a.spark,
                         &a.communication, &a.hosts);
   return a;

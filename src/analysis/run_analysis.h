@@ -11,6 +11,7 @@
 #include "analysis/core_use.h"
 #include "analysis/critical_path.h"
 #include "analysis/dask_tasks.h"
+#include "analysis/deep_profile.h"
 #include "analysis/fine_sampling.h"
 #include "analysis/gpu_breakdown.h"
 #include "analysis/hosts.h"
@@ -36,6 +37,7 @@ struct RunAnalysis {
   CommunicationAnalysis communication;  // ranks of distributed jobs; empty without them
   HostsAnalysis hosts;                  // a run across hosts; empty for a run on one host
   FineSampling fine_sampling;           // fine phases recorded on a sample of the iterations; empty without
+  DeepProfile deep_profile;             // operators profiled on a sample of the iterations; empty without
 };
 
 // Runs every analysis on an indexed run.

@@ -907,7 +907,9 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
           {"dask", DaskReportJson(run, analysis.dask)},
           {"communication", CommunicationJson(analysis.communication)},
           {"communication_summary", CommunicationSummaryJson(analysis.communication)},
-          {"multi_host", MultiHostJson(run, analysis.hosts)}};
+          {"multi_host", MultiHostJson(run, analysis.hosts)},
+          {"fine_sampling", FineSamplingJson(analysis.fine_sampling)},
+          {"deep_profile", DeepProfileJson(analysis.deep_profile)}};
 }
 
 std::string RenderHtmlReport(const model::Run& run, const analysis::RunAnalysis& analysis,

@@ -632,6 +632,7 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
   out["dask"] = DaskReportJson(run, analysis.dask);
   out["multi_host"] = MultiHostJson(run, analysis.hosts);
   out["fine_sampling"] = FineSamplingJson(analysis.fine_sampling);
+  out["deep_profile"] = DeepProfileJson(analysis.deep_profile);
   return out;
 }
 
@@ -657,6 +658,55 @@ json FineSamplingJson(const analysis::FineSampling& f) {
           {"overhead_fraction", f.overhead_measured ? json(f.overhead_fraction) : json(nullptr)},
           {"epochs_s", f.epochs_s},
           {"types", std::move(types)}};
+}
+
+json DeepProfileJson(const analysis::DeepProfile& d) {
+  if (d.empty()) return nullptr;
+  auto optional = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  json groups = json::array();
+  for (const analysis::DeepProfileGroup& g : d.groups) {
+    json ops = json::array();
+    for (const analysis::DeepOperator& o : g.operators) {
+      json ci = nullptr;
+      if (o.half_interval_s) ci = json::array({o.mean_s - *o.half_interval_s, o.mean_s + *o.half_interval_s});
+      ops.push_back({{"name", Text(o.name)},
+                     {"data_wait", o.data_wait},
+                     {"calls_per_iteration", o.calls_per_iteration},
+                     {"raw_mean_s", o.raw_mean_s},
+                     {"mean_s", o.mean_s},
+                     {"sd_s", o.sd_s},
+                     {"half_interval_s", optional(o.half_interval_s)},
+                     {"ci95_s", std::move(ci)},
+                     {"share", o.share},
+                     {"total_s", o.total_s},
+                     {"total_half_interval_s", optional(o.total_half_interval_s)}});
+    }
+    groups.push_back(
+        {{"mode", Text(g.mode)},
+         {"process", g.process == 0 ? json(nullptr) : json(g.process)},
+         {"process_name", Text(g.process_name)},
+         {"host", Text(g.host)},
+         {"pid", g.pid == 0 ? json(nullptr) : json(g.pid)},
+         {"iterations", g.iterations},
+         {"profiled", g.profiled},
+         {"profiled_indices", g.profiled_indices},
+         {"profiled_phases", g.profiled_phases},
+         {"baseline_s", g.baseline_known ? json(g.baseline_s) : json(nullptr)},
+         {"baseline_iterations", g.baseline_iterations},
+         {"mean_cost_s", g.mean_cost_s},
+         {"cost_fraction", g.baseline_known ? json(g.cost_fraction) : json(nullptr)},
+         {"ops_per_iteration", g.ops_per_iteration},
+         {"cost_per_op_us", g.cost_per_op_s * 1e6},
+         {"unattributed_s", g.unattributed_s},
+         {"unattributed_fraction", g.baseline_known ? json(g.unattributed_fraction) : json(nullptr)},
+         {"data_wait",
+          {{"profiled", g.data_waits_profiled},
+           {"baseline_s", g.data_wait_baseline_known ? json(g.data_wait_baseline_s) : json(nullptr)},
+           {"mean_cost_s", g.data_wait_mean_cost_s}}},
+         {"removed_s", g.removed_s},
+         {"operators", std::move(ops)}});
+  }
+  return {{"method", analysis::kDeepProfileMethod}, {"removed_s", d.removed_s}, {"groups", std::move(groups)}};
 }
 
 json LevelBreakdownJson(const analysis::LevelBreakdown& b) {

@@ -54,6 +54,11 @@ nlohmann::json TracksJson(const model::Run& run);
 // when no epoch carries the sampling tags.
 nlohmann::json FineSamplingJson(const analysis::FineSampling& fine);
 
+// The "deep_profile" object of the report (docs/json-report.md, docs/analysis.md): operators
+// profiled on a sample of the iterations (`grademl run --deep`), per mode and process, with the
+// profiling cost removed; null without iterations tagged deep=ops. Also in the HTML report's data.
+nlohmann::json DeepProfileJson(const analysis::DeepProfile& deep);
+
 // The "level_breakdown" object of `grademl report --json --level LEVEL` (docs/json-report.md):
 // level, selector (null: the whole run), phases (the selected ids), duration_s, covered_s,
 // count and rows [{name, count, total_s (self time at the level), share}].

@@ -6,6 +6,7 @@
 #include <map>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
@@ -1106,6 +1107,74 @@ void RenderFineSampling(const analysis::FineSampling& f, const Styler& style, st
   if (!rows.empty()) RenderColumns({"type", "count", "total", "recorded"}, rows, style, out);
 }
 
+// --- operators on a sample -----------------------------------------------------------------
+// Operators profiled in a few iterations (`grademl run --deep`, analysis/deep_profile.h): per
+// mode and process, the profiling cost removed, the top operators by their extrapolated total.
+constexpr size_t kMaxDeepOperatorRows = 12;
+
+// Three significant digits: operators take microseconds to milliseconds.
+std::string DeepTime(double s) {
+  if (!std::isfinite(s)) return "-";
+  const double a = std::fabs(s);
+  if (a == 0) return "0";
+  if (a < 1e-6) return fmt::format("{:.0f} ns", s * 1e9);
+  if (a < 1e-3) return fmt::format("{:.3g} us", s * 1e6);
+  if (a < 1) return fmt::format("{:.3g} ms", s * 1e3);
+  if (a < 10) return fmt::format("{:.3g} s", s);
+  return FormatSeconds(s);
+}
+
+std::string DeepPlusMinus(double value, const std::optional<double>& half) {
+  std::string text = DeepTime(value);
+  if (half) text += " ± " + DeepTime(*half);
+  return text;
+}
+
+void RenderDeepProfile(const analysis::DeepProfile& d, const Styler& style, std::string& out) {
+  for (const analysis::DeepProfileGroup& g : d.groups) {
+    std::string where = g.mode.empty() ? std::string() : Sanitize(g.mode) + ", ";
+    where += g.process_name.empty() ? fmt::format("pid {}", g.pid)
+                                    : fmt::format("{} (pid {})", TruncateToWidth(Sanitize(g.process_name), 40), g.pid);
+    out += '\n' + style(kBold, fmt::format("Operators (sampled: {} of {} iterations)", g.profiled, g.iterations)) +
+           style(kDim, fmt::format("  ({}; docs/analysis.md)", where)) + '\n';
+    std::string cost;
+    if (!g.baseline_known) {
+      cost = "no unprofiled iteration to compare with: the figures below include the cost of profiling operators";
+    } else {
+      cost = fmt::format("operator profiling added {} to each profiled iteration ({})", DeepTime(g.mean_cost_s),
+                         FormatPercent(g.cost_fraction));
+      if (g.data_waits_profiled > 0 && g.data_wait_baseline_known) {
+        cost += fmt::format(" and {} to each profiled data wait", DeepTime(g.data_wait_mean_cost_s));
+      }
+      cost += fmt::format("; {} removed from the figures below", DeepTime(g.removed_s));
+    }
+    out += "  " + WrapText(cost, 98, 2) + '\n';
+    std::vector<std::vector<std::string>> rows;
+    for (size_t i = 0; i < g.operators.size() && i < kMaxDeepOperatorRows; ++i) {
+      const analysis::DeepOperator& o = g.operators[i];
+      std::string name = TruncateToWidth(Sanitize(o.name), 40);
+      if (o.data_wait) name += " (data loading)";
+      rows.push_back({name, fmt::format("{:.1f}", o.calls_per_iteration), DeepPlusMinus(o.mean_s, o.half_interval_s),
+                      g.baseline_known && !o.data_wait ? FormatPercent(o.share) : "-",
+                      DeepPlusMinus(o.total_s, o.total_half_interval_s)});
+    }
+    if (!rows.empty()) {
+      RenderColumns({"operator", "calls/iter", "per iteration (95%)", "share",
+                     fmt::format("all {} iterations", g.iterations)},
+                    rows, style, out);
+    }
+    if (g.operators.size() > kMaxDeepOperatorRows) {
+      out += style(kDim, fmt::format("  … {} more operators (grademl report --json: deep_profile)",
+                                     g.operators.size() - kMaxDeepOperatorRows)) +
+             '\n';
+    }
+    if (g.profiled > 0) {
+      out += fmt::format("  not in any operator: {} per iteration{}\n", DeepTime(g.unattributed_s),
+                         g.baseline_known ? " (" + FormatPercent(g.unattributed_fraction) + ")" : std::string());
+    }
+  }
+}
+
 // --- levels ------------------------------------------------------------------------------
 // `grademl report --level LEVEL` (analysis/level_breakdown.h): the time of the selected phases
 // at one level of the stack, by phase name.
@@ -1179,6 +1248,7 @@ std::string RenderTerminalReport(const model::Run& run, const analysis::RunAnaly
   RenderLimits(run, analysis, options, style, out);
   RenderCoreUse(run, analysis, options, style, out);
   RenderFineSampling(analysis.fine_sampling, style, out);
+  RenderDeepProfile(analysis.deep_profile, style, out);
   RenderMultiHost(run, analysis, style, out);
   for (const analysis::HostSummary& host : summary.hosts) RenderHost(host, style, out);
   RenderGpu(analysis.gpu, style, out);
