@@ -14,7 +14,7 @@
 #include <sstream>
 #include <string>
 
-#include <libpq-fe.h>
+#include "store/postgres/libpq.h"
 
 #include "model/run_builder.h"
 #include "store/database.h"

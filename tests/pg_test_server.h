@@ -5,7 +5,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
+#include "store/postgres/libpq.h"
 #include <unistd.h>
 
 #include <atomic>

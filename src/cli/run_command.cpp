@@ -154,8 +154,12 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       if (percent) b.pop_back();
       char* end = nullptr;
       errno = 0;
-      budget = b.empty() ? -1 : std::strtod(b.c_str(), &end);
-      if (!percent || errno != 0 || end == b.c_str() || *end != '\0' || !(budget >= 0.1 && budget <= 100)) {
+      bool parsed = percent && !b.empty();
+      if (parsed) {
+        budget = std::strtod(b.c_str(), &end);
+        parsed = errno == 0 && end != b.c_str() && *end == '\0';
+      }
+      if (!parsed || !(budget >= 0.1 && budget <= 100)) {
         PrintError("--overhead-budget: '" + opts->overhead_budget + "' is not a percentage from 0.1% to 100% (e.g. 2%)");
         return kExitUsage;
       }

@@ -6,7 +6,7 @@
 // or applied twice (the store's counts equal the spool's), and the host's clock offset is
 // recovered within 1 ms.
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
+#include "store/postgres/libpq.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

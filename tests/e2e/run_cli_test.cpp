@@ -2,6 +2,8 @@
 // out of range are one-line usage errors (exit 2) before anything is recorded, a lone
 // directory or missing workflow file is not taken for a command, untrusted step names reach
 // the terminal escaped, and a command that cannot start does not get misleading figures.
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -37,6 +39,41 @@ void ExpectUsageErrors(const std::string& dir, const std::vector<std::vector<std
       EXPECT_NE(r.err.find(must_say[i]), std::string::npos) << what << r.err;
     }
   }
+}
+
+// --overhead-budget: a percentage from 0.1% to 100%, with its % sign.
+TEST(RunCliE2E, OverheadBudgetsOutOfRangeOrWithoutAPercentSignAreRefused) {
+  std::string dir = FreshDir("cli_budget");
+  std::vector<std::vector<std::string>> cases;
+  std::vector<std::string> says;
+  for (const char* value : {"1", "0.01", "0%", "0.05%", "101%", "-1%", "nan%", "inf%", "%", "1%%", "abc"}) {
+    cases.push_back({"run", "--no-report", "--overhead-budget", value, "--", "/bin/true"});
+    says.push_back("is not a percentage from 0.1% to 100%");
+  }
+  ExpectUsageErrors(dir, cases, says);
+  for (const char* ok : {"0.1%", "2%", "100%"}) {
+    CommandResult r =
+        RunCommand({GrademlBinary(), "--db", dir + "/ok.db", "run", "--no-report", "--overhead-budget", ok, "--", "/bin/true"});
+    EXPECT_EQ(r.exit_code, 0) << ok << r.err;
+  }
+}
+
+// A PostgreSQL store on a machine without the PostgreSQL client library (loaded only when
+// such a store is used): a one-line error naming the store, the library and the package.
+TEST(RunCliE2E, APostgresStoreWithoutLibpqIsAOneLineError) {
+  CommandResult r = RunCommand({"/usr/bin/env", "GRADEML_TEST_LIBPQ=/nonexistent/libpq.so.5", GrademlBinary(), "--db",
+                                "postgresql://u:secret@localhost/grademl", "ls"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("libpq5"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/libpq.so.5"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("secret"), std::string::npos) << r.err;
+  // And nothing of it for an SQLite store: no libpq needed.
+  if (const char* backend = std::getenv("GRADEML_TEST_BACKEND"); backend && std::string(backend) == "postgresql") return;
+  std::string dir = FreshDir("cli_no_libpq");
+  CommandResult ok = RunCommand({"/usr/bin/env", "GRADEML_TEST_LIBPQ=/nonexistent/libpq.so.5", GrademlBinary(), "--db",
+                                 dir + "/g.db", "run", "--no-report", "--", "/bin/true"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
 TEST(RunCliE2E, IntervalsOutOfRangeOrWithoutAUnitAreRefused) {

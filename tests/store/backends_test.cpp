@@ -2,7 +2,7 @@
 // database on a real PostgreSQL server (tests/pg_test_server.h), compared with what the
 // deltas written say the run must be (ExpectedRun), not with the other backend's output.
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
+#include "store/postgres/libpq.h"
 
 #include <cmath>
 #include <limits>

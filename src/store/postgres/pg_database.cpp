@@ -141,6 +141,9 @@ StatusOr<model::RunInfo> PgReadRunRow(const PGresult* r, int row, const std::str
 }  // namespace
 
 StatusOr<std::unique_ptr<Database>> PgDatabase::Open(const std::string& location, Mode mode) {
+  if (Status loaded = pq::Load(); !loaded.ok()) {
+    return Status(loaded.code(), pg::RedactPassword(location) + ": " + loaded.message());
+  }
   std::unique_ptr<PgDatabase> db(new PgDatabase(location, pg::RedactPassword(location), mode));
   GRADEML_RETURN_IF_ERROR(db->Connect());
   GRADEML_RETURN_IF_ERROR(pg::PrepareSchema(db->conn_, db->path_, mode == Mode::kReadWrite));

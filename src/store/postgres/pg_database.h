@@ -2,7 +2,7 @@
 // every agent of a run across hosts) writes into and reads from (docs/store.md).
 #pragma once
 
-#include <libpq-fe.h>
+#include "store/postgres/libpq.h"
 
 #include <memory>
 #include <mutex>

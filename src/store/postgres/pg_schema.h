@@ -5,7 +5,7 @@
 // version i to i + 1, under an advisory lock so that peers migrating at once are safe.
 #pragma once
 
-#include <libpq-fe.h>
+#include "store/postgres/libpq.h"
 
 #include <span>
 #include <string>

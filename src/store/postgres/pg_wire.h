@@ -3,7 +3,7 @@
 // read without copies, and text made acceptable to the server's encoding.
 #pragma once
 
-#include <libpq-fe.h>
+#include "store/postgres/libpq.h"
 
 #include <cstdint>
 #include <cstring>
