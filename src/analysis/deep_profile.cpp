@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -12,9 +13,10 @@ namespace grademl::analysis {
 
 const char* const kDeepProfileMethod =
     "profiling cost of a profiled iteration = max(0, its duration - the median unprofiled iteration of the same "
-    "mode and process, first 3 left out as warm-up when more than 10); spread evenly over its operator calls (a "
-    "constant per call) and removed from each operator's self time, clamped at 0; data_wait phases the same "
-    "against the median unprofiled data_wait; means per iteration over the profiled iterations (0 where an "
+    "mode and process, first 3 left out as warm-up when more than 10), a constant per operator call; of it, at "
+    "most the mean self time per call of the cheapest operator kind lies inside an operator and is removed from "
+    "each operator's self time (clamped at 0), the rest from the time between operators; data_wait phases the "
+    "same against the median unprofiled data_wait; means per iteration over the profiled iterations (0 where an "
     "operator did not run), 95% intervals with Student's t, totals = mean x the iterations of the mode";
 
 namespace {
@@ -119,8 +121,29 @@ struct DeepKindResult {
   double unattributed_sum_s = 0;
 };
 
+// What profiling adds inside an operator's own bracket, per call: the mean self time per
+// call of the cheapest operator kind of these profiled phases (a view, a detach: next to no
+// work of their own, so what they measure is mostly the profiler's). An upper bound on that
+// cost, since no operator can take less than nothing.
+double DeepCostInsideOperator(const model::Run& run, const std::vector<const model::Phase*>& profiled,
+                              TimeNs run_end) {
+  std::map<std::string, std::pair<double, int64_t>> per_name;  // self time, calls
+  for (const model::Phase* p : profiled) {
+    for (const auto& [name, self_calls] : DeepOpsUnder(run, *p, run_end).by_name) {
+      auto& [self, calls] = per_name[name];
+      self += std::max(0.0, self_calls.first);
+      calls += self_calls.second;
+    }
+  }
+  double cheapest = std::numeric_limits<double>::infinity();
+  for (const auto& [name, self_calls] : per_name) {
+    if (self_calls.second > 0) cheapest = std::min(cheapest, self_calls.first / static_cast<double>(self_calls.second));
+  }
+  return std::isfinite(cheapest) ? cheapest : 0.0;
+}
+
 DeepKindResult DeepCorrect(const model::Run& run, const std::vector<const model::Phase*>& profiled,
-                           std::optional<double> baseline, TimeNs run_end,
+                           std::optional<double> baseline, double cost_inside_op, TimeNs run_end,
                            std::map<std::string, DeepOpSamples>* samples) {
   DeepKindResult r;
   const size_t n = profiled.size();
@@ -128,7 +151,9 @@ DeepKindResult DeepCorrect(const model::Run& run, const std::vector<const model:
     const double dur = DeepDurationS(*profiled[i], run_end);
     const double cost = baseline ? std::max(0.0, dur - *baseline) : 0.0;
     DeepOps ops = DeepOpsUnder(run, *profiled[i], run_end);
-    const double per_op = ops.count > 0 ? cost / static_cast<double>(ops.count) : 0.0;
+    // The phase's cost per operator call, of which at most cost_inside_op lies inside the
+    // operator's own bracket; the rest is between operators (taken off what they do not cover).
+    const double per_op = std::min(ops.count > 0 ? cost / static_cast<double>(ops.count) : 0.0, cost_inside_op);
     double covered = 0;
     for (const auto& [name, self_calls] : ops.by_name) {
       DeepOpSamples& s = (*samples)[name];
@@ -249,8 +274,11 @@ DeepProfile AnalyzeDeepProfile(const model::Run& run) {
     std::optional<double> baseline = DeepBaseline(std::move(unprofiled), &g.baseline_iterations);
     g.baseline_known = baseline.has_value();
     g.baseline_s = baseline.value_or(0);
+    std::vector<const model::Phase*> all_profiled = profiled;
+    all_profiled.insert(all_profiled.end(), profiled_dw.begin(), profiled_dw.end());
+    g.cost_inside_op_s = DeepCostInsideOperator(run, all_profiled, run_end);
     std::map<std::string, DeepOpSamples> samples;
-    DeepKindResult it = DeepCorrect(run, profiled, baseline, run_end, &samples);
+    DeepKindResult it = DeepCorrect(run, profiled, baseline, g.cost_inside_op_s, run_end, &samples);
     g.mean_cost_s = it.mean_cost_s;
     g.cost_fraction = g.baseline_s > 0 ? g.mean_cost_s / g.baseline_s : 0;
     g.ops_per_iteration = g.profiled > 0 ? static_cast<double>(it.ops) / static_cast<double>(g.profiled) : 0;
@@ -264,7 +292,7 @@ DeepProfile AnalyzeDeepProfile(const model::Run& run) {
     g.data_wait_baseline_known = dw_baseline.has_value();
     g.data_wait_baseline_s = dw_baseline.value_or(0);
     std::map<std::string, DeepOpSamples> dw_samples;
-    DeepKindResult dw = DeepCorrect(run, profiled_dw, dw_baseline, run_end, &dw_samples);
+    DeepKindResult dw = DeepCorrect(run, profiled_dw, dw_baseline, g.cost_inside_op_s, run_end, &dw_samples);
     g.data_wait_mean_cost_s = dw.mean_cost_s;
     DeepSummarize(dw_samples, profiled_dw.size(), true, g.data_wait_baseline_s, g.iterations, &g.operators);
 

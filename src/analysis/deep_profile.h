@@ -8,12 +8,15 @@
 //
 //  - baseline: the median duration of the unprofiled iterations (the first 3 of them left out
 //    as warm-up when there are more than 10);
-//  - the profiling cost of profiled iteration i: D_i = max(0, duration_i - baseline); spread
-//    evenly over its operator phases (all op phases under it): e_i = D_i / ops_i. The cost
-//    is taken to lie within the operators' own times, a constant per operator call;
+//  - the profiling cost of profiled iteration i: D_i = max(0, duration_i - baseline); per
+//    operator call e_i = D_i / ops_i (all op phases under it), a constant per call;
+//  - of that, what lies inside an operator's own bracket: at most the cost of the cheapest
+//    operator kind, its mean self time per call over the profiled phases (a view or a detach
+//    does next to nothing of its own: what it measures is mostly the profiler): r_i =
+//    min(e_i, that). The rest, e_i - r_i per call, falls between operators;
 //  - per operator name o: its self time in iteration i, t_oi (each op phase's duration less
 //    that of the op phases nested directly in it), and its calls n_oi; corrected
-//    c_oi = max(0, t_oi - n_oi * e_i);
+//    c_oi = max(0, t_oi - n_oi * r_i);
 //  - per operator: the mean of c_oi over the profiled iterations (0 where it did not run),
 //    its 95% interval (mean +- t(0.975, n-1) * sd / sqrt(n), Student's t, none for n = 1),
 //    calls per iteration, its share of the baseline, and totals over all the iterations of
@@ -67,6 +70,7 @@ struct DeepProfileGroup {
   double cost_fraction = 0;       // mean_cost_s / baseline_s
   double ops_per_iteration = 0;   // mean op phases per profiled iteration
   double cost_per_op_s = 0;       // sum D_i / sum ops_i
+  double cost_inside_op_s = 0;    // the most of it taken to lie inside an operator's bracket
   double unattributed_s = 0;      // mean (duration_i - D_i - sum_o c_oi): not in any operator
   double unattributed_fraction = 0;  // unattributed_s / baseline_s
   // The profiled data_wait phases (before the profiled iterations).

@@ -697,6 +697,7 @@ json DeepProfileJson(const analysis::DeepProfile& d) {
          {"cost_fraction", g.baseline_known ? json(g.cost_fraction) : json(nullptr)},
          {"ops_per_iteration", g.ops_per_iteration},
          {"cost_per_op_us", g.cost_per_op_s * 1e6},
+         {"cost_inside_op_us", g.cost_inside_op_s * 1e6},
          {"unattributed_s", g.unattributed_s},
          {"unattributed_fraction", g.baseline_known ? json(g.unattributed_fraction) : json(nullptr)},
          {"data_wait",
