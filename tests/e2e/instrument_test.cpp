@@ -1,5 +1,6 @@
 // End-to-end tests of instrumentation: real programs under `grademl run`, emitting phases
 // through the C++ API, the Python API and zero-code auto-instrumentation.
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -475,7 +476,6 @@ clf.predict(x)
   EXPECT_EQ(names["DataFrame.to_csv"] + names["to_csv"], 1);
   EXPECT_EQ(names["read_csv"], 1);
 }
-
 }  // namespace
 }  // namespace grademl::testing
 
@@ -536,6 +536,142 @@ with open(sys.argv[1], "w") as f:
                                 dir + "/script.py", dir + "/truth"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ExpectEndsWithItsThread(ReportJson(db), "py left open", ReadTruth(dir + "/truth", "returned_end_ns"));
+}
+
+// A DataLoader loop of 200 iterations: a 2-layer MLP (2 Linear layers: 2 addmm per forward),
+// cross-entropy loss module, SGD. Used by the --deep and overhead budget tests.
+const char* kTwoHundredIterations = R"(import torch
+torch.manual_seed(0)
+torch.set_num_threads(1)
+data = torch.utils.data.TensorDataset(torch.randn(1600, 16), torch.randint(0, 4, (1600,)))
+loader = torch.utils.data.DataLoader(data, batch_size=8)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+lossf = torch.nn.CrossEntropyLoss()
+for x, y in loader:
+    opt.zero_grad()
+    lossf(model(x), y).backward()
+    opt.step()
+)";
+
+// The nearest ancestor of `p` (itself excluded) whose leaf type is one of `types`; null if none.
+const json* NearestOfTypes(const std::map<int64_t, const json*>& by_id, const json& p,
+                           std::initializer_list<const char*> types) {
+  const json* q = &p;
+  while (!(*q)["parent"].is_null()) {
+    auto it = by_id.find((*q)["parent"].get<int64_t>());
+    if (it == by_id.end()) return nullptr;
+    q = it->second;
+    for (const char* t : types)
+      if (LeafType(*q) == t) return q;
+  }
+  return nullptr;
+}
+
+// --deep: operators recorded only inside a few iterations (never in the first 10), each of
+// those with both of the model's addmm; the report's extrapolated breakdown over all 200
+// iterations, with intervals and the profiling cost it removed.
+TEST(InstrumentE2E, DeepProfilesOperatorsOnSampledIterationsOnly) {
+  REQUIRE_PYTHON_ML();
+  std::string dir = FreshDir("instrument_deep");
+  std::ofstream(dir + "/train.py") << kTwoHundredIterations;
+  std::string db = dir + "/g.db";
+  CommandResult r = RunPython(db, dir + "/train.py", {"--deep"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = ReportJson(db);
+  std::map<int64_t, const json*> by_id;
+  for (const json& p : report["phases"]) by_id[p["id"].get<int64_t>()] = &p;
+  std::vector<const json*> iterations;
+  for (const json& p : report["phases"])
+    if (LeafType(p) == "iteration") iterations.push_back(&p);
+  std::sort(iterations.begin(), iterations.end(),
+            [](const json* a, const json* b) { return (*a)["start_ns"].get<int64_t>() < (*b)["start_ns"].get<int64_t>(); });
+  ASSERT_EQ(iterations.size(), 200u);
+  std::map<int64_t, int> addmm_under;  // deep iteration id -> addmm phases under it
+  std::vector<size_t> deep_at;
+  for (size_t i = 0; i < iterations.size(); ++i) {
+    const json& tags = (*iterations[i])["tags"];
+    if (tags.contains("deep") && tags["deep"] == "ops") {
+      deep_at.push_back(i);
+      addmm_under[(*iterations[i])["id"].get<int64_t>()] = 0;
+    }
+  }
+  ASSERT_GE(deep_at.size(), 2u) << "a 200-iteration loop profiled once at most";
+  EXPECT_GE(deep_at.front(), 10u) << "an iteration of the warm-up was profiled";
+  EXPECT_LT(deep_at.size(), 100u) << "profiled in most iterations";
+  int ops = 0;
+  for (const json& p : report["phases"]) {
+    if (LeafType(p) != "op") continue;
+    ++ops;
+    const json* owner = NearestOfTypes(by_id, p, {"iteration", "data_wait"});
+    ASSERT_NE(owner, nullptr) << p["name"];
+    ASSERT_TRUE((*owner)["tags"].contains("deep")) << p["name"] << " outside a profiled iteration";
+    if (LeafType(*owner) == "iteration" && p["name"] == "addmm") ++addmm_under[(*owner)["id"].get<int64_t>()];
+  }
+  EXPECT_GT(ops, 0);
+  for (const auto& [id, n] : addmm_under) EXPECT_EQ(n, 2) << "iteration " << id;
+
+  const json& deep = report["deep_profile"];
+  ASSERT_TRUE(deep.is_object()) << report["deep_profile"];
+  ASSERT_EQ(deep["groups"].size(), 1u);
+  const json& g = deep["groups"][0];
+  EXPECT_EQ(g["iterations"], 200);
+  EXPECT_EQ(g["profiled"].get<size_t>(), deep_at.size());
+  EXPECT_GT(deep["removed_s"].get<double>(), 0);
+  const json* addmm = nullptr;
+  for (const json& op : g["operators"])
+    if (op["name"] == "addmm" && op["data_wait"] == false) addmm = &op;
+  ASSERT_NE(addmm, nullptr);
+  EXPECT_DOUBLE_EQ((*addmm)["calls_per_iteration"].get<double>(), 2.0);
+  ASSERT_EQ((*addmm)["ci95_s"].size(), 2u);
+  EXPECT_LE((*addmm)["ci95_s"][0].get<double>(), (*addmm)["mean_s"].get<double>());
+  EXPECT_GE((*addmm)["ci95_s"][1].get<double>(), (*addmm)["mean_s"].get<double>());
+  EXPECT_GT((*addmm)["mean_s"].get<double>(), 0);
+  // The terminal says it in words.
+  CommandResult text = RunCommand({GrademlBinary(), "--db", db, "report"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  std::string all = text.out + text.err;
+  EXPECT_NE(all.find("Operators (sampled: " + std::to_string(deep_at.size()) + " of 200 iterations)"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("removed from the figures below"), std::string::npos) << all;
+}
+
+// A loop too fine for the budget (a recorded phase forced to cost 1 ms through the test hook):
+// fine phases recorded in the first 20 iterations only, every iteration still recorded, and
+// the report's counts exact for all 200 (one forward, loss, backward and optimizer step per
+// iteration; one data wait more, for the end of the loop).
+TEST(InstrumentE2E, ALoopTooFineForTheBudgetKeepsExactCounts) {
+  REQUIRE_PYTHON_ML();
+  std::string dir = FreshDir("instrument_budget");
+  std::ofstream(dir + "/train.py") << kTwoHundredIterations;
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({"/usr/bin/env", "GRADEML_TEST_PHASE_COST_NS=1000000", GrademlBinary(), "--db", db, "run",
+                                "--no-report", "--", "/usr/bin/python3", dir + "/train.py"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = ReportJson(db);
+  auto counts = CountByLeafType(report);
+  EXPECT_EQ(counts["iteration"], 200);
+  EXPECT_EQ(counts["forward"], 20);
+  EXPECT_EQ(counts["backward"], 20);
+  const json& fs = report["fine_sampling"];
+  ASSERT_TRUE(fs.is_object()) << report["fine_sampling"];
+  EXPECT_EQ(fs["iterations"], 200);
+  EXPECT_EQ(fs["recorded_iterations"], 20);
+  EXPECT_GT(fs["every_max"].get<int>(), 1);
+  EXPECT_DOUBLE_EQ(fs["budget"].get<double>(), 0.01);
+  std::map<std::string, int64_t> totals;
+  for (const json& t : fs["types"]) totals[t["type"]] = t["total"].get<int64_t>();
+  EXPECT_EQ(totals["forward"], 200);
+  EXPECT_EQ(totals["loss"], 200);
+  EXPECT_EQ(totals["backward"], 200);
+  EXPECT_EQ(totals["optimizer_step"], 200);
+  EXPECT_EQ(totals["data_wait"], 201);
+  // 1 ms per recorded phase: 200 iterations + 20 x 5 fine phases at least.
+  EXPECT_GE(fs["overhead_s"].get<double>(), 0.3);
+  // --overhead-budget reaches the program.
+  std::string db2 = dir + "/g2.db";
+  ASSERT_EQ(RunPython(db2, dir + "/train.py", {"--overhead-budget", "5%"}).exit_code, 0);
+  EXPECT_DOUBLE_EQ(ReportJson(db2)["fine_sampling"]["budget"].get<double>(), 0.05);
 }
 
 }  // namespace
