@@ -123,6 +123,10 @@ void RenderHeader(const model::Run& run, const RunSummary& summary, const Styler
   if (info.interval_ns > 0) {
     if (!overhead.empty()) overhead += ", ";
     overhead += fmt::format("sampling every {}", FormatDuration(info.interval_ns));
+    if (DurationNs backed_off = IntervalBackedOffTo(run); backed_off > info.interval_ns) {
+      overhead += fmt::format(" (up to {} on this many processes, to keep within the overhead budget)",
+                              FormatDuration(backed_off));
+    }
   }
   if (!overhead.empty()) lines.Add("overhead", overhead);
   if (summary.noisy) lines.Add("noisy", style(kYellow, "yes: " + Sanitize(summary.noisy_reason)));

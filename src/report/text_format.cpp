@@ -1,5 +1,7 @@
 #include "report/text_format.h"
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -186,6 +188,18 @@ std::string ProcessEventsMode(const model::Run& run) {
   for (const auto& [key, value] : root->tags)
     if (key == "grademl.process_events") return value;
   return "";
+}
+
+DurationNs IntervalBackedOffTo(const model::Run& run) {
+  const model::Phase* root = run.Root();
+  if (!root) return 0;
+  for (const auto& [key, value] : root->tags) {
+    if (key != "grademl.interval_backed_off_to") continue;
+    char* end = nullptr;
+    long long ns = std::strtoll(value.c_str(), &end, 10);
+    return end != value.c_str() && *end == '\0' && ns > 0 ? static_cast<DurationNs>(ns) : 0;
+  }
+  return 0;
 }
 
 std::string ProcessEventsNotice(const model::Run& run) {

@@ -31,6 +31,21 @@ std::vector<std::string> Lines(const std::string& text) {
 
 TEST(TerminalReportTest, BasicRunGolden) { ExpectMatchesGolden(RenderText(BasicRun()), "basic_run.txt"); }
 
+// A many-process tree on which the monitor backed off (grademl.interval_backed_off_to on the
+// root, ns): the overhead line says how far; a garbled value says nothing.
+TEST(TerminalReportTest, BackedOffIntervalIsSaid) {
+  model::Run run = BasicRun();  // sampling every 500 ms
+  ASSERT_NE(run.Root(), nullptr);
+  auto& tags = const_cast<model::Phase*>(run.Root())->tags;
+  tags.emplace_back("grademl.interval_backed_off_to", "5000000000");
+  EXPECT_NE(RenderText(run).find("sampling every 500 ms (up to 5.00 s on this many processes, to keep within the overhead "
+                                 "budget)"),
+            std::string::npos)
+      << RenderText(run);
+  tags.back().second = "5s";
+  EXPECT_EQ(RenderText(run).find("up to"), std::string::npos);
+}
+
 TEST(TerminalReportTest, IncompleteRunFoldedGolden) {
   ExpectMatchesGolden(RenderText(IncompleteRun(), {.max_phases = 6}), "incomplete_run.txt");
 }
