@@ -1100,6 +1100,9 @@ void RenderFineSampling(const analysis::FineSampling& f, const Styler& style, st
   if (f.recorded_iterations < f.iterations) {
     sample += fmt::format("; {} of them recorded as phases", FineThousands(f.recorded_iterations));
   }
+  if (f.budget_known && f.overhead_measured && f.overhead_fraction > f.budget && f.every_max > 1) {
+    sample += ". Over the budget even so: the iterations are too short for one phase each at this cost";
+  }
   out += "  " + WrapText(sample, 98, 2) + '\n';
   std::vector<std::vector<std::string>> rows;
   for (const analysis::FineTypeCounts& c : f.types) {
