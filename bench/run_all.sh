@@ -156,3 +156,7 @@ if [ -x /usr/bin/torchrun ]; then
 else
   echo "skipped: /usr/bin/torchrun (python3-torch) is missing"
 fi
+
+echo
+echo "## 11. Issue 16: the MLP loop under the 1% budget, --deep, every operator traced and torch.profiler; reported vs measured overhead; --deep's operator shares vs every iteration traced; Python start-up; fixed cost per run (bench/xsp_bench.py)"
+$PY bench/xsp_bench.py --grademl "$GRADEML" --rounds "${XSP_ROUNDS:-7}" --epochs "${XSP_EPOCHS:-5}"
