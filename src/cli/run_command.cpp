@@ -97,9 +97,10 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
                 "(report: 'Operators'; docs/python.md)");
   sub->add_option("--overhead-budget", opts->overhead_budget,
                   "What the in-process instrumentation may cost, as a percentage of the workload, from 0.1% to 100% "
-                  "(default 1%): fine phases (forward, backward, optimizer step, loss, data wait) are recorded in "
-                  "every iteration while that fits, else in a sample of iterations, their counts and total times "
-                  "kept exact for all; iterations are always recorded (report: 'Fine phases')")
+                  "(default 1%): fine phases (forward, backward, optimizer step, loss) are recorded in every "
+                  "iteration while that fits, else in a sample of iterations, their counts and total times kept "
+                  "exact for all; iterations and data waits are always recorded, and every fine phase once "
+                  "torch.distributed is initialized (report: 'Fine phases')")
       ->capture_default_str();
   sub->add_option("-j,--jobs", opts->jobs, "Workflow steps run at once, 0 to 1024 (default 0: the number of cores)")
       ->check(WholeNumberIn(0, 1024));

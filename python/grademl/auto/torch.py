@@ -533,7 +533,6 @@ def _patch_dataloader(torch):
         return it
 
     fine = _tuning.fine
-    pc = _tuning._pc
 
     @functools.wraps(orig_next)
     def __next__(self):
@@ -548,34 +547,22 @@ def _patch_dataloader(torch):
             if deep:
                 _deep.start()
                 st.deep = True
-            if record:
-                _g._begin_typed("dataloader.next", "data_wait", _DEEP_TAG if deep else ())
-                fine.recorded += 1
-            else:
-                fine.timed += 1
+            # The data wait is never sampled (the DataLoader analyses need every one).
+            _g._begin_typed("dataloader.next", "data_wait", _DEEP_TAG if deep else ())
+            fine.waits += 1
         except Exception as e:
             guard("dataloader", e)
             return orig_next(self)
-        t0 = 0 if record else pc()
         try:
             batch = orig_next(self)
         except StopIteration:
-            if record:
-                _g._end()
-            else:
-                _tuning.accumulate("data_wait", pc() - t0)
+            _g._end()
             st.close()
             raise
         except BaseException:
-            if record:
-                _g._end()
-            else:
-                _tuning.accumulate("data_wait", pc() - t0)
-            raise
-        if record:
             _g._end()
-        else:
-            _tuning.accumulate("data_wait", pc() - t0)
+            raise
+        _g._end()
         try:
             tun.epoch_iters += 1
             if record:

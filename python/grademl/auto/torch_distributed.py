@@ -160,6 +160,11 @@ def _patch_init(torch):
     @functools.wraps(orig)
     def init_process_group(*args, **kwargs):
         result = orig(*args, **kwargs)
+        # Collectives are set against the backward passes (how much communication overlapped
+        # computation): fine phases are then recorded in every iteration (tuning.py).
+        from . import tuning
+
+        tuning.keep_every_fine_phase("torch.distributed")
         if _active():
             try:
                 _g._tag_process("rank", str(dist.get_rank()))

@@ -1,11 +1,14 @@
 """What the PyTorch auto-instrumentation costs, kept within a budget; and --deep.
 
-Fine phases (forward, backward, optimizer step, loss, data wait) are recorded in every
-iteration while that fits the overhead budget (GRADEML_OVERHEAD_BUDGET, a fraction of the
-workload; `grademl run --overhead-budget`, default 1%), else in 1 of k iterations. The
-others are still timed (two clock reads), so the count and total time of every fine phase
-type stay exact: the epoch phase carries them as tags, with what was sampled and the
-measured cost (docs/python.md, "Overhead budget"):
+Fine phases (forward, backward, optimizer step, loss: those inside iterations) are recorded
+in every iteration while that fits the overhead budget (GRADEML_OVERHEAD_BUDGET, a fraction
+of the workload; `grademl run --overhead-budget`, default 1%), else in 1 of k iterations.
+The others are still timed (two clock reads), so the count and total time of every fine
+phase type stay exact: the epoch phase carries them as tags, with what was sampled and the
+measured cost (docs/python.md, "Overhead budget"). Never sampled: iterations, the data wait
+before each (the DataLoader analyses and what-ifs need every one), phases the program
+declares through grademl's API, and every fine phase once torch.distributed is initialized
+(the communication analysis sets collectives against the backward passes).
 
   fine.every=k  fine.iterations=N  fine.recorded_iterations=R
   unrecorded.<type>.count / unrecorded.<type>.ns     for each fine type that went unrecorded
@@ -33,7 +36,7 @@ import time
 
 _pc = time.perf_counter_ns
 
-FINE_TYPES = ("forward", "backward", "optimizer_step", "loss", "data_wait")
+FINE_TYPES = ("forward", "backward", "optimizer_step", "loss")
 WARMUP = 20          # iterations of a DataLoader whose fine phases are always recorded
 RETUNE_EVERY = 16    # iterations between two decisions
 MAX_EVERY = 1000     # the sparsest sampling: 1 iteration in MAX_EVERY
@@ -65,10 +68,20 @@ class _Fine(threading.local):
         self.acc = None
         self.recorded = 0   # fine phases recorded
         self.timed = 0      # fine calls timed only
+        self.waits = 0      # data wait phases (never sampled)
         self.measure = MEASURE_EVERY
 
 
 fine = _Fine()
+
+# Why fine phases are recorded in every iteration whatever the budget ("" while they may be
+# sampled): set once for the process (keep_every_fine_phase).
+keep_all_reason = ""
+
+
+def keep_every_fine_phase(reason):
+    global keep_all_reason
+    keep_all_reason = keep_all_reason or reason
 
 
 class Costs:
@@ -152,7 +165,7 @@ class LoaderTuning:
 
     __slots__ = ("index", "every", "period", "fine_per_it", "last_next", "last_fine", "last_deep",
                  "deep_next", "deep_stride", "deep_cost", "epoch_acc", "prev_acc", "epoch_iters",
-                 "epoch_recorded", "epoch_rec0", "epoch_timed0", "epoch_deep_extra", "recording_now")
+                 "epoch_recorded", "epoch_rec0", "epoch_timed0", "epoch_waits0", "recording_now")
 
     def __init__(self):
         self.index = 0
@@ -171,7 +184,7 @@ class LoaderTuning:
         self.epoch_recorded = 0
         self.epoch_rec0 = 0
         self.epoch_timed0 = 0
-        self.epoch_deep_extra = 0
+        self.epoch_waits0 = 0
         self.recording_now = True
 
     # --- epochs
@@ -180,7 +193,7 @@ class LoaderTuning:
         self.epoch_acc = {}
         fine.acc = self.epoch_acc
         self.epoch_iters = self.epoch_recorded = 0
-        self.epoch_rec0, self.epoch_timed0 = fine.recorded, fine.timed
+        self.epoch_rec0, self.epoch_timed0, self.epoch_waits0 = fine.recorded, fine.timed, fine.waits
 
     def end_epoch_tags(self):
         """The epoch's tags (key, int or str), and restores the enclosing accumulator."""
@@ -190,8 +203,8 @@ class LoaderTuning:
         self.epoch_acc = None
         recorded = fine.recorded - self.epoch_rec0
         timed = fine.timed - self.epoch_timed0
-        # Iteration phases and recorded data waits are recorded phases too.
-        overhead = (recorded + self.epoch_iters) * costs.recorded + timed * costs.timed
+        # Iteration phases and data waits are recorded phases too.
+        overhead = (recorded + fine.waits - self.epoch_waits0 + self.epoch_iters) * costs.recorded + timed * costs.timed
         tags = [("fine.every", self.every), ("fine.iterations", self.epoch_iters),
                 ("fine.recorded_iterations", self.epoch_recorded)]
         for t in FINE_TYPES:
@@ -238,8 +251,11 @@ class LoaderTuning:
     def _retune(self):
         if self.period is None or self.fine_per_it is None:
             return
+        if keep_all_reason:
+            self.every = 1
+            return
         c_rec, c_timed = costs.recorded, costs.timed
-        always = c_rec + self.fine_per_it * c_timed              # the iteration phase, fine calls timed
+        always = 2 * c_rec + self.fine_per_it * c_timed          # the iteration and data wait phases, fine calls timed
         extra = self.fine_per_it * max(c_rec - c_timed, 0.0)     # recording them too
         allowed = BUDGET * self.period - always
         if extra <= allowed:
