@@ -1187,8 +1187,8 @@ void RenderDeepProfile(const analysis::DeepProfile& d, const Styler& style, std:
 // at one level of the stack, by phase name.
 constexpr size_t kMaxLevelRows = 30;
 
-void RenderLevelBreakdown(const analysis::LevelBreakdown& b, const TerminalReportOptions& options, const Styler& style,
-                          std::string& out) {
+void RenderLevelBreakdown(const analysis::LevelBreakdown& b, const analysis::RunAnalysis& a,
+                          const TerminalReportOptions& options, const Styler& style, std::string& out) {
   const std::string level(model::PhaseLevelName(b.level));
   std::string what = b.selector.empty()
                          ? std::string("the whole run")
@@ -1216,6 +1216,16 @@ void RenderLevelBreakdown(const analysis::LevelBreakdown& b, const TerminalRepor
   }
   out += fmt::format("  {} {} phase{} cover {} ({}) of it\n", b.count, level, b.count == 1 ? "" : "s",
                      FormatSeconds(b.covered_s), FormatPercent(b.duration_s > 0 ? b.covered_s / b.duration_s : 0));
+  // Levels recorded on a sample: these rows cover the sample only.
+  if (b.level == model::PhaseLevel::kOperator && !a.deep_profile.empty()) {
+    out += style(kDim, "  operators were recorded in a sample of the iterations only (--deep): \"Operators\" below "
+                       "extrapolates them to every iteration") +
+           '\n';
+  } else if (b.level == model::PhaseLevel::kLayer && !a.fine_sampling.empty() && a.fine_sampling.every_max > 1) {
+    out += style(kDim, "  fine phases were recorded in a sample of the iterations only (overhead budget): \"Fine "
+                       "phases\" below has their exact counts and totals") +
+           '\n';
+  }
 }
 
 void RenderIssues(const model::Run& run, const analysis::RunAnalysis& a, const Styler& style, std::string& out) {
@@ -1251,7 +1261,7 @@ std::string RenderTerminalReport(const model::Run& run, const analysis::RunAnaly
   RenderSources(run, style, out);
   out += '\n';
   RenderPhases(run, summary, options, style, out);
-  if (options.level_breakdown != nullptr) RenderLevelBreakdown(*options.level_breakdown, options, style, out);
+  if (options.level_breakdown != nullptr) RenderLevelBreakdown(*options.level_breakdown, analysis, options, style, out);
   RenderLimits(run, analysis, options, style, out);
   RenderCoreUse(run, analysis, options, style, out);
   RenderFineSampling(analysis.fine_sampling, style, out);

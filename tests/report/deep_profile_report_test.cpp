@@ -5,6 +5,7 @@
 
 #include "analysis/attribution.h"
 #include "analysis/deep_profile_fixture.h"
+#include "analysis/level_breakdown.h"
 #include "analysis/run_analysis.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
@@ -64,6 +65,24 @@ TEST(DeepProfileReportTest, JsonTerminalAndHtmlData) {
   analysis::Attribution attribution = analysis::AttributeResources(run, HtmlAttributionOptions(hopts));
   json data = RenderHtmlReportData(run, a, attribution, hopts);
   EXPECT_EQ(data.at("deep_profile"), d);
+}
+
+// `report --level operator` on a run profiled with --deep: the rows cover the profiled
+// iterations only, and the section says where the extrapolation is.
+TEST(DeepProfileReportTest, OperatorLevelSaysItIsASample) {
+  model::Run run = testing::DeepProfiledRun();
+  analysis::RunAnalysis a = analysis::AnalyzeRun(run);
+  auto b = analysis::BreakDownByLevel(run, model::PhaseLevel::kOperator);
+  ASSERT_TRUE(b.ok());
+  TerminalReportOptions options;
+  options.level_breakdown = &*b;
+  std::string out = RenderTerminalReport(run, a, options);
+  EXPECT_NE(out.find("operators were recorded in a sample of the iterations only (--deep)"), std::string::npos) << out;
+  // Not for another level.
+  auto fw = analysis::BreakDownByLevel(run, model::PhaseLevel::kFramework);
+  ASSERT_TRUE(fw.ok());
+  options.level_breakdown = &*fw;
+  EXPECT_EQ(RenderTerminalReport(run, a, options).find("recorded in a sample"), std::string::npos);
 }
 
 }  // namespace
