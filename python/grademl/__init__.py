@@ -14,7 +14,6 @@ Events are recorded only under `grademl run` (GRADEML_EVENTS_DIR and GRADEML_LIB
 and the library's event file open); otherwise every call is a near-free no-op and
 importing grademl never fails.
 """
-import functools as _functools
 import os as _os
 
 __all__ = ["phase", "begin", "end", "instant", "counter", "flow_out", "flow_in", "tag", "tag_process", "enabled"]
@@ -99,6 +98,8 @@ def _qualname(func):
 def _decorate(ph, func):
     """Wrap func in the phase ph (a native Phase or a _PyPhase; both are reusable)."""
     enter, exit_ = ph.__enter__, ph.__exit__
+
+    import functools as _functools  # here: not a cost of every Python start under grademl run
 
     @_functools.wraps(func)
     def wrapper(*args, **kwargs):

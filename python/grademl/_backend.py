@@ -6,18 +6,23 @@ tag(key_id, value_id), tag_str(key, value), instant(id), counter(id, float),
 flow_out(int), flow_in(int), now() -> int, begin_at(id, type_id, ticks), end_at(ticks),
 tag_process(key_id, value_id), tag_int(key_id, int). The native module additionally has Phase and ids.
 """
-import importlib.machinery
-import importlib.util
+import _imp
 import os
 import sys
 
-_EXT_SUFFIXES = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+# The import system's own modules, always loaded: `importlib` itself (and the `warnings` it
+# imports) would add milliseconds to every Python start under grademl run.
+import _frozen_importlib as _bootstrap
+import _frozen_importlib_external as _bootstrap_external
+
+_EXT_SUFFIXES = tuple(_imp.extension_suffixes())
 
 
 def _load_ext(path, modname):
-    spec = importlib.util.spec_from_file_location(modname, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    loader = _bootstrap_external.ExtensionFileLoader(modname, path)
+    spec = _bootstrap.spec_from_loader(modname, loader, origin=path)
+    mod = _bootstrap.module_from_spec(spec)
+    loader.exec_module(mod)
     return mod
 
 

@@ -17,8 +17,10 @@ def _grademl_autoload():
 
     # Chain to the sitecustomize we shadow (e.g. Debian's /etc/python3.X/sitecustomize.py).
     try:
-        import importlib.machinery
-        import importlib.util
+        # The import system's own modules: `importlib` (and its `warnings`) would add
+        # milliseconds to every Python start.
+        import _frozen_importlib as _bootstrap
+        import _frozen_importlib_external as _bootstrap_external
 
         here = os.path.dirname(os.path.abspath(__file__))
         rest = []
@@ -35,9 +37,9 @@ def _grademl_autoload():
                 rest.append(p)
         if not seen:
             rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
-        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+        spec = _bootstrap_external.PathFinder.find_spec("sitecustomize", rest)
         if spec is not None and spec.origin and os.path.abspath(spec.origin) != os.path.abspath(__file__):
-            mod = importlib.util.module_from_spec(spec)
+            mod = _bootstrap.module_from_spec(spec)
             sys.modules["sitecustomize"] = mod
             spec.loader.exec_module(mod)
     except Exception as e:

@@ -6,12 +6,12 @@ Installed by grademl/_autoload/sitecustomize.py when GRADEML_AUTO=1 and events a
 being recorded. Every hook is guarded: an exception disables that hook, never the
 program (set GRADEML_DEBUG=1 to see why).
 """
+import _thread
 import os
 import sys
-import threading
 
 _installed = False
-_lock = threading.RLock()
+_lock = _thread.RLock()  # _thread, not threading: importing threading costs every Python start
 _hooks = {}        # module name -> [patch functions]
 _done = set()      # (module name, patch function) applied
 _disabled = set()  # hook names switched off after an error
@@ -48,7 +48,7 @@ class _PostImportFinder:
     module has executed."""
 
     def __init__(self):
-        self._busy = threading.local()
+        self._busy = _thread._local()
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in _hooks:
