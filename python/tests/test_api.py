@@ -153,6 +153,31 @@ class DisabledTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout.split()[0], "False")
 
+    def test_the_users_own_sitecustomize_still_runs(self):
+        # grademl's autoload shadows sitecustomize on PYTHONPATH and chains to the next one.
+        import subprocess
+        import sys
+        import tempfile
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        with tempfile.TemporaryDirectory() as d:
+            user = os.path.join(d, "user")
+            os.mkdir(user)
+            with open(os.path.join(user, "sitecustomize.py"), "w") as f:
+                f.write("import builtins\nbuiltins.USER_SITE_RAN = __file__\n")
+            env = dict(os.environ, GRADEML_EVENTS_DIR=d, GRADEML_LIBRARY="/nonexistent/libgrademl.so",
+                       GRADEML_AUTO="1", GRADEML_AUTO_FORCE="1",
+                       PYTHONPATH=os.pathsep.join([os.path.join(here, ".."),
+                                                   os.path.join(here, "..", "grademl", "_autoload"), user]))
+            out = subprocess.run([sys.executable, "-c",
+                                  "import builtins, sys, grademl.auto\n"
+                                  "print(getattr(builtins, 'USER_SITE_RAN', None), grademl.auto._installed, "
+                                  "'importlib.util' in sys.modules, 'threading' in sys.modules)"],
+                                 env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(out.stdout.split(),
+                             [os.path.join(user, "sitecustomize.py"), "True", "False", "False"], out.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
