@@ -324,6 +324,15 @@ class TorchTest(unittest.TestCase):
         self.assertEqual(tags["fine.every"], "1")
         self.assertEqual([p[1] for p in self.r.phases()].count("backward"), 60)
 
+    def test_a_preempted_measurement_does_not_move_the_cost(self):
+        costs = grademl.auto.tuning.Costs()
+        for ns in (2000, 2100, 1900, 2000, 5_000_000, 2050, 1950):  # one 5 ms outlier
+            costs.observe(ns + costs.clock)
+        self.assertEqual(costs.begin_end, 2000)
+        for _ in range(20):  # and a lasting change is followed
+            costs.observe(3000 + costs.clock)
+        self.assertEqual(costs.begin_end, 3000)
+
     def test_free_phases_are_all_recorded(self):
         self._tuned(forced=0.0)
         self._loop(60)
