@@ -246,6 +246,62 @@ function communicationSection(data, showPhase) {
       el('table', {}, el('thead', {}, el('tr', {}, ['Collective', 'Count', 'Bytes', 'Time', 'Waiting'].map((h) => el('th', {}, h)))), el('tbody', {}, kinds))) : null);
 }
 
+// Fine phases recorded on a sample of the iterations under the overhead budget
+// (analysis/fine_sampling.h): the exact counts and totals per type, how many were recorded,
+// the budget and the instrumentation's measured cost.
+function fineSamplingSection(data) {
+  const f = data.fine_sampling;
+  if (!f || !f.types) return null;
+  const every = f.every_max <= 1 ? 'in every iteration'
+    : f.every_min === f.every_max ? `in 1 of ${f.every_max} iterations` : `in 1 of ${f.every_min} to 1 of ${f.every_max} iterations`;
+  const cost = [];
+  if (f.budget !== null && f.budget !== undefined) cost.push(`budget ${fmtPercent(f.budget)} of the workload`);
+  if (f.overhead_fraction !== null && f.overhead_fraction !== undefined) cost.push(`instrumentation measured at ${fmtPercent(f.overhead_fraction)}`);
+  const over = f.budget !== null && f.overhead_fraction !== null && f.overhead_fraction > f.budget && f.every_max > 1
+    ? el('p', { class: 'noisy' }, 'Over the budget even so: the iterations are too short for one phase each at this cost.') : null;
+  const rows = f.types.filter((t) => t.total > 0).map((t) => el('tr', {},
+    el('td', {}, t.type),
+    el('td', { class: 'num' }, t.total.toLocaleString('en-US')),
+    el('td', { class: 'num' }, fmtDuration(t.total_s)),
+    el('td', { class: 'num' }, `${t.recorded.toLocaleString('en-US')} (${fmtPercent(t.total > 0 ? t.recorded / t.total : 0)})`)));
+  return section('fine-phases', 'Fine phases',
+    `Fine phases (forward, backward, loss, optimizer step) recorded ${every}${cost.length ? ` (${cost.join(', ')})` : ''}; the counts and totals below are exact for all ${f.iterations.toLocaleString('en-US')} iterations, ${f.recorded_iterations.toLocaleString('en-US')} of them recorded as phases. The timeline holds the recorded ones only.`,
+    el('table', { class: 'fine' },
+      el('thead', {}, el('tr', {}, ['Type', 'Count', 'Total', 'Recorded'].map((x) => el('th', {}, x)))),
+      el('tbody', {}, rows)),
+    over);
+}
+
+// Operators profiled on a sample of the iterations (grademl run --deep; analysis/deep_profile.h):
+// per process and mode, the profiling cost measured against unprofiled iterations and removed,
+// and each operator's time per iteration with its 95% interval, extrapolated to every iteration.
+function deepProfileSection(data) {
+  const d = data.deep_profile;
+  if (!d || !d.groups || !d.groups.length) return null;
+  const interval = (mean, half) => (half === null || half === undefined ? fmtDuration(mean) : `${fmtDuration(mean)} ± ${fmtDuration(half)}`);
+  const groups = d.groups.map((g) => {
+    const rows = g.operators.slice(0, 25).map((op) => el('tr', {},
+      el('td', {}, op.name, op.data_wait ? el('span', { class: 'badge' }, 'data loading') : null),
+      el('td', { class: 'num' }, op.calls_per_iteration.toFixed(1)),
+      el('td', { class: 'num' }, interval(op.mean_s, op.half_interval_s)),
+      el('td', { class: 'num' }, op.data_wait ? '–' : fmtPercent(op.share)),
+      el('td', { class: 'num' }, interval(op.total_s, op.total_half_interval_s))));
+    const who = `${g.mode || 'untagged'}, ${g.process_name || `pid ${g.pid}`}`;
+    return el('div', { class: 'deep-group' },
+      el('h3', {}, `Sampled ${g.profiled} of ${g.iterations} iterations (${who})`),
+      el('p', {}, g.baseline_s !== null && g.baseline_s !== undefined
+        ? `Operator profiling added ${fmtDuration(g.mean_cost_s)} to each profiled iteration (${fmtPercent(g.cost_fraction)} of the unprofiled median, ${fmtDuration(g.baseline_s)}); ${fmtDuration(g.removed_s)} removed from the figures below. Not in any operator: ${fmtDuration(g.unattributed_s)} per iteration.`
+        : 'No unprofiled iteration to measure the profiling cost against: the figures include it.'),
+      el('table', { class: 'deep' },
+        el('thead', {}, el('tr', {}, ['Operator', 'Calls / iteration', 'Per iteration (95%)', 'Share', `All ${g.iterations} iterations`].map((x) => el('th', {}, x)))),
+        el('tbody', {}, rows)),
+      g.operators.length > 25 ? el('p', { class: 'muted' }, `… ${g.operators.length - 25} more operators (grademl report --json: deep_profile).`) : null);
+  });
+  return section('operators', 'Operators',
+    'Operators were profiled in a few iterations only (grademl run --deep). Their cost was measured against the iterations that were not profiled, and removed (XSP\'s leveled experimentation); the breakdown is extrapolated to every iteration with 95% intervals.',
+    ...groups);
+}
+
 // A run across hosts (docs/multi-host.md): each host's part of the run, the straggler host,
 // and the edges between hosts that go backwards in time beyond the clocks' uncertainty. Host
 // and phase names come from other machines: text only, as everywhere.
@@ -430,6 +486,10 @@ function main() {
   if (communication) app.append(communication);
   const hosts = hostsSection(data, showPhase);
   if (hosts) app.append(hosts);
+  const fine = fineSamplingSection(data);
+  if (fine) app.append(fine);
+  const deep = deepProfileSection(data);
+  if (deep) app.append(deep);
 
   const tl = data.timeline;
   const lod = tl.shown_phases < tl.total_phases
