@@ -172,7 +172,7 @@ class LoaderTuning:
 
     __slots__ = ("index", "every", "period", "fine_per_it", "last_next", "last_fine", "last_deep",
                  "deep_next", "deep_stride", "deep_cost", "epoch_acc", "prev_acc", "epoch_iters",
-                 "epoch_recorded", "epoch_rec0", "epoch_timed0", "epoch_waits0", "recording_now")
+                 "epoch_recorded", "epoch_rec0", "epoch_timed0", "epoch_waits0")
 
     def __init__(self):
         self.index = 0
@@ -192,7 +192,6 @@ class LoaderTuning:
         self.epoch_rec0 = 0
         self.epoch_timed0 = 0
         self.epoch_waits0 = 0
-        self.recording_now = True
 
     # --- epochs
     def begin_epoch(self):
@@ -251,7 +250,6 @@ class LoaderTuning:
             self.deep_next = i + (self.deep_stride or 10 ** 9)  # until the cost is known
         self.last_deep = deep
         record = deep or i < WARMUP or i % self.every == 0
-        self.recording_now = record
         fine.record = record
         return record, deep
 
