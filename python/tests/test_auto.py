@@ -333,6 +333,20 @@ class TorchTest(unittest.TestCase):
             costs.observe(3000 + costs.clock)
         self.assertEqual(costs.begin_end, 3000)
 
+    def test_deep_profiles_enough_iterations_for_an_interval(self):
+        # Profiling that costs many times an iteration would be spaced past the end of a
+        # short run: the first MIN_DEEP are spread over the first epoch at most.
+        # A budget no profiling fits stands for that (the spacing would be 100000).
+        tuning = grademl.auto.tuning
+        self._tuned(deep=True)
+        saved = tuning.DEEP_BUDGET
+        tuning.DEEP_BUDGET = 1e-9
+        self.addCleanup(lambda: setattr(tuning, "DEEP_BUDGET", saved))
+        self._loop(120)
+        deep = [p for p in self._ancestry() if p[1] == "iteration" and p[2].get("deep") == "ops"]
+        self.assertEqual(tuning.MIN_DEEP, 5)
+        self.assertIn(len(deep), (5, 6))  # then the budget's spacing
+
     def test_free_phases_are_all_recorded(self):
         self._tuned(forced=0.0)
         self._loop(60)

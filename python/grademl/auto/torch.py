@@ -516,6 +516,10 @@ def _patch_dataloader(torch):
             _g._begin_typed("epoch", "epoch", tags)
             st.epoch_open = True
             st.tuning.begin_epoch()
+            try:
+                st.tuning.epoch_len = len(self)  # an IterableDataset may have none
+            except Exception:
+                st.tuning.epoch_len = None
         except Exception as e:
             guard("dataloader", e)
             return orig_iter(self)

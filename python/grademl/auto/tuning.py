@@ -25,7 +25,8 @@ the cost of a recorded phase (tests of the decisions).
 --deep (GRADEML_DEEP=1): ATen operators are recorded as phases of type "op" in a few
 iterations only, chosen as the run goes: never in the first WARMUP_DEEP iterations of a
 DataLoader, then one, then one every s iterations, s set from the measured cost of a
-profiled iteration so that profiling costs about DEEP_BUDGET of the loop. A profiled
+profiled iteration so that profiling costs about DEEP_BUDGET of the loop (but the first
+MIN_DEEP spread over the first epoch at most, for an interval to be worked out). A profiled
 iteration and the data wait before it are tagged deep=ops; grademl compares them with the
 unprofiled ones to measure and remove the profiling cost (analysis/deep_profile.cpp).
 """
@@ -42,6 +43,7 @@ RETUNE_EVERY = 16    # iterations between two decisions
 MAX_EVERY = 1000     # the sparsest sampling: 1 iteration in MAX_EVERY
 WARMUP_DEEP = 10     # iterations of a DataLoader never profiled at operator level
 DEEP_BUDGET = 0.04   # what operator profiling may add to the loop, as a fraction
+MIN_DEEP = 5         # profiled iterations wanted within the first epoch, whatever the budget
 MEASURE_EVERY = 16   # 1 recorded phase in this many has its begin/end timed
 
 
@@ -172,7 +174,7 @@ class LoaderTuning:
 
     __slots__ = ("index", "every", "period", "fine_per_it", "last_next", "last_fine", "last_deep",
                  "deep_next", "deep_stride", "deep_cost", "epoch_acc", "prev_acc", "epoch_iters",
-                 "epoch_recorded", "epoch_rec0", "epoch_timed0", "epoch_waits0")
+                 "epoch_recorded", "epoch_rec0", "epoch_timed0", "epoch_waits0", "epoch_len", "deep_count")
 
     def __init__(self):
         self.index = 0
@@ -192,6 +194,8 @@ class LoaderTuning:
         self.epoch_rec0 = 0
         self.epoch_timed0 = 0
         self.epoch_waits0 = 0
+        self.epoch_len = None    # len(DataLoader), when it has one
+        self.deep_count = 0      # iterations profiled so far
 
     # --- epochs
     def begin_epoch(self):
@@ -235,6 +239,10 @@ class LoaderTuning:
                 self.deep_cost = extra if self.deep_cost is None else 0.7 * self.deep_cost + 0.3 * extra
                 ratio = self.deep_cost / max(base, 1)
                 self.deep_stride = max(2, min(100000, math.ceil(ratio / DEEP_BUDGET)))
+                if self.deep_count < MIN_DEEP and self.epoch_len:
+                    # Enough samples for an interval: the first MIN_DEEP spread over the
+                    # first epoch at most, then the budget's spacing.
+                    self.deep_stride = min(self.deep_stride, max(2, (self.epoch_len - WARMUP_DEEP) // MIN_DEEP))
                 self.deep_next = self.index + self.deep_stride - 1
             else:
                 self.period = period if self.period is None else 0.9 * self.period + 0.1 * period
@@ -247,6 +255,7 @@ class LoaderTuning:
             self._retune()
         deep = deep_possible and i >= self.deep_next
         if deep:
+            self.deep_count += 1
             self.deep_next = i + (self.deep_stride or 10 ** 9)  # until the cost is known
         self.last_deep = deep
         record = deep or i < WARMUP or i % self.every == 0
