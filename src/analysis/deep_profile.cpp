@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -125,14 +126,15 @@ struct DeepKindResult {
 // call of the cheapest operator kind of these profiled phases (a view, a detach: next to no
 // work of their own, so what they measure is mostly the profiler's). An upper bound on that
 // cost, since no operator can take less than nothing.
-double DeepCostInsideOperator(const model::Run& run, const std::vector<const model::Phase*>& profiled,
-                              TimeNs run_end) {
+double DeepCostInsideOperator(std::initializer_list<const std::vector<DeepOps>*> kinds) {
   std::map<std::string, std::pair<double, int64_t>> per_name;  // self time, calls
-  for (const model::Phase* p : profiled) {
-    for (const auto& [name, self_calls] : DeepOpsUnder(run, *p, run_end).by_name) {
-      auto& [self, calls] = per_name[name];
-      self += std::max(0.0, self_calls.first);
-      calls += self_calls.second;
+  for (const std::vector<DeepOps>* ops : kinds) {
+    for (const DeepOps& phase_ops : *ops) {
+      for (const auto& [name, self_calls] : phase_ops.by_name) {
+        auto& [self, calls] = per_name[name];
+        self += std::max(0.0, self_calls.first);
+        calls += self_calls.second;
+      }
     }
   }
   double cheapest = std::numeric_limits<double>::infinity();
@@ -142,7 +144,17 @@ double DeepCostInsideOperator(const model::Run& run, const std::vector<const mod
   return std::isfinite(cheapest) ? cheapest : 0.0;
 }
 
-DeepKindResult DeepCorrect(const model::Run& run, const std::vector<const model::Phase*>& profiled,
+// The op phases under each of `profiled`, in that order.
+std::vector<DeepOps> DeepOpsOfEach(const model::Run& run, const std::vector<const model::Phase*>& profiled,
+                                   TimeNs run_end) {
+  std::vector<DeepOps> out;
+  out.reserve(profiled.size());
+  for (const model::Phase* p : profiled) out.push_back(DeepOpsUnder(run, *p, run_end));
+  return out;
+}
+
+// `ops[i]`: the op phases under `profiled[i]` (DeepOpsOfEach).
+DeepKindResult DeepCorrect(const std::vector<const model::Phase*>& profiled, const std::vector<DeepOps>& ops_of,
                            std::optional<double> baseline, double cost_inside_op, TimeNs run_end,
                            std::map<std::string, DeepOpSamples>* samples) {
   DeepKindResult r;
@@ -150,7 +162,7 @@ DeepKindResult DeepCorrect(const model::Run& run, const std::vector<const model:
   for (size_t i = 0; i < n; ++i) {
     const double dur = DeepDurationS(*profiled[i], run_end);
     const double cost = baseline ? std::max(0.0, dur - *baseline) : 0.0;
-    DeepOps ops = DeepOpsUnder(run, *profiled[i], run_end);
+    const DeepOps& ops = ops_of[i];
     // The phase's cost per operator call, of which at most cost_inside_op lies inside the
     // operator's own bracket; the rest is between operators (taken off what they do not cover).
     const double per_op = std::min(ops.count > 0 ? cost / static_cast<double>(ops.count) : 0.0, cost_inside_op);
@@ -274,11 +286,11 @@ DeepProfile AnalyzeDeepProfile(const model::Run& run) {
     std::optional<double> baseline = DeepBaseline(std::move(unprofiled), &g.baseline_iterations);
     g.baseline_known = baseline.has_value();
     g.baseline_s = baseline.value_or(0);
-    std::vector<const model::Phase*> all_profiled = profiled;
-    all_profiled.insert(all_profiled.end(), profiled_dw.begin(), profiled_dw.end());
-    g.cost_inside_op_s = DeepCostInsideOperator(run, all_profiled, run_end);
+    const std::vector<DeepOps> ops = DeepOpsOfEach(run, profiled, run_end);
+    const std::vector<DeepOps> dw_ops = DeepOpsOfEach(run, profiled_dw, run_end);
+    g.cost_inside_op_s = DeepCostInsideOperator({&ops, &dw_ops});
     std::map<std::string, DeepOpSamples> samples;
-    DeepKindResult it = DeepCorrect(run, profiled, baseline, g.cost_inside_op_s, run_end, &samples);
+    DeepKindResult it = DeepCorrect(profiled, ops, baseline, g.cost_inside_op_s, run_end, &samples);
     g.mean_cost_s = it.mean_cost_s;
     g.cost_fraction = g.baseline_s > 0 ? g.mean_cost_s / g.baseline_s : 0;
     g.ops_per_iteration = g.profiled > 0 ? static_cast<double>(it.ops) / static_cast<double>(g.profiled) : 0;
@@ -292,7 +304,7 @@ DeepProfile AnalyzeDeepProfile(const model::Run& run) {
     g.data_wait_baseline_known = dw_baseline.has_value();
     g.data_wait_baseline_s = dw_baseline.value_or(0);
     std::map<std::string, DeepOpSamples> dw_samples;
-    DeepKindResult dw = DeepCorrect(run, profiled_dw, dw_baseline, g.cost_inside_op_s, run_end, &dw_samples);
+    DeepKindResult dw = DeepCorrect(profiled_dw, dw_ops, dw_baseline, g.cost_inside_op_s, run_end, &dw_samples);
     g.data_wait_mean_cost_s = dw.mean_cost_s;
     DeepSummarize(dw_samples, profiled_dw.size(), true, g.data_wait_baseline_s, g.iterations, &g.operators);
 
