@@ -1,7 +1,5 @@
 #include "report/text_format.h"
 
-#include <cstdlib>
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +7,8 @@
 #include <cmath>
 #include <cstdint>
 #include <vector>
+
+#include "analysis/phase_tags.h"
 
 namespace grademl::report {
 
@@ -192,14 +192,7 @@ std::string ProcessEventsMode(const model::Run& run) {
 
 DurationNs IntervalBackedOffTo(const model::Run& run) {
   const model::Phase* root = run.Root();
-  if (!root) return 0;
-  for (const auto& [key, value] : root->tags) {
-    if (key != "grademl.interval_backed_off_to") continue;
-    char* end = nullptr;
-    long long ns = std::strtoll(value.c_str(), &end, 10);
-    return end != value.c_str() && *end == '\0' && ns > 0 ? static_cast<DurationNs>(ns) : 0;
-  }
-  return 0;
+  return root ? std::max<DurationNs>(0, analysis::IntTag(*root, "grademl.interval_backed_off_to")) : 0;
 }
 
 std::string ProcessEventsNotice(const model::Run& run) {
