@@ -228,6 +228,18 @@ def tag_process(key, value):
 def _begin_typed(name, ptype, tags=()):
     b = _b
     b.begin_typed(_id(_safe(name)), _id(_safe(ptype)))
+    # _tag_typed's loop, inlined: one call less on every phase the auto-instrumentation records.
+    for k, v in tags:
+        if type(v) is int:
+            b.tag_int(_id(_safe(k)), v)
+        else:
+            b.tag(_id(_safe(k)), _id(_safe(v)))
+
+
+def _tag_typed(tags):
+    """Tags the innermost open phase of this thread with (key, value) pairs, values str or int,
+    as _begin_typed does."""
+    b = _b
     for k, v in tags:
         if type(v) is int:
             b.tag_int(_id(_safe(k)), v)

@@ -448,12 +448,7 @@ class _LoaderState:
             mode = "train" if self.epoch_grad else "eval"
         _tag_innermost("mode", mode)
         try:
-            b = _g._b
-            for k, v in self.tuning.end_epoch_tags():
-                if type(v) is int:
-                    b.tag_int(_g._id(k), v)
-                else:
-                    b.tag(_g._id(k), _g._id(v))
+            _g._tag_typed(self.tuning.end_epoch_tags())
         except Exception as e:
             guard("dataloader:tuning", e)
         _g._end()

@@ -209,7 +209,6 @@ class LoaderTuning:
         """The epoch's tags (key, int or str), and restores the enclosing accumulator."""
         acc = self.epoch_acc or {}
         fine.acc = self.prev_acc
-        fine.record = True
         self.epoch_acc = None
         recorded = fine.recorded - self.epoch_rec0
         timed = fine.timed - self.epoch_timed0
