@@ -1,6 +1,6 @@
 // Browser test of the HTML report's "Fine phases" and "Operators" sections (docs/python.md:
 // the overhead budget and --deep): runs a 200-iteration PyTorch loop (a 2-layer MLP, so 2
-// addmm per iteration) under `grademl run --deep` with a recorded phase forced to cost 1 ms
+// addmm per iteration; tests/data/torch/mlp_200_iterations.py) under `grademl run --deep` with a recorded phase forced to cost 1 ms
 // (GRADEML_TEST_PHASE_COST_NS: fine phases sampled after 20 warm-up iterations), writes the
 // HTML report, opens it in Debian's headless Chromium and checks that
 //  - the page loads with no console error, page error, dialog or request;
@@ -8,25 +8,21 @@
 //    (200 each; the profiled iterations record theirs too) and fewer recorded;
 //  - "Operators" says how many of the 200 iterations were profiled and lists addmm at 2.0
 //    calls per iteration with an interval.
-// Usage: node sampled_sections_test.mjs --grademl BIN --web WEB_DIR --artifacts DIR [--chromium PATH]
+// Usage: node sampled_sections_test.mjs --grademl BIN --web WEB_DIR --script PY --artifacts DIR [--chromium PATH]
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { launchChromium, openReport } from './chromium.mjs';
+import { checkSelfContained, checker, finishTest, launchChromium, openReport, testArg } from './chromium.mjs';
 
-const args = process.argv.slice(2);
-const arg = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : dflt; };
+const arg = testArg;
 const grademl = resolve(arg('--grademl'));
 const webDir = resolve(arg('--web'));
+const script = resolve(arg('--script'));
 const artifacts = resolve(arg('--artifacts', 'test-artifacts'));
 const chromiumPath = arg('--chromium', '/usr/bin/chromium');
 
-let failures = 0;
-function check(ok, what) {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures++;
-}
+const { check, failures } = checker();
 
 // Debian's python3-torch is needed; in CI (CI=true) its absence fails the test.
 try {
@@ -43,21 +39,8 @@ try {
 const dir = mkdtempSync(join(tmpdir(), 'grademl-sampled-'));
 const db = join(dir, 'runs.db');
 const html = join(dir, 'report.html');
-writeFileSync(join(dir, 'train.py'), `import torch
-torch.manual_seed(0)
-torch.set_num_threads(1)
-data = torch.utils.data.TensorDataset(torch.randn(1600, 16), torch.randint(0, 4, (1600,)))
-loader = torch.utils.data.DataLoader(data, batch_size=8)
-model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-opt = torch.optim.SGD(model.parameters(), lr=0.05)
-lossf = torch.nn.CrossEntropyLoss()
-for x, y in loader:
-    opt.zero_grad()
-    lossf(model(x), y).backward()
-    opt.step()
-`);
 try {
-  execFileSync(grademl, ['--db', db, 'run', '--no-report', '--deep', '--', '/usr/bin/python3', 'train.py'],
+  execFileSync(grademl, ['--db', db, 'run', '--no-report', '--deep', '--', '/usr/bin/python3', script],
                { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, GRADEML_TEST_PHASE_COST_NS: '1000000' } });
   execFileSync(grademl, ['--db', db, 'report', '--html', html], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
 } catch (e) {
@@ -99,13 +82,8 @@ try {
 
   mkdirSync(artifacts, { recursive: true });
   await page.screenshot({ path: join(artifacts, 'sampled_sections.png'), fullPage: true });
-  check(errors.length === 0, `no console or page errors${errors.length ? `: ${errors.join(' / ')}` : ''}`);
-  check(dialogs.length === 0, `no dialogs${dialogs.length ? `: ${dialogs.join(' / ')}` : ''}`);
-  check(requests.length === 0, `no network requests${requests.length ? `: ${requests.join(' ')}` : ''}`);
+  checkSelfContained(check, { errors, dialogs, requests });
 } finally {
   await browser.close();
 }
-if (failures === 0) rmSync(dir, { recursive: true, force: true });
-else console.log(`(kept ${dir} for inspection)`);
-console.log(failures === 0 ? 'PASS' : `${failures} check(s) failed`);
-process.exit(failures === 0 ? 0 : 1);
+finishTest(failures(), dir);

@@ -383,11 +383,10 @@ TEST(ProcessTreeMonitorTest, IoOfAChildReapedWhileThePassRunsIsCountedOnce) {
 TEST(ProcessTreeMonitorTest, IoOfASecondChildReapedBeforeTheParentIsReadAgainIsCountedOnce) {
   Fixture f;
   bool armed = false;
-  int pipes[7][2];
+  int pipes[6][2];
   for (auto& p : pipes) ASSERT_EQ(pipe(p), 0);
-  auto [truth_pipe, exit1_pipe, exit2_pipe, reap2_pipe, reaped_pipe, quit_pipe, unused] =
-      std::tuple(pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5], pipes[6]);
-  (void)unused;
+  auto [truth_pipe, exit1_pipe, exit2_pipe, reap2_pipe, reaped_pipe, quit_pipe] =
+      std::tuple(pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]);
   ProcessTreeMonitor::Options options;
   options.test_stage = [&](const char* stage) {
     if (!armed || std::string(stage) != "reread_parent") return;

@@ -540,19 +540,7 @@ with open(sys.argv[1], "w") as f:
 
 // A DataLoader loop of 200 iterations: a 2-layer MLP (2 Linear layers: 2 addmm per forward),
 // cross-entropy loss module, SGD. Used by the --deep and overhead budget tests.
-const char* kTwoHundredIterations = R"(import torch
-torch.manual_seed(0)
-torch.set_num_threads(1)
-data = torch.utils.data.TensorDataset(torch.randn(1600, 16), torch.randint(0, 4, (1600,)))
-loader = torch.utils.data.DataLoader(data, batch_size=8)
-model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-opt = torch.optim.SGD(model.parameters(), lr=0.05)
-lossf = torch.nn.CrossEntropyLoss()
-for x, y in loader:
-    opt.zero_grad()
-    lossf(model(x), y).backward()
-    opt.step()
-)";
+const std::string kTwoHundredIterations = std::string(GRADEML_TESTDATA_DIR) + "/torch/mlp_200_iterations.py";
 
 // The nearest ancestor of `p` (itself excluded) whose leaf type is one of `types`; null if none.
 const json* NearestOfTypes(const std::map<int64_t, const json*>& by_id, const json& p,
@@ -574,9 +562,8 @@ const json* NearestOfTypes(const std::map<int64_t, const json*>& by_id, const js
 TEST(InstrumentE2E, DeepProfilesOperatorsOnSampledIterationsOnly) {
   REQUIRE_PYTHON_ML();
   std::string dir = FreshDir("instrument_deep");
-  std::ofstream(dir + "/train.py") << kTwoHundredIterations;
   std::string db = dir + "/g.db";
-  CommandResult r = RunPython(db, dir + "/train.py", {"--deep"});
+  CommandResult r = RunPython(db, kTwoHundredIterations, {"--deep"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json report = ReportJson(db);
   std::map<int64_t, const json*> by_id;
@@ -643,10 +630,9 @@ TEST(InstrumentE2E, DeepProfilesOperatorsOnSampledIterationsOnly) {
 TEST(InstrumentE2E, ALoopTooFineForTheBudgetKeepsExactCounts) {
   REQUIRE_PYTHON_ML();
   std::string dir = FreshDir("instrument_budget");
-  std::ofstream(dir + "/train.py") << kTwoHundredIterations;
   std::string db = dir + "/g.db";
   CommandResult r = RunCommand({"/usr/bin/env", "GRADEML_TEST_PHASE_COST_NS=1000000", GrademlBinary(), "--db", db, "run",
-                                "--no-report", "--", "/usr/bin/python3", dir + "/train.py"});
+                                "--no-report", "--", "/usr/bin/python3", kTwoHundredIterations});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json report = ReportJson(db);
   auto counts = CountByLeafType(report);
@@ -670,7 +656,7 @@ TEST(InstrumentE2E, ALoopTooFineForTheBudgetKeepsExactCounts) {
   EXPECT_GE(fs["overhead_s"].get<double>(), 0.3);
   // --overhead-budget reaches the program.
   std::string db2 = dir + "/g2.db";
-  ASSERT_EQ(RunPython(db2, dir + "/train.py", {"--overhead-budget", "5%"}).exit_code, 0);
+  ASSERT_EQ(RunPython(db2, kTwoHundredIterations, {"--overhead-budget", "5%"}).exit_code, 0);
   EXPECT_DOUBLE_EQ(ReportJson(db2)["fine_sampling"]["budget"].get<double>(), 0.05);
 }
 
