@@ -2,7 +2,7 @@
 // the flags this machine's closed network needs, for the browser test and the HTML report's
 // opening-time benchmark.
 import { createRequire } from 'node:module';
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -32,4 +32,36 @@ export async function openReport(browser, htmlPath) {
   await page.goto(pathToFileURL(htmlPath).href);
   await page.waitForFunction(() => window.grademl && window.grademl.ready, null, { timeout: 10000 });
   return { page, errors, requests, dialogs };
+}
+
+// What every browser test shares: its flags (`--name value`), a check that prints "ok" or
+// "FAIL" and counts failures, the checks every page must pass (no console or page error, no
+// dialog, no request: a self-contained report), and its end (the temporary folder removed,
+// or kept for inspection when a check failed; exit 0 or 1).
+export function testArg(name, dflt) {
+  const args = process.argv.slice(2);
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : dflt;
+}
+
+export function checker() {
+  let failures = 0;
+  const check = (ok, what) => {
+    console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+    if (!ok) failures++;
+  };
+  return { check, failures: () => failures };
+}
+
+export function checkSelfContained(check, { errors, dialogs, requests }, requestsLabel = 'no network requests') {
+  check(errors.length === 0, `no console or page errors${errors.length ? `: ${errors.join(' / ')}` : ''}`);
+  if (dialogs) check(dialogs.length === 0, `no dialogs${dialogs.length ? `: ${dialogs.join(' / ')}` : ''}`);
+  check(requests.length === 0, `${requestsLabel}${requests.length ? `: ${requests.join(' ')}` : ''}`);
+}
+
+export function finishTest(failures, dir) {
+  if (failures === 0) rmSync(dir, { recursive: true, force: true });
+  else console.log(`(kept ${dir} for inspection)`);
+  console.log(failures === 0 ? 'PASS' : `${failures} check(s) failed`);
+  process.exit(failures === 0 ? 0 : 1);
 }

@@ -8,24 +8,19 @@
 //  - "show the slowest" zooms the timeline to that task.
 // Usage: node dask_section_test.mjs --grademl BIN --web WEB_DIR --log FILE --artifacts DIR [--chromium PATH]
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { launchChromium, openReport } from './chromium.mjs';
+import { checkSelfContained, checker, finishTest, launchChromium, openReport, testArg } from './chromium.mjs';
 
-const args = process.argv.slice(2);
-const arg = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : dflt; };
+const arg = testArg;
 const grademl = resolve(arg('--grademl'));
 const webDir = resolve(arg('--web'));
 const log = resolve(arg('--log'));
 const artifacts = resolve(arg('--artifacts', 'test-artifacts'));
 const chromiumPath = arg('--chromium', '/usr/bin/chromium');
 
-let failures = 0;
-function check(ok, what) {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures++;
-}
+const { check, failures } = checker();
 
 const dir = mkdtempSync(join(tmpdir(), 'grademl-dask-'));
 const db = join(dir, 'runs.db');
@@ -70,13 +65,8 @@ try {
 
   mkdirSync(artifacts, { recursive: true });
   await page.screenshot({ path: join(artifacts, 'dask_section.png'), fullPage: true });
-  check(errors.length === 0, `no console or page errors${errors.length ? `: ${errors.join(' / ')}` : ''}`);
-  check(dialogs.length === 0, `no dialogs${dialogs.length ? `: ${dialogs.join(' / ')}` : ''}`);
-  check(requests.length === 0, `no network requests${requests.length ? `: ${requests.join(' ')}` : ''}`);
+  checkSelfContained(check, { errors, dialogs, requests });
 } finally {
   await browser.close();
 }
-if (failures === 0) rmSync(dir, { recursive: true, force: true });
-else console.log(`(kept ${dir} for inspection)`);
-console.log(failures === 0 ? 'PASS' : `${failures} check(s) failed`);
-process.exit(failures === 0 ? 0 : 1);
+finishTest(failures(), dir);

@@ -11,24 +11,19 @@
 //
 // Usage: node imported_tracks_test.mjs --grademl BIN --web WEB_DIR --trace FILE --artifacts DIR [--chromium PATH]
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { launchChromium, openReport } from './chromium.mjs';
+import { checkSelfContained, checker, finishTest, launchChromium, openReport, testArg } from './chromium.mjs';
 
-const args = process.argv.slice(2);
-const arg = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : dflt; };
+const arg = testArg;
 const grademl = resolve(arg('--grademl'));
 const webDir = resolve(arg('--web'));
 const trace = resolve(arg('--trace'));
 const artifacts = resolve(arg('--artifacts', 'test-artifacts'));
 const chromiumPath = arg('--chromium', '/usr/bin/chromium');
 
-let failures = 0;
-function check(ok, what) {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures++;
-}
+const { check, failures } = checker();
 
 const dir = mkdtempSync(join(tmpdir(), 'grademl-tracks-'));
 const db = join(dir, 'runs.db');
@@ -89,13 +84,8 @@ try {
   const shot = join(artifacts, 'imported_tracks.png');
   await page.screenshot({ path: shot, fullPage: true });
   check(statSync(shot).size > 10000, `screenshot kept: ${shot}`);
-  check(errors.length === 0, `no console or page errors${errors.length ? `: ${errors.join(' / ')}` : ''}`);
-  check(dialogs.length === 0, `no dialogs${dialogs.length ? `: ${dialogs.join(' / ')}` : ''}`);
-  check(requests.length === 0, `no network requests${requests.length ? `: ${requests.join(' ')}` : ''}`);
+  checkSelfContained(check, { errors, dialogs, requests });
 } finally {
   await browser.close();
 }
-if (failures === 0) rmSync(dir, { recursive: true, force: true });
-else console.log(`(kept ${dir} for inspection)`);
-console.log(failures === 0 ? 'PASS' : `${failures} check(s) failed`);
-process.exit(failures === 0 ? 0 : 1);
+finishTest(failures(), dir);
