@@ -347,6 +347,26 @@ class TorchTest(unittest.TestCase):
         self.assertEqual(tuning.MIN_DEEP, 5)
         self.assertIn(len(deep), (5, 6))  # then the budget's spacing
 
+    def test_a_profiled_iteration_measured_as_free_still_costs_its_operators(self):
+        # A profiled iteration no slower than the pace (noise on a busy machine) used to make
+        # profiling look free: every other iteration was then profiled. Its cost is at least
+        # that of recording its operator phases (a fake clock: every iteration 1000 ns).
+        tuning = grademl.auto.tuning
+        self._tuned(forced=1000.0)
+        clock = [0]
+        saved_pc = tuning._pc
+        tuning._pc = lambda: clock[0]
+        self.addCleanup(lambda: setattr(tuning, "_pc", saved_pc))
+        t = tuning.LoaderTuning()
+        deep = []
+        for i in range(60):
+            clock[0] += 1000
+            _, d = t.next_iteration(True)
+            if d:
+                deep.append(i)
+                tuning.fine.ops += 100  # its operators, recorded at 1000 ns each
+        self.assertEqual(deep, [tuning.WARMUP_DEEP])
+
     def test_free_phases_are_all_recorded(self):
         self._tuned(forced=0.0)
         self._loop(60)

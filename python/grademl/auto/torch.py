@@ -245,6 +245,7 @@ def _op_mode_class(torch):
 
     begin, end = _g._begin_typed, _g._end
     names = {}
+    fine = _tuning.fine
 
     class _OpPhases(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -253,6 +254,7 @@ def _op_mode_class(torch):
             name = names.get(func)
             if name is None:
                 name = names[func] = getattr(func.overloadpacket, "__name__", str(func))
+            fine.ops += 1
             begin(name, "op")
             try:
                 return func(*args, **(kwargs or {}))

@@ -71,6 +71,7 @@ class _Fine(threading.local):
         self.recorded = 0   # fine phases recorded
         self.timed = 0      # fine calls timed only
         self.waits = 0      # data wait phases (never sampled)
+        self.ops = 0        # operator phases (--deep, --auto-detail ops)
         self.measure = MEASURE_EVERY
 
 
@@ -172,7 +173,7 @@ class LoaderTuning:
     schedule. Decides, before each iteration's data wait, whether its fine phases are
     recorded and whether its operators are profiled."""
 
-    __slots__ = ("index", "every", "period", "fine_per_it", "last_next", "last_fine", "last_deep",
+    __slots__ = ("index", "every", "period", "fine_per_it", "last_next", "last_fine", "last_ops", "last_deep",
                  "deep_next", "deep_stride", "deep_cost", "epoch_acc", "prev_acc", "epoch_iters",
                  "epoch_recorded", "epoch_rec0", "epoch_timed0", "epoch_waits0", "epoch_len", "deep_count")
 
@@ -183,6 +184,7 @@ class LoaderTuning:
         self.fine_per_it = None  # fine calls per iteration, EWMA
         self.last_next = None    # when the previous iteration's data wait began
         self.last_fine = 0
+        self.last_ops = 0        # fine.ops when the previous iteration's data wait began
         self.last_deep = False
         self.deep_next = WARMUP_DEEP
         self.deep_stride = None
@@ -234,7 +236,10 @@ class LoaderTuning:
             calls = fine.recorded + fine.timed - self.last_fine
             if self.last_deep:
                 base = self.period if self.period is not None else period
-                extra = max(period - base, 0)
+                # At least what recording its operator phases cost, as measured: a profiled
+                # iteration that happened to run faster than the pace (noise) must not make
+                # profiling look free and every other iteration profiled.
+                extra = max(period - base, (fine.ops - self.last_ops) * costs.recorded)
                 self.deep_cost = extra if self.deep_cost is None else 0.7 * self.deep_cost + 0.3 * extra
                 ratio = self.deep_cost / max(base, 1)
                 self.deep_stride = max(2, min(100000, math.ceil(ratio / DEEP_BUDGET)))
@@ -248,6 +253,7 @@ class LoaderTuning:
                 self.fine_per_it = calls if self.fine_per_it is None else 0.9 * self.fine_per_it + 0.1 * calls
         self.last_next = now
         self.last_fine = fine.recorded + fine.timed
+        self.last_ops = fine.ops
         i = self.index
         self.index += 1
         if i >= WARMUP and (i - WARMUP) % RETUNE_EVERY == 0:
