@@ -108,6 +108,38 @@ struct IngestStat {
   bool operator==(const IngestStat&) const = default;
 };
 
+// One artifact of a workflow step's execution: a declared dep or out (a file or a directory),
+// or one of its parameters (docs/reuse.md). Content hashes are lowercase hex SHA-256.
+struct StepArtifact {
+  std::string path;        // as declared, relative to the step's directory; a parameter: "params.yaml:train.lr"
+  std::string hash;        // of the content (a directory: of its manifest; a parameter: of its value); "" when it could not be read
+  int64_t size = 0;        // bytes (a directory: its files' sum; a parameter: its value's)
+  bool directory = false;
+  bool operator==(const StepArtifact&) const = default;
+};
+
+// What the experiment graph keeps of one execution of a workflow step (docs/reuse.md): the
+// key that identifies the computation (a hash of its command, environment, inputs and
+// parameters), what it read and wrote, and what it cost. Artifacts are the graph's vertices
+// and executions its edges, across every run of a store.
+struct StepExecution {
+  PhaseId phase = 0;             // the step's phase in its run
+  std::string step;              // the step's name
+  std::string workflow;          // the workflow's name
+  std::string key;               // hex SHA-256 identity; "" when it could not be computed (an input unreadable)
+  std::string not_reusable;      // why reuse never skips it ("" when it may): "reuse: false in the spec", ...
+  std::string outcome;           // "ran" (succeeded), "failed", "reused" (its outputs restored instead)
+  std::string reused_from;       // outcome "reused": the uuid of the run whose outputs were restored
+  DurationNs cost_ns = 0;        // the step's duration when it ran; when reused, the cost of the execution restored
+  DurationNs restore_ns = 0;     // reused: the time restoring its outputs took
+  DurationNs hash_ns = 0;        // the time hashing its inputs and outputs took
+  int64_t hashed_bytes = 0;      // bytes read to hash them (files recognised by size and mtime are not read)
+  DurationNs materialize_ns = 0; // the time copying its outputs into the artifact store took (0: not materialised now)
+  std::vector<StepArtifact> inputs;   // deps, then parameters, in declaration order
+  std::vector<StepArtifact> outputs;  // outs, in declaration order
+  bool operator==(const StepExecution&) const = default;
+};
+
 // Well-known phase types (the last element of a type path).
 inline constexpr std::string_view kPhaseTypeRun = "run";
 inline constexpr std::string_view kPhaseTypeProcess = "process";
@@ -209,6 +241,7 @@ class Run {
   std::vector<Track> tracks;
   std::vector<IngestStat> ingest_stats;
   std::vector<ClockEstimate> clock_estimates;  // by host, then time
+  std::vector<StepExecution> step_executions;  // workflow runs: one per step that started, by phase id
 
   // Rebuilds the indexes after phases/resources/series were filled or changed.
   void Index();

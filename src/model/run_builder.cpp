@@ -108,6 +108,7 @@ void MergeDelta(RunDelta& into, RunDelta&& later) {
   AppendMoved(into.tracks, std::move(later.tracks));
   AppendMoved(into.ingest_stats, std::move(later.ingest_stats));  // counts added: both apply
   AppendMoved(into.clock_estimates, std::move(later.clock_estimates));
+  AppendMoved(into.step_executions, std::move(later.step_executions));  // upserts: the later is last
 }
 
 RunDelta DeltaOfRun(const Run& run) {
@@ -126,12 +127,18 @@ RunDelta DeltaOfRun(const Run& run) {
   d.tracks = run.tracks;
   d.ingest_stats = run.ingest_stats;
   d.clock_estimates = run.clock_estimates;
+  d.step_executions = run.step_executions;
   return d;
 }
 
 void RunBuilder::AddClockEstimate(ClockEstimate estimate) {
   std::lock_guard lock(mu_);
   new_clock_estimates_.push_back(std::move(estimate));
+}
+
+void RunBuilder::SetStepExecution(StepExecution execution) {
+  std::lock_guard lock(mu_);
+  new_step_executions_.push_back(std::move(execution));
 }
 
 void RunBuilder::AddHost(Host host) {
@@ -314,6 +321,8 @@ RunDelta RunBuilder::TakeDelta(bool final) {
   new_ingest_stats_.clear();
   delta.clock_estimates = std::move(new_clock_estimates_);
   new_clock_estimates_.clear();
+  delta.step_executions = std::move(new_step_executions_);
+  new_step_executions_.clear();
   return delta;
 }
 

@@ -41,11 +41,12 @@ struct RunDelta {
   std::vector<Track> tracks;             // new tracks
   std::vector<IngestStat> ingest_stats;  // counts to ADD to (source, reason)
   std::vector<ClockEstimate> clock_estimates;  // new clock measurements
+  std::vector<StepExecution> step_executions;  // new or changed step executions (upsert by phase)
 
   bool empty() const {
     return !info && phases.empty() && edges.empty() && resources.empty() && series.empty() && samples.empty() &&
            logs.empty() && hosts.empty() && sources.empty() && tracks.empty() && ingest_stats.empty() &&
-           clock_estimates.empty();
+           clock_estimates.empty() && step_executions.empty();
   }
 };
 
@@ -113,6 +114,8 @@ class RunBuilder {
   TrackId AddTrack(Track track);
   // Records a measurement of a host's clock against the store's.
   void AddClockEstimate(ClockEstimate estimate);
+  // Records (or replaces, by phase) what the experiment graph keeps of a workflow step's execution.
+  void SetStepExecution(StepExecution execution);
   // Counts `count` more events of `source` dropped for `reason`.
   void AddIngestStat(SourceId source, const std::string& reason, int64_t count = 1);
 
@@ -167,6 +170,7 @@ class RunBuilder {
   std::vector<Track> new_tracks_;
   std::vector<IngestStat> new_ingest_stats_;
   std::vector<ClockEstimate> new_clock_estimates_;
+  std::vector<StepExecution> new_step_executions_;
   SourceId next_source_id_;
   TrackId next_track_id_;
 };

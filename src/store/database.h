@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "core/time.h"
+#include "model/experiment_graph.h"
 #include "model/run.h"
 #include "model/run_builder.h"
 
@@ -78,6 +79,13 @@ class Database {
   // The whole run, read in one snapshot, with Run::Index() called. A run whose recorder
   // died reads as it was at its last write (complete = false, end_ns = 0).
   virtual StatusOr<model::Run> LoadRun(model::RunId id) = 0;
+
+  // The experiment graph (docs/reuse.md): the step executions of every stored run whose key
+  // is `key`, or all of them when `key` is empty; by run id, then phase id.
+  virtual StatusOr<std::vector<model::StoredStepExecution>> ListStepExecutions(std::string_view key) {
+    (void)key;
+    return Internal("{}: step executions are not stored yet", path_);
+  }
 
   // The store's own clock, in ns since the epoch, read as late as possible on its side: the
   // reference clock agents align to (collect/clock_sync.h). An SQLite store is a file on
