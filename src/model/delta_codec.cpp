@@ -106,6 +106,15 @@ class Writer {
       Put(value);
     }
   }
+  void Put(const std::vector<StepArtifact>& v) {
+    U64(v.size());
+    for (const auto& [path, hash, size, directory] : v) {
+      Put(path);
+      Put(hash);
+      Put(size);
+      Put(directory);
+    }
+  }
   template <CodecEnum E>
   void Put(E e) {
     U64(static_cast<uint64_t>(static_cast<std::underlying_type_t<E>>(e)));
@@ -221,6 +230,14 @@ class Reader {
     tags.resize(n);
     for (auto& [key, value] : tags)
       if (!Get(key) || !Get(value)) return false;
+    return true;
+  }
+  bool Get(std::vector<StepArtifact>& v) {
+    size_t n = 0;
+    if (!Count(&n, 4)) return false;
+    v.resize(n);
+    for (auto& [path, hash, size, directory] : v)
+      if (!Get(path) || !Get(hash) || !Get(size) || !Get(directory)) return false;
     return true;
   }
   template <CodecEnum E>
@@ -375,6 +392,11 @@ template <typename Io>
 bool Visit(Io& io, typename Io::template Obj<ClockEstimate>& x) {
   GRADEML_DELTA_CODEC_FIELDS(io, x, host, t, offset_ns, uncertainty_ns);
 }
+template <typename Io>
+bool Visit(Io& io, typename Io::template Obj<StepExecution>& x) {
+  GRADEML_DELTA_CODEC_FIELDS(io, x, phase, step, workflow, key, not_reusable, outcome, reused_from, cost_ns, restore_ns,
+                             hash_ns, hashed_bytes, materialize_ns, inputs, outputs);
+}
 
 // The fewest bytes an element of T can take: its default value's (each field at its default
 // takes the fewest bytes its type can: a 1-byte varint or length, 8 bytes of a double).
@@ -450,7 +472,7 @@ bool GetSamples(Reader& r, std::vector<SampleRecord>& samples) {
 
 bool GetDelta(Reader& r, RunDelta& d) {
   auto& [info, phases, edges, resources, series, samples, logs, hosts, sources, tracks, ingest_stats,
-          clock_estimates] = d;
+          clock_estimates, step_executions] = d;
   if (!r.Magic()) return false;
   r.Enter("header", "version");
   if (!r.Version()) return false;
@@ -462,7 +484,8 @@ bool GetDelta(Reader& r, RunDelta& d) {
          GetSection(r, "resources", resources) && GetSection(r, "series", series) && GetSamples(r, samples) &&
          GetSection(r, "logs", logs) && GetSection(r, "hosts", hosts) && GetSection(r, "sources", sources) &&
          GetSection(r, "tracks", tracks) && GetSection(r, "ingest_stats", ingest_stats) &&
-         GetSection(r, "clock_estimates", clock_estimates) && (r.Enter("delta", "end"), r.AtEnd());
+         GetSection(r, "clock_estimates", clock_estimates) &&
+         GetSection(r, "step_executions", step_executions) && (r.Enter("delta", "end"), r.AtEnd());
 }
 
 }  // namespace grademl::model::delta_codec_detail
@@ -476,7 +499,7 @@ std::string EncodeRunDelta(const RunDelta& delta) {
   // name in grademl::model would make an unqualified name ambiguous.
   namespace dc = delta_codec_detail;
   const auto& [info, phases, edges, resources, series, samples, logs, hosts, sources, tracks, ingest_stats,
-               clock_estimates] = delta;
+               clock_estimates, step_executions] = delta;
   dc::Writer w;
   w.Bytes(kRunDeltaCodecMagic);
   w.U64(kRunDeltaCodecVersion);
@@ -493,6 +516,7 @@ std::string EncodeRunDelta(const RunDelta& delta) {
   dc::PutSection(w, tracks);
   dc::PutSection(w, ingest_stats);
   dc::PutSection(w, clock_estimates);
+  dc::PutSection(w, step_executions);
   return std::move(w).Finish();
 }
 

@@ -66,7 +66,7 @@
 namespace grademl::model {
 
 inline constexpr std::string_view kRunDeltaCodecMagic = "GDLT";
-inline constexpr uint32_t kRunDeltaCodecVersion = 1;
+inline constexpr uint32_t kRunDeltaCodecVersion = 2;  // 2: step executions
 
 // Encodes every field of `delta` exactly (see above). Fast: no allocation per sample.
 std::string EncodeRunDelta(const RunDelta& delta);
