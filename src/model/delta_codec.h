@@ -44,6 +44,11 @@
 //             svarint process_start_ns, svarint tid, i32 device, svarint stream, str name
 //   stats     vec<IngestStat>: svarint source, str reason, svarint count
 //   clocks    vec<ClockEstimate>: str host, svarint t, svarint offset_ns, svarint uncertainty_ns
+//   steps     vec<StepExecution> (version 2): svarint phase, str step, str workflow, str key,
+//             str not_reusable, str outcome, str reused_from, svarint cost_ns,
+//             svarint restore_ns, svarint hash_ns, svarint hashed_bytes,
+//             svarint materialize_ns, vec<artifact> inputs, vec<artifact> outputs;
+//             artifact (StepArtifact): str path, str hash, svarint size, bool directory
 //   (nothing after the last section)
 //
 // A field added to one of these structs makes delta_codec.cpp fail to compile (each struct is

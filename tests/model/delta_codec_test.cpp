@@ -52,8 +52,11 @@ DELTA_CODEC_TEST_FIELDS(Source, id, path, format, tags)
 DELTA_CODEC_TEST_FIELDS(Track, id, kind, source, host, pid, process_start_ns, tid, device, stream, name)
 DELTA_CODEC_TEST_FIELDS(IngestStat, source, reason, count)
 DELTA_CODEC_TEST_FIELDS(ClockEstimate, host, t, offset_ns, uncertainty_ns)
+DELTA_CODEC_TEST_FIELDS(StepArtifact, path, hash, size, directory)
+DELTA_CODEC_TEST_FIELDS(StepExecution, phase, step, workflow, key, not_reusable, outcome, reused_from, cost_ns,
+                        restore_ns, hash_ns, hashed_bytes, materialize_ns, inputs, outputs)
 DELTA_CODEC_TEST_FIELDS(RunDelta, info, phases, edges, resources, series, samples, logs, hosts, sources, tracks,
-                        ingest_stats, clock_estimates)
+                        ingest_stats, clock_estimates, step_executions)
 #undef DELTA_CODEC_TEST_FIELDS
 
 template <typename T>
@@ -265,6 +268,19 @@ RunDelta DeltaCodecFullDelta() {
   d.tracks[1].stream = -1;
   d.ingest_stats[1].count = kMin;
   d.clock_estimates[1].offset_ns = -kMax;
+  StepExecution& e = d.step_executions[1];
+  e.phase = kMin;
+  e.key = "";
+  e.outcome = std::string("\0", 1);
+  e.cost_ns = kMax;
+  e.restore_ns = -1;
+  e.hashed_bytes = kMin;
+  e.inputs.clear();
+  e.outputs[1].size = kMax;
+  e.outputs[1].path = "";
+  e.outputs[1].directory = false;
+  e.outputs.push_back(StepArtifact{});  // all defaults
+  d.step_executions.push_back(StepExecution{});
   return d;
 }
 
@@ -306,7 +322,7 @@ std::string DeltaCodecHeader(int empty_sections = 0) {
   out.append(static_cast<size_t>(empty_sections), '\0');
   return out;
 }
-constexpr int kDeltaCodecSections = 11;  // phases ... clock_estimates
+constexpr int kDeltaCodecSections = 12;  // phases ... step_executions
 
 TEST(DeltaCodecTest, EmptyDeltaRoundTrips) {
   RunDelta empty;
@@ -376,7 +392,13 @@ TEST(DeltaCodecTest, TheComparisonSeesEveryField) {
   c = d;
   c.samples[2].sample.v = 0.0;
   check_changed(c, "samples[2].sample.v");
-  EXPECT_EQ(fields, 6);
+  c = d;
+  c.step_executions[0].outputs[1].directory = false;
+  check_changed(c, "step_executions[0].outputs[1].directory");
+  c = d;
+  c.step_executions[1].outputs.pop_back();
+  check_changed(c, "step_executions[1].outputs (one fewer)");
+  EXPECT_EQ(fields, 8);
 }
 
 TEST(DeltaCodecTest, DefaultElementsRoundTrip) {
@@ -388,8 +410,9 @@ TEST(DeltaCodecTest, DefaultElementsRoundTrip) {
   DeltaCodecExpectRoundTrip(d);
   for (int drop = 0; drop < 2; ++drop) {
     RunDelta only_last;
-    only_last.clock_estimates.resize(5);
-    if (drop) only_last.ingest_stats.resize(1);
+    only_last.step_executions.resize(5);
+    only_last.step_executions[4].outputs.resize(2);  // default artifacts, last in the delta
+    if (drop) only_last.clock_estimates.resize(1);
     DeltaCodecExpectRoundTrip(only_last);
   }
 }
@@ -424,8 +447,8 @@ TEST(DeltaCodecTest, TruncationErrorsNameTheField) {
   RunDelta s;
   for (int i = 1; i <= 3; ++i) s.samples.push_back({1, {i * 1'000'000'000LL, 1.0}});
   bytes = EncodeRunDelta(s);
-  // Cut 4 bytes into the last sample's value (10 one-byte empty sections follow it).
-  size_t cut = bytes.size() - 6 - 4;
+  // Cut 4 bytes into the last sample's value (7 one-byte empty sections follow it).
+  size_t cut = bytes.size() - 7 - 4;
   DeltaCodecExpectCorrupt(std::string_view(bytes).substr(0, cut),
                           fmt::format("truncated: samples[2].v at byte {} needs 8 bytes, 4 left", cut - 4));
   DeltaCodecExpectCorrupt(std::string_view(bytes).substr(0, cut - 5), "truncated: samples[2].t at byte");
@@ -473,11 +496,17 @@ TEST(DeltaCodecTest, HugeCountsFailFastWithoutAllocating) {
   const uint64_t kHuge = uint64_t{1} << 60;
   for (uint64_t count : {kHuge, uint64_t{1} << 40, uint64_t{1} << 31, ~uint64_t{0}}) {
     SCOPED_TRACE(count);
-    // A section count (the first, phases; samples, the fifth; the last, clock_estimates).
+    // A section count (the first, phases; samples, the fifth; clock_estimates; the last,
+    // step_executions).
     DeltaCodecExpectCorrupt(DeltaCodecHeader() + DeltaCodecVarint(count) + std::string(100, '\0'),
                             fmt::format("count {} exceeds what the 100 bytes left can hold", count));
     DeltaCodecExpectCorrupt(DeltaCodecHeader(4) + DeltaCodecVarint(count) + std::string(7, '\0'), "(samples.count)");
-    DeltaCodecExpectCorrupt(DeltaCodecHeader(10) + DeltaCodecVarint(count), "(clock_estimates.count)");
+    DeltaCodecExpectCorrupt(DeltaCodecHeader(10) + DeltaCodecVarint(count) + '\0', "(clock_estimates.count)");
+    DeltaCodecExpectCorrupt(DeltaCodecHeader(11) + DeltaCodecVarint(count), "(step_executions.count)");
+    // A nested count: a step execution's inputs (phase, then six strings, then five numbers).
+    std::string inputs = DeltaCodecHeader(11) + '\x01' + std::string(12, '\0');
+    DeltaCodecExpectCorrupt(inputs + DeltaCodecVarint(count) + std::string(50, '\0'),
+                            "(step_executions[0].inputs)");
     // A string length: a phase's name.
     std::string name = DeltaCodecHeader() + '\x01' + '\x02' + '\x02';  // 1 phase; id 1, parent 1
     DeltaCodecExpectCorrupt(name + DeltaCodecVarint(count) + std::string(50, 'a'),
@@ -492,11 +521,12 @@ TEST(DeltaCodecTest, HugeCountsFailFastWithoutAllocating) {
     std::string tags = DeltaCodecHeader() + '\x01' + std::string(4, '\0');  // id, parent, name, type
     DeltaCodecExpectCorrupt(tags + DeltaCodecVarint(count) + std::string(50, '\0'), "(phases[0].tags)");
   }
-  // The bound is exact: 12 empty ingest stats fit in 36 bytes (3 bytes each), 13 do not.
-  std::string stats = DeltaCodecHeader(9) + DeltaCodecVarint(12) + std::string(36, '\0') + '\0';
+  // The bound is exact: 12 empty ingest stats fit in 36 bytes (3 bytes each), 13 do not (2
+  // bytes of empty sections follow).
+  std::string stats = DeltaCodecHeader(9) + DeltaCodecVarint(12) + std::string(36, '\0') + std::string(2, '\0');
   EXPECT_TRUE(DecodeRunDelta(stats).ok()) << DecodeRunDelta(stats).status().message();
-  stats = DeltaCodecHeader(9) + DeltaCodecVarint(13) + std::string(36, '\0') + '\0';
-  DeltaCodecExpectCorrupt(stats, "count 13 exceeds what the 37 bytes left can hold (3 bytes each at least)");
+  stats = DeltaCodecHeader(9) + DeltaCodecVarint(13) + std::string(36, '\0') + std::string(2, '\0');
+  DeltaCodecExpectCorrupt(stats, "count 13 exceeds what the 38 bytes left can hold (3 bytes each at least)");
 }
 
 TEST(DeltaCodecTest, TrailingBytesAreRejected) {
@@ -604,8 +634,13 @@ TEST(DeltaCodecTest, GoldenBytes) {
                       .tid = 43, .device = 0, .stream = 7, .name = "s"});
   d.ingest_stats.push_back({.source = 1, .reason = "r", .count = 3});
   d.clock_estimates.push_back({.host = "h", .t = 10, .offset_ns = -3, .uncertainty_ns = 2});
+  d.step_executions.push_back({.phase = 1, .step = "a", .workflow = "w", .key = "k", .not_reusable = "",
+                               .outcome = "ran", .reused_from = "", .cost_ns = 5, .restore_ns = 0, .hash_ns = 2,
+                               .hashed_bytes = 64, .materialize_ns = 0,
+                               .inputs = {{.path = "i", .hash = "h", .size = 3, .directory = false}},
+                               .outputs = {{.path = "o", .hash = "g", .size = 0, .directory = true}}});
   const std::string want =
-      "47444c54" "01"                                    // magic "GDLT", version 1
+      "47444c54" "02"                                    // magic "GDLT", version 2
       "01" "02" "0175" "02026c73022d6c"                  // info: present, id 1, uuid "u", command {ls, -l}
       "00" "00" "03" "00"                                //   cwd, host, start -2, end
       "0106" "00" "01"                                   //   exit_code 3, no exit_signal, complete
@@ -627,7 +662,11 @@ TEST(DeltaCodecTest, GoldenBytes) {
       "01" "04" "01" "02" "0168"                         // tracks: 1; id 2, device, source 1, host h
       "54" "00" "56" "00" "0e" "0173"                    //   pid 42, process_start 0, tid 43, device 0, stream 7, s
       "01" "02" "0172" "06"                              // ingest_stats: 1; source 1, r, 3
-      "01" "0168" "14" "05" "04";                        // clock_estimates: 1; h, t 10, offset -3, uncertainty 2
+      "01" "0168" "14" "05" "04"                         // clock_estimates: 1; h, t 10, offset -3, uncertainty 2
+      "01" "02" "0161" "0177" "016b" "00" "0372616e" "00"  // step_executions: 1; phase 1, a, w, k, "", ran, ""
+      "0a" "00" "04" "8001" "00"                         //   cost 5, restore 0, hash 2, hashed_bytes 64, materialize 0
+      "01" "0169" "0168" "06" "00"                       //   inputs: 1; i, h, size 3, not a directory
+      "01" "016f" "0167" "00" "01";                      //   outputs: 1; o, g, size 0, a directory
   std::string bytes = EncodeRunDelta(d);
   std::string hex;
   for (unsigned char c : bytes) hex += fmt::format("{:02x}", c);
