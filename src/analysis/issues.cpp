@@ -233,7 +233,7 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
                               const IssueOptions& options, const CoreUse* core_use, const GpuAnalysis* gpu,
                               const SparkAnalysis* spark, const CommunicationAnalysis* communication,
-                              const HostsAnalysis* hosts) {
+                              const HostsAnalysis* hosts, const ReuseAnalysis* reuse) {
   std::vector<Issue> issues;
   const model::Phase* root = run.Root();
   if (root == nullptr) return issues;
@@ -476,7 +476,34 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
                     critical_path.jobs, critical_path.jobs, example, more, saving_text(saving)));
   }
 
-  // 5. Spark stages whose tasks lost time to a problem with a lever: that time halved in
+  // 5. Workflow steps that recomputed what an earlier run had (the same key): restoring their
+  // recorded outputs instead, replayed.
+  if (reuse != nullptr) {
+    for (const StepReuse& st : reuse->steps) {
+      if (!st.redundant) continue;
+      const model::Phase* p = run.FindPhase(st.phase);
+      if (p == nullptr) continue;
+      std::string change = fmt::format("reuse:#{}", st.phase);
+      double saving = estimate.Saving({change});
+      std::string outputs;
+      const size_t shown = std::min<size_t>(st.outputs.size(), 2);
+      for (size_t i = 0; i < shown; ++i) {
+        outputs += (i == 0 ? "" : st.outputs.size() == 2 ? " and " : ", ") + Shorten(st.outputs[i], 60);
+      }
+      if (st.outputs.size() > shown) outputs += fmt::format(" and {} more", st.outputs.size() - shown);
+      std::string how = st.outputs_identical ? fmt::format("exactly as run {} had", st.earlier_run)
+                                             : fmt::format("as run {} had (its outputs differed: the step is not "
+                                                           "deterministic)",
+                                                           st.earlier_run);
+      std::string off = st.not_reusable.empty() ? std::string()
+                                                : fmt::format(" Reuse is off for it: {}.", Shorten(st.not_reusable, 80));
+      add(st.phase, "redundant_step", {change}, saving,
+          fmt::format("{} recomputed {} {}; {} could have been saved by restoring its outputs (grademl run --reuse).{}",
+                      Label(*p), outputs, how, saving_text(saving), off));
+    }
+  }
+
+  // 6. Spark stages whose tasks lost time to a problem with a lever: that time halved in
   // every task of the stage (the stage scaled by 1 - share/2), replayed. The costliest few.
   if (spark != nullptr) {
     struct Candidate {

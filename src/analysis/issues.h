@@ -5,7 +5,7 @@
 // bound by one resource, one that mostly waits, imbalanced parallel work, slow repeated
 // phases (stragglers), time waiting on a DataLoader, a step concurrency limit that held work
 // back, a step or process using fewer cores than it may while the host's cores sit idle
-// (underused_cores) — asks the what-if engine what a concrete change would save (the bound time 2x
+// (underused_cores), a workflow step that recomputed what an earlier run had (redundant_step) — asks the what-if engine what a concrete change would save (the bound time 2x
 // faster, the wait gone, the siblings balanced, stragglers as fast as the median, more
 // steps at once), and keeps those that would save something, the largest first.
 // A pure function: it never prints.
@@ -23,6 +23,7 @@
 #include "analysis/gpu_breakdown.h"
 #include "analysis/hosts.h"
 #include "analysis/imbalance.h"
+#include "analysis/reuse.h"
 #include "analysis/spark_stages.h"
 #include "model/run.h"
 
@@ -40,7 +41,9 @@ struct Issue {
   // "imbalance" of their tasks); from the ranks of distributed jobs: "rank_straggler" (the
   // rank the others waited for); from a run across hosts: "host_straggler" (the host whose
   // part ended last, well after the others), "clock_causality" (edges between hosts that go
-  // backwards in time beyond the clocks' measured uncertainty; no saving, always listed last).
+  // backwards in time beyond the clocks' measured uncertainty; no saving, always listed last);
+  // from the experiment graph: "redundant_step" (a workflow step that ran although an earlier
+  // run had an execution with the same key).
   std::string kind;
   // What the change would save, by the what-if engine. For levers whose effect depends on how
   // well the work scales (underused_cores, num_workers), an upper bound.
@@ -87,13 +90,15 @@ std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bot
 // of imported traces; `spark` (AnalyzeSpark), the bottlenecks of Spark stages (the stage's
 // time bound by the problem halved, replayed by the what-if engine); `communication`
 // (AnalyzeCommunication), the stragglers among the ranks of distributed jobs; `hosts`
-// (AnalyzeHosts), the straggler host and the causality check of a run across hosts.
+// (AnalyzeHosts), the straggler host and the causality check of a run across hosts; `reuse`
+// (AnalyzeReuse), the workflow steps that recomputed what an earlier run had (redundant_step:
+// the what-if saving of `reuse:#ID`, restoring their outputs instead).
 std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
                               const IssueOptions& options = {}, const CoreUse* core_use = nullptr,
                               const GpuAnalysis* gpu = nullptr, const SparkAnalysis* spark = nullptr,
                               const CommunicationAnalysis* communication = nullptr,
-                              const HostsAnalysis* hosts = nullptr);
+                              const HostsAnalysis* hosts = nullptr, const ReuseAnalysis* reuse = nullptr);
 
 // The issues of a run across hosts: host_straggler (impact: how much earlier the run would
 // end had the straggler host's part ended by the median of the others' ends, i.e. when the

@@ -2,7 +2,7 @@
 
 namespace grademl::analysis {
 
-RunAnalysis AnalyzeRun(const model::Run& run) {
+RunAnalysis AnalyzeRun(const model::Run& run, const model::ExperimentGraph* graph) {
   RunAnalysis a;
   a.summary = SummarizeRun(run);
   a.bottlenecks = FindBottlenecks(run);
@@ -16,8 +16,9 @@ RunAnalysis AnalyzeRun(const model::Run& run) {
   a.hosts = AnalyzeHosts(run, a.summary, a.critical_path);
   a.fine_sampling = AnalyzeFineSampling(run);
   a.deep_profile = AnalyzeDeepProfile(run);
+  a.reuse = AnalyzeReuse(run, graph != nullptr ? *graph : model::ExperimentGraph{});
   a.issues = RankIssues(run, a.bottlenecks, a.imbalance, a.critical_path, {}, &a.core_use, &a.gpu, &a.spark,
-                        &a.communication, &a.hosts);
+                        &a.communication, &a.hosts, &a.reuse);
   return a;
 }
 

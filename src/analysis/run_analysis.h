@@ -1,7 +1,7 @@
 // Every analysis of one run, computed together for the reports (`grademl report`, the
 // HTML report): the summary, bottlenecks, imbalance, critical path, the ranked issues and the
 // GPU analyses of imported traces, the engines' views (Spark, Dask, ranks) and, for a run
-// across hosts, each host's part (analysis/hosts.h).
+// across hosts, each host's part (analysis/hosts.h), and reuse across runs (analysis/reuse.h).
 #pragma once
 
 #include <vector>
@@ -17,8 +17,10 @@
 #include "analysis/hosts.h"
 #include "analysis/imbalance.h"
 #include "analysis/issues.h"
+#include "analysis/reuse.h"
 #include "analysis/run_summary.h"
 #include "analysis/spark_stages.h"
+#include "model/experiment_graph.h"
 #include "model/run.h"
 
 namespace grademl::analysis {
@@ -38,9 +40,12 @@ struct RunAnalysis {
   HostsAnalysis hosts;                  // a run across hosts; empty for a run on one host
   FineSampling fine_sampling;           // fine phases recorded on a sample of the iterations; empty without
   DeepProfile deep_profile;             // operators profiled on a sample of the iterations; empty without
+  ReuseAnalysis reuse;                  // workflow steps restored or recomputed (docs/reuse.md); empty without step executions
 };
 
-// Runs every analysis on an indexed run.
-RunAnalysis AnalyzeRun(const model::Run& run);
+// Runs every analysis on an indexed run. `graph` (the store's experiment graph, or only the
+// executions with the keys of this run's steps) finds the steps that recomputed what an
+// earlier run had; null: none is found, reused steps are still reported.
+RunAnalysis AnalyzeRun(const model::Run& run, const model::ExperimentGraph* graph = nullptr);
 
 }  // namespace grademl::analysis

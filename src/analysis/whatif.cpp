@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "analysis/reuse.h"
 #include "analysis/schedule_graph.h"
 
 namespace grademl::analysis {
@@ -123,6 +124,78 @@ DurationNs OwnTime(const ScheduleGraph& g, int32_t p) {
   return g.duration(p) - covered;
 }
 
+// "12.0 MB", "512 kB", "300 B": restored sizes in the notes.
+std::string RestoreBytesText(double bytes) {
+  if (bytes >= 1e9) return fmt::format("{:.2f} GB", bytes / 1e9);
+  if (bytes >= 1e6) return fmt::format("{:.1f} MB", bytes / 1e6);
+  if (bytes >= 1e3) return fmt::format("{:.0f} kB", bytes / 1e3);
+  return fmt::format("{:.0f} B", bytes);
+}
+
+// reuse:SEL: the matched workflow steps (or, when none is a step, the matched phases, which
+// then fail by name) take the time restoring their recorded outputs would: their bytes at the
+// run's read speed. Sets their subtree factors in `own`; returns the change's note.
+StatusOr<std::string> ApplyReuse(const model::Run& run, const ScheduleGraph& g, const WhatifChange& ch,
+                                 const std::vector<uint8_t>& matched, const std::vector<int32_t>& tops,
+                                 const WhatifOptions& options, std::vector<double>& own) {
+  std::vector<int32_t> steps;
+  for (size_t k = 0; k < g.size(); ++k) {
+    if (matched[k] && g.phase[k]->leaf_type() == "step") steps.push_back(static_cast<int32_t>(k));
+  }
+  if (steps.empty()) steps = tops;
+  bool measured = false;
+  const double speed = RestoreReadBytesPerSecond(run, &measured);
+  double bytes = 0, before_ns = 0, after_ns = 0;
+  size_t with_earlier = 0;
+  model::RunId earlier_run = 0;
+  for (int32_t k : steps) {
+    const model::Phase& p = *g.phase[static_cast<size_t>(k)];
+    const model::StepExecution* e = nullptr;
+    for (const model::StepExecution& x : run.step_executions) {
+      if (x.phase == p.id) e = &x;
+    }
+    if (e == nullptr) {
+      return InvalidArgument("change '{}': '{}' (#{}) has no recorded step execution: only workflow steps run by "
+                             "grademl run have one",
+                             ch.text, p.name, p.id);
+    }
+    if (e->outputs.empty()) {
+      return InvalidArgument("change '{}': step '{}' (#{}) recorded no outputs to restore", ch.text, p.name, p.id);
+    }
+    int64_t b = 0;
+    for (const model::StepArtifact& o : e->outputs) b += std::max<int64_t>(o.size, 0);
+    const double restore_ns = static_cast<double>(b) / speed * 1e9;
+    const double duration_ns = static_cast<double>(g.duration(k));
+    if (duration_ns > 0) own[static_cast<size_t>(k)] *= restore_ns / duration_ns;
+    bytes += static_cast<double>(b);
+    before_ns += duration_ns;
+    after_ns += duration_ns > 0 ? restore_ns : 0;
+    if (options.graph != nullptr) {
+      if (const model::StoredStepExecution* s = EarlierExecution(*options.graph, run.info, e->key)) {
+        ++with_earlier;
+        earlier_run = s->run;
+      }
+    }
+  }
+  std::string graph_note;
+  if (options.graph != nullptr) {
+    if (steps.size() == 1) {
+      graph_note = with_earlier == 1
+                       ? fmt::format("; run {} had an execution with the same key", earlier_run)
+                       : std::string("; no earlier run had an execution with its key, so grademl run --reuse would "
+                                     "have run it");
+    } else {
+      graph_note = fmt::format("; {} of them had an execution with the same key in an earlier run", with_earlier);
+    }
+  }
+  const bool one = steps.size() == 1;
+  return fmt::format("{}: {} ({}) {} the time restoring {} outputs would: {} at {}/s ({}), {} instead of {}{}",
+                     ch.text, one ? std::string("1 step") : fmt::format("{} steps", steps.size()),
+                     NameList(g, steps), one ? "takes" : "take", one ? "its" : "their", RestoreBytesText(bytes), RestoreBytesText(speed),
+                     measured ? "as fast as this run's hashing read" : "assumed: this run's hashing read under 1 MiB",
+                     SecondsText(after_ns / 1e9), SecondsText(before_ns / 1e9), graph_note);
+}
+
 }  // namespace
 
 StatusOr<WhatifChange> ParseWhatifChange(std::string_view text) {
@@ -135,6 +208,11 @@ StatusOr<WhatifChange> ParseWhatifChange(std::string_view text) {
   }
   WhatifChange ch;
   ch.text = std::string(text);
+  if (text.starts_with("reuse:")) {
+    ch.kind = WhatifChange::Kind::kReuse;
+    GRADEML_ASSIGN_OR_RETURN(ch.selector, ChangeSelector(text, text.substr(6), 6));
+    return ch;
+  }
   if (text.starts_with("balance:")) {
     ch.kind = WhatifChange::Kind::kBalance;
     GRADEML_ASSIGN_OR_RETURN(ch.selector, ChangeSelector(text, text.substr(8), 8));
@@ -226,7 +304,10 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
         (!options.bound_seconds || !options.core_use)) {
       return FailedPrecondition("change '{}': thread and core changes need the bottleneck and core-use analyses", ch.text);
     }
-    if (ch.kind == WhatifChange::Kind::kScale || ch.kind == WhatifChange::Kind::kBalance) ++scaling;
+    if (ch.kind == WhatifChange::Kind::kScale || ch.kind == WhatifChange::Kind::kBalance ||
+        ch.kind == WhatifChange::Kind::kReuse) {
+      ++scaling;
+    }
   }
   if (scaling > kMaxScalingChanges) {
     return InvalidArgument("too many changes: at most {} that scale or balance phases", kMaxScalingChanges);
@@ -333,6 +414,9 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
                                            Phases(balanced), groups == 1 ? "is " + SecondsText(longest_cut)
                                                                          : "are " + SecondsText(longest_cut) + " in all"));
       }
+    } else if (ch.kind == WhatifChange::Kind::kReuse) {
+      GRADEML_ASSIGN_OR_RETURN(std::string note, ApplyReuse(run, g, ch, matched, tops, options, own));
+      result.notes.push_back(std::move(note));
     } else if (ch.kind == WhatifChange::Kind::kNumWorkers) {
       // Each data wait after the first of its parent (the epoch) overlaps the previous
       // iteration's compute C: its loading L (the wait itself with no workers; W (wait + C)

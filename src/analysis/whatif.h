@@ -15,6 +15,7 @@
 #include "analysis/phase_selector.h"
 #include "core/status.h"
 #include "core/time.h"
+#include "model/experiment_graph.h"
 #include "model/run.h"
 
 namespace grademl::analysis {
@@ -38,9 +39,12 @@ inline constexpr std::array<std::string_view, 7> kWhatifResources = {"cpu", "mem
 //   SEL:cores=N       the same with N cores to use whatever the affinity and quota: used / N
 //   SEL:num_workers=N data loading in N DataLoader workers: each data wait after the first of
 //                     its epoch becomes max(0, load/N - compute of the previous iteration)
+//   reuse:SEL         the selected workflow steps take the time restoring their recorded
+//                     outputs would take (their bytes at the run's measured read speed,
+//                     analysis/reuse.h) instead of their duration
 // SEL is a phase selector (analysis/phase_selector.h): GLOB, type:GLOB or #ID.
 struct WhatifChange {
-  enum class Kind { kScale, kResource, kBalance, kJobs, kThreads, kCores, kNumWorkers };
+  enum class Kind { kScale, kResource, kBalance, kJobs, kThreads, kCores, kNumWorkers, kReuse };
   Kind kind = Kind::kScale;
   std::string text;        // as written
   PhaseSelector selector;  // all but kJobs
@@ -64,6 +68,10 @@ struct WhatifOptions {
   std::function<PhaseCoreUse(model::PhaseId)> core_use;
   // Limits of the critical paths listed in the result.
   CriticalPathOptions critical_path;
+  // The store's experiment graph, when loaded: reuse:SEL's note then says whether an earlier
+  // run had an execution of each step with the same key (what `grademl run --reuse` needs).
+  // Not owned; may be null.
+  const model::ExperimentGraph* graph = nullptr;
 };
 
 // One phase's times in the baseline replay and with the changes.
@@ -96,7 +104,8 @@ struct WhatifResult {
 };
 
 // Replays the run with the changes. Errors (InvalidArgument): a selector that matches no
-// phase; a resource change without options.bound_seconds (FailedPrecondition); more than 64
+// phase; reuse:SEL selecting a phase without a recorded step execution, or whose execution
+// recorded no outputs; a resource change without options.bound_seconds (FailedPrecondition); more than 64
 // scaling and balancing changes. The run must be indexed.
 StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const std::vector<WhatifChange>& changes,
                                       const WhatifOptions& options = {});
