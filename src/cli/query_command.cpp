@@ -1,6 +1,7 @@
 // `grademl query [RUN] "SELECT ..." [--format table|csv|json]`: read-only SQL over one run
 // (the latest by default), through the views documented in docs/query.md: `phases`,
-// `edges`, `samples`, `kernels` (the store's data, store/query_session.h) and `attribution`,
+// `edges`, `samples`, `kernels`, `step_executions`, `redundant_steps` (the store's data,
+// store/query_session.h) and `attribution`,
 // `bottlenecks`, `issues`, `gpu_breakdown` (the analyses' results, computed here when the
 // query names them).
 #include <cmath>
@@ -426,8 +427,9 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
   auto opts = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
       "query",
-      "Run a read-only SQL query over a run: its phases, edges, samples and imported GPU kernels, and what the "
-      "analyses found (attribution, bottlenecks, issues, gpu_breakdown) (docs/query.md)");
+      "Run a read-only SQL query over a run: its phases, edges, samples, imported GPU kernels and workflow step "
+      "executions (with the steps an earlier run had already computed), and what the analyses found (attribution, "
+      "bottlenecks, issues, gpu_breakdown) (docs/query.md)");
   sub->add_option("SQL", opts->args,
                   "[RUN] SQL: the run (an id, -N for the N-th latest, or latest; default: the latest run), then one "
                   "SELECT statement ('-' reads it from stdin)")
@@ -458,8 +460,8 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
       ->capture_default_str();
   sub->footer(
       "grademl query [RUN] SQL [--format table|csv|json]\n\n"
-      "Views: phases, edges, samples, kernels, attribution, bottlenecks, issues, gpu_breakdown\n"
-      "(grademl query --list-views).\n"
+      "Views: phases, edges, samples, kernels, step_executions, redundant_steps, attribution, bottlenecks, issues,\n"
+      "gpu_breakdown (grademl query --list-views).\n"
       "Only reads are allowed: INSERT, UPDATE, DELETE, CREATE, DROP, ATTACH, PRAGMA assignments and the like are\n"
       "refused. The store's tables of every run stay readable as main.runs, main.phases, ... (docs/store.md).\n"
       "Rows are written as they come (a table aligns on its first 1000 rows); a query still running after\n"

@@ -52,7 +52,8 @@ class Database {
   // Inserts a run row from `info` (its id is ignored) and returns the new run's id.
   virtual StatusOr<model::RunId> CreateRun(const model::RunInfo& info) = 0;
   // Applies one delta to run `run` in one transaction: the run's info (id ignored) is
-  // replaced, phases are upserted by id, everything else appended. All or nothing.
+  // replaced, phases are upserted by id (step executions by phase: the delta's last for a
+  // phase wins), everything else appended. All or nothing.
   virtual Status WriteDelta(model::RunId run, const model::RunDelta& delta) = 0;
   // WriteDelta, at most once per (run, writer, seq): the delta and the mark that it was
   // applied commit together, so an uploader that retries a delta whose commit it did not
@@ -81,11 +82,9 @@ class Database {
   virtual StatusOr<model::Run> LoadRun(model::RunId id) = 0;
 
   // The experiment graph (docs/reuse.md): the step executions of every stored run whose key
-  // is `key`, or all of them when `key` is empty; by run id, then phase id.
-  virtual StatusOr<std::vector<model::StoredStepExecution>> ListStepExecutions(std::string_view key) {
-    (void)key;
-    return Internal("{}: step executions are not stored yet", path_);
-  }
+  // is `key`, or all of them when `key` is empty; by run id, then phase id. A seek on the
+  // store's index on the key (docs/store.md, step_executions).
+  virtual StatusOr<std::vector<model::StoredStepExecution>> ListStepExecutions(std::string_view key) = 0;
 
   // The store's own clock, in ns since the epoch, read as late as possible on its side: the
   // reference clock agents align to (collect/clock_sync.h). An SQLite store is a file on

@@ -1,5 +1,6 @@
 #include "store/json_columns.h"
 
+#include <charconv>
 #include <cstdint>
 
 namespace grademl::store {
@@ -49,8 +50,8 @@ void AppendUtf8(std::string& out, uint32_t cp) {
   }
 }
 
-// Reads the two JSON shapes the store writes: a cursor over the text with token readers
-// that report where the text stopped making sense.
+// Reads the JSON shapes the store writes: a cursor over the text with token readers that
+// report where the text stopped making sense.
 class JsonReader {
  public:
   explicit JsonReader(std::string_view text) : s_(text) {}
@@ -110,6 +111,42 @@ class JsonReader {
       }
     }
   }
+
+  // An integer (no fraction, no exponent) that fits int64_t.
+  Status ReadInt64(int64_t& out) {
+    SkipSpace();
+    size_t start = pos_;
+    if (pos_ < s_.size() && s_[pos_] == '-') ++pos_;
+    size_t digits = pos_;
+    while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') ++pos_;
+    if (pos_ == digits) return Error("expected an integer");
+    if (s_[digits] == '0' && pos_ - digits > 1) return Error("leading zero in a number");
+    if (pos_ < s_.size() && (s_[pos_] == '.' || s_[pos_] == 'e' || s_[pos_] == 'E')) {
+      return Error("expected an integer, not a fraction");
+    }
+    auto [end, ec] = std::from_chars(s_.data() + start, s_.data() + pos_, out);
+    if (ec != std::errc() || end != s_.data() + pos_) return Error("integer out of range");
+    return Status::Ok();
+  }
+
+  Status ReadBool(bool& out) {
+    SkipSpace();
+    if (s_.substr(pos_, 4) == "true") {
+      pos_ += 4;
+      out = true;
+      return Status::Ok();
+    }
+    if (s_.substr(pos_, 5) == "false") {
+      pos_ += 5;
+      out = false;
+      return Status::Ok();
+    }
+    return Error("expected true or false");
+  }
+
+  // Where the next error would be reported.
+  size_t pos() const { return pos_; }
+  Status ErrorAt(size_t at, std::string_view what) const { return Corrupt("bad JSON at byte {}: {}", at, what); }
 
  private:
   void SkipSpace() {
@@ -194,6 +231,60 @@ StatusOr<model::Tags> DecodeTags(std::string_view json) {
   }
   GRADEML_RETURN_IF_ERROR(r.ExpectEnd());
   return tags;
+}
+
+std::string EncodeArtifacts(const std::vector<model::StepArtifact>& artifacts) {
+  std::string out = "[";
+  for (size_t i = 0; i < artifacts.size(); ++i) {
+    const auto& [path, hash, size, directory] = artifacts[i];
+    if (i > 0) out += ',';
+    out += "{\"path\":";
+    AppendString(out, path);
+    out += ",\"hash\":";
+    AppendString(out, hash);
+    out += ",\"size\":";
+    out += std::to_string(size);
+    out += directory ? ",\"directory\":true}" : ",\"directory\":false}";
+  }
+  out += ']';
+  return out;
+}
+
+StatusOr<std::vector<model::StepArtifact>> DecodeArtifacts(std::string_view json) {
+  JsonReader r(json);
+  std::vector<model::StepArtifact> artifacts;
+  GRADEML_RETURN_IF_ERROR(r.Expect('['));
+  if (!r.Consume(']')) {
+    do {
+      model::StepArtifact& a = artifacts.emplace_back();
+      GRADEML_RETURN_IF_ERROR(r.Expect('{'));
+      if (!r.Consume('}')) {
+        do {
+          std::string key;
+          const size_t at = r.pos();
+          GRADEML_RETURN_IF_ERROR(r.ReadString(key));
+          GRADEML_RETURN_IF_ERROR(r.Expect(':'));
+          if (key == "path") {
+            a.path.clear();
+            GRADEML_RETURN_IF_ERROR(r.ReadString(a.path));
+          } else if (key == "hash") {
+            a.hash.clear();
+            GRADEML_RETURN_IF_ERROR(r.ReadString(a.hash));
+          } else if (key == "size") {
+            GRADEML_RETURN_IF_ERROR(r.ReadInt64(a.size));
+          } else if (key == "directory") {
+            GRADEML_RETURN_IF_ERROR(r.ReadBool(a.directory));
+          } else {
+            return r.ErrorAt(at, "unknown key in an artifact (expected path, hash, size, directory)");
+          }
+        } while (r.Consume(','));
+        GRADEML_RETURN_IF_ERROR(r.Expect('}'));
+      }
+    } while (r.Consume(','));
+    GRADEML_RETURN_IF_ERROR(r.Expect(']'));
+  }
+  GRADEML_RETURN_IF_ERROR(r.ExpectEnd());
+  return artifacts;
 }
 
 }  // namespace grademl::store

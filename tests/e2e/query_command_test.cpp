@@ -147,8 +147,9 @@ TEST_F(QueryE2E, ListViews) {
     if (listed.find(view) == listed.end()) order.push_back(view);
     listed[view].push_back(row["column"]);
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"phases", "edges", "samples", "kernels", "attribution", "bottlenecks",
-                                             "issues", "gpu_breakdown"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"phases", "edges", "samples", "kernels", "step_executions",
+                                             "redundant_steps", "attribution", "bottlenecks", "issues",
+                                             "gpu_breakdown"}));
   for (const auto& [view, columns] : listed) {
     CommandResult header = Query({"SELECT * FROM " + view + " LIMIT 0", "--csv"});
     ASSERT_EQ(header.exit_code, 0) << header.err;

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <limits>
+
 namespace grademl::store {
 namespace {
 
@@ -63,6 +65,44 @@ TEST(JsonColumnsTest, RejectsMalformedText) {
   for (const char* bad : {"", "{", "[]", "{\"a\"}", "{\"a\":}", "{\"a\":1}", "{\"a\":\"b\",}", "{\"a\":\"b\"}}"}) {
     EXPECT_EQ(DecodeTags(bad).status().code(), StatusCode::kCorrupt) << bad;
   }
+}
+
+TEST(JsonColumnsTest, ArtifactsRoundTripAndAreStandardJson) {
+  EXPECT_EQ(EncodeArtifacts({}), "[]");
+  std::vector<model::StepArtifact> artifacts = {
+      {.path = "data/train.csv", .hash = "ab12", .size = 42, .directory = false},
+      {.path = "models", .hash = "", .size = std::numeric_limits<int64_t>::max(), .directory = true},
+      {.path = "params.yaml:train.lr", .hash = "cd", .size = -1},
+      {.path = std::string("q\"\\ ünï \xff nul\0", 16), .hash = "", .size = std::numeric_limits<int64_t>::min()},
+      {},
+  };
+  EXPECT_EQ(EncodeArtifacts({artifacts[0]}), R"([{"path":"data/train.csv","hash":"ab12","size":42,"directory":false}])");
+  auto decoded = DecodeArtifacts(EncodeArtifacts(artifacts));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(*decoded, artifacts);
+  // As SQLite's json functions and nlohmann read it.
+  auto parsed = nlohmann::json::parse(EncodeArtifacts({artifacts[0], artifacts[1]}));
+  EXPECT_EQ(parsed[1]["directory"], true);
+  EXPECT_EQ(parsed[1]["size"].get<int64_t>(), std::numeric_limits<int64_t>::max());
+  // Written by others: keys in any order, whitespace, a key left out.
+  auto other = DecodeArtifacts(R"( [ { "size" : 7 , "directory":true, "path":"a\/b" } , {} ] )");
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  EXPECT_EQ(*other, (std::vector<model::StepArtifact>{{.path = "a/b", .size = 7, .directory = true}, {}}));
+}
+
+TEST(JsonColumnsTest, RejectsMalformedArtifacts) {
+  for (const char* bad : {"", "{}", "[", "[{]", "[{\"path\":1}]", "[{\"size\":\"1\"}]", "[{\"size\":1.5}]",
+                          "[{\"size\":1e3}]", "[{\"size\":01}]", "[{\"size\":-}]", "[{\"size\":9223372036854775808}]",
+                          "[{\"directory\":1}]", "[{\"directory\":tru}]", "[{\"owner\":\"x\"}]", "[{},]",
+                          "[{\"path\":\"a\"}] x", "[\"a\"]"}) {
+    auto r = DecodeArtifacts(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorrupt) << bad;
+    EXPECT_EQ(r.status().message().rfind("bad JSON at byte ", 0), 0u) << r.status().message();
+  }
+  EXPECT_NE(DecodeArtifacts("[{\"owner\":\"x\"}]").status().message().find("unknown key"), std::string::npos);
+  EXPECT_EQ(DecodeArtifacts("[{\"size\":-9223372036854775808}]").value()[0].size,
+            std::numeric_limits<int64_t>::min());
 }
 
 }  // namespace

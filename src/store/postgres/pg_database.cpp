@@ -33,7 +33,14 @@ CREATE TEMP TABLE IF NOT EXISTS gml_hosts_in (LIKE hosts) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS gml_sources_in (LIKE sources) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS gml_tracks_in (LIKE tracks) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS gml_ingest_in (LIKE ingest_stats) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS gml_steps_in (LIKE step_executions) ON COMMIT DELETE ROWS;
 )sql";
+
+// A step_executions row's columns in StepExecution's order (PgReadStepExecution reads them;
+// ListStepExecutions names them again, qualified).
+constexpr const char* kPgStepColumns =
+    "phase_id, step, workflow, key, not_reusable, outcome, reused_from, cost_ns, restore_ns, hash_ns, hashed_bytes, "
+    "materialize_ns, inputs, outputs";
 
 // The last element for each key, in the order of first appearance of those last elements:
 // what applying the elements one by one as upserts would leave (a statement may not upsert
@@ -136,6 +143,35 @@ StatusOr<model::RunInfo> PgReadRunRow(const PGresult* r, int row, const std::str
   info.interval_ns = PgInt(r, row, 12);
   info.monitor_cpu_seconds = PgDouble(r, row, 13);
   return info;
+}
+
+// The 14 columns of kPgStepColumns from `first` on; `run` names the row in errors.
+StatusOr<model::StepExecution> PgReadStepExecution(const PGresult* r, int row, int first, model::RunId run,
+                                                   const std::string& path) {
+  model::StepExecution e;
+  e.phase = PgInt(r, row, first);
+  e.step = PgString(r, row, first + 1);
+  e.workflow = PgString(r, row, first + 2);
+  e.key = PgString(r, row, first + 3);
+  e.not_reusable = PgString(r, row, first + 4);
+  e.outcome = PgString(r, row, first + 5);
+  e.reused_from = PgString(r, row, first + 6);
+  e.cost_ns = PgInt(r, row, first + 7);
+  e.restore_ns = PgInt(r, row, first + 8);
+  e.hash_ns = PgInt(r, row, first + 9);
+  e.hashed_bytes = PgInt(r, row, first + 10);
+  e.materialize_ns = PgInt(r, row, first + 11);
+  auto inputs = DecodeArtifacts(pg::GetText(r, row, first + 12));
+  if (!inputs.ok()) {
+    return inputs.status().WithPrefix(fmt::format("{}: run {}: step execution {}: inputs", path, run, e.phase));
+  }
+  e.inputs = std::move(inputs).value();
+  auto outputs = DecodeArtifacts(pg::GetText(r, row, first + 13));
+  if (!outputs.ok()) {
+    return outputs.status().WithPrefix(fmt::format("{}: run {}: step execution {}: outputs", path, run, e.phase));
+  }
+  e.outputs = std::move(outputs).value();
+  return e;
 }
 
 }  // namespace
@@ -290,7 +326,7 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
   }
   const bool upserts = !delta.phases.empty() || !delta.resources.empty() || !delta.series.empty() ||
                        !delta.hosts.empty() || !delta.sources.empty() || !delta.tracks.empty() ||
-                       !delta.ingest_stats.empty();
+                       !delta.ingest_stats.empty() || !delta.step_executions.empty();
   if (upserts && !staging_ready_) {
     GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, kPgStagingSql));
     staging_ready_ = true;
@@ -458,6 +494,39 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
         conn_, path_, "COPY clock_estimates (run_id, host, t_ns, offset_ns, uncertainty_ns) FROM STDIN (FORMAT binary)",
         buf.Finish()));
   }
+  if (!delta.step_executions.empty()) {
+    std::string inputs, outputs;
+    for (const model::StepExecution* e :
+         PgLastOfEachKey(delta.step_executions, [](const model::StepExecution& x) { return x.phase; })) {
+      inputs = EncodeArtifacts(e->inputs);
+      outputs = EncodeArtifacts(e->outputs);
+      buf.Row(15);
+      buf.Int8(run);
+      buf.Int8(e->phase);
+      buf.Text(e->step);
+      buf.Text(e->workflow);
+      buf.Text(e->key);
+      buf.Text(e->not_reusable);
+      buf.Text(e->outcome);
+      buf.Text(e->reused_from);
+      buf.Int8(e->cost_ns);
+      buf.Int8(e->restore_ns);
+      buf.Int8(e->hash_ns);
+      buf.Int8(e->hashed_bytes);
+      buf.Int8(e->materialize_ns);
+      buf.Text(inputs);
+      buf.Text(outputs);
+    }
+    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, "COPY gml_steps_in FROM STDIN (FORMAT binary)", buf.Finish()));
+    GRADEML_RETURN_IF_ERROR(pg::Exec(
+        conn_, path_,
+        "INSERT INTO step_executions SELECT * FROM gml_steps_in ON CONFLICT (run_id, phase_id) DO UPDATE SET "
+        "step = excluded.step, workflow = excluded.workflow, key = excluded.key, "
+        "not_reusable = excluded.not_reusable, outcome = excluded.outcome, reused_from = excluded.reused_from, "
+        "cost_ns = excluded.cost_ns, restore_ns = excluded.restore_ns, hash_ns = excluded.hash_ns, "
+        "hashed_bytes = excluded.hashed_bytes, materialize_ns = excluded.materialize_ns, inputs = excluded.inputs, "
+        "outputs = excluded.outputs"));
+  }
   if (!delta.series.empty()) {
     for (const model::SeriesInfo* s : PgLastOfEachKey(delta.series, [](const model::SeriesInfo& x) { return x.id; })) {
       buf.Row(7);
@@ -547,6 +616,32 @@ StatusOr<std::optional<model::RunId>> PgDatabase::FindRunByUuid(const std::strin
                                                     {text.c_str()}, true));
   if (PQntuples(r.get()) == 0) return std::optional<model::RunId>();
   return std::optional<model::RunId>(pg::GetInt8(r.get(), 0, 0));
+}
+
+StatusOr<std::vector<model::StoredStepExecution>> PgDatabase::ListStepExecutions(std::string_view key) {
+  std::lock_guard lock(mu_);
+  GRADEML_RETURN_IF_ERROR(EnsureConnected());
+  // With a key, a seek on step_executions_by_key (key, run_id, phase_id), already in order.
+  std::string sql = fmt::format(
+      "SELECT e.run_id, r.uuid, r.start_ns, e.phase_id, e.step, e.workflow, e.key, e.not_reusable, e.outcome, "
+      "e.reused_from, e.cost_ns, e.restore_ns, e.hash_ns, e.hashed_bytes, e.materialize_ns, e.inputs, e.outputs "
+      "FROM step_executions e JOIN runs r ON r.id = e.run_id{} ORDER BY e.run_id, e.phase_id",
+      key.empty() ? "" : " WHERE e.key = $1");
+  std::string scratch;
+  std::string key_text(pg::ServerText(key, utf8_, scratch));
+  std::vector<const char*> params;
+  if (!key.empty()) params.push_back(key_text.c_str());
+  GRADEML_ASSIGN_OR_RETURN(Result r, pg::ExecParams(conn_, path_, sql, params, true));
+  std::vector<model::StoredStepExecution> out;
+  out.reserve(PQntuples(r.get()));
+  for (int i = 0; i < PQntuples(r.get()); ++i) {
+    model::StoredStepExecution& x = out.emplace_back();
+    x.run = PgInt(r.get(), i, 0);
+    x.run_uuid = PgString(r.get(), i, 1);
+    x.run_start_ns = PgInt(r.get(), i, 2);
+    GRADEML_ASSIGN_OR_RETURN(x.execution, PgReadStepExecution(r.get(), i, 3, x.run, path_));
+  }
+  return out;
 }
 
 StatusOr<TimeNs> PgDatabase::StoreClockNs() {
@@ -718,6 +813,14 @@ Status PgDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
                                      .t = PgInt(r.get(), i, 1),
                                      .offset_ns = PgInt(r.get(), i, 2),
                                      .uncertainty_ns = PgInt(r.get(), i, 3)});
+    }
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(
+        Result r, query(fmt::format("SELECT {} FROM step_executions WHERE run_id = $1 ORDER BY phase_id", kPgStepColumns)));
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      GRADEML_ASSIGN_OR_RETURN(model::StepExecution e, PgReadStepExecution(r.get(), i, 0, id, path_));
+      run.step_executions.push_back(std::move(e));
     }
   }
   {

@@ -34,6 +34,7 @@ class PgDatabase final : public Database {
   StatusOr<std::vector<model::RunInfo>> ListRuns() override;
   StatusOr<std::optional<model::RunId>> FindRunByUuid(const std::string& uuid) override;
   StatusOr<model::Run> LoadRun(model::RunId id) override;
+  StatusOr<std::vector<model::StoredStepExecution>> ListStepExecutions(std::string_view key) override;
   StatusOr<TimeNs> StoreClockNs() override;
 
  protected:

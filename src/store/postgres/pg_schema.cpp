@@ -146,6 +146,28 @@ CREATE TABLE clock_estimates (
 );
 CREATE INDEX clock_estimates_by_run ON clock_estimates (run_id, host, t_ns);
 )sql",
+    // Version 5: the experiment graph's step executions (as the SQLite schema's version 5).
+    R"sql(
+CREATE TABLE step_executions (
+  run_id BIGINT NOT NULL,
+  phase_id BIGINT NOT NULL,
+  step TEXT NOT NULL,
+  workflow TEXT NOT NULL,
+  key TEXT NOT NULL,
+  not_reusable TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  reused_from TEXT NOT NULL,
+  cost_ns BIGINT NOT NULL,
+  restore_ns BIGINT NOT NULL,
+  hash_ns BIGINT NOT NULL,
+  hashed_bytes BIGINT NOT NULL,
+  materialize_ns BIGINT NOT NULL,
+  inputs TEXT NOT NULL,
+  outputs TEXT NOT NULL,
+  PRIMARY KEY (run_id, phase_id)
+);
+CREATE INDEX step_executions_by_key ON step_executions (key, run_id, phase_id);
+)sql",
 };
 
 constexpr int64_t kNsPerDay = int64_t{86400} * 1'000'000'000;

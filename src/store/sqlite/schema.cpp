@@ -152,6 +152,30 @@ CREATE TABLE clock_estimates (
 CREATE INDEX clock_estimates_by_run ON clock_estimates (run_id, host, t_ns);
 CREATE INDEX runs_by_uuid ON runs (uuid);
 )sql",
+    // Version 5: the experiment graph (docs/reuse.md): one row per execution of a workflow
+    // step, with the key that identifies its computation and what it read and wrote (JSON
+    // arrays of {"path","hash","size","directory"}); found by key across runs.
+    R"sql(
+CREATE TABLE step_executions (
+  run_id INTEGER NOT NULL,
+  phase_id INTEGER NOT NULL,
+  step TEXT NOT NULL,
+  workflow TEXT NOT NULL,
+  key TEXT NOT NULL,
+  not_reusable TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  reused_from TEXT NOT NULL,
+  cost_ns INTEGER NOT NULL,
+  restore_ns INTEGER NOT NULL,
+  hash_ns INTEGER NOT NULL,
+  hashed_bytes INTEGER NOT NULL,
+  materialize_ns INTEGER NOT NULL,
+  inputs TEXT NOT NULL,
+  outputs TEXT NOT NULL,
+  PRIMARY KEY (run_id, phase_id)
+) WITHOUT ROWID;
+CREATE INDEX step_executions_by_key ON step_executions (key, run_id, phase_id);
+)sql",
 };
 
 }  // namespace

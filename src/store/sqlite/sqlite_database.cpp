@@ -37,6 +37,11 @@ constexpr auto kOpenRetryFor = std::chrono::seconds(60);
 // What an interrupted run's error says once the unclean-shutdown check has seen it.
 constexpr std::string_view kInterrupted = "recording interrupted (grademl was killed or the machine stopped)";
 
+// A step_executions row as the model holds it, in StepExecution's order.
+#define GRADEML_SQLITE_STEP_COLUMNS(e)                                                                             \
+  e "phase_id, " e "step, " e "workflow, " e "key, " e "not_reusable, " e "outcome, " e "reused_from, " e "cost_ns, " \
+  e "restore_ns, " e "hash_ns, " e "hashed_bytes, " e "materialize_ns, " e "inputs, " e "outputs"
+
 constexpr const char* kRunColumns =
     "id, uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, complete, error, grademl_version, "
     "interval_ns, monitor_cpu_seconds";
@@ -87,7 +92,16 @@ const std::string kSql[] = {
     "SELECT id FROM runs WHERE uuid = ? ORDER BY id LIMIT 1",
     "INSERT INTO clock_estimates (run_id, host, t_ns, offset_ns, uncertainty_ns) VALUES (?, ?, ?, ?, ?)",
     "SELECT host, t_ns, offset_ns, uncertainty_ns FROM clock_estimates WHERE run_id = ? ORDER BY host, t_ns, rowid",
+    "INSERT OR REPLACE INTO step_executions (run_id, " GRADEML_SQLITE_STEP_COLUMNS("") ") "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "SELECT " GRADEML_SQLITE_STEP_COLUMNS("") " FROM step_executions WHERE run_id = ? ORDER BY phase_id",
+    // By the index on (key, run_id, phase_id): a seek, rows already in order.
+    "SELECT e.run_id, r.uuid, r.start_ns, " GRADEML_SQLITE_STEP_COLUMNS("e.") " FROM step_executions e "
+    "JOIN runs r ON r.id = e.run_id WHERE e.key = ? ORDER BY e.run_id, e.phase_id",
+    "SELECT e.run_id, r.uuid, r.start_ns, " GRADEML_SQLITE_STEP_COLUMNS("e.") " FROM step_executions e "
+    "JOIN runs r ON r.id = e.run_id ORDER BY e.run_id, e.phase_id",
 };
+#undef GRADEML_SQLITE_STEP_COLUMNS
 
 Status NotSqlite(const std::string& path) {
   return Corrupt("{}: not a SQLite database (file is corrupt or of another kind)", path);
@@ -601,6 +615,31 @@ Status SqliteDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta&
       GRADEML_RETURN_IF_ERROR(StepDone(s));
     }
   }
+  if (!delta.step_executions.empty()) {
+    // INSERT OR REPLACE in delta order: a later execution of the same phase wins.
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kUpsertStepExecution));
+    std::string inputs, outputs;
+    for (const model::StepExecution& e : delta.step_executions) {
+      inputs = EncodeArtifacts(e.inputs);
+      outputs = EncodeArtifacts(e.outputs);
+      BindInt(s, 1, run);
+      BindInt(s, 2, e.phase);
+      BindText(s, 3, e.step);
+      BindText(s, 4, e.workflow);
+      BindText(s, 5, e.key);
+      BindText(s, 6, e.not_reusable);
+      BindText(s, 7, e.outcome);
+      BindText(s, 8, e.reused_from);
+      BindInt(s, 9, e.cost_ns);
+      BindInt(s, 10, e.restore_ns);
+      BindInt(s, 11, e.hash_ns);
+      BindInt(s, 12, e.hashed_bytes);
+      BindInt(s, 13, e.materialize_ns);
+      BindText(s, 14, inputs);
+      BindText(s, 15, outputs);
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+  }
   if (!delta.series.empty()) {
     GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertSeries));
     for (const model::SeriesInfo& info : delta.series) {
@@ -647,6 +686,53 @@ StatusOr<model::RunInfo> SqliteDatabase::ReadRunRow(sqlite3_stmt* s) const {
   info.interval_ns = ColumnInt(s, 12);
   info.monitor_cpu_seconds = ColumnDouble(s, 13);
   return info;
+}
+
+StatusOr<model::StepExecution> SqliteDatabase::ReadStepExecutionRow(sqlite3_stmt* s, int first,
+                                                                    model::RunId run) const {
+  using namespace sqlite;
+  model::StepExecution e;
+  e.phase = ColumnInt(s, first);
+  e.step = ColumnString(s, first + 1);
+  e.workflow = ColumnString(s, first + 2);
+  e.key = ColumnString(s, first + 3);
+  e.not_reusable = ColumnString(s, first + 4);
+  e.outcome = ColumnString(s, first + 5);
+  e.reused_from = ColumnString(s, first + 6);
+  e.cost_ns = ColumnInt(s, first + 7);
+  e.restore_ns = ColumnInt(s, first + 8);
+  e.hash_ns = ColumnInt(s, first + 9);
+  e.hashed_bytes = ColumnInt(s, first + 10);
+  e.materialize_ns = ColumnInt(s, first + 11);
+  auto inputs = DecodeArtifacts(ColumnText(s, first + 12));
+  if (!inputs.ok()) {
+    return inputs.status().WithPrefix(fmt::format("{}: run {}: step execution {}: inputs", path_, run, e.phase));
+  }
+  e.inputs = std::move(inputs).value();
+  auto outputs = DecodeArtifacts(ColumnText(s, first + 13));
+  if (!outputs.ok()) {
+    return outputs.status().WithPrefix(fmt::format("{}: run {}: step execution {}: outputs", path_, run, e.phase));
+  }
+  e.outputs = std::move(outputs).value();
+  return e;
+}
+
+StatusOr<std::vector<model::StoredStepExecution>> SqliteDatabase::ListStepExecutions(std::string_view key) {
+  std::lock_guard lock(mu_);
+  GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(key.empty() ? kListAllStepExecutions : kListStepExecutionsByKey));
+  sqlite::ResetGuard reset(s);
+  if (!key.empty()) sqlite::BindText(s, 1, key);
+  std::vector<model::StoredStepExecution> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    model::StoredStepExecution& x = out.emplace_back();
+    x.run = sqlite::ColumnInt(s, 0);
+    x.run_uuid = sqlite::ColumnString(s, 1);
+    x.run_start_ns = sqlite::ColumnInt(s, 2);
+    GRADEML_ASSIGN_OR_RETURN(x.execution, ReadStepExecutionRow(s, 3, x.run));
+  }
+  if (rc != SQLITE_DONE) return SqlError(rc);
+  return out;
 }
 
 StatusOr<SqliteDatabase::ReopenedRun> SqliteDatabase::ReopenRun(model::RunId run) {
@@ -851,6 +937,16 @@ Status SqliteDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
                                      .t = ColumnInt(s, 1),
                                      .offset_ns = ColumnInt(s, 2),
                                      .uncertainty_ns = ColumnInt(s, 3)});
+    }
+    if (rc != SQLITE_DONE) return SqlError(rc);
+  }
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectStepExecutions));
+    ResetGuard reset(s);
+    BindInt(s, 1, id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      GRADEML_ASSIGN_OR_RETURN(model::StepExecution e, ReadStepExecutionRow(s, 0, id));
+      run.step_executions.push_back(std::move(e));
     }
     if (rc != SQLITE_DONE) return SqlError(rc);
   }

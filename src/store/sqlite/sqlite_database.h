@@ -31,6 +31,7 @@ class SqliteDatabase final : public Database {
   StatusOr<std::vector<model::RunInfo>> ListRuns() override;
   StatusOr<std::optional<model::RunId>> FindRunByUuid(const std::string& uuid) override;
   StatusOr<model::Run> LoadRun(model::RunId id) override;
+  StatusOr<std::vector<model::StoredStepExecution>> ListStepExecutions(std::string_view key) override;
   StatusOr<TimeNs> StoreClockNs() override;
 
  protected:
@@ -72,6 +73,10 @@ class SqliteDatabase final : public Database {
     kRunByUuid,
     kInsertHostClock,
     kSelectHostClocks,
+    kUpsertStepExecution,
+    kSelectStepExecutions,
+    kListStepExecutionsByKey,
+    kListAllStepExecutions,
     kNumQueries,
   };
 
@@ -93,6 +98,9 @@ class SqliteDatabase final : public Database {
   Status WriteDeltaLocked(model::RunId run, const model::RunDelta& delta);
   Status LoadRunLocked(model::RunId id, model::Run& run);
   StatusOr<model::RunInfo> ReadRunRow(sqlite3_stmt* stmt) const;
+  // A step_executions row's 14 columns from `first` on (phase_id ... outputs); `run` names it
+  // in errors.
+  StatusOr<model::StepExecution> ReadStepExecutionRow(sqlite3_stmt* stmt, int first, model::RunId run) const;
 
   std::mutex mu_;
   sqlite3* db_;
