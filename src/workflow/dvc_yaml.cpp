@@ -667,7 +667,8 @@ class DvcReader {
 
   // A list of paths, each a string or a single-key mapping {path: options}.
   Status ReadPaths(const YAML::Node& key, const YAML::Node& value, const Value& context, const Where& where,
-                   std::vector<std::string>* out, std::vector<int>* lines) const {
+                   std::vector<std::string>* out, std::vector<int>* lines,
+                   std::vector<std::string>* persisted = nullptr) const {
     const std::string what = key.Scalar();
     if (value.IsNull()) return Status::Ok();
     if (!value.IsSequence()) {
@@ -688,6 +689,14 @@ class DvcReader {
       }
       GRADEML_ASSIGN_OR_RETURN(std::string path, Interpolate(written, context, at));
       if (path.empty()) return Error(at.line, fmt::format("{}empty path in '{}'", where.stage, what));
+      // `persist: true`: DVC keeps the out's old content when the stage runs, so the stage may
+      // read it: an input no hash covers (docs/reuse.md).
+      if (persisted != nullptr && entry.IsMap() && entry.begin()->second.IsMap()) {
+        const YAML::Node persist = entry.begin()->second["persist"];
+        if (persist && persist.IsScalar() && (persist.Scalar() == "true" || persist.Scalar() == "True")) {
+          persisted->push_back(path);
+        }
+      }
       out->push_back(std::move(path));
       lines->push_back(at.line);
     }
@@ -823,10 +832,18 @@ class DvcReader {
       } else if (k == "deps") {
         GRADEML_RETURN_IF_ERROR(ReadPaths(key, value, *scope, where, &step.deps, &source.dep_lines));
       } else if (k == "outs" || k == "metrics" || k == "plots") {
-        GRADEML_RETURN_IF_ERROR(ReadPaths(key, value, *scope, where, &step.outs, &source.out_lines));
+        std::vector<std::string> persisted;
+        GRADEML_RETURN_IF_ERROR(ReadPaths(key, value, *scope, where, &step.outs, &source.out_lines, &persisted));
+        if (!persisted.empty() && step.not_reusable.empty()) {
+          step.not_reusable = fmt::format("persist: true on out '{}'", persisted.front());
+        }
+      } else if (k == "always_changed") {
+        if (value.IsScalar() && (value.Scalar() == "true" || value.Scalar() == "True")) {
+          step.not_reusable = "always_changed: true";
+        }
       } else if (k == "params") {
         GRADEML_RETURN_IF_ERROR(ReadParams(key, value, *scope, where, &step.params));
-      } else if (k != "wdir" && k != "vars" && k != "desc" && k != "meta" && k != "frozen" && k != "always_changed") {
+      } else if (k != "wdir" && k != "vars" && k != "desc" && k != "meta" && k != "frozen") {
         return Error(LineOf(key), fmt::format("{}unknown key '{}' (expected cmd, deps, outs, params, metrics, plots, "
                                               "wdir, vars, desc, meta, frozen, always_changed)",
                                               where.stage, k));

@@ -147,6 +147,22 @@ class GrademlReader {
           GRADEML_RETURN_IF_ERROR(ReadStringList(name, key, value, &step.after, &source.after_lines));
         } else if (k == "env") {
           GRADEML_RETURN_IF_ERROR(ReadEnv(fmt::format("step '{}': ", name), key, value, &step.env));
+        } else if (k == "params") {
+          std::vector<int> lines;
+          std::vector<std::string> params;
+          GRADEML_RETURN_IF_ERROR(ReadStringList(name, key, value, &params, &lines));
+          // "KEY" is a key of params.yaml (as in DVC); "FILE:KEY" one of FILE; a name ending in
+          // .yaml, .yml or .json, alone, the whole file.
+          for (std::string& p : params) {
+            bool whole_file = p.find(':') == std::string::npos &&
+                              (p.ends_with(".yaml") || p.ends_with(".yml") || p.ends_with(".json"));
+            step.params.push_back(whole_file || p.find(':') != std::string::npos ? p : "params.yaml:" + p);
+          }
+        } else if (k == "reuse") {
+          if (!value.IsScalar() || (value.Scalar() != "true" && value.Scalar() != "false")) {
+            return Error(ValueLine(key, value), fmt::format("step '{}': 'reuse' must be true or false", name));
+          }
+          if (value.Scalar() == "false") step.not_reusable = "reuse: false";
         } else if (k == "cwd") {
           if (!value.IsScalar() || value.Scalar().empty()) {
             return Error(ValueLine(key, value), fmt::format("step '{}': 'cwd' must be a non-empty string", name));
@@ -154,7 +170,9 @@ class GrademlReader {
           step.cwd = ResolvePath(dir_, value.Scalar());
         } else {
           return Error(LineOf(key),
-                       fmt::format("step '{}': unknown key '{}' (expected cmd, deps, outs, after, env, cwd)", name, k));
+                       fmt::format("step '{}': unknown key '{}' (expected cmd, deps, outs, params, after, env, "
+                                   "cwd, reuse)",
+                                   name, k));
         }
       }
     }

@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <deque>
+#include <fcntl.h>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "core/text.h"
@@ -18,7 +21,9 @@
 namespace grademl::workflow {
 namespace {
 
-enum class StepState { kPending, kRunning, kDone, kFailed, kSkipped };
+// kPreparing: its inputs being hashed (and, with --reuse, an identical execution looked up
+// and restored) on a thread; kFinishing: it exited 0 and its outputs are being hashed.
+enum class StepState { kPending, kPreparing, kRunning, kFinishing, kDone, kFailed, kSkipped };
 
 // One step while the workflow runs.
 struct StepRun {
@@ -38,7 +43,17 @@ struct StepRun {
   size_t dropped_lines = 0;
   std::deque<model::LogLine> tail;  // lines past the stored limit, the latest kept
   std::string skip_reason;
+  // The experiment graph (docs/reuse.md): filled by the threads of StepReuse's work, read by
+  // the loop once the state says that work is done.
+  StepReuse::Before before;
+  StepReuse::After after;
+  TimeNs prepare_start = 0;
+  DurationNs materialize_ns = 0;
+  std::string materialize_note;
 };
+
+// What a background job of a step finished (StepReuse's work, on a thread of its own).
+enum class StepJob { kBefore, kAfter, kMaterialize };
 
 // Writes step output and status lines to the terminal, keeping the progress line last.
 class Console {
@@ -75,6 +90,19 @@ class Console {
   bool shown_ = false;
 };
 
+// "512 B", "3.4 KiB", "12.0 MiB", "1.50 GiB".
+std::string StepBytesText(int64_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  double v = static_cast<double>(bytes) / 1024;
+  const char* unit = "KiB";
+  for (const char* next : {"MiB", "GiB", "TiB"}) {
+    if (v < 1024) break;
+    v /= 1024;
+    unit = next;
+  }
+  return fmt::format("{:.{}f} {}", v, v < 10 ? 2 : 1, unit);
+}
+
 std::string Elapsed(DurationNs ns) {
   int64_t s = ns / kNsPerSec;
   return fmt::format("{}:{:02d}", s / 60, s % 60);
@@ -83,9 +111,10 @@ std::string Elapsed(DurationNs ns) {
 // Runs the loop; one instance per RunWorkflow call.
 class Runner {
  public:
-  Runner(const WorkflowSpec& spec, const WorkflowRunOptions& options, Recording* recording, LogRuleSet rules)
+  Runner(const WorkflowSpec& spec, const WorkflowRunOptions& options, Recording* recording, LogRuleSet rules,
+         StepReuse* reuse)
       : spec_(spec), options_(options), recording_(recording), rules_(std::move(rules)),
-        console_(options.progress, LongestName(spec)) {
+        console_(options.progress, LongestName(spec)), reuse_(reuse) {
     steps_.resize(spec.steps.size());
     for (size_t i = 0; i < spec.steps.size(); ++i) {
       steps_[i].spec = &spec.steps[i];
@@ -98,6 +127,22 @@ class Runner {
     order_ = spec.TopologicalOrder();
     jobs_ = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     start_ = WallClock::Now();
+    if (reuse_ != nullptr) {
+      if (pipe2(job_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) job_pipe_[0] = job_pipe_[1] = -1;
+      if (reuse_->reuse()) {
+        for (const StepRun& s : steps_) {
+          std::string why = NotReusableBySpec(*s.spec);
+          if (!why.empty()) console_.Status(fmt::format("reuse: {} always runs ({})", s.shown, why));
+        }
+      }
+    }
+  }
+
+  ~Runner() {
+    for (std::thread& t : threads_) t.join();
+    for (int fd : job_pipe_) {
+      if (fd >= 0) close(fd);
+    }
   }
 
   int jobs() const { return jobs_; }
@@ -107,16 +152,19 @@ class Runner {
       SkipUnreachable();
       if (!cancelled_) LaunchReady();
       // After a stop, recording goes on until every process of every step is gone.
-      if (Running() == 0 && (!cancelled_ || !recording_->TreeRunning())) break;
+      if (Running() == 0 && pending_jobs_ == 0 && (!cancelled_ || !recording_->TreeRunning())) break;
       WaitForEvents();
       DrawProgress();
     }
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
     console_.ClearProgress();
     WorkflowRunResult result;
     result.run_id = recording_->run_id();
     for (const StepRun& s : steps_) {
       if (s.state == StepState::kFailed) result.failed.push_back(s.spec->name);
       if (s.state == StepState::kSkipped || s.state == StepState::kPending) result.skipped.push_back(s.spec->name);
+      if (s.before.restored) result.reused.push_back(s.spec->name);
     }
     result.exit_code = result.failed.empty() && result.skipped.empty() ? 0 : (cancelled_ ? 130 : 1);
     return result;
@@ -129,9 +177,11 @@ class Runner {
     return std::min<size_t>(w, 24);
   }
 
+  // Steps holding a job slot: running, or grademl hashing or restoring for them.
   int Running() const {
-    return static_cast<int>(std::count_if(steps_.begin(), steps_.end(),
-                                          [](const StepRun& s) { return s.state == StepState::kRunning; }));
+    return static_cast<int>(std::count_if(steps_.begin(), steps_.end(), [](const StepRun& s) {
+      return s.state == StepState::kRunning || s.state == StepState::kPreparing || s.state == StepState::kFinishing;
+    }));
   }
 
   // Steps that need a failed or skipped step are skipped, transitively.
@@ -166,8 +216,138 @@ class Runner {
       bool ready = std::all_of(s.needs.begin(), s.needs.end(),
                                [&](size_t n) { return steps_[n].state == StepState::kDone; });
       if (ready) {
-        Launch(i);
+        if (reuse_ != nullptr) {
+          Prepare(i);
+        } else {
+          Launch(i);
+        }
         running = Running();
+      }
+    }
+  }
+
+  // Runs `work` on a thread of its own; its end is announced on the job pipe.
+  void StartJob(size_t index, StepJob job, std::function<void()> work) {
+    ++pending_jobs_;
+    threads_.emplace_back([this, index, job, work = std::move(work)] {
+      work();
+      {
+        std::lock_guard lock(jobs_mu_);
+        finished_jobs_.emplace_back(index, job);
+      }
+      char byte = 1;
+      while (write(job_pipe_[1], &byte, 1) < 0 && errno == EINTR) {
+      }
+    });
+  }
+
+  // Hashes the step's inputs on a thread (and with --reuse restores an identical execution's
+  // outputs); FinishPrepare launches it or records it as reused.
+  void Prepare(size_t index) {
+    StepRun& s = steps_[index];
+    s.state = StepState::kPreparing;
+    s.prepare_start = WallClock::Now();
+    StartJob(index, StepJob::kBefore, [this, &s] { s.before = reuse_->BeforeStep(*s.spec); });
+  }
+
+  void FinishPrepare(size_t index) {
+    StepRun& s = steps_[index];
+    if (!s.before.note.empty()) console_.Status(fmt::format("reuse: {}: {}", s.shown, s.before.note));
+    if (!s.before.restored) {
+      if (cancelled_) {
+        s.state = StepState::kSkipped;
+        s.skip_reason = "stopped";
+        return;
+      }
+      Launch(index);
+      return;
+    }
+    // Restored: the step's phase spans the restore, tagged; its outputs are the earlier run's.
+    model::RunBuilder& builder = recording_->builder();
+    const StepSpec& spec = *s.spec;
+    TimeNs now = WallClock::Now();
+    s.start = s.prepare_start;
+    s.end = now;
+    s.phase = builder.BeginPhase({.parent = recording_->run_phase(),
+                                  .name = spec.name,
+                                  .type = "step",
+                                  .start_ns = s.start,
+                                  .host = recording_->host(),
+                                  .tags = {{"cmd", spec.cmd},
+                                           {"cwd", spec.cwd},
+                                           {"reused", "true"},
+                                           {"reuse.from", s.before.from.run_uuid},
+                                           {"reuse.restore_s", fmt::format("{:.6f}", NsToSeconds(s.before.restore_ns))}}});
+    for (const StepDependency& d : spec_.dependencies) {
+      if (d.to == index) builder.AddEdge({.from = steps_[d.from].phase, .to = s.phase, .kind = d.via});
+    }
+    builder.SetPhaseTag(s.phase, "exit_code", "0");
+    builder.EndPhase(s.phase, now);
+    s.after.outputs = s.before.outputs;
+    RecordExecution(s, "reused");
+    s.state = StepState::kDone;
+    console_.Status(fmt::format("reuse {} (outputs of run {} restored: {} in {})", s.shown, s.before.from.run,
+                                StepBytesText(s.before.restored_bytes), FormatDuration(s.before.restore_ns)));
+  }
+
+  void FinishAfter(size_t index) {
+    StepRun& s = steps_[index];
+    if (!s.after.note.empty()) console_.Status(fmt::format("reuse: {}: {}", s.shown, s.after.note));
+    RecordExecution(s, "ran");
+    s.state = StepState::kDone;
+    console_.Status(fmt::format("done  {} ({})", s.shown, FormatDuration(s.end - s.start)));
+    if (reuse_->reuse()) {
+      StartJob(index, StepJob::kMaterialize, [this, &s] {
+        s.materialize_ns = reuse_->Materialize(*s.spec, s.before.identity, s.after, &s.materialize_note);
+      });
+    }
+  }
+
+  void FinishMaterialize(size_t index) {
+    StepRun& s = steps_[index];
+    if (!s.materialize_note.empty()) console_.Status(fmt::format("reuse: {}: {}", s.shown, s.materialize_note));
+    if (s.materialize_ns > 0) RecordExecution(s, "ran");
+  }
+
+  // The step's execution as the experiment graph keeps it (written with the run).
+  void RecordExecution(const StepRun& s, const std::string& outcome) {
+    const StepIdentity& id = s.before.identity;
+    model::StepExecution e{.phase = s.phase,
+                           .step = s.spec->name,
+                           .workflow = spec_.name,
+                           .key = id.key,
+                           .not_reusable = id.not_reusable,
+                           .outcome = outcome,
+                           .cost_ns = s.end - s.start,
+                           .hash_ns = id.hash_ns + s.after.hash_ns,
+                           .hashed_bytes = id.bytes_read + s.after.bytes_read,
+                           .materialize_ns = s.materialize_ns,
+                           .inputs = id.inputs,
+                           .outputs = s.after.outputs};
+    if (outcome == "reused") {
+      e.reused_from = s.before.from.run_uuid;
+      e.cost_ns = s.before.from.execution.cost_ns;
+      e.restore_ns = s.before.restore_ns;
+    }
+    if (e.not_reusable.empty() && id.key.empty()) e.not_reusable = id.error;
+    recording_->builder().SetStepExecution(std::move(e));
+  }
+
+  void HandleFinishedJobs() {
+    char buf[256];
+    while (read(job_pipe_[0], buf, sizeof buf) > 0) {
+    }
+    std::vector<std::pair<size_t, StepJob>> done;
+    {
+      std::lock_guard lock(jobs_mu_);
+      done.swap(finished_jobs_);
+    }
+    for (const auto& [index, job] : done) {
+      --pending_jobs_;
+      switch (job) {
+        case StepJob::kBefore: FinishPrepare(index); break;
+        case StepJob::kAfter: FinishAfter(index); break;
+        case StepJob::kMaterialize: FinishMaterialize(index); break;
       }
     }
   }
@@ -213,6 +393,8 @@ class Runner {
     std::vector<std::pair<StepRun*, int>> owners;
     fds.push_back({recording_->signal_fd(), POLLIN, 0});
     owners.push_back({nullptr, 0});
+    fds.push_back({job_pipe_[0], POLLIN, 0});  // -1 (ignored by poll) without reuse
+    owners.push_back({nullptr, 0});
     for (StepRun& s : steps_) {
       if (s.state != StepState::kRunning) continue;
       for (int k = 0; k < 2; ++k) {
@@ -223,9 +405,10 @@ class Runner {
     }
     int ready = poll(fds.data(), fds.size(), 250);
     if (ready <= 0) return;
-    for (size_t i = 1; i < fds.size(); ++i) {
+    for (size_t i = 2; i < fds.size(); ++i) {
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) ReadOutput(*owners[i].first, owners[i].second);
     }
+    if (fds[1].revents & POLLIN) HandleFinishedJobs();
     if (fds[0].revents & POLLIN) HandleSignal();
   }
 
@@ -341,6 +524,16 @@ class Runner {
     if (s.tracker) s.tracker->Finish(now);
     builder.SetPhaseTag(s.phase, "exit_code", std::to_string(exit_code));
     builder.EndPhase(s.phase, now);
+    if (reuse_ != nullptr) {
+      if (exit_code == 0) {
+        // Its outputs are hashed before the steps that need it start (they read them).
+        s.state = StepState::kFinishing;
+        size_t index = static_cast<size_t>(&s - steps_.data());
+        StartJob(index, StepJob::kAfter, [this, &s] { s.after = reuse_->AfterStep(*s.spec); });
+        return;
+      }
+      RecordExecution(s, "failed");
+    }
     s.state = exit_code == 0 ? StepState::kDone : StepState::kFailed;
     console_.Status(exit_code == 0 ? fmt::format("done  {} ({})", s.shown, FormatDuration(s.end - s.start))
                                    : fmt::format("FAILED {} (exit {}, after {})", s.shown, exit_code,
@@ -354,6 +547,8 @@ class Runner {
       switch (s.state) {
         case StepState::kDone: ++done; break;
         case StepState::kRunning:
+        case StepState::kPreparing:
+        case StepState::kFinishing:
           ++running;
           names += (names.empty() ? "" : ", ") + s.shown;
           break;
@@ -368,9 +563,15 @@ class Runner {
 
   const WorkflowSpec& spec_;
   [[maybe_unused]] const WorkflowRunOptions& options_;  // unused for now; clang warns (-Wunused-private-field)
+  int job_pipe_[2] = {-1, -1};
+  int pending_jobs_ = 0;
+  std::vector<std::thread> threads_;
+  std::mutex jobs_mu_;
+  std::vector<std::pair<size_t, StepJob>> finished_jobs_;
   Recording* recording_;
   LogRuleSet rules_;
   Console console_;
+  StepReuse* reuse_;  // null with --no-hash
   std::vector<StepRun> steps_;
   std::vector<size_t> order_;
   int jobs_ = 1;
@@ -392,7 +593,20 @@ StatusOr<WorkflowRunResult> RunWorkflow(const WorkflowSpec& spec, const Workflow
                            Recording::Start(options.recording, {spec.path}, title));
   recording->builder().SetPhaseTag(recording->run_phase(), "workflow", spec.path);
   recording->builder().SetPhaseTag(recording->run_phase(), "format", spec.format);
-  Runner runner(spec, options, recording.get(), std::move(rules));
+  // The experiment graph's hashing (and --reuse); without libcrypto a run is still recorded.
+  std::unique_ptr<StepReuse> reuse;
+  if (options.hash) {
+    ReuseOptions ropts = options.reuse;
+    ropts.db_path = options.recording.db_path;
+    auto created = StepReuse::Create(ropts);
+    if (!created.ok()) {
+      if (ropts.reuse) return created.status();
+      std::fprintf(stderr, "[grademl] steps are not hashed: %s\n", created.status().message().c_str());
+    } else {
+      reuse = std::move(*created);
+    }
+  }
+  Runner runner(spec, options, recording.get(), std::move(rules), reuse.get());
   // The step concurrency limit, for the what-if simulation's replay of the schedule.
   recording->builder().SetPhaseTag(recording->run_phase(), "jobs", std::to_string(runner.jobs()));
   WorkflowRunResult result = runner.Run();

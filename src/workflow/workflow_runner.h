@@ -16,6 +16,7 @@
 #include "core/status.h"
 #include "model/run.h"
 #include "workflow/recording.h"
+#include "workflow/step_reuse.h"
 #include "workflow/workflow_spec.h"
 
 namespace grademl::workflow {
@@ -25,6 +26,10 @@ struct WorkflowRunOptions {
   int jobs = 0;             // steps at once; 0: the number of cores
   std::string rules_file;   // extra log rules (docs/log-rules.md), tried before the built-ins
   bool progress = true;     // a live progress line when stderr is a terminal
+  // Each step's identity, inputs and outputs hashed for the experiment graph (docs/reuse.md);
+  // off (--no-hash), nothing is hashed and nothing reused.
+  bool hash = true;
+  ReuseOptions reuse;       // reuse.reuse: --reuse; reuse.db_path is set from `recording`
 };
 
 struct WorkflowRunResult {
@@ -32,6 +37,7 @@ struct WorkflowRunResult {
   int exit_code = 0;                 // 0 when every step succeeded
   std::vector<std::string> failed;   // steps that failed (or could not start)
   std::vector<std::string> skipped;  // steps not run because a step they need failed, or grademl was stopped
+  std::vector<std::string> reused;   // steps whose outputs were restored instead of running them
   std::string recording_error;       // why part of the run is not in the store (the store failed)
 };
 

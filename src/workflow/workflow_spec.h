@@ -25,7 +25,10 @@ struct StepSpec {
   std::vector<std::string> outs;    // output files/dirs, as written (DVC metrics and plots included)
   std::vector<std::string> after;   // steps this one must follow explicitly (our format: deps that name a step, `after:`)
   std::vector<std::pair<std::string, std::string>> env;  // extra environment (workflow-level env first, step env overrides)
-  std::vector<std::string> params;  // DVC params ("params.yaml:lr" style), informational
+  std::vector<std::string> params;  // parameters ("params.yaml:train.lr", or a whole file "config.yaml"), relative to `cwd`:
+                                    // their values are inputs of the step's identity (docs/reuse.md)
+  std::string not_reusable;         // why `--reuse` never skips it, from the spec ("reuse: false", DVC's
+                                    // "always_changed: true", "persist: true on out 'x'"); "" when it may
   std::string cwd;                  // absolute, lexically normalised directory the step runs in
   int line = 0;                     // 1-based line of the step's definition in the file
 };

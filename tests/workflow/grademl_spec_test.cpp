@@ -160,7 +160,7 @@ INSTANTIATE_TEST_SUITE_P(
     Errors, GrademlSpecErrorTest,
     ::testing::Values(
         ErrorCase{"UnknownStepKey", "steps:\n  x:\n    cmdd: echo\n",
-                  "3: step 'x': unknown key 'cmdd' (expected cmd, deps, outs, after, env, cwd)"},
+                  "3: step 'x': unknown key 'cmdd' (expected cmd, deps, outs, params, after, env, cwd, reuse)"},
         ErrorCase{"MissingCmd", "steps:\n  a: {cmd: echo}\n  x:\n    deps: [a]\n", "3: step 'x': missing 'cmd'"},
         ErrorCase{"NullStep", "steps:\n  x:\n", "2: step 'x': missing 'cmd'"},
         ErrorCase{"EmptyCmd", "steps:\n  x:\n    cmd: \"  \"\n", "3: step 'x': 'cmd' is empty"},

@@ -348,7 +348,7 @@ TEST(SpecLimitsTest, ControlCharactersInNamesAreShownEscaped) {
   // Bytes that are not UTF-8 are shown as U+FFFD, not passed to the terminal.
   const std::string latin1 = dir.Write("r.yaml", "steps:\n  caf\xe9:\n    cmd: x\n    bogus: 1\n");
   const std::string bad = LoadError(latin1);
-  EXPECT_EQ(bad, latin1 + ":4: step 'caf\xef\xbf\xbd': unknown key 'bogus' (expected cmd, deps, outs, after, env, cwd)");
+  EXPECT_EQ(bad, latin1 + ":4: step 'caf\xef\xbf\xbd': unknown key 'bogus' (expected cmd, deps, outs, params, after, env, cwd, reuse)");
   // A valid name with control characters loads, unchanged.
   const WorkflowSpec spec = LoadOk(dir.Write("s.yaml", "steps:\n  \"a\\x1bb\":\n    cmd: echo\n"));
   ASSERT_EQ(spec.steps.size(), 1u);
