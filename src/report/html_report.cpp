@@ -909,7 +909,8 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
           {"communication_summary", CommunicationSummaryJson(analysis.communication)},
           {"multi_host", MultiHostJson(run, analysis.hosts)},
           {"fine_sampling", FineSamplingJson(analysis.fine_sampling)},
-          {"deep_profile", DeepProfileJson(analysis.deep_profile)}};
+          {"deep_profile", DeepProfileJson(analysis.deep_profile)},
+          {"reuse", ReuseJson(analysis.reuse)}};
 }
 
 std::string RenderHtmlReport(const model::Run& run, const analysis::RunAnalysis& analysis,

@@ -633,7 +633,40 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
   out["multi_host"] = MultiHostJson(run, analysis.hosts);
   out["fine_sampling"] = FineSamplingJson(analysis.fine_sampling);
   out["deep_profile"] = DeepProfileJson(analysis.deep_profile);
+  out["reuse"] = ReuseJson(analysis.reuse);
   return out;
+}
+
+json ReuseJson(const analysis::ReuseAnalysis& r) {
+  if (r.empty()) return nullptr;
+  auto text_or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(Text(s)); };
+  json steps = json::array();
+  for (const analysis::StepReuse& s : r.steps) {
+    json outputs = json::array();
+    for (const std::string& o : s.outputs) outputs.push_back(Text(o));
+    steps.push_back({{"phase", s.phase},
+                     {"step", Text(s.step)},
+                     {"outcome", Text(s.outcome)},
+                     {"cost_s", s.cost_s},
+                     {"restore_s", s.restore_s},
+                     {"reused_from", text_or_null(s.reused_from)},
+                     {"redundant", s.redundant},
+                     {"earlier_run", s.redundant ? json(s.earlier_run) : json(nullptr)},
+                     {"earlier_uuid", s.redundant ? text_or_null(s.earlier_uuid) : json(nullptr)},
+                     {"outputs_identical", s.outputs_identical},
+                     {"outputs", std::move(outputs)},
+                     {"output_bytes", s.output_bytes},
+                     {"predicted_restore_s", r.read_bytes_per_s > 0 ? static_cast<double>(s.output_bytes) / r.read_bytes_per_s : 0.0},
+                     {"not_reusable", text_or_null(s.not_reusable)}});
+  }
+  return {{"reused", r.reused},
+          {"redundant", r.redundant},
+          {"saved_s", r.saved_s},
+          {"restore_s", r.restore_s},
+          {"redundant_s", r.redundant_s},
+          {"read_bytes_per_s", r.read_bytes_per_s},
+          {"read_speed_measured", r.read_speed_measured},
+          {"steps", std::move(steps)}};
 }
 
 json FineSamplingJson(const analysis::FineSampling& f) {

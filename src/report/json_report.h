@@ -59,6 +59,11 @@ nlohmann::json FineSamplingJson(const analysis::FineSampling& fine);
 // profiling cost removed; null without iterations tagged deep=ops. Also in the HTML report's data.
 nlohmann::json DeepProfileJson(const analysis::DeepProfile& deep);
 
+// The "reuse" object of the report (docs/json-report.md, docs/reuse.md): the workflow steps
+// restored from earlier runs and those that recomputed what one had; null without step
+// executions. Also in the HTML report's data.
+nlohmann::json ReuseJson(const analysis::ReuseAnalysis& reuse);
+
 // The "level_breakdown" object of `grademl report --json --level LEVEL` (docs/json-report.md):
 // level, selector (null: the whole run), phases (the selected ids), duration_s, covered_s,
 // count and rows [{name, count, total_s (self time at the level), share}].

@@ -990,6 +990,70 @@ void RenderCoreUse(const model::Run& run, const analysis::RunAnalysis& a, const 
   }
 }
 
+// Reuse across runs (analysis/reuse.h): the steps restored from an earlier run's outputs (time
+// saved, time restoring) and those that ran although an earlier run had their key (redundant).
+void RenderReuse(const analysis::ReuseAnalysis& r, const TerminalReportOptions& options, const Styler& style,
+                 std::string& out) {
+  if (r.reused == 0 && r.redundant == 0) return;
+  auto steps = [](int n) { return n == 1 ? std::string("1 step") : fmt::format("{} steps", n); };
+  out += '\n' + style(kBold, "Reuse") + style(kDim, "  (steps restored from earlier runs, and steps that recomputed what "
+                                                      "one had; docs/reuse.md)") +
+         '\n';
+  if (r.reused > 0) {
+    out += fmt::format("  {} restored from earlier runs' outputs: {} saved ({} of computation, {} restoring)\n",
+                       steps(r.reused), FormatSeconds(r.saved_s), FormatSeconds(r.saved_s + r.restore_s),
+                       FormatSeconds(r.restore_s));
+  }
+  if (r.redundant > 0) {
+    out += fmt::format("  {} recomputed what an earlier run had (the same key): {} (grademl run --reuse restores "
+                       "{})\n",
+                       steps(r.redundant), FormatSeconds(r.redundant_s), r.redundant == 1 ? "it" : "them");
+  }
+  struct Row {
+    std::string name, outcome, cost, restore, note;
+  };
+  std::vector<Row> rows;
+  bool predicted = false;
+  for (const analysis::StepReuse& s : r.steps) {
+    if (s.outcome != "reused" && !s.redundant) continue;
+    Row row{TruncateToWidth(Sanitize(s.step), options.max_name_width), Sanitize(s.outcome), FormatSeconds(s.cost_s), "",
+            ""};
+    if (s.outcome == "reused") {
+      row.restore = FormatSeconds(s.restore_s);
+      row.note = "restored from run " + Sanitize(s.reused_from);
+    } else {
+      row.restore = "~" + FormatSeconds(static_cast<double>(s.output_bytes) / r.read_bytes_per_s);
+      predicted = true;
+      row.note = fmt::format("run {} had the same key ({})", s.earlier_run,
+                             s.outputs_identical ? "same outputs" : "other outputs: not deterministic");
+      if (!s.not_reusable.empty()) row.note += "; reuse is off: " + Sanitize(s.not_reusable);
+    }
+    rows.push_back(std::move(row));
+  }
+  size_t w[4] = {4, 7, 4, 7};
+  for (const Row& row : rows) {
+    w[0] = std::max(w[0], DisplayWidth(row.name));
+    w[1] = std::max(w[1], DisplayWidth(row.outcome));
+    w[2] = std::max(w[2], DisplayWidth(row.cost));
+    w[3] = std::max(w[3], DisplayWidth(row.restore));
+  }
+  out += style(kDim, "  " + PadRight("step", w[0]) + "  " + PadRight("outcome", w[1]) + "  " + PadLeft("cost", w[2]) +
+                         "  " + PadLeft("restore", w[3])) +
+         '\n';
+  for (const Row& row : rows) {
+    std::string line = "  " + PadRight(row.name, w[0]) + "  " + PadRight(row.outcome, w[1]) + "  " +
+                       PadLeft(row.cost, w[2]) + "  " + PadLeft(row.restore, w[3]) + "  " + row.note;
+    RightTrim(line);
+    out += line + '\n';
+  }
+  if (predicted) {
+    out += style(kDim, fmt::format("  ~ predicted: the outputs' bytes at {}/s ({})", FormatBytes(r.read_bytes_per_s),
+                                   r.read_speed_measured ? "as fast as this run's hashing read"
+                                                         : "assumed: this run's hashing read too little to measure")) +
+           '\n';
+  }
+}
+
 // The Spark applications of imported event logs: counts, where the tasks' time went, and per
 // stage attempt its tasks, time split, skew and bottleneck; the advice of the costliest.
 void RenderSpark(const analysis::SparkAnalysis& spark, const Styler& style, std::string& out) {
@@ -1264,6 +1328,7 @@ std::string RenderTerminalReport(const model::Run& run, const analysis::RunAnaly
   if (options.level_breakdown != nullptr) RenderLevelBreakdown(*options.level_breakdown, analysis, options, style, out);
   RenderLimits(run, analysis, options, style, out);
   RenderCoreUse(run, analysis, options, style, out);
+  RenderReuse(analysis.reuse, options, style, out);
   RenderFineSampling(analysis.fine_sampling, style, out);
   RenderDeepProfile(analysis.deep_profile, style, out);
   RenderMultiHost(run, analysis, style, out);

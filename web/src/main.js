@@ -246,6 +246,38 @@ function communicationSection(data, showPhase) {
       el('table', {}, el('thead', {}, el('tr', {}, ['Collective', 'Count', 'Bytes', 'Time', 'Waiting'].map((h) => el('th', {}, h)))), el('tbody', {}, kinds))) : null);
 }
 
+// Reuse across runs (docs/reuse.md): the workflow steps restored from an earlier run's outputs
+// (time saved, time restoring) and those that ran although an earlier run had their key
+// (recomputed: what restoring would have saved is in the issues). Step names, paths and run
+// uuids are untrusted: text only, as everywhere.
+function reuseSection(data, showPhase) {
+  const r = data.reuse;
+  if (!r || !(r.reused > 0 || r.redundant > 0)) return null;
+  const rows = r.steps.filter((s) => s.outcome === 'reused' || s.redundant).map((s) => el('tr', {},
+    el('td', {}, showPhase
+      ? el('button', { type: 'button', class: 'link', title: 'show on the timeline', onclick: () => showPhase(s.phase) }, s.step)
+      : s.step,
+    s.redundant ? el('span', { class: 'badge crit' }, 'recomputed') : el('span', { class: 'badge' }, 'restored')),
+    el('td', { class: 'num' }, fmtDuration(s.cost_s)),
+    el('td', { class: 'num' }, s.outcome === 'reused' ? fmtDuration(s.restore_s) : `~${fmtDuration(s.predicted_restore_s)}`),
+    el('td', { class: 'num' }, fmtBytes(s.output_bytes)),
+    el('td', { class: 'reuse-note' }, s.outcome === 'reused'
+      ? `restored from run ${s.reused_from || '?'}`
+      : `run ${s.earlier_run} had the same key (${s.outputs_identical ? 'same outputs' : 'other outputs: not deterministic'})${s.not_reusable ? `; reuse is off: ${s.not_reusable}` : ''}`)));
+  const facts = [];
+  if (r.reused > 0) facts.push(`${r.reused} step${r.reused === 1 ? '' : 's'} restored from earlier runs' outputs: ${fmtDuration(r.saved_s)} saved (${fmtDuration(r.saved_s + r.restore_s)} of computation, ${fmtDuration(r.restore_s)} restoring).`);
+  if (r.redundant > 0) facts.push(`${r.redundant} step${r.redundant === 1 ? '' : 's'} recomputed what an earlier run had (the same key): ${fmtDuration(r.redundant_s)}; grademl run --reuse restores them.`);
+  return section('reuse', 'Reuse across runs',
+    'Workflow steps whose outputs were restored from an earlier run instead of running, and steps that ran although an earlier run had executed them with the same key (command, environment, inputs and parameters).',
+    ...facts.map((f) => el('p', {}, f)),
+    el('table', { class: 'reuse' },
+      el('thead', {}, el('tr', {}, ['Step', 'Cost', 'Restore', 'Outputs', ''].map((h) => el('th', {}, h)))),
+      el('tbody', {}, rows)),
+    rows.length && r.redundant > 0
+      ? el('p', { class: 'muted' }, `~ predicted: the outputs' bytes at ${fmtBytes(r.read_bytes_per_s)}/s (${r.read_speed_measured ? 'as fast as this run\'s hashing read' : 'assumed: this run\'s hashing read too little to measure'}).`)
+      : null);
+}
+
 // Fine phases recorded on a sample of the iterations under the overhead budget
 // (analysis/fine_sampling.h): the exact counts and totals per type, how many were recorded,
 // the budget and the instrumentation's measured cost.
@@ -490,6 +522,8 @@ function main() {
   if (fine) app.append(fine);
   const deep = deepProfileSection(data);
   if (deep) app.append(deep);
+  const reuse = reuseSection(data, showPhase);
+  if (reuse) app.append(reuse);
 
   const tl = data.timeline;
   const lod = tl.shown_phases < tl.total_phases
