@@ -6,19 +6,46 @@
 
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <unordered_set>
 
 #include "analysis/run_analysis.h"
 #include "cli/commands.h"
 #include "cli/output_file.h"
 #include "analysis/attribution.h"
 #include "analysis/level_breakdown.h"
+#include "model/experiment_graph.h"
 #include "model/phase_level.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/text_format.h"
 #include "report/terminal_report.h"
+#include "store/database.h"
 
 namespace grademl::cli {
+namespace {
+
+// The store's experiment graph, kept to the executions with the keys of the run's steps (all
+// that the reuse analysis needs); nullopt when the run has no step keys, or when the store
+// cannot list them (an older store, a backend without them): the run is then analysed without.
+std::optional<model::ExperimentGraph> ReportExperimentGraph(const CommonOptions& common, const model::Run& run) {
+  std::unordered_set<std::string> keys;
+  for (const model::StepExecution& e : run.step_executions) {
+    if (!e.key.empty()) keys.insert(e.key);
+  }
+  if (keys.empty()) return std::nullopt;
+  auto db = store::Database::Open(common.ResolvedDbPath(), store::Database::Mode::kReadOnly);
+  if (!db.ok()) return std::nullopt;
+  auto listed = (*db)->ListStepExecutions("");
+  if (!listed.ok()) return std::nullopt;
+  model::ExperimentGraph graph;
+  for (model::StoredStepExecution& s : *listed) {
+    if (keys.count(s.execution.key) != 0) graph.executions.push_back(std::move(s));
+  }
+  return graph;
+}
+
+}  // namespace
 
 Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
   struct Options {
@@ -99,7 +126,8 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
       }
       breakdown = std::move(*b);
     }
-    analysis::RunAnalysis analysis = analysis::AnalyzeRun(*run);
+    std::optional<model::ExperimentGraph> graph = ReportExperimentGraph(common, *run);
+    analysis::RunAnalysis analysis = analysis::AnalyzeRun(*run, graph ? &*graph : nullptr);
     std::string out;
     if (!opts->html.empty()) {
       report::HtmlReportOptions hopts;

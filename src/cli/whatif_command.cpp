@@ -11,7 +11,10 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <regex>
+#include <string>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -19,7 +22,9 @@
 #include "analysis/issues.h"
 #include "analysis/whatif.h"
 #include "cli/commands.h"
+#include "model/experiment_graph.h"
 #include "report/text_format.h"
+#include "store/database.h"
 
 namespace grademl::cli {
 namespace {
@@ -70,6 +75,26 @@ std::string PathLine(const model::Run& run, const CriticalPath& path, bool workf
     top.push_back(name);
   }
   return JoinNames(top);
+}
+
+// The store's experiment graph, kept to the executions with the keys of the run's steps (all
+// that the reuse analysis needs); nullopt when the run has no step keys, or when the store
+// cannot list them (an older store, a backend without them): the run is then analysed without.
+std::optional<model::ExperimentGraph> WhatifExperimentGraph(const CommonOptions& common, const model::Run& run) {
+  std::unordered_set<std::string> keys;
+  for (const model::StepExecution& e : run.step_executions) {
+    if (!e.key.empty()) keys.insert(e.key);
+  }
+  if (keys.empty()) return std::nullopt;
+  auto db = store::Database::Open(common.ResolvedDbPath(), store::Database::Mode::kReadOnly);
+  if (!db.ok()) return std::nullopt;
+  auto listed = (*db)->ListStepExecutions("");
+  if (!listed.ok()) return std::nullopt;
+  model::ExperimentGraph graph;
+  for (model::StoredStepExecution& s : *listed) {
+    if (keys.count(s.execution.key) != 0) graph.executions.push_back(std::move(s));
+  }
+  return graph;
 }
 
 std::string Secs(double s) { return fmt::format("{:.2f} s", s); }
@@ -241,6 +266,8 @@ Action RegisterWhatifCommand(CLI::App& app, CommonOptions& common) {
       "                     (both assume perfect scaling: the saving is an upper bound)\n"
       "  SEL:num_workers=N  DataLoader loading in N workers, overlapping compute:\n"
       "                     max(compute, load/N) per iteration\n"
+      "  reuse:SEL          the workflow steps take the time restoring their recorded\n"
+      "                     outputs would (docs/reuse.md)\n"
       "RUN, when given, comes first: a run id, -N for the N-th latest, or latest.\n"
       "A glob ending in * needs a second one before the factor: train_**0.5.");
   return [opts, sub, &common]() -> int {
@@ -297,6 +324,14 @@ Action RegisterWhatifCommand(CLI::App& app, CommonOptions& common) {
       options.bound_seconds = analysis::BoundSecondsOf(bottlenecks, *run, &gpu);
       // threads=N / cores=N: the cores each selected phase used and could use.
       options.core_use = analysis::CoreUseOfRun(*run, nullptr);
+    }
+    // reuse:SEL says whether an earlier run had each step's key: the experiment graph, loaded
+    // only when a change asks for it.
+    std::optional<model::ExperimentGraph> graph;
+    if (std::any_of(changes.begin(), changes.end(),
+                    [](const analysis::WhatifChange& c) { return c.kind == analysis::WhatifChange::Kind::kReuse; })) {
+      graph = WhatifExperimentGraph(common, *run);
+      if (graph) options.graph = &*graph;
     }
     auto result = analysis::SimulateWhatif(*run, changes, options);
     if (!result.ok()) {
