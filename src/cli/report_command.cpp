@@ -4,10 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
-#include <unordered_set>
+#include <set>
 
 #include "analysis/run_analysis.h"
 #include "cli/commands.h"
@@ -29,19 +30,27 @@ namespace {
 // that the reuse analysis needs); nullopt when the run has no step keys, or when the store
 // cannot list them (an older store, a backend without them): the run is then analysed without.
 std::optional<model::ExperimentGraph> ReportExperimentGraph(const CommonOptions& common, const model::Run& run) {
-  std::unordered_set<std::string> keys;
+  std::set<std::string> keys;
   for (const model::StepExecution& e : run.step_executions) {
     if (!e.key.empty()) keys.insert(e.key);
   }
   if (keys.empty()) return std::nullopt;
   auto db = store::Database::Open(common.ResolvedDbPath(), store::Database::Mode::kReadOnly);
   if (!db.ok()) return std::nullopt;
-  auto listed = (*db)->ListStepExecutions("");
-  if (!listed.ok()) return std::nullopt;
+  // One indexed query per key: a store's whole graph may be large.
   model::ExperimentGraph graph;
-  for (model::StoredStepExecution& s : *listed) {
-    if (keys.count(s.execution.key) != 0) graph.executions.push_back(std::move(s));
+  for (const std::string& key : keys) {
+    auto listed = (*db)->ListStepExecutions(key);
+    if (!listed.ok()) return std::nullopt;
+    for (model::StoredStepExecution& s : *listed) {
+      if (s.execution.key == key) graph.executions.push_back(std::move(s));
+    }
   }
+  // By run id, then phase id, as the store lists them.
+  std::stable_sort(graph.executions.begin(), graph.executions.end(),
+                   [](const model::StoredStepExecution& a, const model::StoredStepExecution& b) {
+                     return a.run != b.run ? a.run < b.run : a.execution.phase < b.execution.phase;
+                   });
   return graph;
 }
 
