@@ -63,13 +63,23 @@ def main():
     p.add_argument("--epochs", type=int, default=None,
                    help=f"epochs (default: max({MIN_EPOCHS}, ceil({BASE_EPOCHS} * DIGITS_SCALE)) = {default_epochs})")
     p.add_argument("--batch-size", type=int, default=128, help="minibatch size (default: %(default)s)")
-    p.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate (default: %(default)s)")
+    p.add_argument("--lr", type=float, default=None,
+                   help="Adam learning rate (default: train_cnn.lr of --params, else 0.002)")
+    p.add_argument("--params", default="params.json",
+                   help="parameters file (JSON, DVC style) whose train_cnn.lr is the default --lr, when it exists "
+                        "(default: %(default)s)")
     p.add_argument("--channels", type=int, default=16, help="conv width (default: %(default)s)")
     p.add_argument("--val-frac", type=float, default=0.1,
                    help="fraction of training source images used for validation (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     args = p.parse_args()
+    if args.lr is None:
+        args.lr = 2e-3
+        if os.path.exists(args.params):
+            import json
+            with open(args.params) as f:
+                args.lr = float(json.load(f).get("train_cnn", {}).get("lr", args.lr))
     epochs = default_epochs if args.epochs is None else args.epochs
     if epochs < 1:
         p.error("--epochs must be >= 1")

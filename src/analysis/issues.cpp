@@ -495,11 +495,9 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
                                              : fmt::format("as run {} had (its outputs differed: the step is not "
                                                            "deterministic)",
                                                            st.earlier_run);
-      std::string off = st.not_reusable.empty() ? std::string()
-                                                : fmt::format(" Reuse is off for it: {}.", Shorten(st.not_reusable, 80));
       add(st.phase, "redundant_step", {change}, saving,
-          fmt::format("{} recomputed {} {}; {} could have been saved by restoring its outputs (grademl run --reuse).{}",
-                      Label(*p), outputs, how, saving_text(saving), off));
+          fmt::format("{} recomputed {} {}; {} could have been saved by restoring its outputs (grademl run --reuse).",
+                      Label(*p), outputs, how, saving_text(saving)));
     }
   }
 

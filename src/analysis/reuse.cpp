@@ -87,7 +87,9 @@ ReuseAnalysis AnalyzeReuse(const model::Run& run, const model::ExperimentGraph& 
       ++a.reused;
       a.restore_s += s.restore_s;
       a.saved_s += s.cost_s - s.restore_s;
-    } else if (e->outcome == "ran" && !e->key.empty()) {
+    } else if (e->outcome == "ran" && !e->key.empty() && e->not_reusable.empty()) {
+      // A step reuse never skips (no outs, opted out, undeclared inputs) recomputed nothing
+      // that could have been restored: it is not redundant, whatever its key.
       const model::StoredStepExecution* earlier = EarlierExecution(graph, run.info, e->key);
       if (earlier != nullptr) {
         s.redundant = true;

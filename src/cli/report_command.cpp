@@ -12,6 +12,7 @@
 
 #include "analysis/run_analysis.h"
 #include "cli/commands.h"
+#include "cli/experiment_graph.h"
 #include "cli/output_file.h"
 #include "analysis/attribution.h"
 #include "analysis/level_breakdown.h"
@@ -26,33 +27,6 @@
 namespace grademl::cli {
 namespace {
 
-// The store's experiment graph, kept to the executions with the keys of the run's steps (all
-// that the reuse analysis needs); nullopt when the run has no step keys, or when the store
-// cannot list them (an older store, a backend without them): the run is then analysed without.
-std::optional<model::ExperimentGraph> ReportExperimentGraph(const CommonOptions& common, const model::Run& run) {
-  std::set<std::string> keys;
-  for (const model::StepExecution& e : run.step_executions) {
-    if (!e.key.empty()) keys.insert(e.key);
-  }
-  if (keys.empty()) return std::nullopt;
-  auto db = store::Database::Open(common.ResolvedDbPath(), store::Database::Mode::kReadOnly);
-  if (!db.ok()) return std::nullopt;
-  // One indexed query per key: a store's whole graph may be large.
-  model::ExperimentGraph graph;
-  for (const std::string& key : keys) {
-    auto listed = (*db)->ListStepExecutions(key);
-    if (!listed.ok()) return std::nullopt;
-    for (model::StoredStepExecution& s : *listed) {
-      if (s.execution.key == key) graph.executions.push_back(std::move(s));
-    }
-  }
-  // By run id, then phase id, as the store lists them.
-  std::stable_sort(graph.executions.begin(), graph.executions.end(),
-                   [](const model::StoredStepExecution& a, const model::StoredStepExecution& b) {
-                     return a.run != b.run ? a.run < b.run : a.execution.phase < b.execution.phase;
-                   });
-  return graph;
-}
 
 }  // namespace
 
@@ -135,7 +109,7 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
       }
       breakdown = std::move(*b);
     }
-    std::optional<model::ExperimentGraph> graph = ReportExperimentGraph(common, *run);
+    std::optional<model::ExperimentGraph> graph = RunExperimentGraph(common.ResolvedDbPath(), *run);
     analysis::RunAnalysis analysis = analysis::AnalyzeRun(*run, graph ? &*graph : nullptr);
     std::string out;
     if (!opts->html.empty()) {

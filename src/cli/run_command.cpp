@@ -8,11 +8,15 @@
 #include <filesystem>
 
 #include "analysis/run_analysis.h"
+#include "cli/artifact_budget.h"
 #include "cli/commands.h"
+#include "cli/experiment_graph.h"
 #include "report/terminal_report.h"
 #include "store/database.h"
 #include "workflow/log_rules.h"
 #include "workflow/monitored_command.h"
+#include "workflow/artifact_store.h"
+#include "workflow/file_hash_cache.h"
 #include "workflow/output_relay.h"
 #include "workflow/workflow_runner.h"
 #include "workflow/workflow_spec.h"
@@ -31,7 +35,11 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     int jobs = 0;
     std::string rules;
     std::vector<std::string> imports;
-  std::string join;  // --join UUID
+    std::string join;  // --join UUID
+    bool reuse = false;
+    std::string reuse_budget = kDefaultReuseBudget;
+    std::string artifacts;
+    bool no_hash = false;
     std::vector<std::string> command;
   };
   auto opts = std::make_shared<Options>();
@@ -59,7 +67,8 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       "each task becomes a phase under the worker process that ran it (docs/engines.md).\n"
       "Examples: grademl run -- python3 train.py --epochs 3\n"
       "          grademl run --import 'traces/*.json.gz' -- ./train.sh\n"
-      "          grademl run -j 2 examples/digits/pipeline.yaml");
+      "          grademl run -j 2 examples/digits/pipeline.yaml\n"
+      "          grademl run --reuse --db /shared/team.db examples/digits/pipeline.yaml");
   sub->add_option("--interval", opts->interval,
                   "Sampling interval with its unit, from 1ms to 1h, e.g. 100ms, 0.5s (a bare number is refused)")
       ->capture_default_str();
@@ -115,6 +124,20 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
                   "ends: a glob, expanded then (quote it), relative to the current directory; repeatable")
       ->type_name("GLOB")
       ->allow_extra_args(false);  // one value per --import: what follows is the command
+  sub->add_flag("--reuse", opts->reuse,
+                "Workflows: before each step, look up an earlier execution with the same identity (command, "
+                "environment, content of its deps and params) in the store; when its outputs are materialised, "
+                "restore them instead of running the step (tagged reused=true), else run it and materialise its "
+                "outputs in the artifact store (docs/reuse.md)");
+  sub->add_option("--reuse-budget", opts->reuse_budget,
+                  "With --reuse: the artifact store's size limit, e.g. 500M, 10G, 0; the artifacts of least utility "
+                  "per byte (recreation cost, reuse, closeness to a final output) are evicted first")
+      ->capture_default_str();
+  sub->add_option("--artifacts", opts->artifacts,
+                  "With --reuse: the artifact store's directory (default: beside an SQLite store, "
+                  "e.g. .grademl/grademl-artifacts; required with PostgreSQL: a directory every host can reach)");
+  sub->add_flag("--no-hash", opts->no_hash,
+                "Workflows: do not hash steps' inputs and outputs (no redundant-step analysis, no reuse)");
   sub->add_option("command", opts->command, "The command and its arguments (after --)")->required();
   sub->prefix_command();
   return [opts, &common, sub]() -> int {
@@ -166,6 +189,24 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       }
       budget /= 100;
     }
+    int64_t reuse_budget = 0;
+    {
+      auto parsed = workflow::ParseByteSize(opts->reuse_budget);
+      if (!parsed.ok()) {
+        PrintError("--reuse-budget: " + parsed.status().message());
+        return kExitUsage;
+      }
+      reuse_budget = *parsed;
+    }
+    if (opts->reuse && opts->no_hash) {
+      PrintError("--reuse needs the steps' hashes: it cannot go with --no-hash");
+      return kExitUsage;
+    }
+    bool is_workflow = command.size() == 1 && workflow::LooksLikeWorkflowFile(command[0]);
+    if ((opts->reuse || !opts->artifacts.empty()) && !is_workflow) {
+      PrintError("--reuse and --artifacts are for workflow files (a pipeline YAML or dvc.yaml), not a single command");
+      return kExitUsage;
+    }
     workflow::RecordingOptions options;
     options.db_path = common.ResolvedDbPath();
     options.deep = opts->deep;
@@ -178,7 +219,16 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     options.join_uuid = opts->join;
     StatusOr<workflow::MonitoredCommandResult> result = Status(StatusCode::kInternal, "not run");
     std::unique_ptr<workflow::OutputRelay> relay;  // a single command's output, for --rules
-    if (command.size() == 1 && workflow::LooksLikeWorkflowFile(command[0])) {
+    std::string artifacts_dir;
+    if (is_workflow && opts->reuse) {
+      auto dir = ResolveArtifactsDir(options.db_path, opts->artifacts);
+      if (!dir.ok()) {
+        PrintError("--reuse: " + dir.status().message());
+        return kExitUsage;
+      }
+      artifacts_dir = *dir;
+    }
+    if (is_workflow) {
       auto spec = workflow::LoadWorkflowSpec(command[0]);
       if (!spec.ok()) {
         PrintError(spec.status().message());
@@ -188,6 +238,10 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       wopts.recording = options;
       wopts.jobs = opts->jobs;
       wopts.rules_file = opts->rules;
+      wopts.hash = !opts->no_hash;
+      wopts.reuse.reuse = opts->reuse;
+      wopts.reuse.artifacts_dir = artifacts_dir;
+      wopts.reuse.hash_cache = workflow::FileHashCache::DefaultPath();
       auto run = workflow::RunWorkflow(*spec, wopts);
       if (!run.ok()) {
         PrintError(run.status().message());
@@ -200,6 +254,20 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
         result->error = "step(s) failed: " + list;
       }
       if (!run->recording_error.empty()) PrintError(run->recording_error);
+      // The artifact store back within its budget: the least useful artifacts per byte go.
+      if (opts->reuse) {
+        auto artifacts = workflow::ArtifactStore::Open(artifacts_dir);
+        auto applied = artifacts.ok() ? ApplyReuseBudget(options.db_path, **artifacts, reuse_budget, false)
+                                      : StatusOr<BudgetResult>(artifacts.status());
+        if (!applied.ok()) {
+          PrintError("artifact store: " + applied.status().message());
+        } else if (applied->freed_bytes > 0) {
+          size_t evicted = 0;
+          for (const auto& a : applied->plan.artifacts) evicted += a.kept ? 0 : 1;
+          std::fprintf(stderr, "[grademl] reuse: %zu artifact(s) evicted to stay within --reuse-budget %s\n", evicted,
+                       opts->reuse_budget.c_str());
+        }
+      }
     } else if (!opts->rules.empty()) {
       // Log rules for a single command: its output is read through a relay.
       auto user_rules = workflow::LogRuleSet::LoadFile(opts->rules);
@@ -229,7 +297,8 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       if (!run.ok()) {
         PrintError("cannot read the run back: " + run.status().message());
       } else {
-        analysis::RunAnalysis analysis = analysis::AnalyzeRun(*run);
+        std::optional<model::ExperimentGraph> graph = RunExperimentGraph(options.db_path, *run);
+        analysis::RunAnalysis analysis = analysis::AnalyzeRun(*run, graph ? &*graph : nullptr);
         report::TerminalReportOptions ropts;
         ropts.color = isatty(STDERR_FILENO) != 0;
         ropts.max_phases = 20;

@@ -22,6 +22,7 @@
 #include "analysis/issues.h"
 #include "analysis/whatif.h"
 #include "cli/commands.h"
+#include "cli/experiment_graph.h"
 #include "model/experiment_graph.h"
 #include "report/text_format.h"
 #include "store/database.h"
@@ -77,33 +78,6 @@ std::string PathLine(const model::Run& run, const CriticalPath& path, bool workf
   return JoinNames(top);
 }
 
-// The store's experiment graph, kept to the executions with the keys of the run's steps (all
-// that the reuse analysis needs); nullopt when the run has no step keys, or when the store
-// cannot list them (an older store, a backend without them): the run is then analysed without.
-std::optional<model::ExperimentGraph> WhatifExperimentGraph(const CommonOptions& common, const model::Run& run) {
-  std::set<std::string> keys;
-  for (const model::StepExecution& e : run.step_executions) {
-    if (!e.key.empty()) keys.insert(e.key);
-  }
-  if (keys.empty()) return std::nullopt;
-  auto db = store::Database::Open(common.ResolvedDbPath(), store::Database::Mode::kReadOnly);
-  if (!db.ok()) return std::nullopt;
-  // One indexed query per key: a store's whole graph may be large.
-  model::ExperimentGraph graph;
-  for (const std::string& key : keys) {
-    auto listed = (*db)->ListStepExecutions(key);
-    if (!listed.ok()) return std::nullopt;
-    for (model::StoredStepExecution& s : *listed) {
-      if (s.execution.key == key) graph.executions.push_back(std::move(s));
-    }
-  }
-  // By run id, then phase id, as the store lists them.
-  std::stable_sort(graph.executions.begin(), graph.executions.end(),
-                   [](const model::StoredStepExecution& a, const model::StoredStepExecution& b) {
-                     return a.run != b.run ? a.run < b.run : a.execution.phase < b.execution.phase;
-                   });
-  return graph;
-}
 
 std::string Secs(double s) { return fmt::format("{:.2f} s", s); }
 
@@ -338,7 +312,7 @@ Action RegisterWhatifCommand(CLI::App& app, CommonOptions& common) {
     std::optional<model::ExperimentGraph> graph;
     if (std::any_of(changes.begin(), changes.end(),
                     [](const analysis::WhatifChange& c) { return c.kind == analysis::WhatifChange::Kind::kReuse; })) {
-      graph = WhatifExperimentGraph(common, *run);
+      graph = RunExperimentGraph(common.ResolvedDbPath(), *run);
       if (graph) options.graph = &*graph;
     }
     auto result = analysis::SimulateWhatif(*run, changes, options);

@@ -168,7 +168,6 @@ TEST(ReuseTest, RedundantStepIssue) {
 TEST(ReuseTest, RedundantStepIssueOfANonDeterministicStep) {
   model::Run run = testing::ReuseRun3();
   run.step_executions[0].outputs[0].hash = "hash-A-other";
-  run.step_executions[0].not_reusable = "reuse: false in the spec";
   model::ExperimentGraph graph = ReuseGraph();
   RunAnalysis a = AnalyzeRun(run, &graph);
   const Issue* issue = nullptr;
@@ -178,8 +177,19 @@ TEST(ReuseTest, RedundantStepIssueOfANonDeterministicStep) {
   ASSERT_NE(issue, nullptr);
   EXPECT_EQ(issue->text,
             "Step ingest recomputed data/clean.csv as run 2 had (its outputs differed: the step is not deterministic); "
-            "10.00 s (67% of the run) could have been saved by restoring its outputs (grademl run --reuse). Reuse is "
-            "off for it: reuse: false in the spec.");
+            "10.00 s (67% of the run) could have been saved by restoring its outputs (grademl run --reuse).");
+}
+
+// A step that reuse never skips (here opted out) recomputed nothing that could have been
+// restored: it is no redundant step, whatever its key.
+TEST(ReuseTest, AStepReuseNeverSkipsIsNotRedundant) {
+  model::Run run = testing::ReuseRun3();
+  run.step_executions[0].not_reusable = "reuse: false";
+  model::ExperimentGraph graph = ReuseGraph();
+  RunAnalysis a = AnalyzeRun(run, &graph);
+  for (const Issue& i : a.issues) EXPECT_NE(i.kind, "redundant_step") << i.text;
+  ASSERT_NE(a.reuse.Find(run.step_executions[0].phase), nullptr);
+  EXPECT_FALSE(a.reuse.Find(run.step_executions[0].phase)->redundant);
 }
 
 }  // namespace

@@ -652,7 +652,8 @@ Status QuerySession::CreateViews() {
         "SELECT q.run_id, q.phase_id FROM main.step_executions q WHERE q.key = e.key AND q.run_id < e.run_id "
         "AND q.outcome IN ('ran', 'reused') ORDER BY q.run_id DESC, q.phase_id DESC LIMIT 1) "
         "LEFT JOIN main.runs r ON r.id = p.run_id "
-        "WHERE e.run_id = " + run + " AND e.outcome = 'ran' AND e.key <> '' ORDER BY e.phase_id"));
+        "WHERE e.run_id = " + run + " AND e.outcome = 'ran' AND e.key <> '' "
+        "AND COALESCE(e.not_reusable, '') = '' ORDER BY e.phase_id"));
     return Exec(
         "CREATE TEMP VIEW samples AS SELECT se.id AS series_id, se.name AS metric, se.unit AS unit, "
         "se.kind AS series_kind, se.capacity AS capacity, se.resource_id AS resource_id, r.name AS resource, "
