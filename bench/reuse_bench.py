@@ -33,8 +33,9 @@ def checkout(src, dst):
     return dst
 
 
-def query(grademl, db, sql):
-    r = subprocess.run([grademl, "--db", db, "query", sql, "--json"], capture_output=True, text=True, check=True)
+def query(grademl, db, sql, run_id=None):
+    r = subprocess.run([grademl, "--db", db, "query", *([run_id] if run_id else []), sql, "--json"],
+                       capture_output=True, text=True, check=True)
     return json.loads(r.stdout)
 
 
@@ -95,22 +96,24 @@ def hashing_case(args, tmp):
     cat_s = time.monotonic() - t
     db = os.path.join(tmp, "h.db")
     hashed, plain = [], []
+    hashed_ids = []
     for i in range(args.pairs):
         for extra, into in ((["--no-hash"], plain), ([], hashed)) if i % 2 else (([], hashed), (["--no-hash"], plain)):
             # A fresh cache each time: the input is hashed in full (no run reuses anything).
             if not extra and os.path.exists(env["GRADEML_HASH_CACHE"]):
                 os.remove(env["GRADEML_HASH_CACHE"])
             into.append(run(args.grademl, db, os.path.join(d, "w.yaml"), *extra, env=env)[0])
+            if not extra:
+                hashed_ids.append(len(hashed) + len(plain))  # run ids count from 1 in this store
     mh, mp = statistics.median(hashed), statistics.median(plain)
-    rows = query(args.grademl, db, "SELECT hash_s, hashed_bytes FROM step_executions")
-    first = rows[0] if rows else {"hash_s": float("nan"), "hashed_bytes": 0}
+    rows = [query(args.grademl, db, "SELECT hash_s, hashed_bytes FROM step_executions", str(i))[0] for i in hashed_ids]
+    first = min(rows, key=lambda r: r["hash_s"])
     rate = first["hashed_bytes"] / first["hash_s"] / 2**20 if first["hash_s"] else float("nan")
     print(f"median run: {mh:.3f} s hashed vs {mp:.3f} s --no-hash: ratio {mh / mp:.4f} (goal <= 1.01)")
-    print(f"hashing the input: {first['hash_s']:.3f} s for {first['hashed_bytes'] / 2**20:.0f} MiB = {rate:.0f} MiB/s; "
+    print(f"hashing the input (fastest of {len(rows)}): {first['hash_s']:.3f} s for {first['hashed_bytes'] / 2**20:.0f} MiB = {rate:.0f} MiB/s; "
           f"peer `cat` read it at {args.input_mib / cat_s:.0f} MiB/s (page cache warm)")
     # Recognised unchanged: the input older than the racy margin, a second run with the cache kept.
-    old = time.time() - 60
-    os.utime(data, (old, old))
+    time.sleep(2.1)  # past the racy margin since the input last changed
     run(args.grademl, db, os.path.join(d, "w.yaml"), env=env)
     t, _, _ = run(args.grademl, db, os.path.join(d, "w.yaml"), env=env)
     last = query(args.grademl, db, "SELECT hash_s, hashed_bytes FROM step_executions")[0]
@@ -119,6 +122,11 @@ def hashing_case(args, tmp):
 
 
 def main():
+    if "--hashing-only" in sys.argv:
+        sys.argv.remove("--hashing-only")
+        only_hashing = True
+    else:
+        only_hashing = False
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--grademl", default=os.path.join(ROOT, "build", "grademl"))
     p.add_argument("--scale", type=float, default=0.3, help="DIGITS_SCALE of the example (default: %(default)s)")
@@ -128,7 +136,8 @@ def main():
     args = p.parse_args()
     args.grademl = os.path.abspath(args.grademl)
     with tempfile.TemporaryDirectory() as tmp:
-        workflow_case(args, tmp)
+        if not only_hashing:
+            workflow_case(args, tmp)
         hashing_case(args, tmp)
 
 
