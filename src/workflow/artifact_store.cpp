@@ -260,20 +260,22 @@ StatusOr<int64_t> ArtifactStore::Restore(const model::StepArtifact& a, const std
   int64_t written = 0;
   std::vector<std::pair<std::string, std::string>> written_files;  // final path, hash
   TimeNs write_start = ContentHasher::FileClockNow();
-  // Copies object `hash` to `to`, checked.
-  auto restore_file = [&](const std::string& hash, bool executable, const std::string& to) -> Status {
+  // Copies object `hash` to `to`, checked. A file artifact (`object_bit`) keeps its object's
+  // execute bit; a directory's file has the manifest's (objects are shared by content, so
+  // the object's bit is that of whichever artifact stored it first).
+  auto restore_file = [&](const std::string& hash, bool executable, bool object_bit, const std::string& to) -> Status {
     ArtifactFd in(open(ObjectPath(hash).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
     if (in.get() < 0) return ErrnoError("cannot read the stored object " + hash.substr(0, 12));
     struct stat st {};
     if (fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Corrupt("stored object {} is not a file", hash.substr(0, 12));
-    executable = executable || (st.st_mode & S_IXUSR) != 0;  // a file artifact keeps its object's bit
+    if (object_bit) executable = (st.st_mode & S_IXUSR) != 0;
     ArtifactFd out(open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, executable ? 0777 : 0666));
     if (out.get() < 0) return ErrnoError("cannot write " + Shown(to));
     return CopyHashed(in.get(), out.get(), hash, "stored object " + hash.substr(0, 12), &written);
   };
   Status st = Status::Ok();
   if (!a.directory) {
-    st = restore_file(a.hash, false, staged);
+    st = restore_file(a.hash, false, true, staged);
     if (st.ok()) written_files.emplace_back(abs_path, a.hash);
   } else {
     StatusOr<std::string> text = ReadBoundedFileForTree(TreePath(a.hash));
@@ -293,7 +295,7 @@ StatusOr<int64_t> ArtifactStore::Restore(const model::StepArtifact& a, const std
           if (e.kind == TreeEntry::Kind::kDirectory) {
             if (mkdir(to.c_str(), 0777) != 0) st = ErrnoError("cannot create " + Shown(to));
           } else if (e.kind == TreeEntry::Kind::kFile) {
-            st = restore_file(e.hash, e.executable, to);
+            st = restore_file(e.hash, e.executable, false, to);
             if (st.ok()) written_files.emplace_back(abs_path + "/" + e.path, e.hash);
           } else {
             st = Corrupt("stored manifest {} has a link in it", a.hash.substr(0, 12));

@@ -35,17 +35,23 @@ void CanonicalYaml(const YAML::Node& node, std::string& out, int depth) {
       out += ']';
       break;
     case YAML::NodeType::Map: {
-      std::vector<std::pair<std::string, YAML::Node>> items;
+      // Each key and value serialised first, then sorted as strings. YAML::Nodes must not be
+      // sorted themselves: assigning one to another writes through to the node it refers to
+      // in the document (yaml-cpp's set_ref), so std::sort's moves overwrote one key's value
+      // with another's ({betas: .., name: adam} and {betas: .., name: sgd} hashed the same).
+      std::vector<std::pair<std::string, std::string>> items;
       for (const auto& kv : node) {
         std::string key;
+        std::string value;
         CanonicalYaml(kv.first, key, depth + 1);
-        items.emplace_back(std::move(key), kv.second);
+        CanonicalYaml(kv.second, value, depth + 1);
+        items.emplace_back(std::move(key), std::move(value));
       }
-      std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::sort(items.begin(), items.end());
       out += '{';
       for (const auto& [key, value] : items) {
         out += key;
-        CanonicalYaml(value, out, depth + 1);
+        out += value;
       }
       out += '}';
       break;
