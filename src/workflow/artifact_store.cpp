@@ -439,6 +439,8 @@ StatusOr<int64_t> ParseByteSize(const std::string& text) {
     if (scale != 1) t.pop_back();
   }
   if (t.empty()) return bad();
+  // Decimal digits and one point only: strtod alone would take " 1", "0x10" or "1e3".
+  if (t.find_first_not_of("0123456789.") != std::string::npos) return bad();
   char* end = nullptr;
   errno = 0;
   double v = std::strtod(t.c_str(), &end);

@@ -483,7 +483,7 @@ TEST(ArtifactStoreDefaultsTest, ParseByteSize) {
     ASSERT_TRUE(v.ok()) << c.text << ": " << v.status().message();
     EXPECT_EQ(*v, c.bytes) << c.text;
   }
-  for (const char* bad : {"", "-1", "1X", "G", "nan", "1e30", "inf", "B", "iB", "GiB", "-0.5G", "10 parsecs", "1e30G"}) {
+  for (const char* bad : {"", "-1", "1X", "G", "nan", "1e30", "inf", "B", "iB", "GiB", "-0.5G", "10 parsecs", "1e30G", "0x10", " 1G", "1e3", "."}) {
     StatusOr<int64_t> v = ParseByteSize(bad);
     EXPECT_FALSE(v.ok()) << "'" << bad << "' gave " << (v.ok() ? *v : 0);
     if (!v.ok() && *bad != '\0') {
