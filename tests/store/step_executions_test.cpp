@@ -228,10 +228,11 @@ TEST_P(StepExecutionStoreTest, RedundantStepsFindsTheRerunOfAnEarlierComputation
 // Three runs, worked out by hand. Run 1 ran prep (K1), train (K2) and eval (K4, whose output
 // could not be hashed); run 2 reused prep, failed train (K2) and ran eval (K4, again
 // unhashable); run 3 ran prep (K1) with other outputs, train (K2) with the same, failed eval,
-// and ran a step with no key and one with a new key (K5).
+// and ran a step with no key, one with a new key (K5) and one that reuse never skips (K1 again,
+// `reuse: false`).
 //   run 3: prep -> run 2 (reused counts, and it is later than run 1), outputs differ: 0;
 //          train -> run 1 (run 2's failed execution does not count), identical: 1;
-//          eval (failed), the keyless step and K5: no row.
+//          eval (failed), the keyless step, K5 and the step reuse never skips: no row.
 //   run 2: prep was reused, train failed: no row; eval -> run 1, its hashes equal but
 //          unreadable (""): 0.
 TEST_P(StepExecutionStoreTest, RedundantStepsTakesTheLatestEarlierExecutionThatRanOrWasReused) {
@@ -243,7 +244,12 @@ TEST_P(StepExecutionStoreTest, RedundantStepsTakesTheLatestEarlierExecutionThatR
   model::RunId r3 = AddRun("uuid-3", {StepExecRan(2, "prep", "K1", {"p9"}, 2 * kNsPerSec),
                                       StepExecRan(3, "train", "K2", {"m1"}, 30 * kNsPerSec),
                                       StepExecRan(4, "eval", "K4", {}, kNsPerSec, "failed"),
-                                      StepExecRan(5, "nokey", "", {"x"}), StepExecRan(6, "new", "K5", {"y"})});
+                                      StepExecRan(5, "nokey", "", {"x"}), StepExecRan(6, "new", "K5", {"y"}),
+                                      [] {
+                                        StepExecution pinned = StepExecRan(7, "pinned", "K1", {"p1"});
+                                        pinned.not_reusable = "reuse: false in the spec";
+                                        return pinned;
+                                      }()});
   // A later run with the same keys is not earlier than run 3.
   AddRun("uuid-4", {StepExecRan(2, "prep", "K1", {"p9"}), StepExecRan(3, "train", "K2", {"m1"})});
   db_.reset();
