@@ -1026,7 +1026,6 @@ void RenderReuse(const analysis::ReuseAnalysis& r, const TerminalReportOptions& 
       predicted = true;
       row.note = fmt::format("run {} had the same key ({})", s.earlier_run,
                              s.outputs_identical ? "same outputs" : "other outputs: not deterministic");
-      if (!s.not_reusable.empty()) row.note += "; reuse is off: " + Sanitize(s.not_reusable);
     }
     rows.push_back(std::move(row));
   }
