@@ -2,6 +2,7 @@
 // implementation of its own; and what a machine without libcrypto gets (in a child process:
 // the library is loaded once per process).
 #include "core/sha256.h"
+#include "sha256sum.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -23,18 +24,6 @@ namespace grademl {
 namespace {
 
 constexpr const char* kSha256TestChildVar = "GRADEML_SHA256_TEST_CHILD";
-
-// What `/usr/bin/sha256sum FILE` prints first (the 64 hex digits); "" when it cannot run.
-std::string Sha256TestSha256sum(const std::string& file) {
-  std::string cmd = "/usr/bin/sha256sum '" + file + "'";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return "";
-  std::string out;
-  char buf[256];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  if (pclose(p) != 0) return "";
-  return out.substr(0, 64);
-}
 
 // Runs this test binary again with `env` ("NAME=value") added and only `filter`'s tests;
 // returns its exit status and (in *output) what it printed.
@@ -120,7 +109,7 @@ TEST_F(Sha256Test, RandomFileEqualsSha256sum) {
     std::ofstream out(file, std::ios::binary);
     out.write(data.data(), static_cast<std::streamsize>(data.size()));
   }
-  const std::string expected = Sha256TestSha256sum(file);
+  const std::string expected = grademl::testing::Sha256sumOf(file);
   ASSERT_TRUE(IsSha256Hex(expected)) << "sha256sum printed '" << expected << "'";
   // Read back from the file in odd-sized pieces.
   std::ifstream in(file, std::ios::binary);

@@ -21,23 +21,13 @@
 
 #include "core/sha256.h"
 #include "workflow/spec_test_support.h"
+#include "sha256sum.h"
 
 namespace grademl::workflow {
 namespace {
 
 namespace fs = std::filesystem;
 using testing::SpecDir;
-
-std::string ArtifactStoreTestSha256sum(const std::string& path) {
-  std::string cmd = "/usr/bin/sha256sum '" + path + "'";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return "";
-  std::string out;
-  char buf[256];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  if (pclose(p) != 0) return "";
-  return out.substr(0, 64);
-}
 
 std::string ArtifactStoreTestRead(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -148,14 +138,14 @@ TEST_F(ArtifactStoreTest, FileMaterialisedAndRestored) {
   dir_.Write("work/metrics.json", "{\"acc\": 0.9}\n");
   const model::StepArtifact a = Hashed("model.bin");
   const model::StepArtifact m = Hashed("metrics.json");
-  ASSERT_EQ(a.hash, ArtifactStoreTestSha256sum(dir_.Path("work/model.bin")));
+  ASSERT_EQ(a.hash, grademl::testing::Sha256sumOf(dir_.Path("work/model.bin")));
 
   EXPECT_FALSE(store_->Has(a));
   StatusOr<int64_t> written = store_->Materialize(dir_.Path("work/model.bin"), a, nullptr);
   ASSERT_TRUE(written.ok()) << written.status().message();
   EXPECT_EQ(*written, 200'001);
   EXPECT_TRUE(store_->Has(a));
-  EXPECT_EQ(ArtifactStoreTestSha256sum(Object(a.hash)), a.hash);
+  EXPECT_EQ(grademl::testing::Sha256sumOf(Object(a.hash)), a.hash);
   // Again: already there, nothing written.
   EXPECT_EQ(*store_->Materialize(dir_.Path("work/model.bin"), a, nullptr), 0);
   ASSERT_TRUE(store_->Materialize(dir_.Path("work/metrics.json"), m, nullptr).ok());
@@ -211,7 +201,7 @@ TEST_F(ArtifactStoreTest, DirectoryMaterialisedAndRestored) {
   ASSERT_TRUE(written.ok()) << written.status().message();
   EXPECT_TRUE(store_->Has(a));
   EXPECT_EQ(*written, files + ArtifactStoreTestSize(Tree(a.hash)));
-  EXPECT_EQ(ArtifactStoreTestSha256sum(Tree(a.hash)), a.hash);
+  EXPECT_EQ(grademl::testing::Sha256sumOf(Tree(a.hash)), a.hash);
   EXPECT_EQ(ArtifactStoreTestRead(Ref(a.hash)), "tree " + std::to_string(files) + "\n");
 
   const auto original = ArtifactStoreTestSnapshot(dir_.Path("work/model"));
@@ -242,7 +232,7 @@ TEST_F(ArtifactStoreTest, DirectoryMaterialisedAndRestored) {
 
   // A directory needs its manifest.
   model::StepArtifact fresh = a;
-  fresh.hash = ArtifactStoreTestSha256sum(dir_.Path("work/model/config.txt"));  // not materialised
+  fresh.hash = grademl::testing::Sha256sumOf(dir_.Path("work/model/config.txt"));  // not materialised
   EXPECT_FALSE(store_->Materialize(dir_.Path("work/model"), fresh, nullptr).ok());
   EXPECT_FALSE(store_->Materialize(dir_.Path("work/model"), fresh, &c).ok());  // another's manifest
   EXPECT_FALSE(store_->Has(fresh));
@@ -285,7 +275,7 @@ TEST_F(ArtifactStoreTest, TamperedObjectOfADirectoryKeepsTheDestination) {
   const model::StepArtifact a = Hashed("model", &c);
   ASSERT_TRUE(store_->Materialize(dir_.Path("work/model"), a, &c).ok());
   // The last file restored is the one tampered with: everything before it was written.
-  const std::string victim = Object(ArtifactStoreTestSha256sum(dir_.Path("work/model/zero")));
+  const std::string victim = Object(grademl::testing::Sha256sumOf(dir_.Path("work/model/zero")));
   ASSERT_EQ(chmod(victim.c_str(), 0644), 0);
   {
     std::ofstream out(victim, std::ios::binary | std::ios::trunc);
@@ -384,10 +374,10 @@ TEST_F(ArtifactStoreTest, ListAndEvictKeepWhatKeptArtifactsNeed) {
   const model::StepArtifact a = Hashed("a", &ac);
   const model::StepArtifact b = Hashed("b", &bc);
   const model::StepArtifact f = Hashed("f.bin");
-  const std::string hx = ArtifactStoreTestSha256sum(dir_.Path("work/a/x.bin"));
-  const std::string hy = ArtifactStoreTestSha256sum(dir_.Path("work/a/y.bin"));
-  const std::string hz = ArtifactStoreTestSha256sum(dir_.Path("work/b/z.bin"));
-  ASSERT_EQ(f.hash, ArtifactStoreTestSha256sum(dir_.Path("work/f.bin")));
+  const std::string hx = grademl::testing::Sha256sumOf(dir_.Path("work/a/x.bin"));
+  const std::string hy = grademl::testing::Sha256sumOf(dir_.Path("work/a/y.bin"));
+  const std::string hz = grademl::testing::Sha256sumOf(dir_.Path("work/b/z.bin"));
+  ASSERT_EQ(f.hash, grademl::testing::Sha256sumOf(dir_.Path("work/f.bin")));
 
   StatusOr<int64_t> wa = store_->Materialize(dir_.Path("work/a"), a, &ac);
   ASSERT_TRUE(wa.ok()) << wa.status().message();

@@ -19,27 +19,16 @@
 #include "core/sha256.h"
 #include "run_with_deadline.h"
 #include "workflow/spec_test_support.h"
+#include "sha256sum.h"
 
 namespace grademl::workflow {
 namespace {
 
 using testing::SpecDir;
 
-// sha256sum's digest of the file at `path` ("" when it cannot run).
-std::string ContentHashTestSha256sum(const std::string& path) {
-  std::string cmd = "/usr/bin/sha256sum '" + path + "'";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return "";
-  std::string out;
-  char buf[256];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  if (pclose(p) != 0) return "";
-  return out.substr(0, 64);
-}
-
 // sha256sum's digest of `text` (written to a file of `dir` first).
 std::string ContentHashTestSha256sumOfText(const SpecDir& dir, const std::string& text) {
-  return ContentHashTestSha256sum(dir.Write("manifest-for-sha256sum.txt", text));
+  return grademl::testing::Sha256sumOf(dir.Write("manifest-for-sha256sum.txt", text));
 }
 
 // Digests of the contents used below, by `printf ... | sha256sum`.
@@ -97,7 +86,7 @@ TEST_F(ContentHashTest, FileHashIsSha256sums) {
   std::string data((1 << 20) + 12345, '\0');  // more than one 1 MiB read
   for (char& c : data) c = static_cast<char>(rng());
   const std::string path = dir_.Write("data.bin", data);
-  const std::string expected = ContentHashTestSha256sum(path);
+  const std::string expected = grademl::testing::Sha256sumOf(path);
   ASSERT_EQ(expected.size(), 64u);
 
   ContentHasher hasher(nullptr);

@@ -16,22 +16,12 @@
 #include "core/sha256.h"
 #include "workflow/content_hash.h"
 #include "workflow/spec_test_support.h"
+#include "sha256sum.h"
 
 namespace grademl::workflow {
 namespace {
 
 using testing::SpecDir;
-
-std::string FileHashCacheTestSha256sum(const std::string& path) {
-  std::string cmd = "/usr/bin/sha256sum '" + path + "'";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return "";
-  std::string out;
-  char buf[256];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  if (pclose(p) != 0) return "";
-  return out.substr(0, 64);
-}
 
 // Sets the file's mtime (and atime) `seconds_ago` seconds before now; its ctime becomes now.
 void FileHashCacheTestAge(const std::string& path, int seconds_ago) {
@@ -62,7 +52,7 @@ TEST_F(FileHashCacheTest, OldFileIsReadOnceChangeBehindRestoredMtimeIsNoticed) {
   // Setting the mtime is itself a change (ctime is now): the hash is trusted only once the
   // racy margin has passed since then.
   std::this_thread::sleep_for(std::chrono::nanoseconds(kRacyMarginNs) + std::chrono::milliseconds(300));
-  const std::string old_hash = FileHashCacheTestSha256sum(path);
+  const std::string old_hash = grademl::testing::Sha256sumOf(path);
   ASSERT_EQ(old_hash.size(), 64u);
 
   FileHashCache cache(cache_path);
@@ -119,7 +109,7 @@ TEST_F(FileHashCacheTest, OldFileIsReadOnceChangeBehindRestoredMtimeIsNoticed) {
   ASSERT_EQ(after.st_size, before.st_size);
   ASSERT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
   ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
-  const std::string new_hash = FileHashCacheTestSha256sum(path);
+  const std::string new_hash = grademl::testing::Sha256sumOf(path);
   ASSERT_EQ(new_hash.size(), 64u);
   ASSERT_NE(new_hash, old_hash);
 
@@ -142,7 +132,7 @@ TEST_F(FileHashCacheTest, OldFileIsReadOnceChangeBehindRestoredMtimeIsNoticed) {
   read = 0;
   h = remembering.HashFile(path, &read);
   ASSERT_TRUE(h.ok());
-  EXPECT_EQ(*h, FileHashCacheTestSha256sum(path));
+  EXPECT_EQ(*h, grademl::testing::Sha256sumOf(path));
   EXPECT_NE(*h, new_hash);
   EXPECT_EQ(read, 100'000);
 }
@@ -151,7 +141,7 @@ TEST_F(FileHashCacheTest, FileJustWrittenIsReadAgain) {
   FileHashCache cache(dir_.Path("hashes.sqlite"));
   ASSERT_TRUE(cache.usable());
   const std::string path = dir_.Write("fresh.txt", "written just now\n");
-  const std::string expected = FileHashCacheTestSha256sum(path);
+  const std::string expected = grademl::testing::Sha256sumOf(path);
   for (int i = 0; i < 3; ++i) {
     ContentHasher hasher(&cache);
     int64_t read = 0;

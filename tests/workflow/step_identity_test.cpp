@@ -11,22 +11,12 @@
 
 #include "core/sha256.h"
 #include "workflow/spec_test_support.h"
+#include "sha256sum.h"
 
 namespace grademl::workflow {
 namespace {
 
 using testing::SpecDir;
-
-std::string StepIdentityTestSha256sum(const std::string& path) {
-  std::string cmd = "/usr/bin/sha256sum '" + path + "'";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return "";
-  std::string out;
-  char buf[256];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  if (pclose(p) != 0) return "";
-  return out.substr(0, 64);
-}
 
 constexpr const char* kStepIdentityParams =
     "train:\n"
@@ -94,7 +84,7 @@ TEST_F(StepIdentityTest, SameKeyInTwoCheckouts) {
   // Inputs: deps, then params, in declaration order, with their content hashes.
   ASSERT_EQ(a.inputs.size(), 4u);
   EXPECT_EQ(a.inputs[0].path, "data.csv");
-  EXPECT_EQ(a.inputs[0].hash, StepIdentityTestSha256sum(A() + "/data.csv"));
+  EXPECT_EQ(a.inputs[0].hash, grademl::testing::Sha256sumOf(A() + "/data.csv"));
   EXPECT_EQ(a.inputs[0].size, 12);
   EXPECT_FALSE(a.inputs[0].directory);
   EXPECT_EQ(a.inputs[1].path, "src");
@@ -103,7 +93,7 @@ TEST_F(StepIdentityTest, SameKeyInTwoCheckouts) {
   EXPECT_EQ(a.inputs[2].path, "params.yaml:train.lr");
   EXPECT_TRUE(IsSha256Hex(a.inputs[2].hash));
   EXPECT_EQ(a.inputs[3].path, "config.json");
-  EXPECT_EQ(a.inputs[3].hash, StepIdentityTestSha256sum(A() + "/config.json"));
+  EXPECT_EQ(a.inputs[3].hash, grademl::testing::Sha256sumOf(A() + "/config.json"));
   EXPECT_EQ(a.inputs, b.inputs);
   // An absolute dep naming the same file is hashed the same (its path as written differs).
   StepSpec abs = StepIdentityTestStep(B());
@@ -260,7 +250,7 @@ TEST_F(StepIdentityTest, WholeFileParameterChangesWithAnyByte) {
   StatusOr<model::StepArtifact> p = HashParameter("config.json", A(), hasher, &read);
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->path, "config.json");
-  EXPECT_EQ(p->hash, StepIdentityTestSha256sum(A() + "/config.json"));
+  EXPECT_EQ(p->hash, grademl::testing::Sha256sumOf(A() + "/config.json"));
   EXPECT_EQ(p->size, 37);
   EXPECT_EQ(read, 37);
 }
