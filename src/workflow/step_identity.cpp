@@ -5,17 +5,13 @@
 
 #include "core/sha256.h"
 #include "core/text.h"
+#include "workflow/spec_yaml_support.h"
 #include "workflow/yaml_bounds.h"
 
 extern char** environ;
 
 namespace grademl::workflow {
 namespace {
-
-std::string AbsoluteIn(const std::string& cwd, const std::string& path) {
-  if (!path.empty() && path.front() == '/') return path;
-  return cwd + "/" + path;
-}
 
 // A canonical serialisation of a YAML value: scalars length-prefixed, mapping keys sorted.
 void CanonicalYaml(const YAML::Node& node, std::string& out, int depth) {
@@ -107,7 +103,7 @@ StatusOr<model::StepArtifact> HashParameter(const std::string& param, const std:
                                             const ContentHasher& hasher, int64_t* bytes_read) {
   size_t colon = param.find(':');
   std::string file = param.substr(0, colon);
-  std::string abs = AbsoluteIn(cwd, file);
+  std::string abs = spec_internal::ResolvePath(cwd, file);
   model::StepArtifact a{.path = param};
   if (colon == std::string::npos) {  // the whole file
     GRADEML_ASSIGN_OR_RETURN(ContentHash h, hasher.Hash(abs));
@@ -160,7 +156,7 @@ StepIdentity IdentifyStep(const StepSpec& step, const ContentHasher& hasher,
   }
   for (const std::string& dep : step.deps) {
     model::StepArtifact a{.path = dep};
-    StatusOr<ContentHash> h = hasher.Hash(AbsoluteIn(step.cwd, dep));
+    StatusOr<ContentHash> h = hasher.Hash(spec_internal::ResolvePath(step.cwd, dep));
     if (h.ok()) {
       a.hash = h->hash;
       a.size = h->size;

@@ -4,16 +4,9 @@
 
 #include "core/sha256.h"
 #include "core/text.h"
+#include "workflow/spec_yaml_support.h"
 
 namespace grademl::workflow {
-namespace {
-
-std::string AbsoluteStepPath(const StepSpec& step, const std::string& path) {
-  if (!path.empty() && path.front() == '/') return path;
-  return step.cwd + "/" + path;
-}
-
-}  // namespace
 
 StepReuse::StepReuse(const ReuseOptions& options) : options_(options) {
   cache_ = std::make_unique<FileHashCache>(options.hash_cache);
@@ -69,7 +62,7 @@ StepReuse::Before StepReuse::BeforeStep(const StepSpec& step) const {
     int64_t bytes = 0;
     Status st = Status::Ok();
     for (size_t i = 0; i < e.outputs.size() && st.ok(); ++i) {
-      auto written = artifacts_->Restore(e.outputs[i], AbsoluteStepPath(step, step.outs[i]), hasher_.get());
+      auto written = artifacts_->Restore(e.outputs[i], spec_internal::ResolvePath(step.cwd, step.outs[i]), hasher_.get());
       if (written.ok()) {
         bytes += *written;
       } else {
@@ -95,7 +88,7 @@ StepReuse::After StepReuse::AfterStep(const StepSpec& step) const {
   int64_t start = WallClock::MonotonicNow();
   for (const std::string& out : step.outs) {
     model::StepArtifact art{.path = out};
-    StatusOr<ContentHash> h = hasher_->Hash(AbsoluteStepPath(step, out));
+    StatusOr<ContentHash> h = hasher_->Hash(spec_internal::ResolvePath(step.cwd, out));
     if (h.ok()) {
       art.hash = h->hash;
       art.size = h->size;
@@ -125,7 +118,7 @@ DurationNs StepReuse::Materialize(const StepSpec& step, const StepIdentity& iden
   int64_t start = WallClock::MonotonicNow();
   for (size_t i = 0; i < after.outputs.size(); ++i) {
     const model::StepArtifact& a = after.outputs[i];
-    auto written = artifacts_->Materialize(AbsoluteStepPath(step, step.outs[i]), a, &after.contents[i]);
+    auto written = artifacts_->Materialize(spec_internal::ResolvePath(step.cwd, step.outs[i]), a, &after.contents[i]);
     if (!written.ok()) {
       *note = fmt::format("outputs not materialised: {}", written.status().message());
       return WallClock::MonotonicNow() - start;

@@ -30,7 +30,7 @@ constexpr const char* kReusePipeline = R"(steps:
   clean:
     cmd: mkdir -p clean && grep -v 7 raw.txt > clean/rows.txt && printf '#!/bin/sh\necho hi\n' > clean/run.sh && chmod +x clean/run.sh
     deps: [raw.txt]
-    outs: [clean]
+    outs: [clean/]  # a trailing slash, as docs/workflows.md writes directory outs
   featurize:
     cmd: wc -l clean/rows.txt > feat.txt && sleep 0.2
     deps: [clean/rows.txt]
