@@ -8,12 +8,13 @@
 
 #include "core/text.h"
 #include "core/time.h"
+#include "core/units.h"
 #include "model/run.h"
 
 namespace grademl::report {
 
-// "0 B", "512 B", "1.00 KiB", "12.3 MiB", "512 GiB": three significant digits, binary units.
-std::string FormatBytes(double bytes);
+// "0 B", "512 B", "1.00 KiB", "12.3 MiB", "512 GiB" (core/units.h).
+using grademl::FormatBytes;
 // A fraction as a percentage: "45%", "2.1%", "0%".
 std::string FormatPercent(double fraction);
 // "SIGKILL", or "signal 77" for an unknown number.

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/text.h"
+#include "core/units.h"
 #include "workflow/log_rules.h"
 
 namespace grademl::workflow {
@@ -89,19 +90,6 @@ class Console {
   size_t width_;
   bool shown_ = false;
 };
-
-// "512 B", "3.4 KiB", "12.0 MiB", "1.50 GiB".
-std::string StepBytesText(int64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  double v = static_cast<double>(bytes) / 1024;
-  const char* unit = "KiB";
-  for (const char* next : {"MiB", "GiB", "TiB"}) {
-    if (v < 1024) break;
-    v /= 1024;
-    unit = next;
-  }
-  return fmt::format("{:.{}f} {}", v, v < 10 ? 2 : 1, unit);
-}
 
 std::string Elapsed(DurationNs ns) {
   int64_t s = ns / kNsPerSec;
@@ -287,7 +275,7 @@ class Runner {
     RecordExecution(s, "reused");
     s.state = StepState::kDone;
     console_.Status(fmt::format("reuse {} (outputs of run {} restored: {} in {})", s.shown, s.before.from.run,
-                                StepBytesText(s.before.restored_bytes), FormatDuration(s.before.restore_ns)));
+                                FormatBytes(static_cast<double>(s.before.restored_bytes)), FormatDuration(s.before.restore_ns)));
   }
 
   void FinishAfter(size_t index) {
