@@ -27,8 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 constexpr size_t kCopyBlock = 1 << 20;
 
-std::string Shown(std::string_view p) { return EscapeControl(std::string(p)); }
-
 class ArtifactFd {
  public:
   explicit ArtifactFd(int fd) : fd_(fd) {}
@@ -84,7 +82,7 @@ Status CopyHashed(int in_fd, int out_fd, const std::string& expect, const std::s
 Status MakeDirs(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return IoError("cannot create {}: {}", Shown(dir), ec.message());
+  if (ec) return IoError("cannot create {}: {}", EscapeControl(dir), ec.message());
   return Status::Ok();
 }
 
@@ -122,15 +120,14 @@ StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(const std::string& 
   if (dir.empty()) return InvalidArgument("no artifact directory given");
   for (const char* sub : {"objects", "trees", "refs", "tmp"}) GRADEML_RETURN_IF_ERROR(MakeDirs(dir + "/" + sub));
   std::unique_ptr<ArtifactStore> s(new ArtifactStore(fs::absolute(dir).lexically_normal().string()));
+  // The lock file; each lock opens a descriptor of its own (flock locks belong to them).
   int fd = open((s->dir_ + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (fd < 0) return ErrnoError("cannot open " + Shown(s->dir_ + "/lock"));
-  s->lock_fd_ = fd;
+  if (fd < 0) return ErrnoError("cannot open " + EscapeControl(s->dir_ + "/lock"));
+  close(fd);
   return s;
 }
 
-ArtifactStore::~ArtifactStore() {
-  if (lock_fd_ >= 0) close(lock_fd_);
-}
+ArtifactStore::~ArtifactStore() = default;
 
 ArtifactStore::Lock ArtifactStore::Shared() const {
   // A descriptor per lock: flock locks belong to open file descriptions.
@@ -171,7 +168,7 @@ Status ArtifactStore::CheckFreeSpace(int64_t bytes) const {
   int64_t avail = static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
   int64_t reserve = std::max<int64_t>(kMinFreeBytes, total / 20);
   if (avail - bytes < reserve) {
-    return Unavailable("{}: {} more bytes would leave less than {} MiB free", Shown(dir_), bytes, reserve >> 20);
+    return Unavailable("{}: {} more bytes would leave less than {} MiB free", EscapeControl(dir_), bytes, reserve >> 20);
   }
   return Status::Ok();
 }
@@ -180,16 +177,16 @@ Status ArtifactStore::StoreFile(const std::string& from, const std::string& hash
                                 const std::string& to, int64_t* written) const {
   if (access(to.c_str(), F_OK) == 0) return Status::Ok();  // content-addressed: already there
   ArtifactFd in(open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-  if (in.get() < 0) return ErrnoError("cannot read " + Shown(from));
+  if (in.get() < 0) return ErrnoError("cannot read " + EscapeControl(from));
   struct stat st {};
-  if (fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) return InvalidArgument("{}: not a regular file", Shown(from));
+  if (fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) return InvalidArgument("{}: not a regular file", EscapeControl(from));
   std::string tmp = dir_ + "/tmp/" + hash.substr(0, 16) + "." + RandomSuffix();
   ArtifactFd out(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (out.get() < 0) return ErrnoError("cannot write " + Shown(tmp));
-  Status copied = CopyHashed(in.get(), out.get(), hash, Shown(from), written);
+  if (out.get() < 0) return ErrnoError("cannot write " + EscapeControl(tmp));
+  Status copied = CopyHashed(in.get(), out.get(), hash, EscapeControl(from), written);
   if (copied.ok() && fchmod(out.get(), executable ? 0555 : 0444) != 0) copied = ErrnoError("cannot chmod " + tmp);
   if (copied.ok()) GRADEML_RETURN_IF_ERROR(MakeDirs(fs::path(to).parent_path().string()));
-  if (copied.ok() && rename(tmp.c_str(), to.c_str()) != 0) copied = ErrnoError("cannot store " + Shown(to));
+  if (copied.ok() && rename(tmp.c_str(), to.c_str()) != 0) copied = ErrnoError("cannot store " + EscapeControl(to));
   if (!copied.ok()) unlink(tmp.c_str());
   return copied;
 }
@@ -198,20 +195,20 @@ Status ArtifactStore::WriteSmallFile(const std::string& to, std::string_view con
   GRADEML_RETURN_IF_ERROR(MakeDirs(fs::path(to).parent_path().string()));
   std::string tmp = dir_ + "/tmp/small." + RandomSuffix();
   ArtifactFd out(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
-  if (out.get() < 0) return ErrnoError("cannot write " + Shown(tmp));
+  if (out.get() < 0) return ErrnoError("cannot write " + EscapeControl(tmp));
   size_t done = 0;
   while (done < content.size()) {
     ssize_t w = write(out.get(), content.data() + done, content.size() - done);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) {
-      Status st = ErrnoError("cannot write " + Shown(tmp));
+      Status st = ErrnoError("cannot write " + EscapeControl(tmp));
       unlink(tmp.c_str());
       return st;
     }
     done += static_cast<size_t>(w);
   }
   if (rename(tmp.c_str(), to.c_str()) != 0) {
-    Status st = ErrnoError("cannot store " + Shown(to));
+    Status st = ErrnoError("cannot store " + EscapeControl(to));
     unlink(tmp.c_str());
     return st;
   }
@@ -220,7 +217,7 @@ Status ArtifactStore::WriteSmallFile(const std::string& to, std::string_view con
 
 StatusOr<int64_t> ArtifactStore::Materialize(const std::string& abs_path, const model::StepArtifact& a,
                                              const ContentHash* content) {
-  if (!IsSha256Hex(a.hash)) return InvalidArgument("{}: no content hash", Shown(abs_path));
+  if (!IsSha256Hex(a.hash)) return InvalidArgument("{}: no content hash", EscapeControl(abs_path));
   if (Has(a)) return int64_t{0};
   GRADEML_RETURN_IF_ERROR(CheckFreeSpace(a.size));
   Lock lock = Shared();
@@ -233,14 +230,14 @@ StatusOr<int64_t> ArtifactStore::Materialize(const std::string& abs_path, const 
     return written;
   }
   if (content == nullptr || !content->directory || content->hash != a.hash) {
-    return InvalidArgument("{}: its manifest is not known", Shown(abs_path));
+    return InvalidArgument("{}: its manifest is not known", EscapeControl(abs_path));
   }
-  if (content->has_symlinks) return InvalidArgument("{}: has symbolic links in it (not materialised)", Shown(abs_path));
+  if (content->has_symlinks) return InvalidArgument("{}: has symbolic links in it (not materialised)", EscapeControl(abs_path));
   for (const TreeEntry& e : content->entries) {
     if (e.kind != TreeEntry::Kind::kFile) continue;
     GRADEML_RETURN_IF_ERROR(StoreFile(abs_path + "/" + e.path, e.hash, e.executable, ObjectPath(e.hash), &written));
   }
-  if (Sha256Hex(content->manifest) != a.hash) return Internal("{}: manifest does not hash to the artifact", Shown(abs_path));
+  if (Sha256Hex(content->manifest) != a.hash) return Internal("{}: manifest does not hash to the artifact", EscapeControl(abs_path));
   if (access(TreePath(a.hash).c_str(), F_OK) != 0) {
     GRADEML_RETURN_IF_ERROR(WriteSmallFile(TreePath(a.hash), content->manifest));
     written += static_cast<int64_t>(content->manifest.size());
@@ -270,7 +267,7 @@ StatusOr<int64_t> ArtifactStore::Restore(const model::StepArtifact& a, const std
     if (fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Corrupt("stored object {} is not a file", hash.substr(0, 12));
     if (object_bit) executable = (st.st_mode & S_IXUSR) != 0;
     ArtifactFd out(open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, executable ? 0777 : 0666));
-    if (out.get() < 0) return ErrnoError("cannot write " + Shown(to));
+    if (out.get() < 0) return ErrnoError("cannot write " + EscapeControl(to));
     return CopyHashed(in.get(), out.get(), hash, "stored object " + hash.substr(0, 12), &written);
   };
   Status st = Status::Ok();
@@ -288,12 +285,12 @@ StatusOr<int64_t> ArtifactStore::Restore(const model::StepArtifact& a, const std
       if (!entries.ok()) {
         st = entries.status();
       } else if (mkdir(staged.c_str(), 0777) != 0) {
-        st = ErrnoError("cannot create " + Shown(staged));
+        st = ErrnoError("cannot create " + EscapeControl(staged));
       } else {
         for (const TreeEntry& e : *entries) {
           std::string to = staged + "/" + e.path;
           if (e.kind == TreeEntry::Kind::kDirectory) {
-            if (mkdir(to.c_str(), 0777) != 0) st = ErrnoError("cannot create " + Shown(to));
+            if (mkdir(to.c_str(), 0777) != 0) st = ErrnoError("cannot create " + EscapeControl(to));
           } else if (e.kind == TreeEntry::Kind::kFile) {
             st = restore_file(e.hash, e.executable, false, to);
             if (st.ok()) written_files.emplace_back(abs_path + "/" + e.path, e.hash);
@@ -316,13 +313,13 @@ StatusOr<int64_t> ArtifactStore::Restore(const model::StepArtifact& a, const std
   if (old_exists && (a.directory || S_ISDIR(old.st_mode))) {
     aside = parent + "/." + dest.filename().string() + ".grademl-old-" + RandomSuffix();
     if (rename(abs_path.c_str(), aside.c_str()) != 0) {
-      Status e = ErrnoError("cannot replace " + Shown(abs_path));
+      Status e = ErrnoError("cannot replace " + EscapeControl(abs_path));
       RemoveQuietly(staged);
       return e;
     }
   }
   if (rename(staged.c_str(), abs_path.c_str()) != 0) {
-    Status e = ErrnoError("cannot write " + Shown(abs_path));
+    Status e = ErrnoError("cannot write " + EscapeControl(abs_path));
     if (!aside.empty()) rename(aside.c_str(), abs_path.c_str());
     RemoveQuietly(staged);
     return e;
@@ -351,7 +348,7 @@ StatusOr<std::vector<ArtifactStore::Stored>> ArtifactStore::List() const {
     s.size = size;
     out.push_back(std::move(s));
   }
-  if (ec) return IoError("cannot list {}: {}", Shown(dir_ + "/refs"), ec.message());
+  if (ec) return IoError("cannot list {}: {}", EscapeControl(dir_ + "/refs"), ec.message());
   std::sort(out.begin(), out.end(), [](const Stored& x, const Stored& y) { return x.hash < y.hash; });
   return out;
 }

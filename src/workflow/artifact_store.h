@@ -98,7 +98,6 @@ class ArtifactStore {
   Status WriteSmallFile(const std::string& to, std::string_view content) const;
 
   std::string dir_;
-  int lock_fd_ = -1;
 };
 
 // Parses a size: "10G", "500M", "1.5T", "4096", "0" (K, M, G, T are powers of 1024; a "B"

@@ -20,8 +20,6 @@ namespace {
 constexpr std::string_view kTreeHeader = "grademl-tree 1\n";
 constexpr size_t kHashBlock = 1 << 20;
 
-std::string ShownPath(std::string_view p) { return EscapeControl(std::string(p)); }
-
 // Appends "<len>:<bytes>".
 void PutCounted(std::string& out, std::string_view s) {
   out += std::to_string(s.size());
@@ -172,11 +170,11 @@ StatusOr<std::vector<TreeEntry>> ParseTree(std::string_view text) {
 
 StatusOr<std::string> ContentHasher::HashFile(const std::string& path, int64_t* bytes_read) const {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) return ErrnoError("cannot read " + ShownPath(path));
+  if (fd < 0) return ErrnoError("cannot read " + EscapeControl(path));
   FdCloser closer{fd};
   struct stat st {};
-  if (fstat(fd, &st) != 0) return ErrnoError("cannot read " + ShownPath(path));
-  if (!S_ISREG(st.st_mode)) return InvalidArgument("{}: not a regular file", ShownPath(path));
+  if (fstat(fd, &st) != 0) return ErrnoError("cannot read " + EscapeControl(path));
+  if (!S_ISREG(st.st_mode)) return InvalidArgument("{}: not a regular file", EscapeControl(path));
   if (auto known = KnownHash(path, st)) return *known;
   if (cache_ != nullptr) {
     if (auto hit = cache_->Lookup(path, st)) {
@@ -192,7 +190,7 @@ StatusOr<std::string> ContentHasher::HashFile(const std::string& path, int64_t* 
   while (true) {
     ssize_t n = read(fd, buf.get(), kHashBlock);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoError("cannot read " + ShownPath(path));
+    if (n < 0) return ErrnoError("cannot read " + EscapeControl(path));
     if (n == 0) break;
     h.Update(buf.get(), static_cast<size_t>(n));
     total += n;
@@ -234,8 +232,8 @@ TimeNs ContentHasher::FileClockNow() { return RealtimeNowNs(); }
 StatusOr<ContentHash> ContentHasher::Hash(const std::string& path) const {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return NotFound("{} does not exist", ShownPath(path));
-    return ErrnoError("cannot read " + ShownPath(path));
+    if (errno == ENOENT) return NotFound("{} does not exist", EscapeControl(path));
+    return ErrnoError("cannot read " + EscapeControl(path));
   }
   ContentHash out;
   if (S_ISREG(st.st_mode)) {
@@ -243,7 +241,7 @@ StatusOr<ContentHash> ContentHasher::Hash(const std::string& path) const {
     out.size = static_cast<int64_t>(st.st_size);
     return out;
   }
-  if (!S_ISDIR(st.st_mode)) return InvalidArgument("{}: not a regular file or a directory", ShownPath(path));
+  if (!S_ISDIR(st.st_mode)) return InvalidArgument("{}: not a regular file or a directory", EscapeControl(path));
   out.directory = true;
   // Depth-first walk without following links; names sorted at the end by EncodeTree.
   struct Pending {
@@ -256,23 +254,23 @@ StatusOr<ContentHash> ContentHasher::Hash(const std::string& path) const {
     stack.pop_back();
     std::string abs = dir.rel.empty() ? path : path + "/" + dir.rel;
     DIR* d = opendir(abs.c_str());
-    if (d == nullptr) return ErrnoError("cannot read " + ShownPath(abs));
+    if (d == nullptr) return ErrnoError("cannot read " + EscapeControl(abs));
     std::unique_ptr<DIR, int (*)(DIR*)> closer(d, closedir);
     while (dirent* ent = readdir(d)) {
       std::string_view name = ent->d_name;
       if (name == "." || name == "..") continue;
       if (out.entries.size() >= kMaxTreeEntries) {
-        return InvalidArgument("{}: more than {} entries", ShownPath(path), kMaxTreeEntries);
+        return InvalidArgument("{}: more than {} entries", EscapeControl(path), kMaxTreeEntries);
       }
       std::string rel = dir.rel.empty() ? std::string(name) : dir.rel + "/" + std::string(name);
       std::string child = path + "/" + rel;
       struct stat cst {};
-      if (lstat(child.c_str(), &cst) != 0) return ErrnoError("cannot read " + ShownPath(child));
+      if (lstat(child.c_str(), &cst) != 0) return ErrnoError("cannot read " + EscapeControl(child));
       TreeEntry e;
       e.path = rel;
       if (S_ISDIR(cst.st_mode)) {
         if (dir.depth + 1 > kMaxTreeDepth) {
-          return InvalidArgument("{}: nested more than {} deep", ShownPath(path), kMaxTreeDepth);
+          return InvalidArgument("{}: nested more than {} deep", EscapeControl(path), kMaxTreeDepth);
         }
         e.kind = TreeEntry::Kind::kDirectory;
         stack.push_back({rel, dir.depth + 1});
@@ -286,12 +284,12 @@ StatusOr<ContentHash> ContentHasher::Hash(const std::string& path) const {
         e.kind = TreeEntry::Kind::kSymlink;
         std::string target(4096, '\0');
         ssize_t n = readlink(child.c_str(), target.data(), target.size());
-        if (n < 0) return ErrnoError("cannot read " + ShownPath(child));
+        if (n < 0) return ErrnoError("cannot read " + EscapeControl(child));
         target.resize(static_cast<size_t>(n));
         e.target = std::move(target);
         out.has_symlinks = true;
       } else {
-        return InvalidArgument("{}: not a regular file, a directory or a link", ShownPath(child));
+        return InvalidArgument("{}: not a regular file, a directory or a link", EscapeControl(child));
       }
       out.entries.push_back(std::move(e));
     }

@@ -30,7 +30,7 @@ struct StepIdentity {
 // name the session rather than the computation (PWD, OLDPWD, SHLVL, _, HOME, USER, LOGNAME,
 // MAIL, HOSTNAME, TERM*, COLORTERM, COLUMNS, LINES, DISPLAY, WAYLAND_DISPLAY, XAUTHORITY,
 // SSH_*, XDG_*, DBUS_*, TMUX*, STY, WINDOW, LS_COLORS, LESS*, PAGER, EDITOR, VISUAL, HIST*,
-// PS1-PS4, PROMPT_COMMAND, SUDO_*, OMPI_* and PMI_* of MPI launchers excluded: nothing).
+// PS1-PS4, PROMPT_COMMAND, SUDO_*).
 bool IgnoredInIdentity(std::string_view name);
 
 // Why the spec alone makes `step` never skipped ("" when it does not): an opt-out in the spec,
