@@ -134,8 +134,12 @@ TSAN_TESTS := collect_tests instrument_tests store_tests workflow_tests
 TSAN_E2E := ^(RunCommandE2E\.(Sigterm|ExitCodeAndStdin|Sigkill)|WorkflowE2E\.(JobsLimit|ProgressBars|AFailingStep)|InstrumentE2E\.CppThreads|EventTransportE2E\.EventMemoryTruncated|StoreReliabilityE2E\.TwoSimultaneousRuns|SignalE2E\.Sigterm|ReuseE2E\.FreshCheckoutsShareOneStore)
 # Left out of the TSan job besides SANITIZE_EXCLUDE: the workflow spec's size limits
 # (SpecLimitsTest), single-threaded parsing of large generated specs that takes 2 minutes
-# under TSan and has no thread to check; the plain and the ASan jobs run them.
-TSAN_EXCLUDE := ^(LogPhaseTrackerTest\.LongLinesFitA1MiBThreadStack|ConcurrencyTest\.ThreeWritersWithLargeTransactionsAllComplete|SpecLimitsTest\..*)$$
+# under TSan and has no thread to check; and the wrapper chains of the process tree monitor
+# (ProcessTreeMonitorTest.CpuAndIoReapedThrough*), single-threaded passes over forked
+# wrappers that must sit idle: TSan's runtime spends CPU in each forked wrapper, and the
+# monitor rightly gives busy processes their share of unread I/O, so the burner's ground
+# truth misses by over 5% (3 runs in 8 alone, on this VM). The plain and the ASan jobs run them.
+TSAN_EXCLUDE := ^(LogPhaseTrackerTest\.LongLinesFitA1MiBThreadStack|ConcurrencyTest\.ThreeWritersWithLargeTransactionsAllComplete|SpecLimitsTest\..*|ProcessTreeMonitorTest\.CpuAndIoReapedThrough.*)$$
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=$(CURDIR)/$(TSAN_BUILD)/sanitizer-reports/tsan
 
 $(TSAN_BUILD)/CMakeCache.txt:
