@@ -49,12 +49,11 @@ void SetupEnabled(const benchmark::State&) {
 }
 
 void TeardownEnabled(const benchmark::State&) {
-  gi::FileHeader h{};
-  int fd = gi::CurrentMemoryFdForTesting();
-  if (fd < 0 || pread(fd, &h, sizeof(h), 0) != ssize_t(sizeof(h))) abort();
-  if (h.dropped_events != 0) {
+  const gi::FileHeader* h = gi::CurrentHeaderForTesting();
+  if (h == nullptr) abort();
+  if (h->dropped_events != 0) {
     fprintf(stderr, "instrument_bench: %llu events dropped: the file filled up\n",
-            static_cast<unsigned long long>(h.dropped_events));
+            static_cast<unsigned long long>(h->dropped_events));
     abort();
   }
   gi::ResetForTesting();

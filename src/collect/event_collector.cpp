@@ -169,6 +169,8 @@ struct EventCollector::File {
   int64_t anchor_epoch_ns = 0;
   uint64_t writer_dropped = 0;
   uint64_t writer_too_deep = 0;
+  bool descriptor_lost = false;  // the writer lost its descriptor (kWriterDescriptorLost) ...
+  uint64_t stopped_ticks = 0;    // ... at this moment
 
   ProcessInfo proc;
   bool proc_is_parent = false;  // proc is the writer's parent's (grademl never saw the writer)
@@ -437,6 +439,10 @@ void EventCollector::ScanChunks(File* f) {
   if (!ReadShared(f->fd, 0, &h, sizeof h)) return;
   f->writer_dropped = h.dropped_events;
   f->writer_too_deep = h.dropped_too_deep;
+  if ((h.writer_flags & ev::kWriterDescriptorLost) != 0 && !f->descriptor_lost) {
+    f->descriptor_lost = true;
+    f->stopped_ticks = h.stopped_ticks;
+  }
   uint64_t fit = f->size < ev::kHeaderBytes ? 0 : (f->size - ev::kHeaderBytes) / ev::kChunkBytes;
   uint64_t n = std::min({h.next_chunk, ev::kMaxChunks, fit});
   for (uint64_t i = f->known_chunks; i < n; ++i) {
@@ -488,6 +494,22 @@ void EventCollector::ScanChunks(File* f) {
   }
 }
 
+// Times come from an untrusted writer: saturate instead of overflowing (a hostile anchor or
+// tick value must not be undefined behaviour; such a phase is simply far off).
+TimeNs EventCollector::TimeOf(const File* f, uint64_t ticks) const {
+  auto d = static_cast<int64_t>(ticks - f->anchor_ticks);
+  if (f->clock != ev::kClockMonotonic) {
+    double scaled = ticks_per_ns_ > 0 ? static_cast<double>(d) / ticks_per_ns_ : 0.0;
+    constexpr double kLimit = 9.0e18;  // inside int64_t's range
+    d = scaled >= kLimit ? int64_t(kLimit) : scaled <= -kLimit ? -int64_t(kLimit) : std::llround(scaled);
+  }
+  TimeNs t = 0;
+  if (__builtin_add_overflow(f->anchor_epoch_ns, d, &t)) {
+    t = d > 0 ? std::numeric_limits<TimeNs>::max() : std::numeric_limits<TimeNs>::min();
+  }
+  return t;
+}
+
 EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Record& rec, bool final) {
   const Record& head = rec;
   auto name_of = [&](uint32_t id, std::string* out) {
@@ -500,21 +522,7 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Reco
     *out = "#" + std::to_string(id);  // never defined: a placeholder rather than a stuck thread
     return true;
   };
-  // Times come from an untrusted writer: saturate instead of overflowing (a hostile anchor
-  // or tick value must not be undefined behaviour; such a phase is simply far off).
-  auto time_of = [&](uint64_t ticks) -> TimeNs {
-    auto d = static_cast<int64_t>(ticks - f->anchor_ticks);
-    if (f->clock != ev::kClockMonotonic) {
-      double scaled = static_cast<double>(d) / ticks_per_ns_;
-      constexpr double kLimit = 9.0e18;  // inside int64_t's range
-      d = scaled >= kLimit ? int64_t(kLimit) : scaled <= -kLimit ? -int64_t(kLimit) : std::llround(scaled);
-    }
-    TimeNs t = 0;
-    if (__builtin_add_overflow(f->anchor_epoch_ns, d, &t)) {
-      t = d > 0 ? std::numeric_limits<TimeNs>::max() : std::numeric_limits<TimeNs>::min();
-    }
-    return t;
-  };
+  auto time_of = [&](uint64_t ticks) { return TimeOf(f, ticks); };
   model::PhaseId innermost = t->stack.empty() ? f->proc.phase : t->stack.back();
 
   switch (head.type) {
@@ -666,6 +674,12 @@ void EventCollector::CloseFile(File* f, TimeNs end) {
   }
   own_dropped_ += f->pending;  // what could never be applied
   f->pending = 0;
+  // Said on the process's phase: when its in-process events stopped, and why.
+  if (f->descriptor_lost && f->proc.phase != 0 && !f->proc_is_parent) {
+    builder_->SetPhaseTag(f->proc.phase, "grademl.events_stopped",
+                          "the program closed or replaced grademl's event descriptor");
+    builder_->SetPhaseTag(f->proc.phase, "grademl.events_stopped_at", std::to_string(TimeOf(f, f->stopped_ticks)));
+  }
   if (f->fd >= 0) close(f->fd);
   f->fd = -1;
   f->chunks.clear();
@@ -756,6 +770,7 @@ void EventCollector::UpdateStats() {
     if (f->valid) ++s.files;
     writer_dropped += f->writer_dropped;
     s.too_deep += f->writer_too_deep;
+    s.descriptor_lost += f->descriptor_lost ? 1 : 0;
     s.pending += f->pending;
   }
   s.events = events_;

@@ -91,6 +91,10 @@ class EventCollector {
     size_t dropped = 0;  // events lost: by writers (memory full, too deep) + unusable here
     size_t too_deep = 0; // of those, phases a writer dropped for nesting deeper than kMaxDepth
     size_t pending = 0;  // records copied out but not converted yet (waiting for a name)
+    // Writers that stopped taking memory because the program closed or replaced the
+    // descriptor they reserved through (instrument::kWriterDescriptorLost): their process's
+    // later events were dropped (counted in `dropped`).
+    size_t descriptor_lost = 0;
   };
   Stats stats() const;
 
@@ -151,6 +155,7 @@ class EventCollector {
   enum class Apply { kDone, kWait };
   Apply ApplyRecord(File* f, Thread* t, const Record& rec, bool final);
   void CloseFile(File* f, TimeNs end);
+  TimeNs TimeOf(const File* f, uint64_t ticks) const;
   void UpdateStats();
 };
 

@@ -13,16 +13,25 @@
 //      F_SEAL_GROW | F_SEAL_SEAL, so that nobody -- a clean-up script holding
 //      /proc/PID/fd/N, the program itself -- can ever truncate it: neither side's mapping
 //      can fault on a page beyond the end;
-//   3. maps it shared, reserves the header page with fallocate, fills the header;
+//   3. maps it shared, reserves the header page, fills the header;
 //   4. sends the memfd to the collector with SCM_RIGHTS, synchronously, before the first
 //      event: a process that dies a moment later loses nothing, since the descriptor in
-//      flight keeps the memory alive until the collector receives it.
-// Each chunk is reserved with fallocate before a thread writes into it; when that fails
-// (memory limit), the thread's events are dropped and counted in dropped_events rather
-// than touching an unbacked page. Nothing lives on disk: a full disk, or deleting or
-// truncating the events directory, cannot reach the memory. The collector never maps a
-// received memfd (it reads it with pread, so nothing can fault there either), refuses one
-// without F_SEAL_SHRINK, and frees (punches holes in) chunks it has read to their end and whose thread has moved on, so a long run's
+//      flight keeps the memory alive until the collector receives it; then closes its own
+//      descriptor (the mapping keeps the memory), except in the fallback below.
+// Each chunk is reserved before a thread writes into it; when that fails (memory limit),
+// the thread's events are dropped and counted in dropped_events rather than touching an
+// unbacked page. Reserving goes through the mapping (madvise MADV_POPULATE_WRITE, Linux
+// 5.14+), so once the memfd is handed over the writer closes it: it keeps no descriptor
+// inside the program, which may close or reuse every descriptor number (a daemon's
+// closerange) without harm to either side. On older kernels (or GRADEML_WRITER_RESERVE=
+// descriptor) it reserves with fallocate(FALLOC_FL_KEEP_SIZE) on the memfd, moved to a
+// high descriptor number (close-on-exec) and checked before every use (device, inode and
+// seals, against what it created); when the program closed or replaced it, the writer
+// takes no more chunks (kWriterDescriptorLost) and never touches that number again.
+// Nothing lives on disk: a full disk, or deleting or truncating the events directory, cannot
+// reach the memory. The collector never maps a received memfd (it reads it with pread, so
+// nothing can fault there either), refuses one without F_SEAL_SHRINK, and frees (punches
+// holes in) chunks it has read to their end and whose thread has moved on, so a long run's
 // memory stays bounded by what is not yet read. A writer never touches a chunk after it
 // moved on, and a punched page would read back as zeros, never fault.
 // Why not a file on disk (version 1): its pages are not reserved by ftruncate (a full disk
@@ -78,8 +87,20 @@ struct FileHeader {
   uint64_t next_chunk;       // atomic: the index of the next free chunk (may exceed kMaxChunks: memory full)
   uint64_t dropped_events;   // atomic: events lost (memory full, no memory to reserve, nesting too deep)
   uint64_t dropped_too_deep; // atomic: of those, Begins dropped for nesting deeper than kMaxDepth
+  uint32_t writer_flags;     // atomic: WriterFlag bits (0 in memories of writers that predate them)
+  uint32_t reserved;
+  uint64_t stopped_ticks;    // kWriterDescriptorLost: when the writer noticed (its clock's ticks)
 };
 static_assert(sizeof(FileHeader) <= kHeaderBytes);
+
+// What the writer says of itself in FileHeader::writer_flags.
+enum WriterFlag : uint32_t {
+  // The program closed or replaced the descriptor the writer reserved chunks through (the
+  // fallback reservation, below): the writer took no chunk after `stopped_ticks`, so the
+  // process's events from then on were dropped (counted in dropped_events), and it never
+  // touched that descriptor number again.
+  kWriterDescriptorLost = 1,
+};
 
 struct ChunkHeader {
   uint32_t committed;  // atomic: bytes of records published, from the end of this header

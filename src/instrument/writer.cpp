@@ -3,8 +3,17 @@
 // (a sealed memfd handed to grademl's collector over a Unix socket): instrument/event_format.h.
 //
 // The writer never faults: the memory cannot shrink (sealed), and every chunk is reserved
-// with fallocate before it is handed to a thread; when that fails the thread's events are
-// dropped and counted.
+// before it is handed to a thread; when that fails the thread's events are dropped and
+// counted.
+//
+// The writer never writes through a descriptor it does not own: it reserves through its
+// mapping (MADV_POPULATE_WRITE) and closes the memfd once the collector has it, so the
+// program may close or reuse any descriptor number. Only where the kernel cannot populate
+// a mapping (before Linux 5.14) does it keep the memfd, at a high number, close-on-exec,
+// and check before every fallocate that the number still names the memory it created
+// (device, inode, seals); once the program closed or replaced it, the writer takes no more
+// chunks (its later events are dropped, counted, and the header says why) and never uses
+// or closes that number again.
 //
 // Per thread: the chunk it owns, the write offset in it, and how many of its open phases
 // were written or dropped. Records never straddle chunks. Space for the End of every
@@ -25,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -35,6 +45,7 @@
 #include <x86intrin.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <string>
@@ -57,12 +68,21 @@ constexpr uint32_t kEndBytes = 16;
 
 enum State : int { kUninit = 0, kEnabled = 1, kDisabled = 2 };
 
+// How chunks are reserved (see the top): through the mapping, keeping no descriptor, or
+// through the memfd's descriptor where the kernel cannot populate a mapping.
+enum Reservation : int { kReserveMapping = 0, kReserveDescriptor = 1 };
+constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
 std::atomic<int> g_state{kUninit};
 char* g_base = nullptr;  // the mapping of the event memory, kFileCapacity bytes
 FileHeader* g_header = nullptr;
-int g_fd = -1;           // the memfd, kept to reserve chunks (fallocate)
+Reservation g_reservation = kReserveMapping;  // set at attach, under g_mu
+int g_fd = -1;           // kReserveDescriptor: the memfd (a high number); else -1 once handed over
+dev_t g_fd_dev = 0;      // ... and what it names: the memory this writer created
+ino_t g_fd_ino = 0;
+std::atomic<bool> g_fd_lost{false};  // the program closed or replaced g_fd: never touch it again
 uint64_t g_max_chunks = kMaxChunks;
-std::atomic<bool> g_fail_reserve{false};  // test hook: fallocate "fails"
+std::atomic<bool> g_fail_reserve{false};  // test hook: reservations "fail"
 pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;  // init, the name table
 bool g_atfork_registered = false;
 
@@ -125,12 +145,38 @@ inline void CountTooDeep() {
 
 void ChildAfterFork();
 
+// Whether descriptor `fd` still names the memory this writer created: the same device and
+// inode (which cannot be reused while the memory is mapped here) and the seals it set.
+bool DescriptorIsOurs(int fd) {
+  struct stat st {};
+  return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == g_fd_dev && st.st_ino == g_fd_ino &&
+         fcntl(fd, F_GET_SEALS) == kSeals;
+}
+
+// The program closed or replaced the writer's descriptor: no chunk is taken from now on
+// (events are dropped and counted as with a full memory), the header says when, and the
+// descriptor number is never used or closed again (it may be the program's file now).
+void LoseDescriptor() {
+  bool was = false;
+  if (!g_fd_lost.compare_exchange_strong(was, true)) return;
+  if (g_header != nullptr) {
+    __atomic_store_n(&g_header->stopped_ticks, Now(), __ATOMIC_RELAXED);
+    __atomic_fetch_or(&g_header->writer_flags, uint32_t(kWriterDescriptorLost), __ATOMIC_RELEASE);
+  }
+}
+
 void Detach() {  // with g_mu held (or in a forked child)
   if (g_base != nullptr) munmap(g_base, kFileCapacity);
-  if (g_fd >= 0) close(g_fd);
+  // A forked child (or a test) leaves the memory: close the descriptor only if it is still
+  // the writer's own.
+  if (g_fd >= 0 && !g_fd_lost.load() && DescriptorIsOurs(g_fd)) close(g_fd);
   g_base = nullptr;
   g_header = nullptr;
   g_fd = -1;
+  g_fd_dev = 0;
+  g_fd_ino = 0;
+  g_fd_lost.store(false);
+  g_reservation = kReserveMapping;
   t_state = ThreadState{};
   g_state.store(kUninit, std::memory_order_release);
 }
@@ -144,13 +190,34 @@ void ChildAfterFork() {
 }
 
 // Backs [offset, offset + len) of the memory with pages, so that writing there can never
-// fault. False when the memory cannot be had (memory limit).
+// fault. False when the memory cannot be had (memory limit, errno ENOMEM), when the kernel
+// cannot populate a mapping (errno EINVAL), or when the descriptor was lost.
 bool ReserveMemory(uint64_t offset, uint64_t len) {
-  if (g_fail_reserve.load(std::memory_order_relaxed)) return false;
+  if (g_fail_reserve.load(std::memory_order_relaxed)) {
+    errno = ENOMEM;
+    return false;
+  }
   int rc;
+  if (g_reservation == kReserveMapping) {
+    // Allocates the pages and maps them writable; reports what a write fault would have
+    // met (no memory) as an error instead of a signal.
+    int tries = 0;
+    do {
+      rc = madvise(g_base + offset, len, MADV_POPULATE_WRITE);
+    } while (rc != 0 && (errno == EINTR || errno == EAGAIN) && ++tries < 100);
+    return rc == 0;
+  }
+  if (g_fd_lost.load(std::memory_order_acquire)) return false;
+  if (!DescriptorIsOurs(g_fd)) {
+    LoseDescriptor();
+    return false;
+  }
+  // KEEP_SIZE: even a descriptor swapped between the check and this call (another thread
+  // of the program closing and reopening that very number) could not change a file's size.
   do {
-    rc = fallocate(g_fd, 0, off_t(offset), off_t(len));
+    rc = fallocate(g_fd, FALLOC_FL_KEEP_SIZE, off_t(offset), off_t(len));
   } while (rc != 0 && errno == EINTR);
+  if (rc == 0) (void)madvise(g_base + offset, len, MADV_POPULATE_WRITE);  // fault in at once
   return rc == 0;
 }
 
@@ -160,9 +227,9 @@ bool AcquireChunk(ThreadState& t) {
   if (idx >= g_max_chunks || idx >= kMaxChunks) return false;
   char* chunk = g_base + kHeaderBytes + idx * kChunkBytes;
   // Never touch a page that is not backed: a failed reservation drops events instead.
+  // Reserving also faults the chunk's pages in at once, rather than one fault per 4 KiB on
+  // the hot path.
   if (!ReserveMemory(kHeaderBytes + idx * kChunkBytes, kChunkBytes)) return false;
-  // Fault the chunk's pages in at once rather than one fault per 4 KiB on the hot path.
-  (void)madvise(chunk, kChunkBytes, MADV_POPULATE_WRITE);
   if (t.tid == 0) t.tid = int32_t(syscall(SYS_gettid));
   // Once per thread (the key's value is per thread): be told when it exits.
   if (g_thread_exit_key_made && pthread_getspecific(g_thread_exit_key) == nullptr) {
@@ -261,12 +328,40 @@ bool SendMemory(int sock, int fd) {
 int CreateMemory() {
   int fd = memfd_create("grademl-events", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return -1;
-  if (ftruncate(fd, off_t(kFileCapacity)) != 0 ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+  if (ftruncate(fd, off_t(kFileCapacity)) != 0 || fcntl(fd, F_ADD_SEALS, kSeals) != 0) {
     close(fd);
     return -1;
   }
   return fd;
+}
+
+// The descriptor reservation (kReserveDescriptor): moves the memfd out of the program's
+// way, to a high number (close-on-exec), and records what it names. The program's open()
+// takes the lowest free number, so it reaches this one only with hundreds of files open.
+void KeepDescriptorHigh() {
+  rlimit rl{};
+  uint64_t soft = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 1024;
+  // Not the very top (a table of a million descriptors costs the kernel memory).
+  int floor = int(std::min<uint64_t>(1000, soft - soft / 8));
+  if (floor > g_fd) {
+    int high = fcntl(g_fd, F_DUPFD_CLOEXEC, floor);
+    if (high >= 0) {
+      close(g_fd);
+      g_fd = high;
+    }
+  }
+  struct stat st {};
+  if (fstat(g_fd, &st) == 0) {
+    g_fd_dev = st.st_dev;
+    g_fd_ino = st.st_ino;
+  }
+}
+
+// GRADEML_WRITER_RESERVE=descriptor picks the fallback reservation where the kernel would
+// allow the mapping one (for tests of the fallback, and as a way out).
+Reservation PreferredReservation() {
+  const char* v = getenv("GRADEML_WRITER_RESERVE");
+  return v != nullptr && strcmp(v, "descriptor") == 0 ? kReserveDescriptor : kReserveMapping;
 }
 
 // Runs as a thread exits (the key's destructor): ends its open phases now, with the room
@@ -311,19 +406,32 @@ void InitLocked() {
     return;
   }
   void* map = MAP_FAILED;
+  bool reserved = false;
   g_fd = CreateMemory();
-  if (g_fd >= 0 && ReserveMemory(0, kHeaderBytes)) {
-    map = mmap(nullptr, kFileCapacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, g_fd, 0);
+  if (g_fd >= 0) map = mmap(nullptr, kFileCapacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, g_fd, 0);
+  if (map != MAP_FAILED) {
+    g_base = static_cast<char*>(map);
+    g_reservation = PreferredReservation();
+    if (g_reservation == kReserveMapping) {
+      reserved = ReserveMemory(0, kHeaderBytes);
+      if (!reserved && errno == EINVAL) g_reservation = kReserveDescriptor;  // before Linux 5.14
+    }
+    if (g_reservation == kReserveDescriptor) {
+      KeepDescriptorHigh();
+      reserved = ReserveMemory(0, kHeaderBytes);
+    }
   }
-  if (map == MAP_FAILED) {
+  if (!reserved) {
     fprintf(stderr, "grademl: cannot create the event memory (%s); events are not recorded\n", strerror(errno));
-    if (g_fd >= 0) close(g_fd);
+    if (map != MAP_FAILED) munmap(map, kFileCapacity);
+    if (g_fd >= 0) close(g_fd);  // created a moment ago: still ours
+    g_base = nullptr;
     g_fd = -1;
+    g_reservation = kReserveMapping;
     close(sock);
     g_state.store(kDisabled, std::memory_order_release);
     return;
   }
-  g_base = static_cast<char*>(map);
   g_header = reinterpret_cast<FileHeader*>(g_base);
   g_header->version = kFormatVersion;
 #if defined(__x86_64__)
@@ -355,6 +463,12 @@ void InitLocked() {
     Detach();
     g_state.store(kDisabled, std::memory_order_release);
     return;
+  }
+  // The collector holds the memory and the mapping keeps it here: no descriptor is needed
+  // any more, and none is left for the program to close or reuse.
+  if (g_reservation == kReserveMapping) {
+    close(g_fd);
+    g_fd = -1;
   }
   g_state.store(kEnabled, std::memory_order_release);
 }
@@ -499,11 +613,18 @@ void ResetForTesting(uint64_t max_chunks) {
 
 void FailReservationsForTesting(bool fail) { g_fail_reserve.store(fail); }
 
-int CurrentMemoryFdForTesting() {
+int ReservationDescriptorForTesting() {
   pthread_mutex_lock(&g_mu);
-  int fd = g_fd;
+  int fd = g_state.load() == kEnabled && g_reservation == kReserveDescriptor ? g_fd : -1;
   pthread_mutex_unlock(&g_mu);
   return fd;
+}
+
+const FileHeader* CurrentHeaderForTesting() {
+  pthread_mutex_lock(&g_mu);
+  const FileHeader* h = g_header;
+  pthread_mutex_unlock(&g_mu);
+  return h;
 }
 
 }  // namespace grademl::instrument

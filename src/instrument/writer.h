@@ -15,10 +15,15 @@ namespace grademl::instrument {
 // using the writer; other threads' per-thread state must not be used afterwards.
 void ResetForTesting(uint64_t max_chunks = kMaxChunks);
 
-// Makes every later chunk reservation (fallocate) fail, as when memory runs out.
+// Makes every later chunk reservation fail, as when memory runs out.
 void FailReservationsForTesting(bool fail);
 
-// The writer's descriptor of its current event memory (a sealed memfd), or -1.
-int CurrentMemoryFdForTesting();
+// The descriptor the writer reserves chunks through (the fallback reservation, chosen with
+// GRADEML_WRITER_RESERVE=descriptor or on kernels without MADV_POPULATE_WRITE), or -1: in
+// the usual reservation through the mapping the writer keeps no descriptor.
+int ReservationDescriptorForTesting();
+
+// The header of the current event memory (in the writer's mapping), or null.
+const FileHeader* CurrentHeaderForTesting();
 
 }  // namespace grademl::instrument

@@ -191,6 +191,37 @@ std::string ProcessEventsNotice(const model::Run& run) {
                      : "the kernel's process events need root or CAP_NET_ADMIN");
 }
 
+std::string InProcessEventsNotice(const model::Run& run) {
+  const model::Phase* root = run.Root();
+  if (!root) return "";
+  std::vector<std::string> parts;
+  for (const auto& [key, value] : root->tags) {
+    if (key == "grademl.events_library" && value == "not found") {
+      parts.push_back("in-process events were off (libgrademl.so was not found next to grademl)");
+    }
+  }
+  if (int64_t dropped = analysis::IntTag(*root, "grademl.events_dropped"); dropped > 0) {
+    parts.push_back(fmt::format("{} in-process events were not recorded", dropped));
+  }
+  std::vector<int32_t> stopped;
+  for (const model::Phase& p : run.phases) {
+    if (p.leaf_type() != "process") continue;
+    for (const auto& [key, value] : p.tags) {
+      if (key == "grademl.events_stopped") stopped.push_back(p.pid);
+    }
+  }
+  if (!stopped.empty()) {
+    std::string pids;
+    for (size_t i = 0; i < stopped.size() && i < 3; ++i) pids += fmt::format("{}{}", i ? ", " : "", stopped[i]);
+    if (stopped.size() > 3) pids += fmt::format(" and {} more", stopped.size() - 3);
+    parts.push_back(fmt::format("process{} {} closed grademl's event descriptor: later events are missing",
+                                stopped.size() == 1 ? "" : "es", pids));
+  }
+  std::string out;
+  for (const std::string& part : parts) out += (out.empty() ? "" : "; ") + part;
+  return out;
+}
+
 std::string TrackLabel(const model::Track& track) {
   switch (track.kind) {
     case model::TrackKind::kDevice: {

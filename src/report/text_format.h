@@ -58,6 +58,10 @@ std::string WrapText(std::string_view text, size_t width, size_t indent);
 std::string ProcessEventsMode(const model::Run& run);
 // The reports' one line when processes shorter than a pass may be missing ("" when not).
 std::string ProcessEventsNotice(const model::Run& run);
+// The reports' one line on in-process events that were not recorded ("" when none were
+// lost): libgrademl.so not found, events dropped (the run root's grademl.events_* tags), and
+// the processes whose events stopped because the program closed grademl's descriptor.
+std::string InProcessEventsNotice(const model::Run& run);
 // The longest sampling interval the monitor backed off to on a many-process tree (the run
 // root's grademl.interval_backed_off_to; 0 when it never did).
 DurationNs IntervalBackedOffTo(const model::Run& run);

@@ -15,6 +15,7 @@
 
 #include "collect/event_collector.h"
 #include "core/machine.h"
+#include "core/text.h"
 #include "instrument/event_format.h"
 #include "collect/gpu_monitor.h"
 #include "collect/host_monitor.h"
@@ -87,6 +88,17 @@ void ReportStoreTrouble(const store::BackgroundWriter::Event& event) {
   }
 }
 
+// A readable ELF file (a truncated or emptied library is not one: Python would fail to
+// load it and record nothing, silently).
+bool IsSharedObject(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char magic[4] = {};
+  bool elf = read(fd, magic, sizeof magic) == ssize_t(sizeof magic) && memcmp(magic, "\x7f" "ELF", 4) == 0;
+  close(fd);
+  return elf;
+}
+
 bool IsDir(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
 
 std::optional<std::string_view> EnvValue(const char* name) {
@@ -100,7 +112,7 @@ InstrumentationPaths InstrumentationPaths::Find() {
   InstrumentationPaths paths;
   std::string exe_dir = ExecutableDir();
   for (const std::string& candidate : {exe_dir + "/libgrademl.so", exe_dir + "/../lib/libgrademl.so"}) {
-    if (access(candidate.c_str(), R_OK) == 0) {
+    if (IsSharedObject(candidate)) {
       paths.library = candidate;
       break;
     }
@@ -123,18 +135,27 @@ int ShellExitCode(int wait_status) {
 }
 
 // Events that instrumented processes could not record (memory full or not reservable,
-// nesting deeper than instrument::kMaxDepth) are said at the end and kept with the run, as
-// tags of its root phase: grademl.events_dropped, grademl.events_too_deep.
+// nesting deeper than instrument::kMaxDepth, a writer whose descriptor the program closed)
+// are said at the end and kept with the run, as tags of its root phase:
+// grademl.events_dropped, grademl.events_too_deep, grademl.events_descriptor_lost.
 void ReportDroppedEvents(const collect::EventCollector::Stats& s, model::RunBuilder& builder, model::PhaseId run_phase) {
   if (s.dropped == 0) return;
-  std::string detail;
-  if (s.too_deep > 0) {
-    detail = fmt::format(" ({} phases nested deeper than {} levels)", s.too_deep, instrument::kMaxDepth);
+  std::vector<std::string> why;
+  if (s.too_deep > 0) why.push_back(fmt::format("{} phases nested deeper than {} levels", s.too_deep, instrument::kMaxDepth));
+  if (s.descriptor_lost > 0) {
+    why.push_back(fmt::format("{} process{} closed or replaced grademl's event descriptor: later events missing",
+                              s.descriptor_lost, s.descriptor_lost == 1 ? "" : "es"));
   }
+  std::string detail;
+  for (const std::string& w : why) detail += (detail.empty() ? " (" : "; ") + w;
+  if (!detail.empty()) detail += ")";
   std::fprintf(stderr, "grademl: %zu events of instrumented processes were not recorded%s\n", s.dropped,
                detail.c_str());
   builder.SetPhaseTag(run_phase, "grademl.events_dropped", std::to_string(s.dropped));
   if (s.too_deep > 0) builder.SetPhaseTag(run_phase, "grademl.events_too_deep", std::to_string(s.too_deep));
+  if (s.descriptor_lost > 0) {
+    builder.SetPhaseTag(run_phase, "grademl.events_descriptor_lost", std::to_string(s.descriptor_lost));
+  }
 }
 
 struct Recording::Impl {
@@ -289,7 +310,18 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   // Which host records these processes: the agent on this host leaves them alone.
   impl->instrument_env.emplace_back("GRADEML_RECORDER", info.host);
   InstrumentationPaths paths = InstrumentationPaths::Find();
-  if (!paths.library.empty()) impl->instrument_env.emplace_back("GRADEML_LIBRARY", paths.library);
+  if (!paths.library.empty()) {
+    impl->instrument_env.emplace_back("GRADEML_LIBRARY", paths.library);
+  } else if (!impl->events_dir.empty()) {
+    // An installation without its library: Python programs (grademl's package and its
+    // zero-code instrumentation) would record nothing, silently. Said once, kept with the run.
+    std::string dir = ExecutableDir();
+    std::fprintf(stderr,
+                 "grademl: %s/libgrademl.so not found (nor in ../lib): in-process events of Python programs "
+                 "are not recorded in this run\n",
+                 EscapeControl(dir).c_str());
+    builder.SetPhaseTag(impl->run_phase, "grademl.events_library", "not found");
+  }
   impl->instrument_env.emplace_back("GRADEML_AUTO", options.auto_instrument ? "1" : "0");
   if (!options.auto_detail.empty()) impl->instrument_env.emplace_back("GRADEML_AUTO_DETAIL", options.auto_detail);
   if (options.deep) impl->instrument_env.emplace_back("GRADEML_DEEP", "1");

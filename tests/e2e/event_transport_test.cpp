@@ -81,6 +81,20 @@ TEST(EventTransportE2E, EventMemoryTruncatedAndDeletedMidRun) {
       ++tampered;
     }
   }
+  // ... its mappings of them (the writer keeps no descriptor of its memory: through
+  // /proc/PID/map_files, which root may open) ...
+  std::error_code map_ec;
+  for (const auto& e : fs::directory_iterator("/proc/" + pid + "/map_files", map_ec)) {
+    std::error_code ec;
+    std::string target = fs::read_symlink(e.path(), ec).string();
+    if (target.find("grademl") == std::string::npos) continue;
+    int fd = open(e.path().c_str(), O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+      (void)!ftruncate(fd, 0);
+      close(fd);
+      ++tampered;
+    }
+  }
   // ... and every file under the events folder: truncated, then deleted.
   for (const auto& e : fs::recursive_directory_iterator(dir + "/events")) {
     if (e.is_regular_file()) {

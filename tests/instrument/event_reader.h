@@ -156,41 +156,62 @@ class MemoryListener {
   // The memories sent since the last call (owned by the listener), waiting up to
   // `timeout_ms` for at least one.
   std::vector<int> Receive(int timeout_ms = 2000) {
-    std::vector<int> out;
-    for (int waited = 0; out.empty() && waited <= timeout_ms; waited += 10) {
-      while (true) {
-        int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c < 0) break;
-        pollfd p{c, POLLIN, 0};
-        (void)poll(&p, 1, 1000);
-        char byte;
-        iovec iov{&byte, 1};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-        msghdr msg{};
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof control;
-        if (recvmsg(c, &msg, MSG_CMSG_CLOEXEC) == 1) {
-          cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-          if (cm && cm->cmsg_type == SCM_RIGHTS) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-            out.push_back(fd);
-            received_.push_back(fd);
-          }
-        }
-        close(c);
-      }
-      if (out.empty() && timeout_ms > 0) usleep(10000);
+    for (int waited = 0; unclaimed_.empty() && waited <= timeout_ms; waited += 10) {
+      Accept();
+      if (unclaimed_.empty() && timeout_ms > 0) usleep(10000);
     }
+    std::vector<int> out;
+    out.swap(unclaimed_);
     return out;
   }
 
+  // Every memory received so far (owned by the listener).
+  const std::vector<int>& all() const { return received_; }
+
+  // The memory `pid` sent last (received so far, whether Receive handed it out or not), or
+  // -1. The writer keeps no descriptor of its memory: this is how a test reads it.
+  int LatestOf(pid_t pid) {
+    Accept();
+    for (auto it = received_.rbegin(); it != received_.rend(); ++it) {
+      FileHeader h{};
+      if (pread(*it, &h, sizeof h, 0) == ssize_t(sizeof h) && h.pid == pid) return *it;
+    }
+    return -1;
+  }
+
  private:
+  // Takes the memories of the connections waiting now.
+  void Accept() {
+    while (true) {
+      int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) break;
+      pollfd p{c, POLLIN, 0};
+      (void)poll(&p, 1, 1000);
+      char byte;
+      iovec iov{&byte, 1};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      if (recvmsg(c, &msg, MSG_CMSG_CLOEXEC) == 1) {
+        cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+        if (cm && cm->cmsg_type == SCM_RIGHTS) {
+          int fd;
+          memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+          unclaimed_.push_back(fd);
+          received_.push_back(fd);
+        }
+      }
+      close(c);
+    }
+  }
+
   std::string path_;
   int fd_ = -1;
-  std::vector<int> received_;
+  std::vector<int> received_;   // every memory received (closed with the listener)
+  std::vector<int> unclaimed_;  // ... of which Receive has not handed these out yet
 };
 
 }  // namespace grademl::instrument::testing

@@ -1,6 +1,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -9,6 +11,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -66,6 +69,9 @@ size_t CheckBalanced(const EventFile& f) {
 class WriterTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // The reservation the binary runs with (ctest runs it twice: the usual one through the
+    // mapping, and GRADEML_WRITER_RESERVE=descriptor); tests that pick one restore it.
+    if (const char* r = getenv("GRADEML_WRITER_RESERVE")) reservation_ = r;
     char tmpl[] = "/tmp/grademl-instr-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
@@ -75,24 +81,30 @@ class WriterTest : public ::testing::Test {
   }
   void TearDown() override {
     ResetForTesting();
+    if (reservation_.empty()) {
+      unsetenv("GRADEML_WRITER_RESERVE");
+    } else {
+      setenv("GRADEML_WRITER_RESERVE", reservation_.c_str(), 1);
+    }
     unsetenv("GRADEML_EVENTS_DIR");
     listener_.reset();
     fs::remove_all(dir_);
   }
-  EventFile ReadCurrent() { return ReadEventMemory(CurrentMemoryFdForTesting()); }
+  // This process's current memory, as the collector received it.
+  EventFile ReadCurrent() { return ReadEventMemory(listener_->LatestOf(getpid())); }
 
   std::string dir_;
   std::unique_ptr<MemoryListener> listener_;
+  std::string reservation_;
 };
 
 TEST_F(WriterTest, MemoryIsSealedAndHandedToTheCollectorWithHeader) {
   ASSERT_EQ(grademl_enabled(), 1);
-  const int own = CurrentMemoryFdForTesting();
-  ASSERT_GE(own, 0);
   // Handed over at attach, before any event: exactly one memory, the writer's own.
   std::vector<int> got = listener_->Receive();
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(Inode(got[0]), Inode(own));
+  ASSERT_NE(CurrentHeaderForTesting(), nullptr);
+  EXPECT_EQ(CurrentHeaderForTesting()->pid, getpid());
   int seals = fcntl(got[0], F_GET_SEALS);
   EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
   EXPECT_EQ(fs::directory_iterator(dir_)->path().filename(), kSocketName);  // nothing else on disk
@@ -115,7 +127,7 @@ TEST_F(WriterTest, MemoryIsSealedAndHandedToTheCollectorWithHeader) {
 TEST_F(WriterTest, MemoryCannotBeTruncatedOrGrownByAnyone) {
   grademl_begin_str("before");
   grademl_end();
-  const std::string link = "/proc/self/fd/" + std::to_string(CurrentMemoryFdForTesting());
+  const std::string link = "/proc/self/fd/" + std::to_string(listener_->LatestOf(getpid()));
   int other = open(link.c_str(), O_RDWR | O_CLOEXEC);  // as another process of the user would
   ASSERT_GE(other, 0);
   EXPECT_NE(ftruncate(other, 0), 0);
@@ -459,7 +471,7 @@ TEST_F(WriterTest, DisabledWithoutEnvVar) {
   grademl_flow_out(1);
   grademl_end();
   { GRADEML_PHASE("y"); }
-  EXPECT_EQ(CurrentMemoryFdForTesting(), -1);
+  EXPECT_EQ(CurrentHeaderForTesting(), nullptr);
   EXPECT_TRUE(listener_->Receive(0).empty());
 }
 
@@ -469,7 +481,7 @@ TEST_F(WriterTest, NoCollectorListeningStaysDisabled) {
   EXPECT_EQ(grademl_enabled(), 0);
   grademl_begin_str("x");
   grademl_end();
-  EXPECT_EQ(CurrentMemoryFdForTesting(), -1);
+  EXPECT_EQ(CurrentHeaderForTesting(), nullptr);
   listener_.reset();  // a directory whose collector is gone (its socket file left behind or not)
   setenv("GRADEML_EVENTS_DIR", dir_.c_str(), 1);
   ResetForTesting();
@@ -500,7 +512,7 @@ TEST_F(WriterTest, LongDirectoryPath) {
 TEST_F(WriterTest, ForkedChildWritesItsOwnMemory) {
   const uint32_t parent_id = grademl_intern("parent");
   grademl_begin(parent_id);  // open across the fork
-  const ino_t parent_inode = Inode(CurrentMemoryFdForTesting());
+  const ino_t parent_inode = Inode(listener_->LatestOf(getpid()));
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -509,7 +521,9 @@ TEST_F(WriterTest, ForkedChildWritesItsOwnMemory) {
     grademl_end();
     grademl_end();
     grademl_end();  // ends the parent's phase: not open in this process, ignored
-    _exit(grademl_enabled() && Inode(CurrentMemoryFdForTesting()) != parent_inode ? 0 : 3);
+    // Its own memory: its header names it (the parent's is unmapped here).
+    const FileHeader* h = CurrentHeaderForTesting();
+    _exit(grademl_enabled() && h != nullptr && h->pid == getpid() ? 0 : 3);
   }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
@@ -530,6 +544,7 @@ TEST_F(WriterTest, ForkedChildWritesItsOwnMemory) {
   ASSERT_EQ(got.size(), 2u);
   int child_fd = MemoryOf(got, child);
   ASSERT_GE(child_fd, 0);
+  EXPECT_NE(Inode(child_fd), parent_inode);
   EventFile cf = ReadEventMemory(child_fd);
   EXPECT_EQ(cf.header.pid, child);
   EXPECT_EQ(CheckBalanced(cf), 2u);
@@ -568,6 +583,210 @@ TEST_F(WriterTest, SigkilledChildLosesNothingCommitted) {
   auto recs = f.ByThread().begin()->second;
   EXPECT_EQ(f.Name(recs.back().id), "open at death");
   EXPECT_EQ(recs[3 * 100 + 1].value, 100.0);
+}
+
+// --- The program owns its descriptors (issue 24) ------------------------------------------
+// Finding: the writer kept its memfd at whatever number it got and reserved chunks with
+// fallocate through that number; a program that closed every descriptor daemon-style and
+// then opened its own output files had one of them grown to 1.6 MB of zeros. The writer now
+// reserves through its mapping and keeps no descriptor; where it must keep one (the
+// fallback reservation), it checks the number still names its memory before every use.
+
+// The descriptors of this process that name an event memory.
+std::set<int> EventMemoryDescriptors() {
+  std::set<int> out;
+  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+    char target[256];
+    ssize_t n = readlink(e.path().c_str(), target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (std::string_view(target).starts_with("/memfd:grademl-events")) out.insert(std::stoi(e.path().filename()));
+  }
+  return out;
+}
+
+TEST_F(WriterTest, TheUsualReservationKeepsNoDescriptor) {
+  setenv("GRADEML_WRITER_RESERVE", "mapping", 1);
+  ResetForTesting();
+  ASSERT_EQ(grademl_enabled(), 1);
+  for (int i = 0; i < 10000; ++i) {  // several chunks, each reserved
+    grademl_begin_str("p");
+    grademl_end();
+  }
+  EXPECT_EQ(ReservationDescriptorForTesting(), -1);
+  // The only descriptors of an event memory in this process are the collector's (the
+  // listener's), none of the writer's.
+  const std::vector<int>& collector = listener_->all();
+  for (int fd : EventMemoryDescriptors()) {
+    EXPECT_NE(std::find(collector.begin(), collector.end(), fd), collector.end()) << "descriptor " << fd;
+  }
+  EventFile f = ReadCurrent();
+  EXPECT_EQ(f.Count(kRecBegin), 10000u);
+  EXPECT_EQ(f.header.dropped_events, 0u);
+  EXPECT_EQ(f.header.writer_flags, 0u);
+}
+
+TEST_F(WriterTest, TheFallbackReservationKeepsAHighCloseOnExecDescriptor) {
+  setenv("GRADEML_WRITER_RESERVE", "descriptor", 1);
+  ResetForTesting();
+  ASSERT_EQ(grademl_enabled(), 1);
+  const int fd = ReservationDescriptorForTesting();
+  rlimit rl{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  // Out of the way of the program's own files: far above the lowest free numbers.
+  EXPECT_GE(fd, int(std::min<rlim_t>(1000, rl.rlim_cur - rl.rlim_cur / 8)));
+  EXPECT_TRUE(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+  EXPECT_EQ(fcntl(fd, F_GET_SEALS), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  EXPECT_EQ(EventMemoryDescriptors().count(fd), 1u);
+  EXPECT_EQ(Inode(fd), Inode(listener_->LatestOf(getpid())));
+}
+
+// What a daemon-like program does, in a forked child: write events, close every descriptor
+// above stderr, open eight output files (they take the lowest numbers), put a ninth file at
+// the writer's descriptor number when it has one (as a dup2 or a long-running program's
+// opens could), write events that need new chunks, write the files again, exit.
+// `reservation` is null for a run without grademl. Returns the child's pid (reaped).
+constexpr int kPhasesBefore = 3000;  // two chunks
+constexpr int kPhasesAfter = 20000;  // five more
+pid_t RunDaemonLikeChild(const std::string& out_dir, const char* reservation, const std::string& events_dir) {
+  pid_t child = fork();
+  if (child != 0) {
+    int status = 0;
+    waitpid(child, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? child : -1;
+  }
+  if (reservation != nullptr) {
+    setenv("GRADEML_WRITER_RESERVE", reservation, 1);
+    setenv("GRADEML_EVENTS_DIR", events_dir.c_str(), 1);
+  } else {
+    unsetenv("GRADEML_EVENTS_DIR");
+  }
+  for (int i = 0; i < kPhasesBefore; ++i) {
+    grademl_begin_str("before");
+    grademl_end();
+  }
+  const int writers = ReservationDescriptorForTesting();
+  if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) _exit(10);
+  std::vector<int> fds;
+  for (int i = 0; i < 8; ++i) {
+    std::string path = out_dir + "/out" + std::to_string(i);
+    int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, "0123456789", 10) != 10) _exit(11);
+    fds.push_back(fd);
+  }
+  if (writers >= 0) {  // the number the writer had is a file of the program's now
+    int fd = open((out_dir + "/at_writers_number").c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, "0123456789", 10) != 10 || dup2(fd, writers) != writers) _exit(12);
+    close(fd);
+    fds.push_back(writers);
+  } else {  // the same file, for the run to compare with
+    int fd = open((out_dir + "/at_writers_number").c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, "0123456789", 10) != 10) _exit(12);
+    fds.push_back(fd);
+  }
+  for (int i = 0; i < kPhasesAfter; ++i) {
+    grademl_begin_str("after");
+    grademl_tag_int(grademl_intern("i"), i);
+    grademl_end();
+  }
+  for (int fd : fds) {
+    if (write(fd, "abc", 3) != 3 || close(fd) != 0) _exit(13);
+  }
+  _exit(0);
+}
+
+// Each file of `dir` with its bytes and the blocks it takes (a reservation through a stolen
+// descriptor would add blocks even where it kept the size).
+std::map<std::string, std::pair<std::string, blkcnt_t>> FilesOf(const std::string& dir) {
+  std::map<std::string, std::pair<std::string, blkcnt_t>> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string bytes;
+    int fd = open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    char buf[4096];
+    for (ssize_t n; fd >= 0 && (n = read(fd, buf, sizeof buf)) > 0;) bytes.append(buf, size_t(n));
+    struct stat st {};
+    fstat(fd, &st);
+    close(fd);
+    out[e.path().filename()] = {bytes, st.st_blocks};
+  }
+  return out;
+}
+
+TEST_F(WriterTest, AProgramClosingEveryDescriptorKeepsItsFilesAndItsEvents) {
+  const std::string plain = dir_ + "/plain", recorded = dir_ + "/recorded";
+  fs::create_directories(plain);
+  fs::create_directories(recorded);
+  ASSERT_GT(RunDaemonLikeChild(plain, nullptr, dir_), 0);
+  pid_t child = RunDaemonLikeChild(recorded, "mapping", dir_);
+  ASSERT_GT(child, 0);
+  auto expected = FilesOf(plain);
+  ASSERT_EQ(expected.size(), 9u);
+  EXPECT_EQ(expected["out0"].first, "0123456789abc");
+  EXPECT_EQ(FilesOf(recorded), expected);
+  // Nothing to close, nothing lost: every event of the child is in its memory.
+  int memory = listener_->LatestOf(child);
+  ASSERT_GE(memory, 0);
+  EventFile f = ReadEventMemory(memory);
+  EXPECT_EQ(f.Count(kRecBegin), size_t(kPhasesBefore + kPhasesAfter));
+  EXPECT_EQ(f.Count(kRecTagInt), size_t(kPhasesAfter));
+  EXPECT_EQ(f.header.dropped_events, 0u);
+  EXPECT_EQ(f.header.writer_flags, 0u);
+}
+
+TEST_F(WriterTest, AProgramReplacingTheFallbacksDescriptorKeepsItsFilesAndStopsItsEvents) {
+  const std::string plain = dir_ + "/plain", recorded = dir_ + "/recorded";
+  fs::create_directories(plain);
+  fs::create_directories(recorded);
+  ASSERT_GT(RunDaemonLikeChild(plain, nullptr, dir_), 0);
+  pid_t child = RunDaemonLikeChild(recorded, "descriptor", dir_);
+  ASSERT_GT(child, 0);
+  // Byte for byte and block for block what the program wrote without grademl, the file at
+  // the writer's old number included.
+  EXPECT_EQ(FilesOf(recorded), FilesOf(plain));
+  int memory = listener_->LatestOf(child);
+  ASSERT_GE(memory, 0);
+  EventFile f = ReadEventMemory(memory);
+  EXPECT_EQ(f.header.writer_flags & kWriterDescriptorLost, uint32_t(kWriterDescriptorLost));
+  EXPECT_GT(f.header.stopped_ticks, f.header.anchor_ticks);
+  // Every phase before the close is there; after it, the writer filled the chunk it had and
+  // took no other: what did not fit was dropped and counted, a phase whose Begin was dropped
+  // with its tag and End (3 events), a phase whose tag alone no longer fitted with its tag.
+  size_t phases = CheckBalanced(f);
+  ASSERT_GE(phases, size_t(kPhasesBefore));
+  size_t after = phases - kPhasesBefore, tagged = f.Count(kRecTagInt);
+  EXPECT_LT(after, size_t(kPhasesAfter));
+  EXPECT_LE(tagged, after);
+  EXPECT_EQ(f.header.dropped_events, 3 * (kPhasesAfter - after) + (after - tagged));
+}
+
+// A program that replaces the fallback's descriptor with another sealed memory of its own
+// (same device, same seals, another inode) is noticed too.
+TEST_F(WriterTest, TheFallbackNoticesADescriptorReplacedByAnotherSealedMemory) {
+  setenv("GRADEML_WRITER_RESERVE", "descriptor", 1);
+  ResetForTesting();
+  ASSERT_EQ(grademl_enabled(), 1);
+  const int fd = ReservationDescriptorForTesting();
+  ASSERT_GE(fd, 0);
+  int other = memfd_create("grademl-events", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(other, 0);
+  ASSERT_EQ(ftruncate(other, 4096), 0);
+  ASSERT_EQ(fcntl(other, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+  ASSERT_EQ(dup2(other, fd), fd);
+  close(other);
+  for (int i = 0; i < 10000; ++i) {
+    grademl_begin_str("p");
+    grademl_end();
+  }
+  struct stat st {};
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 4096);
+  EXPECT_EQ(st.st_blocks, 0);  // never written, never reserved
+  EventFile f = ReadCurrent();
+  EXPECT_EQ(f.header.writer_flags & kWriterDescriptorLost, uint32_t(kWriterDescriptorLost));
+  EXPECT_GT(f.header.dropped_events, 0u);
+  ResetForTesting();  // leaves the program's memory open: it is not the writer's
+  EXPECT_EQ(fstat(fd, &st), 0);
+  close(fd);
 }
 
 }  // namespace
