@@ -33,7 +33,9 @@ uint64_t SizeOf(const std::string& path) {
   if (stat(path.c_str(), &st) != 0) return 0;
   if (!S_ISDIR(st.st_mode)) return static_cast<uint64_t>(st.st_size);
   uint64_t total = 0;
-  for (const std::string& f : grademl::importers::spark::EventLogFiles(path)) total += SizeOf(f);
+  auto files = grademl::importers::spark::EventLogFiles(path);
+  if (!files.ok()) return 0;
+  for (const std::string& f : *files) total += SizeOf(f);
   return total;
 }
 

@@ -46,7 +46,9 @@ StatusOr<std::unique_ptr<TraceRead>> ReadPath(const std::string& path, ImportTar
   if (!path.empty() && stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     for (const TraceFormat& f : TraceFormats()) {
       if (f.files_of_directory == nullptr) continue;
-      std::vector<std::string> files = f.files_of_directory(path);
+      auto listed = f.files_of_directory(path);
+      if (!listed.ok()) return listed.status();
+      std::vector<std::string> files = std::move(*listed);
       if (files.empty()) continue;
       InputOpener open = [files, path] { return TraceInput::OpenFiles(files, path); };
       return Read(path, open, target);
@@ -63,7 +65,9 @@ bool IsTraceDirectory(const std::string& path) {
   struct stat st {};
   if (path.empty() || stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
   for (const TraceFormat& f : TraceFormats()) {
-    if (f.files_of_directory != nullptr && !f.files_of_directory(path).empty()) return true;
+    if (f.files_of_directory == nullptr) continue;
+    auto listed = f.files_of_directory(path);
+    if (!listed.ok() || !listed->empty()) return true;
   }
   return false;
 }

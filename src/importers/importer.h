@@ -103,9 +103,9 @@ struct TraceFormat {
   StatusOr<std::unique_ptr<TraceRead>> (*read)(const std::string& name, const InputOpener& open,
                                                ImportTarget& target) = nullptr;
   // For a format stored as a directory of files (Spark's rolling event logs): the files of
-  // `dir` to read, in order, or empty when `dir` is not one of its directories. Null for
-  // single-file formats.
-  std::vector<std::string> (*files_of_directory)(const std::string& dir) = nullptr;
+  // `dir` to read, in order, or empty when `dir` is not one of its directories; an error
+  // (naming the file) when it is one but cannot be read as such. Null for single-file formats.
+  StatusOr<std::vector<std::string>> (*files_of_directory)(const std::string& dir) = nullptr;
 };
 
 // How many uncompressed bytes the format sniffers see.
@@ -113,7 +113,8 @@ inline constexpr size_t kSniffBytes = 4096;
 
 // Every format, in sniffing order.
 const std::vector<TraceFormat>& TraceFormats();
-// Whether `path` is a directory a directory format reads (a Spark eventlog_v2_* directory).
+// Whether `path` is a directory a directory format reads (a Spark eventlog_v2_* directory),
+// one it refuses included (reading it then says why).
 bool IsTraceDirectory(const std::string& path);
 // The format of these first bytes, or nullptr.
 const TraceFormat* SniffTraceFormat(std::string_view head);

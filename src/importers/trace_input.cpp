@@ -327,6 +327,7 @@ class ChainedInput final : public TraceInput {
   std::string_view compression() const override { return current_ ? current_->compression() : "none"; }
   size_t part_index() const override { return next_ == 0 ? 0 : next_ - 1; }
   const std::string& part_path() const override { return next_ == 0 ? path_ : paths_[next_ - 1]; }
+  std::span<const std::string> parts() const override { return paths_; }
 
  private:
   std::vector<std::string> paths_;

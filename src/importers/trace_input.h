@@ -45,6 +45,8 @@ class TraceInput {
   // input is its own only part: 0 and path().
   virtual size_t part_index() const { return 0; }
   virtual const std::string& part_path() const { return path_; }
+  // For OpenFiles: every file, in the order read; empty for a single input.
+  virtual std::span<const std::string> parts() const { return {}; }
 
  protected:
   explicit TraceInput(std::string path) : path_(std::move(path)) {}

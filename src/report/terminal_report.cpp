@@ -93,7 +93,7 @@ void RenderHeader(const model::Run& run, const RunSummary& summary, const Styler
   std::string status;
   bool has_exit = info.exit_code.has_value() || info.exit_signal.has_value();
   if (IsPartialImport(info)) {
-    status = style(kYellow, "partial: " + Sanitize(info.error) + " (everything before the damage was kept)");
+    status = style(kYellow, "partial: " + Sanitize(info.error) + " (what could be read was kept)");
   } else if (IsImportedRun(info) && info.complete && !has_exit) {
     status = "imported (traces written by other tools, not recorded by grademl run)";
   } else if (!info.error.empty() && !has_exit) {
@@ -149,6 +149,10 @@ void RenderSources(const model::Run& run, const Styler& style, std::string& out)
     out += line + '\n';
     if (std::string note = SourceClockNote(source); !note.empty()) {
       out += "    " + style(kYellow, "clock: " + note) + '\n';
+    }
+    if (std::string missing = SourceTag(source, "missing_files"); !missing.empty()) {
+      // A rolling Spark log with files missing between the others ("4,6-7").
+      out += "    " + style(kYellow, "incomplete: files " + Sanitize(missing) + " of the rolling log are missing") + '\n';
     }
     std::vector<model::IngestStat> stats = IngestStatsOf(run, source.id);
     if (stats.empty()) continue;

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <zstd.h>
 
@@ -170,23 +171,93 @@ TEST(SparkFormatTest, ListsARollingDirectorysEventFilesInNumericOrderFromTheLast
   fs::path dir = FreshDir("list") / "eventlog_v2_app-1";
   fs::create_directories(dir);
   for (const char* f : {"events_1_app-1", "events_2_app-1.zstd", "events_10_app-1", "appstatus_app-1.inprogress",
-                        "events_x_app-1", "other"}) {
+                        ".events_1_app-1.crc", "other"}) {
     WriteFile(dir / f, "");
   }
   auto files = EventLogFiles(dir.string());
-  ASSERT_EQ(files.size(), 3u);
-  EXPECT_EQ(fs::path(files[0]).filename(), "events_1_app-1");
-  EXPECT_EQ(fs::path(files[1]).filename(), "events_2_app-1.zstd");
-  EXPECT_EQ(fs::path(files[2]).filename(), "events_10_app-1");
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  ASSERT_EQ(files->size(), 3u);
+  EXPECT_EQ(fs::path((*files)[0]).filename(), "events_1_app-1");
+  EXPECT_EQ(fs::path((*files)[1]).filename(), "events_2_app-1.zstd");
+  EXPECT_EQ(fs::path((*files)[2]).filename(), "events_10_app-1");
   WriteFile(dir / "events_2_app-1.zstd.compact", "");  // part 2 compacted: it holds parts 1 and 2
   fs::remove(dir / "events_2_app-1.zstd");
   files = EventLogFiles(dir.string());
-  ASSERT_EQ(files.size(), 2u);
-  EXPECT_EQ(fs::path(files[0]).filename(), "events_2_app-1.zstd.compact");
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_EQ(fs::path((*files)[0]).filename(), "events_2_app-1.zstd.compact");
   // Not an eventlog_v2_ directory: nothing.
-  EXPECT_TRUE(EventLogFiles(dir.parent_path().string()).empty());
+  files = EventLogFiles(dir.parent_path().string());
+  ASSERT_TRUE(files.ok());
+  EXPECT_TRUE(files->empty());
   EXPECT_TRUE(IsTraceDirectory(dir.string()));
   EXPECT_FALSE(IsTraceDirectory(dir.parent_path().string()));
+}
+
+TEST(SparkFormatTest, RefusesARollingDirectoryWithAFileWhoseIndexCannotBeReadNamingItAndWhy) {
+  // Spark reads the index as a number: a file it cannot place is refused by name, not skipped.
+  struct Case {
+    const char* bad;
+    const char* why;
+  };
+  const Case cases[] = {
+      {"events_x_app-1", "its index is not a number"},
+      {"events__app-1", "its index is not a number"},
+      {"events_99999999999999999999_app-1", "its index is too large"},
+      {"events_-3_app-1", "its index is negative"},
+      {"events_3", "no '_<appId>' after its index"},
+      {"events_3app-1", "no '_<appId>' after its index"},
+  };
+  for (const Case& c : cases) {
+    fs::path dir = FreshDir("badindex") / "eventlog_v2_app-1";
+    fs::create_directories(dir);
+    WriteFile(dir / "events_1_app-1", "");
+    WriteFile(dir / c.bad, "");
+    auto files = EventLogFiles(dir.string());
+    ASSERT_FALSE(files.ok()) << c.bad;
+    const std::string m = files.status().message();
+    EXPECT_EQ(m, (dir / c.bad).string() + ": not a file of a rolling event log: " + c.why +
+                     " (Spark names them events_<index>_<appId>)");
+    EXPECT_EQ(m.find('\n'), std::string::npos);
+    // Still a directory of the format (so that `grademl run` and import say why), and the
+    // import is refused with that message, even when it is the only file.
+    EXPECT_TRUE(IsTraceDirectory(dir.string()));
+    fs::remove(dir / "events_1_app-1");
+    model::RunBuilder builder(model::RunInfo{});
+    ImportTarget target;
+    target.builder = &builder;
+    target.under = builder.BeginPhase({.parent = 0, .name = "root", .type = "run", .start_ns = 1});
+    auto read = ReadTraceFile(dir.string(), target);
+    ASSERT_FALSE(read.ok()) << c.bad;
+    EXPECT_EQ(read.status().message(), m);
+  }
+  // Several: the first by name, and how many more; a name with a control byte is escaped.
+  fs::path dir = FreshDir("badindexes") / "eventlog_v2_app-1";
+  fs::create_directories(dir);
+  WriteFile(dir / "events_b\x1b[2J_app-1", "");
+  WriteFile(dir / "events_a_app-1", "");
+  auto files = EventLogFiles(dir.string());
+  ASSERT_FALSE(files.ok());
+  EXPECT_EQ(files.status().message(), (dir / "events_a_app-1").string() +
+                                          ": not a file of a rolling event log: its index is not a number (Spark "
+                                          "names them events_<index>_<appId>), and 1 more like it");
+  fs::remove(dir / "events_a_app-1");
+  files = EventLogFiles(dir.string());
+  ASSERT_FALSE(files.ok());
+  EXPECT_NE(files.status().message().find("events_b\\x1b[2J_app-1"), std::string::npos) << files.status().message();
+}
+
+TEST(SparkFormatTest, FindsTheIndicesMissingFromARollingLogsFiles) {
+  using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+  auto missing = [](std::vector<std::string> files) { return MissingEventLogIndices(files); };
+  EXPECT_EQ(missing({"d/events_1_a", "d/events_2_a.zstd", "d/events_3_a"}), Ranges{});
+  EXPECT_EQ(missing({"d/events_1_a", "d/events_4_a", "d/events_5_a", "d/events_7_a"}), (Ranges{{2, 3}, {6, 6}}));
+  // The first ones gone (Spark starts at 1), unless the first is a compacted file.
+  EXPECT_EQ(missing({"d/events_3_a", "d/events_4_a"}), (Ranges{{1, 2}}));
+  EXPECT_EQ(missing({"d/events_3_a.compact", "d/events_4_a", "d/events_6_a.zstd"}), (Ranges{{5, 5}}));
+  // Not event files (a chain of other files): nothing to say.
+  EXPECT_EQ(missing({"d/a", "d/b"}), Ranges{});
+  EXPECT_EQ(missing({}), Ranges{});
 }
 
 // ---- Importing --------------------------------------------------------------------------
@@ -348,7 +419,7 @@ TEST_P(SharedSparkLogTest, CountsAndSpansEqualTheLogs) {
   const SharedLog& x = GetParam();
   fs::path path = SharedSpark() / x.path;
   if (!fs::exists(path)) GTEST_SKIP() << "no shared Spark log " << path << " (set GRADEML_SHARED_TRACES)";
-  std::vector<std::string> files = x.directory ? EventLogFiles(path.string()) : std::vector<std::string>{path.string()};
+  std::vector<std::string> files = x.directory ? EventLogFiles(path.string()).value() : std::vector<std::string>{path.string()};
   ASSERT_FALSE(files.empty());
   LogFacts facts = Facts(files);
   // The README agrees with the line scan.
@@ -566,11 +637,14 @@ TEST(SparkImporterTest, RollingDirectoryOfSeveralFilesImportsLikeOneFile) {
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   fs::path dir = FreshDir("rolling") / "eventlog_v2_app-fixture-0001";
   fs::create_directories(dir);
-  // Parts 1, 2 and 10 (numeric order, not text order); part 2 compressed with zstd.
-  std::string parts[3];
-  for (size_t i = 0; i < lines.size(); ++i) parts[i * 3 / lines.size()] += lines[i] + "\n";
-  WriteFile(dir / "events_1_app-fixture-0001", parts[0]);
-  WriteFile(dir / "events_10_app-fixture-0001", parts[2]);
+  // Parts 1 to 10 (read in numeric order, not text order: 1, 2, ..., 10); part 2 compressed
+  // with zstd.
+  std::string parts[10];
+  for (size_t i = 0; i < lines.size(); ++i) parts[i * 10 / lines.size()] += lines[i] + "\n";
+  for (int k = 1; k <= 10; ++k) {
+    if (k == 2) continue;
+    WriteFile(dir / fmt::format("events_{}_app-fixture-0001", k), parts[k - 1]);
+  }
   {
     std::string z(ZSTD_compressBound(parts[1].size()), '\0');
     size_t n = ZSTD_compress(z.data(), z.size(), parts[1].data(), parts[1].size(), 3);
@@ -589,7 +663,7 @@ TEST(SparkImporterTest, RollingDirectoryOfSeveralFilesImportsLikeOneFile) {
   EXPECT_EQ(rolled.run.sources.at(0).path, dir.string());
 
   // Damage in part 10, line 2: the error names that file and line; the rest came in.
-  std::string damaged = parts[2];
+  std::string damaged = parts[9];
   size_t second = damaged.find('\n') + 1;
   damaged.insert(second, "#");
   WriteFile(dir / "events_10_app-fixture-0001", damaged);
@@ -598,9 +672,10 @@ TEST(SparkImporterTest, RollingDirectoryOfSeveralFilesImportsLikeOneFile) {
   EXPECT_TRUE(bad.result.partial);
   EXPECT_EQ(bad.result.error.message().find((dir / "events_10_app-fixture-0001").string() + ": line 2: not valid JSON"), 0u)
       << bad.result.error.message();
-  // Parts 1 and 2 whole, and part 10's first line.
-  EXPECT_EQ(bad.result.events, std::count(parts[0].begin(), parts[0].end(), '\n') +
-                                   std::count(parts[1].begin(), parts[1].end(), '\n') + 1);
+  // Parts 1 to 9 whole, and part 10's first line.
+  int64_t before = 0;
+  for (int k = 0; k < 9; ++k) before += std::count(parts[k].begin(), parts[k].end(), '\n');
+  EXPECT_EQ(bad.result.events, before + 1);
 }
 
 TEST(SparkImporterTest, TruncatedLogImportsWhatCameBeforeAndNamesTheLine) {

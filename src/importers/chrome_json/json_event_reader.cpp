@@ -23,6 +23,8 @@
 #include <emmintrin.h>
 #endif
 
+#include "importers/json_text.h"
+
 namespace grademl::importers::chrome_json {
 namespace {
 
@@ -91,8 +93,9 @@ bool Is(std::string_view key, std::string_view name) { return key == name; }
 
 // A field's key: a view of its raw text in the window when it has no escapes (the common
 // case, no copy), else unescaped by simdjson. (simdjson has validated the string: its
-// closing quote is there.)
-inline simdjson::error_code KeyOf(od::field& field, std::string_view* key) {
+// closing quote is there.) A key simdjson cannot unescape (a lone surrogate escape) sets
+// *string_error.
+inline simdjson::error_code KeyOf(od::field& field, std::string_view* key, bool* string_error) {
   const char* raw = field.key().raw();
   const char* end = raw;
   while (*end != '"' && *end != '\\') ++end;
@@ -100,7 +103,9 @@ inline simdjson::error_code KeyOf(od::field& field, std::string_view* key) {
     *key = std::string_view(raw, static_cast<size_t>(end - raw));
     return simdjson::SUCCESS;
   }
-  return field.unescaped_key().get(*key);
+  auto e = field.unescaped_key().get(*key);
+  if (e == simdjson::STRING_ERROR) *string_error = true;
+  return e;
 }
 
 class Reader {
@@ -326,15 +331,52 @@ class Reader {
     }
   }
 
+  // ---- Strings simdjson refuses ------------------------------------------------------
+
+  // get_string, noting a string simdjson could not unescape (a lone surrogate escape).
+  template <typename V>
+  simdjson::error_code Str(V&& v, std::string_view* out) {
+    auto e = std::forward<V>(v).get_string().get(*out);
+    if (e == simdjson::STRING_ERROR) string_error_ = true;
+    return e;
+  }
+  // unescaped_key, the same.
+  template <typename F>
+  simdjson::error_code Key(F& field, std::string_view* out) {
+    auto e = field.unescaped_key().get(*out);
+    if (e == simdjson::STRING_ERROR) string_error_ = true;
+    return e;
+  }
+
   // A top-level field we read: its value is kept whole (bounded) and parsed by simdjson.
   Status HeaderField(const std::string& key) {
     size_t start = pos_;
     GRADEML_RETURN_IF_ERROR(SkipValue(&start));
-    // A copy with simdjson's own zero padding: what follows the value in the buffer (the rest
-    // of the file, or of a chunk) must not change how a malformed value is read.
-    simdjson::padded_string value(buf_.data() + start, pos_ - start);
+    std::string_view text(buf_.data() + start, pos_ - start);
+    const size_t devices = header_.device_names.size();
+    string_error_ = false;
+    bool utf8_error = false;
+    Status st;
+    {
+      // A copy with simdjson's own zero padding: what follows the value in the buffer (the rest
+      // of the file, or of a chunk) must not change how a malformed value is read.
+      simdjson::padded_string value(text.data(), text.size());
+      st = ParseHeaderField(key, start, value, &utf8_error);
+    }
+    if ((string_error_ || utf8_error) && RepairJsonText(text, &repaired_)) {
+      // A lone surrogate escape or bytes that are not UTF-8: read again repaired (U+FFFD).
+      header_.device_names.resize(devices);
+      string_error_ = false;
+      simdjson::padded_string value(repaired_.data(), repaired_.size());
+      st = ParseHeaderField(key, start, value, &utf8_error);
+    }
+    return st;
+  }
+
+  Status ParseHeaderField(const std::string& key, size_t start, simdjson::padded_string& value, bool* utf8_error) {
     od::document doc;
     if (auto error = parser_.iterate(value).get(doc)) {
+      if (error == simdjson::UTF8_ERROR) *utf8_error = true;
       return Error(start, fmt::format("invalid JSON in {} ({})", key, simdjson::error_message(error)));
     }
     auto bad = [&](simdjson::error_code e) {
@@ -345,7 +387,7 @@ class Reader {
       if (!doc.get_int64().get(v)) header_.schema_version = v;
     } else if (key == "displayTimeUnit") {
       std::string_view s;
-      if (!doc.get_string().get(s)) {
+      if (!Str(doc, &s)) {
         header_.display_time_unit = std::string(s);
         if (!in_events_seen_ && s == "ns") header_.ts_unit_ns = true;
       }
@@ -359,7 +401,7 @@ class Reader {
       if (!doc.get_object().get(obj)) {
         for (auto field : obj) {
           std::string_view k;
-          if (auto e = field.unescaped_key().get(k)) return bad(e);
+          if (auto e = Key(field, &k)) return bad(e);
           od::value v;
           if (auto e = field.value().get(v)) return bad(e);
           if (k == "rank" || k == "world_size") {
@@ -367,7 +409,7 @@ class Reader {
             if (!v.get_int64().get(i)) (k == "rank" ? header_.rank : header_.world_size) = i;
           } else if (k == "backend") {
             std::string_view s;
-            if (!v.get_string().get(s)) header_.backend = std::string(s);
+            if (!Str(v, &s)) header_.backend = std::string(s);
           }
         }
       }
@@ -380,10 +422,10 @@ class Reader {
           std::string name;
           for (auto field : obj) {
             std::string_view k;
-            if (auto e = field.unescaped_key().get(k)) return bad(e);
+            if (auto e = Key(field, &k)) return bad(e);
             if (k == "name") {
               std::string_view s;
-              if (!field.value().get_string().get(s)) name = std::string(s);
+              if (!Str(field.value(), &s)) name = std::string(s);
             }
           }
           header_.device_names.push_back(std::move(name));
@@ -517,7 +559,7 @@ class Reader {
   }
 
   // Reads a pid or tid: an integer, or a string (or a number that is not an int64) as text.
-  static bool ReadIdField(od::value& v, bool* is_int, int64_t* i, std::string_view* s) {
+  bool ReadIdField(od::value& v, bool* is_int, int64_t* i, std::string_view* s) {
     od::json_type type;
     if (v.type().get(type)) return false;
     if (type == od::json_type::number) {
@@ -530,7 +572,7 @@ class Reader {
       }
       return true;
     }
-    if (type == od::json_type::string) return !v.get_string().get(*s);
+    if (type == od::json_type::string) return !Str(v, s);
     return false;
   }
 
@@ -542,7 +584,7 @@ class Reader {
     if (type == od::json_type::number) {
       text = TrimRight(v.raw_json_token());
     } else if (type == od::json_type::string) {
-      if (v.get_string().get(text)) return false;
+      if (Str(v, &text)) return false;
     } else {
       return false;
     }
@@ -554,10 +596,10 @@ class Reader {
   }
 
   // An id as text: a number's digits or a string.
-  static bool ReadIdText(od::value& v, std::string_view* out) {
+  bool ReadIdText(od::value& v, std::string_view* out) {
     od::json_type type;
     if (v.type().get(type)) return false;
-    if (type == od::json_type::string) return !v.get_string().get(*out);
+    if (type == od::json_type::string) return !Str(v, out);
     if (type == od::json_type::number) {
       *out = TrimRight(v.raw_json_token());
       return true;
@@ -565,11 +607,36 @@ class Reader {
     return false;
   }
 
+  // The event in buf_[open, close]: parsed and delivered.
   Status Event(size_t open, size_t close) {
     size_t n = close - open + 1;
-    simdjson::padded_string_view view(buf_.data() + open, n, buf_.size() - open);
+    string_error_ = false;
+    bool utf8_error = false;
+    Status st = ParseEvent(open, simdjson::padded_string_view(buf_.data() + open, n, buf_.size() - open), &utf8_error);
+    if (string_error_ || utf8_error) [[unlikely]] {
+      // A string simdjson refused (a lone surrogate escape) or bytes that are not UTF-8: the
+      // event is read again repaired, each such character U+FFFD, the rest of it as written.
+      if (RepairJsonText(std::string_view(buf_.data() + open, n), &repaired_)) {
+        string_error_ = false;
+        size_t len = repaired_.size();
+        repaired_.resize(len + kPadding, '\0');
+        st = ParseEvent(open, simdjson::padded_string_view(repaired_.data(), len, repaired_.size()), &utf8_error);
+      }
+    }
+    GRADEML_RETURN_IF_ERROR(st);
+    ++header_.events;
+    return on_event_(event_);
+  }
+
+  // Parses one event (its text in `view`, its '{' at buf_[open]) into event_. Sets
+  // *utf8_error when simdjson refused its bytes as not UTF-8 (string_error_ is set by Str
+  // and Key).
+  Status ParseEvent(size_t open, simdjson::padded_string_view view, bool* utf8_error) {
     od::document doc;
-    if (auto e = parser_.iterate(view).get(doc)) return BadEvent(open, e);
+    if (auto e = parser_.iterate(view).get(doc)) {
+      if (e == simdjson::UTF8_ERROR) *utf8_error = true;
+      return BadEvent(open, e);
+    }
     od::object obj;
     if (auto e = doc.get_object().get(obj)) return BadEvent(open, e);
 
@@ -590,12 +657,12 @@ class Reader {
       od::field field;
       if (auto e = std::move(result).get(field)) return BadEvent(open, e);
       std::string_view key;
-      if (auto e = KeyOf(field, &key)) return BadEvent(open, e);
+      if (auto e = KeyOf(field, &key, &string_error_)) return BadEvent(open, e);
       od::value& v = field.value();
       if (key.size() <= 4) {
         if (Is(key, "ph")) {
           std::string_view s;
-          if (v.get_string().get(s)) {
+          if (Str(v, &s)) {
             bad("ph");
           } else {
             ev.ph = s.empty() ? 0 : s[0];
@@ -609,9 +676,9 @@ class Reader {
         } else if (Is(key, "tid")) {
           if (!ReadIdField(v, &ev.tid_is_int, &ev.tid, &ev.tid_str)) bad("tid");
         } else if (Is(key, "name")) {
-          if (v.get_string().get(ev.name)) bad("name");
+          if (Str(v, &ev.name)) bad("name");
         } else if (Is(key, "cat")) {
-          if (v.get_string().get(ev.cat)) bad("cat");
+          if (Str(v, &ev.cat)) bad("cat");
         } else if (Is(key, "args")) {
           GRADEML_RETURN_IF_ERROR(Args(open, v));
         } else if (Is(key, "id")) {
@@ -623,21 +690,20 @@ class Reader {
           } else {
             for (auto f : id2) {
               std::string_view k;
-              if (auto e = f.unescaped_key().get(k)) return BadEvent(open, e);
+              if (auto e = Key(f, &k)) return BadEvent(open, e);
               od::value iv;
               if (auto e = f.value().get(iv)) return BadEvent(open, e);
               if ((k == "local" || k == "global") && !ReadIdText(iv, &ev.id)) bad("id");
             }
           }
         } else if (Is(key, "bp")) {
-          if (v.get_string().get(ev.bp)) bad("bp");
+          if (Str(v, &ev.bp)) bad("bp");
         } else if (Is(key, "s")) {
-          if (v.get_string().get(ev.s)) bad("s");
+          if (Str(v, &ev.s)) bad("s");
         }
       }
     }
-    ++header_.events;
-    return on_event_(ev);
+    return Status::Ok();
   }
 
   Status Args(size_t open, od::value& v) {
@@ -650,7 +716,7 @@ class Reader {
       od::field field;
       if (auto e = std::move(result).get(field)) return BadEvent(open, e);
       std::string_view key;
-      if (auto e = KeyOf(field, &key)) return BadEvent(open, e);
+      if (auto e = KeyOf(field, &key, &string_error_)) return BadEvent(open, e);
       od::value& av = field.value();
       od::json_type type;
       if (auto e = av.type().get(type)) return BadEvent(open, e);
@@ -673,7 +739,7 @@ class Reader {
           break;
         }
         case od::json_type::string:
-          if (auto e = av.get_string().get(out.s)) return BadEvent(open, e);
+          if (auto e = Str(av, &out.s)) return BadEvent(open, e);
           out.kind = ArgValue::kString;
           break;
         case od::json_type::boolean: {
@@ -742,6 +808,8 @@ class Reader {
   bool in_events_seen_ = false;
   int scale_pow10_ = 3;
   od::parser parser_;
+  bool string_error_ = false;  // Str or Key met a string simdjson could not unescape
+  std::string repaired_;       // an event (or header value) repaired by RepairJsonText, padded
   RawTraceEvent event_;
   TraceHeader header_;
 };

@@ -8,8 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "core/text.h"
 #include "core/strings.h"
+#include "core/text.h"
+#include "importers/json_text.h"
 
 namespace grademl::importers::dask {
 namespace {
@@ -226,6 +227,7 @@ DaskReadOutcome ReadDaskLog(TraceInput& input, const std::string& name, DaskLogV
   DaskReadOutcome out;
   dom::parser parser;
   std::string line;
+  std::string repaired;  // a line simdjson refused, repaired (importers/json_text.h)
   bool header_seen = false;
   bool too_long = false;
   auto line_error = [&](int64_t number, std::string_view what) {
@@ -246,7 +248,16 @@ DaskReadOutcome ReadDaskLog(TraceInput& input, const std::string& name, DaskLogV
     // The parser reads up to kLinePadding bytes past the end: keep them allocated.
     if (line.capacity() < line.size() + kLinePadding) line.reserve(line.size() + kLinePadding);
     dom::element doc;
-    if (auto e = parser.parse(line.data(), line.size(), false).get(doc); e != simdjson::SUCCESS) {
+    auto e = parser.parse(line.data(), line.size(), false).get(doc);
+    if ((e == simdjson::UTF8_ERROR || e == simdjson::STRING_ERROR) && RepairJsonText(line, &repaired)) {
+      // Bytes that are not UTF-8 or a lone surrogate escape (Python writes one for a name it
+      // decoded with surrogateescape): the line is read again repaired, each such character
+      // U+FFFD, the rest of it as written.
+      const size_t len = repaired.size();
+      repaired.resize(len + kLinePadding, '\0');
+      e = parser.parse(repaired.data(), len, false).get(doc);
+    }
+    if (e != simdjson::SUCCESS) {
       out.status = line_error(number, fmt::format("not JSON ({})", simdjson::error_message(e)));
       return false;
     }

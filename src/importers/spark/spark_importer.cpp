@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/text.h"
+#include "importers/json_text.h"
 #include "importers/trace_input.h"
 #include "model/metric_names.h"
 
@@ -386,6 +387,7 @@ void SparkLogImporter::DecideClock() {
 }
 
 Status SparkLogImporter::ReadAll(TraceInput& input) {
+  missing_ = MissingEventLogIndices(input.parts());
   LineReader lines(input);
   dom::parser parser;
   while (true) {
@@ -442,6 +444,13 @@ Status SparkLogImporter::Handlers::Line(SparkLogImporter& im, dom::parser& parse
   if (line.number == 1 && text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
   dom::element doc;
   auto error = parser.parse(text.data(), text.size(), false).get(doc);
+  if ((error == simdjson::UTF8_ERROR || error == simdjson::STRING_ERROR) && RepairJsonText(text, &im.repaired_)) {
+    // Bytes that are not UTF-8 or a lone surrogate escape: the line is read again repaired,
+    // each such character U+FFFD, the rest of it as written.
+    const size_t len = im.repaired_.size();
+    im.repaired_.resize(len + kLinePadding, '\0');  // the parser reads past the end
+    error = parser.parse(im.repaired_.data(), len, false).get(doc);
+  }
   if (error != simdjson::SUCCESS) {
     if (!line.newline) {
       return Corrupt("{}: line {}: truncated event (the file ends inside it)", EscapeControl(line.file), line.number);
@@ -907,7 +916,17 @@ StatusOr<ImportResult> SparkLogImporter::Emit() {
   src.tags.emplace_back("clock", "absolute");
   if (!app_.id.empty()) src.tags.emplace_back("app_id", app_.id);
   if (!app_.spark_version.empty()) src.tags.emplace_back("spark_version", app_.spark_version);
-  if (!read_status_.ok()) src.tags.emplace_back("partial", "1");
+  const bool partial = !read_status_.ok() || !missing_.empty();
+  if (partial) src.tags.emplace_back("partial", "1");
+  if (!missing_.empty()) {
+    // "3-4,7": the rolling log's files not there.
+    std::string ranges;
+    for (const auto& [first, last] : missing_) {
+      if (!ranges.empty()) ranges += ',';
+      ranges += first == last ? std::to_string(first) : fmt::format("{}-{}", first, last);
+    }
+    src.tags.emplace_back("missing_files", ranges);
+  }
   model::SourceId source = builder.AddSource(src);
   result.source = source;
 
@@ -942,9 +961,20 @@ StatusOr<ImportResult> SparkLogImporter::Emit() {
   result.dropped = dropped;
   result.start_ns = out_start_;
   result.end_ns = out_end_;
-  if (!read_status_.ok()) {
+  if (partial) {
     result.partial = true;
     result.error = read_status_;
+    if (!missing_.empty()) {
+      std::string files;
+      for (const auto& [first, last] : missing_) {
+        if (!files.empty()) files += ", ";
+        files += first == last ? fmt::format("events_{}_*", first) : fmt::format("events_{}_* to events_{}_*", first, last);
+      }
+      bool one = missing_.size() == 1 && missing_[0].first == missing_[0].second;
+      result.error = Corrupt("{}: the rolling event log is incomplete: {} {} missing; the other files were imported{}{}",
+                             EscapeControl(path_), files, one ? "is" : "are", read_status_.ok() ? "" : "; ",
+                             read_status_.ok() ? "" : read_status_.message());
+    }
   }
   return result;
 }
@@ -1393,14 +1423,40 @@ bool LooksLikeSparkEventLog(std::string_view head) {
   return value.starts_with("SparkListener") || value.starts_with("org.apache.spark.");
 }
 
-std::vector<std::string> EventLogFiles(const std::string& dir) {
+namespace {
+
+// The index of a rolling log's file name (events_<index>_<appId>[.<codec>][.compact]), or
+// why it has none readable (for a name starting with "events_").
+struct FileIndex {
+  std::optional<int64_t> index;
+  std::string_view why;
+};
+
+FileIndex EventFileIndex(std::string_view file_name) {
+  std::string_view rest = file_name.substr(7);  // after "events_"
+  int64_t n = 0;
+  auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
+  if (ec == std::errc::result_out_of_range) return {std::nullopt, "its index is too large"};
+  if (ec != std::errc() || ptr == rest.data()) return {std::nullopt, "its index is not a number"};
+  if (n < 0) return {std::nullopt, "its index is negative"};
+  if (ptr == rest.data() + rest.size() || *ptr != '_') return {std::nullopt, "no '_<appId>' after its index"};
+  return {n, {}};
+}
+
+std::string_view BaseName(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> EventLogFiles(const std::string& dir) {
   std::string_view base = dir;
   while (base.size() > 1 && base.back() == '/') base.remove_suffix(1);
-  size_t slash = base.rfind('/');
-  std::string_view name = slash == std::string_view::npos ? base : base.substr(slash + 1);
-  if (!name.starts_with("eventlog_v2_")) return {};
+  std::string_view name = BaseName(base);
+  if (!name.starts_with("eventlog_v2_")) return std::vector<std::string>{};
   DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return {};
+  if (d == nullptr) return std::vector<std::string>{};
   // events_<n>_<appId>[.<codec>][.compact]
   struct File {
     int64_t index = 0;
@@ -1408,20 +1464,31 @@ std::vector<std::string> EventLogFiles(const std::string& dir) {
     std::string path;
   };
   std::vector<File> files;
+  std::vector<std::pair<std::string, std::string_view>> unreadable;  // (name, why)
   while (dirent* entry = readdir(d)) {
     std::string_view f = entry->d_name;
     if (!f.starts_with("events_")) continue;
-    std::string_view rest = f.substr(7);
-    int64_t n = 0;
-    auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
-    if (ec != std::errc() || ptr == rest.data() || ptr == rest.data() + rest.size() || *ptr != '_' || n < 0) continue;
     std::string path = std::string(base) + "/" + std::string(f);
     struct stat st {};
     if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    files.push_back({n, f.ends_with(".compact"), std::move(path)});
-    if (files.size() > 1'000'000) break;
+    FileIndex index = EventFileIndex(f);
+    if (!index.index) {
+      // Spark itself cannot order such a file among the others (it reads the index as a
+      // number): the log is refused, naming the file, rather than read without it.
+      unreadable.emplace_back(std::string(f), index.why);
+      continue;
+    }
+    files.push_back({*index.index, f.ends_with(".compact"), std::move(path)});
+    if (files.size() + unreadable.size() > 1'000'000) break;
   }
   closedir(d);
+  if (!unreadable.empty()) {
+    std::sort(unreadable.begin(), unreadable.end());
+    const auto& [file, why] = unreadable.front();
+    return InvalidArgument("{}/{}: not a file of a rolling event log: {} (Spark names them events_<index>_<appId>){}",
+                           EscapeControl(base), EscapeControl(file), why,
+                           unreadable.size() > 1 ? fmt::format(", and {} more like it", unreadable.size() - 1) : "");
+  }
   std::sort(files.begin(), files.end(), [](const File& a, const File& b) { return a.index < b.index; });
   // Spark replays from the last compacted file on (it holds everything before it).
   size_t from = 0;
@@ -1431,6 +1498,26 @@ std::vector<std::string> EventLogFiles(const std::string& dir) {
   std::vector<std::string> out;
   for (size_t k = from; k < files.size(); ++k) out.push_back(std::move(files[k].path));
   return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> MissingEventLogIndices(std::span<const std::string> files) {
+  std::vector<std::pair<int64_t, int64_t>> missing;
+  std::optional<int64_t> previous;
+  for (const std::string& path : files) {
+    std::string_view f = BaseName(path);
+    if (!f.starts_with("events_")) continue;
+    FileIndex index = EventFileIndex(f);
+    if (!index.index) continue;
+    int64_t n = *index.index;
+    if (!previous) {
+      // Spark numbers the files from 1; a compacted file stands for every one up to it.
+      if (!f.ends_with(".compact") && n > 1) missing.emplace_back(1, n - 1);
+    } else if (n > *previous + 1) {
+      missing.emplace_back(*previous + 1, n - 1);
+    }
+    previous = previous ? std::max(*previous, n) : n;
+  }
+  return missing;
 }
 
 namespace {

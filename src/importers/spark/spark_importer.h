@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -67,7 +68,10 @@ class SparkLogImporter final : public TraceRead {
 
   // Reads the whole input: every line before the first damaged one is used; `Status` is the
   // damage ("PATH: line N: what", or the input's "PATH: byte N: what"), which makes the
-  // result partial. A refused input (an lz4 or snappy log) is an error Status instead.
+  // result partial. A refused input (an lz4 or snappy log) is an error Status instead. The
+  // files of a rolling log (TraceInput::parts) with some missing between them (or before the
+  // first) are read all the same; the result is then partial too, its error naming the
+  // missing files' indices.
   Status ReadAll(TraceInput& input);
 
   TimeNs start_ns() const override;
@@ -204,6 +208,8 @@ class SparkLogImporter final : public TraceRead {
   std::vector<uint32_t> stage_order_, task_order_;
   std::vector<std::vector<uint32_t>> by_executor_;
   Status read_status_;
+  std::vector<std::pair<int64_t, int64_t>> missing_;  // a rolling log's missing file indices
+  std::string repaired_;  // a line that simdjson refused, repaired (importers/json_text.h)
   bool emitted_ = false;
   TimeNs out_start_ = 0, out_end_ = 0;
 };
@@ -219,7 +225,14 @@ bool LooksLikeSparkEventLog(std::string_view head);
 
 // The files of a rolling event log directory (`eventlog_v2_<appId>`: `events_<n>_<appId>`,
 // compressed ones with a codec suffix), in the order of n, from the last compacted file
-// (`.compact`) on; empty when `dir` is not such a directory.
-std::vector<std::string> EventLogFiles(const std::string& dir);
+// (`.compact`) on; empty when `dir` is not such a directory. An error naming the file when
+// one is called events_... but its index cannot be read (not a number, too large, negative,
+// no '_' after it): Spark could not place it among the others either.
+StatusOr<std::vector<std::string>> EventLogFiles(const std::string& dir);
+
+// The indices missing from a rolling log's files as EventLogFiles lists them, as ranges
+// [first, last]: between two files, and before the first unless it is a compacted one
+// (Spark numbers the files from 1). Paths that are not events_<n>_... files are ignored.
+std::vector<std::pair<int64_t, int64_t>> MissingEventLogIndices(std::span<const std::string> files);
 
 }  // namespace grademl::importers::spark
