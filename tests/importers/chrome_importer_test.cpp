@@ -431,6 +431,61 @@ TEST(ChromeImporterTest, KinetoStitchedUnderRecordedProcess) {
   EXPECT_EQ(im.run.FindResource(alloc->info.resource)->phase, process);
 }
 
+// chrome_hostile_text.json: one process (pid 10) whose names, categories, flow ids and args
+// hold bytes that are not UTF-8 (FF, an overlong C0 AF, a cut E2 82) and lone surrogate
+// escapes (\ud800, \udc00, \udfff), and a surrogate pair. Every event is imported, each bad
+// byte or lone surrogate shown as U+FFFD and the rest of its name kept. Before, the first
+// such byte (byte 18, in the process name) ended the import with nothing imported.
+TEST(ChromeImporterTest, HostileTextKeepsEveryEventWithTheBadCharactersReplaced) {
+  const std::string r = "\xEF\xBF\xBD";  // U+FFFD
+  const TimeNs t0 = 1'700'000'000'000'000'000;
+  Imported im = Import(Fixture("chrome_hostile_text.json"), [&](ImportTarget& t, auto&, auto) { t.align_start_ns = t0; });
+  auto at = [&](int64_t us) { return t0 + (us - 1000) * kUs; };
+  EXPECT_EQ(im.result.events, 11);
+  EXPECT_FALSE(im.result.partial) << im.result.error.message();
+  EXPECT_EQ(im.result.dropped, 0);
+
+  // The process, named by metadata "tr\xffainer"; thread 11 named "ma\ud800in".
+  const model::Phase& proc = im.Named("tr" + r + "ainer");
+  EXPECT_EQ(proc.parent, im.root);
+  EXPECT_EQ(proc.pid, 10);
+  EXPECT_EQ(proc.start_ns, at(1000));
+  EXPECT_EQ(proc.end_ns, at(1700));
+  // Thread 11: "ab\xffcd" (1000+500) holds "lone\ud800high" (1100+100) and
+  // "lone\udc00low\xe2\x82" (1250+50): the cut sequence's two bytes are two U+FFFD.
+  const model::Phase& outer = im.Named("ab" + r + "cd");
+  const model::Phase& high = im.Named("lone" + r + "high");
+  const model::Phase& low = im.Named("lone" + r + "low" + r + r);
+  EXPECT_EQ(outer.parent, proc.id);
+  EXPECT_EQ(outer.start_ns, at(1000));
+  EXPECT_EQ(outer.end_ns, at(1500));
+  EXPECT_EQ(high.parent, outer.id);
+  EXPECT_EQ(high.start_ns, at(1100));
+  EXPECT_EQ(high.end_ns, at(1200));
+  EXPECT_EQ(im.Tag(high, "cat"), "c" + r + "at");
+  EXPECT_EQ(im.Tag(high, "stream"), "3");  // the args after the key "k\ud800" are read too
+  EXPECT_EQ(low.parent, outer.id);
+  EXPECT_EQ(low.start_ns, at(1250));
+  const model::Track* t11 = im.run.FindTrack(outer.track);
+  ASSERT_NE(t11, nullptr);
+  EXPECT_EQ(t11->name, "ma" + r + "in");
+  // Thread 12: the pair is U+1F600, not repaired.
+  const model::Phase& pair = im.Named("pair\xF0\x9F\x98\x80ok");
+  EXPECT_EQ(pair.parent, proc.id);
+  EXPECT_EQ(pair.start_ns, at(1600));
+  EXPECT_EQ(im.Named("last").start_ns, at(1650));
+  // The async pair "req\xc0\xaf" (an overlong '/': two bytes) on the net 0x1 track.
+  const model::Phase& req = im.Named("req" + r + r);
+  EXPECT_EQ(req.start_ns, at(1050));
+  EXPECT_EQ(req.end_ns, at(1450));
+  // The flow s (cat "flow\xff", id "7\ud800", in lone..high at 1120) -> f (bp e, in the pair
+  // slice at 1610): the same repaired key on both ends, so bound.
+  EXPECT_TRUE(im.HasEdge("lone" + r + "high", "pair\xF0\x9F\x98\x80ok", "flow"));
+  EXPECT_EQ(im.result.edges, 1);
+  // Process, 5 slices, 1 async.
+  EXPECT_EQ(im.result.phases, 7);
+}
+
 TEST(ChromeImporterTest, TruncatedFileIsPartialWithEverythingBefore) {
   std::string text;
   {

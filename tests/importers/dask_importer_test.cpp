@@ -292,6 +292,33 @@ TEST(DaskImporterTest, ADamagedLineEndsTheImportThere) {
   EXPECT_EQ(im.Find("c"), nullptr);
 }
 
+// tests/data/importer/dask_hostile_text.jsonl (6 lines, written by hand): the worker's name
+// holds a lone surrogate escape (as Python's json.dumps writes a name decoded with
+// surrogateescape), the task "load-" a byte that is not UTF-8 (FF), the task "inc-" a lone
+// \udc80, in its dependency record too, and inc-'s error both. Every record is imported,
+// each such character U+FFFD; the dependency joins the two repaired keys. Before, line 2
+// ended the import.
+TEST(DaskImporterTest, InvalidUtf8AndLoneSurrogatesAreReplacedAndEveryRecordImported) {
+  const std::string r = "\xEF\xBF\xBD";
+  Imported im = Import(std::string(GRADEML_TESTDATA_DIR) + "/importer/dask_hostile_text.jsonl", kProcesses);
+  ASSERT_TRUE(im.status.ok()) << im.status.message();
+  EXPECT_FALSE(im.result.partial) << im.result.error.message();
+  EXPECT_EQ(im.result.events, 6);
+  const model::Phase& load = im.Named("load-" + r);
+  const model::Phase& inc = im.Named("inc-" + r);
+  const model::Phase& last = im.Named("last");
+  for (const model::Phase* p : {&load, &inc, &last}) EXPECT_EQ(p->parent, im.process.at(201)) << p->name;
+  EXPECT_EQ(load.start_ns, S(1001, 100));
+  EXPECT_EQ(inc.start_ns, S(1001, 600));
+  EXPECT_EQ(last.end_ns, S(1002, 200));
+  EXPECT_EQ(im.Tag(inc, "key"), "inc-" + r);
+  EXPECT_EQ(im.Tag(inc, "error"), "ValueError('caf" + r + " " + r + "')");
+  EXPECT_TRUE(im.HasEdge(load.id, inc.id, "dask"));
+  EXPECT_EQ(im.Edges("dask"), 1);
+  // 3 tasks and their 3 computes.
+  EXPECT_EQ(im.result.phases, 6);
+}
+
 TEST(DaskImporterTest, AFieldOfTheWrongTypeIsDamage) {
   std::string log =
       "{\"format\":\"grademl-dask\",\"version\":1}\n"

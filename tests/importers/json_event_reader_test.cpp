@@ -280,6 +280,102 @@ TEST(JsonEventReaderTest, BadFieldsAreNamedNotFatal) {
   EXPECT_EQ(r.events[2].ts, 1000);
 }
 
+// Bytes that are not UTF-8 and lone surrogate escapes, in every string the reader hands out
+// (names, categories, args keys and values, pid/tid strings, ids, id2 keys) and in the header
+// values it keeps: each such character becomes U+FFFD (EF BF BD), the rest of the string is
+// kept, and every later event is still delivered, at its own offset. Before, one such byte
+// ended the reading (simdjson refuses the whole event) and a lone surrogate emptied the
+// string (or, in a key, ended the reading).
+const std::string kHostileText =
+    "{\"deviceProperties\": [{\"name\": \"GPU\\ud800\xff" "0\"}, {\"name\": \"ok\"}],\n"
+    " \"distributedInfo\": {\"back\\udc00end\": \"x\", \"backend\": \"nc\xfe" "cl\", \"rank\": 2},\n"
+    " \"traceEvents\": [\n"
+    "{\"ph\": \"X\", \"name\": \"a\xff" "b\", \"cat\": \"c\xc0\xaf\", \"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 1,"
+    " \"args\": {\"k\xff\": \"v\xed\xa0\x80\", \"n\": 7}},\n"
+    "{\"ph\": \"X\", \"name\": \"ab\\ud800cd\", \"cat\": \"x\\udc00\", \"pid\": \"p\\ud800\", \"tid\": \"t\\uDBFF\","
+    " \"ts\": 2, \"dur\": 1, \"args\": {\"k\\ud800\": \"v\\udfff\", \"pair\": \"\\ud83d\\ude00\"}},\n"
+    "{\"ph\": \"s\", \"id\": \"i\\ud800\", \"cat\": \"flow\", \"name\": \"f\", \"pid\": 1, \"tid\": 1, \"ts\": 3},\n"
+    "{\"ph\": \"b\", \"id2\": {\"loc\\ud800al\": \"x\", \"local\": \"l\xff\"}, \"name\": \"a\", \"cat\": \"c\", \"pid\": 1,"
+    " \"tid\": 1, \"ts\": 4, \"bp\": \"e\\ud800\", \"s\": \"\xff\"},\n"
+    "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1, \"args\": {\"name\": \"proc\\ud800\\u0041\xff\"}},\n"
+    "{\"ph\": \"X\", \"name\": \"after\", \"pid\": 1, \"tid\": 1, \"ts\": 5, \"dur\": 1}\n"
+    "]}\n";
+
+TEST(JsonEventReaderTest, InvalidUtf8AndLoneSurrogatesAreReplacedAndNothingAfterIsLost) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  for (size_t chunk : {size_t{1} << 20, size_t{1}, size_t{7}, size_t{64}}) {
+    Result r = ReadString(kHostileText, chunk);
+    ASSERT_TRUE(r.status.ok()) << chunk << ": " << r.status.message();
+    ASSERT_EQ(r.events.size(), 6u) << chunk;
+    // Each event at the offset of its own '{' (the first after "traceEvents" and each newline).
+    size_t at = kHostileText.find('{', kHostileText.find("\"traceEvents\""));
+    for (const Ev& e : r.events) {
+      EXPECT_EQ(e.offset, at) << chunk;
+      EXPECT_EQ(e.bad_field, "") << chunk << " at " << at;
+      at = kHostileText.find("\n{", at) + 1;
+    }
+    const Ev& a = r.events[0];
+    EXPECT_EQ(a.name, "a" + fffd + "b");
+    EXPECT_EQ(a.cat, "c" + fffd + fffd);  // an overlong '/': both bytes
+    ASSERT_EQ(a.args.size(), 2u);
+    EXPECT_EQ(a.args[0].first, "k" + fffd);
+    EXPECT_EQ(a.args[0].second.kind, ArgValue::kString);
+    EXPECT_EQ(a.arg_text[0], "v" + fffd + fffd + fffd);  // an encoded surrogate: its three bytes
+    EXPECT_EQ(a.args[1].first, "n");
+    EXPECT_EQ(a.args[1].second.i, 7);
+    EXPECT_EQ(a.ts, 1000);
+
+    const Ev& b = r.events[1];
+    EXPECT_EQ(b.name, "ab" + fffd + "cd");
+    EXPECT_EQ(b.cat, "x" + fffd);
+    EXPECT_FALSE(b.pid_is_int);
+    EXPECT_EQ(b.pid_str, "p" + fffd);
+    EXPECT_EQ(b.tid_str, "t" + fffd);
+    ASSERT_EQ(b.args.size(), 2u);
+    EXPECT_EQ(b.args[0].first, "k" + fffd);
+    EXPECT_EQ(b.arg_text[0], "v" + fffd);
+    EXPECT_EQ(b.args[1].first, "pair");
+    EXPECT_EQ(b.arg_text[1], "\xF0\x9F\x98\x80");  // a surrogate pair is a character, not repaired
+    EXPECT_EQ(b.ts, 2000);
+
+    EXPECT_EQ(r.events[2].id, "i" + fffd);
+    EXPECT_EQ(r.events[2].ph, 's');
+    // id2: the key "loc\ud800al" is not "local"; the value of "local" is repaired.
+    EXPECT_EQ(r.events[3].id, "l" + fffd);
+    EXPECT_EQ(r.events[3].bp, "e" + fffd);
+    EXPECT_EQ(r.events[3].s, fffd);
+    // \ud800\u0041: the lone surrogate only; the 'A' after it is kept.
+    ASSERT_EQ(r.events[4].arg_text.size(), 1u);
+    EXPECT_EQ(r.events[4].arg_text[0], "proc" + fffd + "A" + fffd);
+    EXPECT_EQ(r.events[5].name, "after");
+    EXPECT_EQ(r.events[5].ts, 5000);
+
+    EXPECT_EQ(r.header.device_names, (std::vector<std::string>{"GPU" + fffd + fffd + "0", "ok"}));
+    EXPECT_EQ(r.header.backend, "nc" + fffd + "cl");
+    EXPECT_EQ(r.header.rank, 2);
+    EXPECT_EQ(r.header.events, 6);
+  }
+}
+
+TEST(JsonEventReaderTest, RepairedEventsThatAreDamagedOtherwiseStayDamaged) {
+  // An invalid escape (\q) is not repaired: the name is a bad field, as before, even when the
+  // event also had a lone surrogate that was.
+  Result r = ReadString("[{\"ph\": \"X\", \"name\": \"\\q\\ud800\", \"cat\": \"c\\ud800\", \"ts\": 1}, {\"ts\": 2}]");
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  ASSERT_EQ(r.events.size(), 2u);
+  EXPECT_EQ(r.events[0].bad_field, "name");
+  EXPECT_EQ(r.events[0].cat, "c\xEF\xBF\xBD");
+  // A byte that is not UTF-8 outside any string is invalid JSON: one line at the event's
+  // offset, everything before it delivered.
+  std::string text = "[{\"ts\": 1}, {\"ts\": 2, \xff \"name\": \"x\"}, {\"ts\": 3}]";
+  r = ReadString(text);
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_EQ(r.events.size(), 1u);
+  const std::string& m = r.status.message();
+  EXPECT_EQ(m.rfind("chunked.json: byte 12: invalid JSON in an event", 0), 0u) << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+}
+
 // Every prefix of the trace: the events whose closing brace is inside it are delivered,
 // then an error naming the file and a byte offset (or success for the whole text).
 TEST(JsonEventReaderTest, TruncatedAnywhereDeliversEverythingBeforeTheDamage) {

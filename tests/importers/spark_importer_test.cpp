@@ -678,6 +678,87 @@ TEST(SparkImporterTest, RollingDirectoryOfSeveralFilesImportsLikeOneFile) {
   EXPECT_EQ(bad.result.events, before + 1);
 }
 
+// hostile_text.log (12 lines, written by hand): the application's name holds a byte that is
+// not UTF-8 (FF) and a lone surrogate escape (\ud800), the stage's name a lone \udc00, the
+// executor's host an FF, each task end's locality a \ud800. Every line is imported, each
+// such character U+FFFD. Before, line 2 ended the import (simdjson refuses the whole line).
+TEST(SparkImporterTest, InvalidUtf8AndLoneSurrogatesAreReplacedAndEveryLineImported) {
+  const std::string r = "\xEF\xBF\xBD";
+  Imported im = Import(Fixture("hostile_text.log"));
+  ASSERT_TRUE(im.status.ok()) << im.status.message();
+  EXPECT_FALSE(im.result.partial) << im.result.error.message();
+  EXPECT_EQ(im.result.events, 12);
+  EXPECT_EQ(im.result.dropped, 0);
+  auto apps = im.Of("application");
+  ASSERT_EQ(apps.size(), 1u);
+  EXPECT_EQ(apps[0]->name, "caf" + r + " " + r + " app");
+  EXPECT_EQ(apps[0]->start_ns, 1700000000000 * kMs);
+  EXPECT_EQ(apps[0]->end_ns, 1700000003000 * kMs);
+  ASSERT_NE(im.Stage(0), nullptr);
+  EXPECT_EQ(im.Stage(0)->name, "stage 0: map " + r + " at x.py:1");
+  auto tasks = im.Of("task");
+  ASSERT_EQ(tasks.size(), 2u);
+  for (const model::Phase* t : tasks) {
+    EXPECT_EQ(t->host, "node-" + r + "a");
+    EXPECT_EQ(Imported::Tag(*t, "status"), "success");
+  }
+  EXPECT_EQ(tasks[0]->end_ns, 1700000002010 * kMs);
+  EXPECT_EQ(tasks[1]->end_ns, 1700000002020 * kMs);
+}
+
+// eventlog_v2_app-gap-0001 (written by hand): files 1, 2, 3, 5 and 8 of a rolling log, 4, 6
+// and 7 gone. File 1 starts the application, job 0 and stage 0 (4 tasks); 2, 3 and 5 hold
+// the start and end of tasks 0, 1 and 3 (task 2 was in file 4); 8 completes the stage, the
+// job and the application. What is there is imported (13 lines, 3 tasks); the result is
+// partial, its error one line naming the missing files, and the source says which.
+TEST(SparkImporterTest, RollingLogWithMissingFilesImportsTheRestAndNamesWhatIsMissing) {
+  fs::path dir = Fixture("eventlog_v2_app-gap-0001");
+  Imported im = Import(dir.string());
+  ASSERT_TRUE(im.status.ok()) << im.status.message();
+  EXPECT_TRUE(im.result.partial);
+  EXPECT_EQ(im.result.error.message(),
+            dir.string() + ": the rolling event log is incomplete: events_4_*, events_6_* to events_7_* are missing; "
+                           "the other files were imported");
+  EXPECT_EQ(im.result.events, 13);
+  auto tasks = im.Of("task");
+  std::set<std::string> names;
+  for (const model::Phase* t : tasks) names.insert(t->name);
+  EXPECT_EQ(names, (std::set<std::string>{"task 0.0", "task 1.0", "task 3.0"}));
+  ASSERT_EQ(im.Of("application").size(), 1u);
+  EXPECT_EQ(im.Of("application")[0]->end_ns, 1700000006000 * kMs);  // from file 8
+  ASSERT_NE(im.Stage(0), nullptr);
+  EXPECT_EQ(im.Stage(0)->end_ns, 1700000005050 * kMs);
+  ASSERT_EQ(im.run.sources.size(), 1u);
+  std::map<std::string, std::string> tags(im.run.sources[0].tags.begin(), im.run.sources[0].tags.end());
+  EXPECT_EQ(tags["partial"], "1");
+  EXPECT_EQ(tags["missing_files"], "4,6-7");
+
+  // The same files with the first two gone too: 1-2 are missing as well. And a damaged line
+  // in the last file: both in the one line, the missing files first.
+  fs::path copy = FreshDir("gap") / "eventlog_v2_app-gap-0001";
+  fs::create_directories(copy);
+  for (const char* f : {"events_3_app-gap-0001", "events_5_app-gap-0001"}) fs::copy_file(dir / f, copy / f);
+  WriteFile(copy / "events_8_app-gap-0001", ReadFile(dir / "events_8_app-gap-0001") + "{\"Event\":");
+  Imported cut = Import(copy.string());
+  ASSERT_TRUE(cut.status.ok()) << cut.status.message();
+  EXPECT_TRUE(cut.result.partial);
+  EXPECT_EQ(cut.result.error.message(),
+            copy.string() + ": the rolling event log is incomplete: events_1_* to events_2_*, events_4_*, events_6_* to "
+                            "events_7_* are missing; the other files were imported; " +
+                (copy / "events_8_app-gap-0001").string() + ": line 4: truncated event (the file ends inside it)");
+  EXPECT_EQ(cut.result.events, 7);  // 2 + 2 + 3
+  std::map<std::string, std::string> cut_tags(cut.run.sources.at(0).tags.begin(), cut.run.sources.at(0).tags.end());
+  EXPECT_EQ(cut_tags["missing_files"], "1-2,4,6-7");
+
+  // A single missing file: "is".
+  fs::path one = FreshDir("gap1") / "eventlog_v2_app-gap-0001";
+  fs::create_directories(one);
+  for (const char* f : {"events_1_app-gap-0001", "events_3_app-gap-0001"}) fs::copy_file(dir / f, one / f);
+  Imported single = Import(one.string());
+  EXPECT_EQ(single.result.error.message(),
+            one.string() + ": the rolling event log is incomplete: events_2_* is missing; the other files were imported");
+}
+
 TEST(SparkImporterTest, TruncatedLogImportsWhatCameBeforeAndNamesTheLine) {
   std::string log = ReadFile(Fixture("fixture_app.log"));
   // Cut inside line 30 (the file then ends inside that event).
