@@ -169,6 +169,39 @@ TEST(ImportCommandE2E, GzipTraceAndAPartialImportIntoAStoredRun) {
   EXPECT_NE(Named(run, "a"), nullptr);
 }
 
+// chrome_hostile_text.json and dask_hostile_text.jsonl (tests/data/importer/): names with
+// bytes that are not UTF-8 and lone surrogate escapes. Each file imports whole (exit 0, a
+// complete run), each such character U+FFFD in the store and on the terminal. Before, the
+// first such byte ended the import: 0 events, a partial run, exit 1.
+TEST(ImportCommandE2E, InvalidUtf8AndLoneSurrogatesInATraceAreReplacedNotFatal) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  std::string dir = FreshDir("import_hostile_text");
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "import", Fixture("chrome_hostile_text.json")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("11 events, 7 phases, 1 edges, 0 dropped (chrome_json, clock aligned)"), std::string::npos) << r.out;
+  model::Run run = Load(db, 1);
+  EXPECT_TRUE(run.info.complete);
+  for (const std::string& name : {"tr" + fffd + "ainer", "ab" + fffd + "cd", "lone" + fffd + "high",
+                                  "lone" + fffd + "low" + fffd + fffd, "req" + fffd + fffd, std::string("last")}) {
+    EXPECT_NE(Named(run, name), nullptr) << name;
+  }
+  r = RunCommand({GrademlBinary(), "--db", db, "report", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("lone" + fffd + "low" + fffd + fffd), std::string::npos) << r.out;
+
+  std::string db2 = dir + "/g2.db";
+  r = RunCommand({GrademlBinary(), "--db", db2, "import", Fixture("dask_hostile_text.jsonl")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("6 events"), std::string::npos) << r.out;
+  run = Load(db2, 1);
+  EXPECT_TRUE(run.info.complete);
+  EXPECT_NE(Named(run, "load-" + fffd), nullptr);
+  EXPECT_NE(Named(run, "inc-" + fffd), nullptr);
+  EXPECT_NE(Named(run, "last"), nullptr);
+}
+
 TEST(ImportCommandE2E, RelativeTraceInANewRunEndsWhenItsFileWasWritten) {
   std::string dir = FreshDir("import_aligned");
   std::string db = dir + "/g.db";

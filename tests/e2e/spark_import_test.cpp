@@ -129,6 +129,87 @@ TEST(SparkImportE2E, ATruncatedLogIsAPartialRunAndAnLz4LogIsRefused) {
   EXPECT_TRUE(lz4.out.empty()) << lz4.out;
 }
 
+// hostile_text.log: a byte that is not UTF-8 and lone surrogate escapes in the application's
+// and the stage's names and the executor's host. Every line imports (exit 0, a complete run),
+// each such character U+FFFD. Before: line 2 ended the import, exit 1.
+TEST(SparkImportE2E, InvalidUtf8AndLoneSurrogatesInALogAreReplacedNotFatal) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  std::string db = FreshDir("spark_import_hostile_text") + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "import", Fixture("hostile_text.log")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("12 events, 5 phases"), std::string::npos) << r.out;
+  json report = ReportJson(db);
+  EXPECT_TRUE(report["run"]["complete"].get<bool>());
+  std::set<std::string> names;
+  for (const json& p : report["phases"]) names.insert(p["name"].get<std::string>());
+  EXPECT_TRUE(names.count("caf" + fffd + " " + fffd + " app")) << r.out;
+  EXPECT_TRUE(names.count("stage 0: map " + fffd + " at x.py:1")) << r.out;
+  EXPECT_TRUE(names.count("task 1.0")) << r.out;
+}
+
+// eventlog_v2_app-gap-0001: files 1, 2, 3, 5 and 8 of a rolling log (4, 6 and 7 gone). What is
+// there is imported; one line names the missing files; the run is stored incomplete and its
+// source says which files are missing; the reports say so; exit 1. Before: imported as
+// complete, exit 0, nothing said.
+TEST(SparkImportE2E, ARollingLogWithMissingFilesImportsTheRestAndSaysWhatIsMissing) {
+  std::string dir = Fixture("eventlog_v2_app-gap-0001");
+  std::string db = FreshDir("spark_import_gap") + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "import", dir});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "grademl: " + dir +
+                       ": the rolling event log is incomplete: events_4_*, events_6_* to events_7_* are missing; the other "
+                       "files were imported\n");
+  EXPECT_NE(r.out.find("13 events"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PARTIAL"), std::string::npos) << r.out;
+  json report = ReportJson(db);
+  EXPECT_FALSE(report["run"]["complete"].get<bool>());
+  EXPECT_NE(report["run"]["error"].get<std::string>().find("events_4_*, events_6_* to events_7_* are missing"),
+            std::string::npos)
+      << report["run"]["error"];
+  ASSERT_EQ(report["sources"].size(), 1u);
+  EXPECT_EQ(report["sources"][0]["tags"]["missing_files"], "4,6-7");
+  EXPECT_EQ(report["sources"][0]["tags"]["partial"], "1");
+  EXPECT_EQ(report["spark"]["applications"][0]["tasks"], 3);  // tasks 0, 1 and 3; 2 was in file 4
+  r = RunCommand({GrademlBinary(), "--db", db, "report"});
+  EXPECT_NE(r.out.find("incomplete: files 4,6-7 of the rolling log are missing"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(what could be read was kept)"), std::string::npos) << r.out;
+  r = RunCommand({GrademlBinary(), "--db", db, "ls"});
+  EXPECT_NE(r.out.find("partial import"), std::string::npos) << r.out;
+}
+
+// A rolling log holding a file called events_... whose index is not a number: refused with one
+// line naming that file and why, exit 1, nothing stored, whether or not other files are there.
+// Before: the file was skipped silently (or, alone, "a directory, and not one GradeML can
+// import", naming no file). Under `grademl run --import` the refusal is reported and the
+// workload's exit code kept.
+TEST(SparkImportE2E, ARollingLogWithAnUnreadableFileIndexIsRefusedNamingTheFile) {
+  std::string root = FreshDir("spark_import_bad_index");
+  std::string dir = root + "/eventlog_v2_app-gap-0001";
+  fs::create_directories(dir);
+  fs::copy_file(Fixture("eventlog_v2_app-gap-0001/events_1_app-gap-0001"), dir + "/events_1_app-gap-0001");
+  std::ofstream(dir + "/events_2x_app-gap-0001") << "";
+  const std::string message = dir +
+                              "/events_2x_app-gap-0001: not a file of a rolling event log: no '_<appId>' after its "
+                              "index (Spark names them events_<index>_<appId>)";
+  std::string db = root + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "import", dir});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "grademl: " + message + "\n");
+  EXPECT_EQ(r.out, "");
+  r = RunCommand({GrademlBinary(), "--db", db, "ls"});
+  EXPECT_EQ(r.out.find("import"), std::string::npos) << r.out;  // no run
+  fs::remove(dir + "/events_1_app-gap-0001");
+  r = RunCommand({GrademlBinary(), "--db", db, "import", dir});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "grademl: " + message + "\n");
+
+  std::string db2 = root + "/g2.db";
+  r = RunCommand({GrademlBinary(), "--db", db2, "run", "--no-report", "--import", dir, "--", "/bin/sh", "-c", "exit 3"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+}
+
 TEST(SparkImportE2E, RunImportGlobAndStepOutsTakeEventLogDirectories) {
   std::string dir = FreshDir("spark_import_run");
   // A rolling event log directory of two parts, as Spark writes it with rolling on.

@@ -5,7 +5,8 @@
 // phase's parent was handed out before it (or is the phase imported under), no phase ends
 // before it starts, every edge joins two handed-out phases, and every phase's track was
 // declared. Seeds: tests/fuzz/corpus/chrome_import (the importer's fixtures, a truncated one
-// and a gzip one).
+// and a gzip one; hostile text: bytes that are not UTF-8 and lone surrogate escapes in names,
+// args keys, ids and header values, whole, cut short and gzipped).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -5,7 +5,8 @@
 // Whatever the bytes: the import ends (a result, partial or not, or a one-line error),
 // nothing is added when it fails, every phase's parent was handed out before it, no phase
 // ends before it starts, and every edge joins two handed-out phases. Seeds:
-// tests/fuzz/corpus/dask_import (the importer's fixtures and a log cut short).
+// tests/fuzz/corpus/dask_import (the importer's fixtures and a log cut short; hostile text:
+// bytes that are not UTF-8 and lone surrogate escapes in keys and names, whole and cut short).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

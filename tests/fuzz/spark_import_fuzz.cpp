@@ -7,7 +7,8 @@
 // was declared, and every series' samples go forward in time. Inputs that do not start like a
 // Spark log are given a first line that does, so that the fuzzer works on the events. Seeds:
 // tests/fuzz/corpus/spark_import (the fixture log cut into pieces, the Spark 1.x field
-// names, a truncated log, a zstd one).
+// names, a truncated log, a zstd one; hostile text: bytes that are not UTF-8 and lone
+// surrogate escapes in names and hosts, whole, cut short and zstd).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
