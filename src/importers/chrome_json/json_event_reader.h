@@ -9,6 +9,9 @@
 // a structural scan finds each event's extent in a sliding window and simdjson (ondemand)
 // parses that event alone. Bad input (truncated, corrupt, random bytes) ends the reading
 // with one line "PATH: byte N: what" after every event before the damage was delivered.
+// Bytes that are not UTF-8 and lone surrogate escapes in strings are not damage: an event
+// (or header value) simdjson refuses for them is read again repaired (importers/json_text.h),
+// each such character delivered as U+FFFD; valid events are parsed once, as before.
 //
 // Times: `ts` and `dur` are microseconds in the Chrome format (integer, float or string);
 // they are converted to ns exactly from their decimal text (no double on the way), rounded

@@ -6,6 +6,8 @@
 // the call only; memory is bounded by the longest line (kMaxLineBytes). The first damaged
 // line (not JSON, a field of the wrong type, a missing header, a line cut short) ends the
 // reading with one error, "PATH: line N: what", after every record before it was delivered.
+// A line simdjson refuses only for bytes that are not UTF-8 or a lone surrogate escape is
+// read again repaired (importers/json_text.h): each such character U+FFFD, not damage.
 // Records of an unknown kind are passed to OnUnknown (a newer plugin), not an error.
 #pragma once
 

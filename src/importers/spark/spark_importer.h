@@ -2,7 +2,9 @@
 // spark.eventLog.dir holds, one listener event per line; Spark 1.x to 4.x field names), as a
 // single file or a rolling `eventlog_v2_<appId>` directory, plain or zstd.
 //
-// ReadAll() parses each line with simdjson (DOM, in place in the line reader's buffer) and
+// ReadAll() parses each line with simdjson (DOM, in place in the line reader's buffer; a line
+// refused only for bytes that are not UTF-8 or a lone surrogate escape is parsed again
+// repaired, importers/json_text.h, each such character U+FFFD) and
 // keeps what the model needs as compact records: the application, SQL executions, jobs,
 // stage attempts, task attempts (times, ids, status, and the task metrics that are set,
 // packed), executors and hosts; nothing else of the line is kept. Emit() then resolves every
