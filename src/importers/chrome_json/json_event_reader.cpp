@@ -95,7 +95,7 @@ bool Is(std::string_view key, std::string_view name) { return key == name; }
 // case, no copy), else unescaped by simdjson. (simdjson has validated the string: its
 // closing quote is there.) A key simdjson cannot unescape (a lone surrogate escape) sets
 // *string_error.
-inline simdjson::error_code KeyOf(od::field& field, std::string_view* key, bool* string_error) {
+[[gnu::always_inline]] inline simdjson::error_code KeyOf(od::field& field, std::string_view* key, bool* string_error) {
   const char* raw = field.key().raw();
   const char* end = raw;
   while (*end != '"' && *end != '\\') ++end;
@@ -334,15 +334,16 @@ class Reader {
   // ---- Strings simdjson refuses ------------------------------------------------------
 
   // get_string, noting a string simdjson could not unescape (a lone surrogate escape).
+  // (Inlined: they are on the path of every string of every event.)
   template <typename V>
-  simdjson::error_code Str(V&& v, std::string_view* out) {
+  [[gnu::always_inline]] simdjson::error_code Str(V&& v, std::string_view* out) {
     auto e = std::forward<V>(v).get_string().get(*out);
     if (e == simdjson::STRING_ERROR) string_error_ = true;
     return e;
   }
   // unescaped_key, the same.
   template <typename F>
-  simdjson::error_code Key(F& field, std::string_view* out) {
+  [[gnu::always_inline]] simdjson::error_code Key(F& field, std::string_view* out) {
     auto e = field.unescaped_key().get(*out);
     if (e == simdjson::STRING_ERROR) string_error_ = true;
     return e;
