@@ -1,0 +1,56 @@
+// A C program that floods grademl with empty phases: a tight loop of grademl_begin/grademl_end
+// of one name for SECONDS seconds (or exactly N phases when N > 0; at most RATE phases a
+// second when RATE > 0), then writes what it wrote to TRUTH as key=value lines (phases=...,
+// end_ns=... its CLOCK_REALTIME end) and exits 0.
+// usage: instrumented_flood SECONDS TRUTH [N [RATE]]
+#include <grademl/grademl_c.h>
+#include <time.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+int64_t ClockNs(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: instrumented_flood SECONDS TRUTH [N]\n");
+    return 2;
+  }
+  const double seconds = std::atof(argv[1]);
+  const long long limit = argc > 3 ? std::atoll(argv[3]) : 0;
+  const double rate = argc > 4 ? std::atof(argv[4]) : 0;
+  const uint32_t name = grademl_intern("x");
+  const int64_t start = ClockNs(CLOCK_MONOTONIC);
+  const int64_t until = start + int64_t(seconds * 1e9);
+  long long phases = 0;
+  for (;;) {
+    const long long batch = limit > 0 && limit - phases < 1024 ? limit - phases : 1024;
+    for (long long i = 0; i < batch; ++i) {
+      grademl_begin(name);
+      grademl_end();
+    }
+    phases += batch;
+    if (limit > 0 ? phases >= limit : ClockNs(CLOCK_MONOTONIC) >= until) break;
+    if (rate > 0) {  // ahead of RATE: wait for the schedule
+      int64_t due = start + int64_t(double(phases) / rate * 1e9);
+      int64_t now = ClockNs(CLOCK_MONOTONIC);
+      if (due > now) {
+        timespec ts{time_t((due - now) / 1000000000), long((due - now) % 1000000000)};
+        nanosleep(&ts, nullptr);
+      }
+    }
+  }
+  FILE* f = std::fopen(argv[2], "w");
+  if (f == nullptr) return 1;
+  std::fprintf(f, "phases=%lld\nenabled=%d\nend_ns=%lld\n", phases, grademl_enabled(),
+               static_cast<long long>(ClockNs(CLOCK_REALTIME)));
+  std::fclose(f);
+  return 0;
+}
