@@ -43,7 +43,8 @@ constexpr size_t kMaxNameBytes = 1024;             // a longer name is cut (the 
 constexpr size_t kNameOverhead = 64;               // a held name's bookkeeping, estimated
 constexpr size_t kMaxNameBytesPerMemory = size_t{16} << 20;
 constexpr size_t kMaxNameBytesInAll = size_t{128} << 20;
-constexpr size_t kMaxQueuedRecords = size_t{1} << 20;  // waiting for names, all threads
+constexpr size_t kMaxQueuedRecords = size_t{1} << 20;  // waiting for names, all threads ...
+constexpr size_t kMaxQueuedPerThread = size_t{1} << 14;  // ... and one thread
 constexpr size_t kMaxFlows = size_t{1} << 20;      // producers known; consumers waiting
 // What accepting one phase costs, beyond its texts: the model's row and the path of its type.
 constexpr size_t kPhaseCost = sizeof(model::Phase) + 64;
@@ -167,7 +168,7 @@ struct EventCollector::Thread {
   uint32_t skipped = 0;               // phases dropped here, still open above the stack: what
                                       // is written inside them (to their Ends) is dropped too
   std::deque<Chunk*> chunks;          // not yet read to their end, in index order
-  std::deque<Record> records;         // read, not yet applied (at most a chunk's worth)
+  std::deque<Record> records;         // read, not yet applied (bounded: kMaxQueuedPerThread)
   int stall_polls = 0;                // polls its next record has waited for a name
 };
 
@@ -542,9 +543,11 @@ bool EventCollector::PumpThread(File* f, Thread* t, Mode mode) {
     size_t waiting = t->records.size();
     bool drained = ApplyThread(f, t, mode);
     progress |= t->records.size() != waiting;
-    // A thread waiting for a name reads nothing more (the rest waits in the writer's
-    // memory), and neither does any once the queues hold their bound.
-    if (!drained || t->chunks.empty() || (queued_ >= kMaxQueuedRecords && mode == Mode::kPoll)) return progress;
+    // A thread waiting for a name reads on (the name may come later in its own records)
+    // until its queue, or all queues together, hold their bound: the rest waits in the
+    // writer's memory.
+    if (t->chunks.empty()) return progress;
+    if (!drained && (t->records.size() >= kMaxQueuedPerThread || queued_ >= kMaxQueuedRecords)) return progress;
     Chunk* c = t->chunks.front();
     // Each chunk is read at most once a pass: a writer that goes on writing cannot keep a
     // pass (or the last one) going.

@@ -12,7 +12,7 @@
 // end whose thread has moved on are freed (hole punched), so memory stays bounded. Records
 // that cannot be turned into model objects yet (the process's phase is not known yet, a
 // name not read yet, no TSC rate yet) wait in the writer's memory, or (a name not read yet)
-// in their thread's queue, at most one chunk's worth per thread; the next Poll tries again.
+// in their thread's queue, within a bound; the next Poll tries again.
 //
 // Whatever the rate or the content of the memories, what it holds is bounded
 // (docs/event-collection.md, "Bounds"): what it accepts and the store has not stored yet
