@@ -619,6 +619,7 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Reco
     switch (head.type) {
       case ev::kRecBegin:
       case ev::kRecTypedBegin:
+        if (t->stack.size() + t->skipped >= ev::kMaxDepth) ++own_too_deep_;  // as the writer counts
         ++t->skipped;
         DropRecord(head.type, false);
         return Apply::kDone;
