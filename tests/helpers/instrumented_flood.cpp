@@ -2,15 +2,22 @@
 // of one name for SECONDS seconds (or exactly N phases when N > 0; at most RATE phases a
 // second when RATE > 0), then writes what it wrote to TRUTH as key=value lines (phases=...,
 // end_ns=... its CLOCK_REALTIME end) and exits 0.
+// It creates TRUTH.started once it floods. On SIGTERM it stops, writes TRUTH and exits 143
+// (as a process killed by it would report).
 // usage: instrumented_flood SECONDS TRUTH [N [RATE]]
 #include <grademl/grademl_c.h>
+#include <signal.h>
 #include <time.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace {
+volatile sig_atomic_t g_terminated = 0;
+void OnTerm(int) { g_terminated = 1; }
+
 int64_t ClockNs(clockid_t clock) {
   timespec ts;
   clock_gettime(clock, &ts);
@@ -20,13 +27,15 @@ int64_t ClockNs(clockid_t clock) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: instrumented_flood SECONDS TRUTH [N]\n");
+    std::fprintf(stderr, "usage: instrumented_flood SECONDS TRUTH [N [RATE]]\n");
     return 2;
   }
   const double seconds = std::atof(argv[1]);
   const long long limit = argc > 3 ? std::atoll(argv[3]) : 0;
   const double rate = argc > 4 ? std::atof(argv[4]) : 0;
+  signal(SIGTERM, OnTerm);
   const uint32_t name = grademl_intern("x");
+  if (FILE* started = std::fopen((std::string(argv[2]) + ".started").c_str(), "w")) std::fclose(started);
   const int64_t start = ClockNs(CLOCK_MONOTONIC);
   const int64_t until = start + int64_t(seconds * 1e9);
   long long phases = 0;
@@ -37,7 +46,7 @@ int main(int argc, char** argv) {
       grademl_end();
     }
     phases += batch;
-    if (limit > 0 ? phases >= limit : ClockNs(CLOCK_MONOTONIC) >= until) break;
+    if (g_terminated || (limit > 0 ? phases >= limit : ClockNs(CLOCK_MONOTONIC) >= until)) break;
     if (rate > 0) {  // ahead of RATE: wait for the schedule
       int64_t due = start + int64_t(double(phases) / rate * 1e9);
       int64_t now = ClockNs(CLOCK_MONOTONIC);
@@ -52,5 +61,5 @@ int main(int argc, char** argv) {
   std::fprintf(f, "phases=%lld\nenabled=%d\nend_ns=%lld\n", phases, grademl_enabled(),
                static_cast<long long>(ClockNs(CLOCK_REALTIME)));
   std::fclose(f);
-  return 0;
+  return g_terminated ? 143 : 0;
 }
