@@ -13,7 +13,8 @@ workload writes how many phases it wrote and the wall-clock time it ended to TRU
   ru_maxrss of wait4 (grademl and the workload, which it reaps: the kernel's figure);
 - stop: grademl's exit (wait4 returns) minus the workload's end (TRUTH end_ns);
 - stored: phases named "x" of the run in the store; dropped: the root phase's
-  grademl.phases_dropped and grademl.events_dropped tags.
+  grademl.phases_dropped and grademl.events_dropped tags; grademl_cpu_s: grademl's own CPU
+  time (the run's monitor_cpu_seconds, getrusage(RUSAGE_SELF) at its end).
 --rss-cap-mb: grademl is killed (SIGKILL) when its RSS passes this (a guard for the shared
 machine when measuring an unbounded grademl); the row then says so.
 """
@@ -114,6 +115,7 @@ def one_run(build, lang, seconds, cap_mb, workdir, phases=0, grademl=None, rate=
         return row
     con = sqlite3.connect(db)
     run_id = con.execute("SELECT max(id) FROM runs").fetchone()[0]
+    row["grademl_cpu_s"] = con.execute("SELECT monitor_cpu_seconds FROM runs WHERE id=?", (run_id,)).fetchone()[0]
     row["stored"] = con.execute("SELECT count(*) FROM phases WHERE run_id=? AND name='x'", (run_id,)).fetchone()[0]
     tags = json.loads(con.execute("SELECT tags FROM phases WHERE run_id=? AND parent_id IS NULL OR parent_id=0",
                                   (run_id,)).fetchone()[0] or "{}")
