@@ -47,8 +47,14 @@ size_t BackgroundWriter::PendingBytes() const { return model::EstimatedBytes(pen
 
 Status BackgroundWriter::Flush(bool final) {
   std::lock_guard lock(flush_mu_);
+  // What leaves the builder is held here from now on (an estimate first, so that the sum the
+  // event collector reads never misses it; the exact one once merged).
+  held_bytes_.store(held_bytes_.load(std::memory_order_relaxed) + builder_->unsent_bytes(), std::memory_order_relaxed);
   model::MergeDelta(pending_, builder_->TakeDelta(final));
-  if (pending_.empty()) return Status::Ok();
+  if (pending_.empty()) {
+    held_bytes_.store(0, std::memory_order_relaxed);
+    return Status::Ok();
+  }
   held_bytes_.store(PendingBytes(), std::memory_order_relaxed);
   Status st = db_->WriteDelta(run_, pending_);
   if (st.ok()) {
