@@ -37,6 +37,18 @@ constexpr int kBadMagicPolls = 10;  // a wrong magic is final after this many po
 constexpr int kConnectionPolls = 50;  // a connection that sends nothing for this many polls is closed
 constexpr size_t kMaxConnections = 1024;  // more wait in the listen backlog
 
+// Bounds on what hostile memories can make this side hold (docs/event-collection.md).
+constexpr size_t kMaxLiveMemories = 4096;          // memories read at once; more are refused
+constexpr size_t kMaxNameBytes = 1024;             // a longer name is cut (the writer's own cut)
+constexpr size_t kNameOverhead = 64;               // a held name's bookkeeping, estimated
+constexpr size_t kMaxNameBytesPerMemory = size_t{16} << 20;
+constexpr size_t kMaxNameBytesInAll = size_t{128} << 20;
+constexpr size_t kMaxQueuedRecords = size_t{1} << 20;  // waiting for names, all threads ...
+constexpr size_t kMaxQueuedPerThread = size_t{1} << 14;  // ... and one thread
+constexpr size_t kMaxFlows = size_t{1} << 20;      // producers known; consumers waiting
+// What accepting one phase costs, beyond its texts: the model's row and the path of its type.
+constexpr size_t kPhaseCost = sizeof(model::Phase) + 64;
+
 // Copies `n` bytes at `offset` of a writer's memory; false when they are not all there
 // (a memory shorter than it claims). pread, not a mapping: nothing can fault. The acquire
 // fence orders it after an earlier read of a `committed` (the writer's release store); the
@@ -129,6 +141,7 @@ struct EventCollector::Chunk {
   uint32_t tid = 0;
   uint32_t scanned = 0;   // payload bytes copied and validated
   bool stopped = false;   // a bad record or `committed`: nothing more is read
+  uint64_t scanned_pass = 0;  // the last pass that read it
 };
 
 // One record, copied out of the shared memory once and validated (never a name).
@@ -141,12 +154,21 @@ struct EventCollector::Record {
   double value = 0;    // counters
 };
 
+// A phase open on a thread.
+struct EventCollector::Open {
+  model::PhaseId id = 0;
+  TimeNs start = 0;
+  size_t bytes = 0;   // counted in open_bytes_
+  bool keep = false;  // stays in the builder's memory once ended (a kept type, or holds one)
+};
+
 struct EventCollector::Thread {
   uint32_t tid = 0;
-  std::vector<model::PhaseId> stack;  // open phases, innermost last
-  std::vector<TimeNs> starts;         // their start times
+  std::vector<Open> stack;            // open phases, innermost last
+  uint32_t skipped = 0;               // phases dropped here, still open above the stack: what
+                                      // is written inside them (to their Ends) is dropped too
   std::deque<Chunk*> chunks;          // not yet read to their end, in index order
-  std::deque<Record> records;         // read, not yet applied
+  std::deque<Record> records;         // read, not yet applied (bounded: kMaxQueuedPerThread)
   int stall_polls = 0;                // polls its next record has waited for a name
 };
 
@@ -180,6 +202,8 @@ struct EventCollector::File {
   std::unordered_map<uint32_t, std::unique_ptr<Thread>> threads;
   std::vector<Thread*> thread_order;
   std::unordered_map<uint32_t, std::string> names;
+  size_t name_bytes = 0;    // held in `names`, estimated
+  bool names_full = false;  // a name was refused (bounds): unknown names are placeholders at once
   std::unordered_map<uint32_t, model::SeriesId> counter_series;  // name id -> series
   size_t pending = 0;  // records read, not applied
 };
@@ -195,6 +219,7 @@ EventCollector::EventCollector(model::RunBuilder* builder, std::string dir, std:
   tsc0_ = p.tsc;
   mono0_ = p.mono;
   if (options_.tsc_ticks_per_ns > 0) ticks_per_ns_ = options_.tsc_ticks_per_ns;
+  cpus_ = std::max(1u, std::thread::hardware_concurrency());
   if (!dir_.empty()) Listen();
 }
 
@@ -316,6 +341,11 @@ bool EventCollector::AddWriterMemory(int fd) {
     close(fd);
     return false;
   }
+  if (files_.size() >= kMaxLiveMemories) {  // a sender of endless memories: bounded, and said
+    close(fd);
+    ++own_dropped_;
+    return false;
+  }
   auto f = std::make_unique<File>();
   f->fd = fd;
   f->size = std::min<uint64_t>(static_cast<uint64_t>(st.st_size), ev::kFileCapacity);
@@ -359,7 +389,16 @@ bool EventCollector::TryReadHeader(File* f) {
   return true;
 }
 
-void EventCollector::ScanChunk(File* f, Thread* t, Chunk* c) {
+uint64_t EventCollector::PlausibleCount(uint64_t claimed) const {
+  // No thread makes more than one call a nanosecond: a count past that, on every CPU since
+  // the collector started (before which no writer could reach it), is a lie.
+  ClockPair now = ReadClockPair();
+  uint64_t elapsed = now.mono > mono0_ ? static_cast<uint64_t>(now.mono - mono0_) : 0;
+  uint64_t possible = elapsed > UINT64_MAX / cpus_ ? UINT64_MAX : elapsed * cpus_;
+  return std::min(claimed, possible);
+}
+
+void EventCollector::ScanChunk(File* f, Thread* t, Chunk* c, Mode mode) {
   if (c->stopped) return;
   uint32_t committed = 0;
   if (!ReadShared(f->fd, c->offset, &committed, sizeof committed) || committed > ev::kChunkPayload) {
@@ -384,7 +423,19 @@ void EventCollector::ScanChunk(File* f, Thread* t, Chunk* c) {
     }
     if (at + size > buf.size()) break;  // never committed that way: read again later (harmless if never)
     if (head.type == ev::kRecName) {
-      if (head.id != 0) f->names.try_emplace(head.id, reinterpret_cast<const char*>(p + sizeof head), head.length);
+      // Names are held within bounds: past them, the memory's unknown names become
+      // placeholders at once (a name is never needed to count what is dropped).
+      if (head.id != 0 && mode != Mode::kDiscard && !f->names.contains(head.id)) {
+        size_t n = std::min<size_t>(head.length, kMaxNameBytes);
+        size_t cost = n + kNameOverhead;
+        if (f->name_bytes + cost > kMaxNameBytesPerMemory || name_bytes_ + cost > kMaxNameBytesInAll) {
+          f->names_full = true;
+        } else {
+          f->names.emplace(head.id, std::string(reinterpret_cast<const char*>(p + sizeof head), n));
+          f->name_bytes += cost;
+          name_bytes_ += cost;
+        }
+      }
     } else {
       Record r;
       r.type = head.type;
@@ -420,6 +471,7 @@ void EventCollector::ScanChunk(File* f, Thread* t, Chunk* c) {
       }
       t->records.push_back(r);
       ++f->pending;
+      ++queued_;
     }
     at += size;
   }
@@ -433,12 +485,14 @@ void EventCollector::ReleaseChunk(File* f, Chunk* c) {
                   static_cast<off_t>(ev::kChunkBytes));
 }
 
-void EventCollector::ScanChunks(File* f) {
-  // New chunks: those claimed since the last pass, within what the memory really holds.
+void EventCollector::ClaimChunks(File* f) {
+  // The header's counts, believed only as far as possible: never more than what could have
+  // happened, never less than what was seen (the writer only adds), and never more chunks
+  // than the format or the memory's real size holds.
   ev::FileHeader h{};
   if (!ReadShared(f->fd, 0, &h, sizeof h)) return;
-  f->writer_dropped = h.dropped_events;
-  f->writer_too_deep = h.dropped_too_deep;
+  f->writer_dropped = std::max(f->writer_dropped, PlausibleCount(h.dropped_events));
+  f->writer_too_deep = std::min(std::max(f->writer_too_deep, PlausibleCount(h.dropped_too_deep)), f->writer_dropped);
   if ((h.writer_flags & ev::kWriterDescriptorLost) != 0 && !f->descriptor_lost) {
     f->descriptor_lost = true;
     f->stopped_ticks = h.stopped_ticks;
@@ -457,7 +511,8 @@ void EventCollector::ScanChunks(File* f) {
   // Chunks whose first record is committed now belong to their thread. Read from the
   // highest index down: a thread fills a chunk before it takes a later one, so once a later
   // chunk of a thread is seen committed, its earlier ones are visible too, and each
-  // thread's chunks join its list in index order.
+  // thread's chunks join its list in index order. (At most one thread per chunk: the
+  // number of threads is bounded by the memory's chunks.)
   std::vector<Chunk*> claimed;
   for (size_t k = f->unclaimed.size(); k-- > 0;) {
     Chunk* c = f->unclaimed[k];
@@ -480,16 +535,34 @@ void EventCollector::ScanChunks(File* f) {
       t->chunks.push_back(c);
     }
   }
+}
 
-  // New records of every thread's chunks. A chunk followed by a later one of its thread is
-  // final (the later one's commit was seen after it): read it to its end once, release it.
-  for (Thread* t : f->thread_order) {
-    while (!t->chunks.empty()) {
-      Chunk* c = t->chunks.front();
-      ScanChunk(f, t, c);
-      if (t->chunks.size() == 1 && !c->stopped) break;  // its thread may still append to it
+bool EventCollector::PumpThread(File* f, Thread* t, Mode mode) {
+  bool progress = false;
+  while (true) {
+    size_t waiting = t->records.size();
+    bool drained = ApplyThread(f, t, mode);
+    progress |= t->records.size() != waiting;
+    // A thread waiting for a name reads on (the name may come later in its own records)
+    // until its queue, or all queues together, hold their bound: the rest waits in the
+    // writer's memory.
+    if (t->chunks.empty()) return progress;
+    if (!drained && (t->records.size() >= kMaxQueuedPerThread || queued_ >= kMaxQueuedRecords)) return progress;
+    Chunk* c = t->chunks.front();
+    // Each chunk is read at most once a pass: a writer that goes on writing cannot keep a
+    // pass (or the last one) going.
+    if (c->scanned_pass == pass_) return progress;
+    c->scanned_pass = pass_;
+    uint32_t scanned = c->scanned;
+    ScanChunk(f, t, c, mode);
+    progress |= c->scanned != scanned;
+    // A chunk followed by a later one of its thread is final (the later one's commit was
+    // seen after it): read to its end once, it is released. The last one may still grow.
+    if (t->chunks.size() > 1 || c->stopped) {
       ReleaseChunk(f, c);
       t->chunks.pop_front();
+    } else if (t->records.empty()) {
+      return progress;
     }
   }
 }
@@ -510,71 +583,150 @@ TimeNs EventCollector::TimeOf(const File* f, uint64_t ticks) const {
   return t;
 }
 
-EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Record& rec, bool final) {
+bool EventCollector::TakeBudget(size_t bytes) {
+  if (bytes > budget_) return false;
+  budget_ -= bytes;
+  return true;
+}
+
+void EventCollector::DropRecord(uint8_t type, bool over_backlog) {
+  ++own_dropped_;
+  if (type == ev::kRecBegin || type == ev::kRecTypedBegin || type == ev::kRecInstant) ++phases_dropped_;
+  if (over_backlog) ++over_backlog_;
+}
+
+EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Record& rec, Mode mode) {
   const Record& head = rec;
+  if (mode == Mode::kDiscard) {  // its process was never known: nowhere to put it
+    DropRecord(head.type, false);
+    return Apply::kDone;
+  }
+  const bool final = mode == Mode::kFinal;
   auto name_of = [&](uint32_t id, std::string* out) {
     auto it = f->names.find(id);
     if (it != f->names.end()) {
       *out = it->second;
       return true;
     }
-    if (!final && t->stall_polls < options_.name_wait_polls) return false;
-    *out = "#" + std::to_string(id);  // never defined: a placeholder rather than a stuck thread
+    if (!final && !f->names_full && t->stall_polls < options_.name_wait_polls) return false;
+    *out = "#" + std::to_string(id);  // never defined (or past the bounds): a placeholder rather than a stuck thread
     return true;
   };
   auto time_of = [&](uint64_t ticks) { return TimeOf(f, ticks); };
-  model::PhaseId innermost = t->stack.empty() ? f->proc.phase : t->stack.back();
+  // Inside a phase dropped here, everything that belongs to the innermost open phase goes
+  // with it (Begins nest deeper, an End closes one of them).
+  if (t->skipped > 0) {
+    switch (head.type) {
+      case ev::kRecBegin:
+      case ev::kRecTypedBegin:
+        if (t->stack.size() + t->skipped >= ev::kMaxDepth) ++own_too_deep_;  // as the writer counts
+        ++t->skipped;
+        DropRecord(head.type, false);
+        return Apply::kDone;
+      case ev::kRecEnd:
+        --t->skipped;
+        DropRecord(head.type, false);
+        return Apply::kDone;
+      case ev::kRecInstant:
+      case ev::kRecTag:
+      case ev::kRecTagInt:
+      case ev::kRecFlowOut:
+      case ev::kRecFlowIn:
+        DropRecord(head.type, false);
+        return Apply::kDone;
+      default:
+        break;  // process tags and counters do not belong to a phase
+    }
+  }
+  model::PhaseId innermost = t->stack.empty() ? f->proc.phase : t->stack.back().id;
 
   switch (head.type) {
     case ev::kRecBegin:
     case ev::kRecTypedBegin:
     case ev::kRecInstant: {
+      const bool instant = head.type == ev::kRecInstant;
+      // Dropped (with what nests inside) before its names are needed: too deep, too many
+      // bytes open at once, or the store's backlog full.
+      bool too_deep = !instant && t->stack.size() >= ev::kMaxDepth;
+      bool too_open = !instant && open_bytes_ + kPhaseCost > options_.max_open_bytes;
+      bool over = budget_ < kPhaseCost;
+      if (too_deep || too_open || over) {
+        if (too_deep) ++own_too_deep_;
+        if (!instant) ++t->skipped;
+        DropRecord(head.type, over && !too_deep && !too_open);
+        return Apply::kDone;
+      }
       std::string name, type;
       if (!name_of(head.id, &name)) return Apply::kWait;
-      uint64_t ticks;
       if (head.type == ev::kRecTypedBegin) {
         if (!name_of(rec.aux, &type)) return Apply::kWait;
       } else {
         type = name;
       }
-      ticks = rec.ticks;
-      TimeNs start = time_of(ticks);
+      type = TypeOf(type);
+      const size_t cost = kPhaseCost + name.size() + 2 * type.size() + host_.size();
+      if (!TakeBudget(cost)) {
+        if (!instant) ++t->skipped;
+        DropRecord(head.type, true);
+        return Apply::kDone;
+      }
+      TimeNs start = time_of(rec.ticks);
       // A Begin timed before the innermost open phase began (grademl_begin_at: an operation
       // recorded once it completed) nests under the innermost one that contains its start.
       model::PhaseId parent = innermost;
-      for (size_t k = t->stack.size(); k > 0 && t->starts[k - 1] > start; --k) {
-        parent = k >= 2 ? t->stack[k - 2] : f->proc.phase;
+      for (size_t k = t->stack.size(); k > 0 && t->stack[k - 1].start > start; --k) {
+        parent = k >= 2 ? t->stack[k - 2].id : f->proc.phase;
       }
-      model::PhaseSpec spec{.parent = parent, .name = std::move(name), .type = TypeOf(type),
+      // Kept in memory once ended (what the end of the run reads), with the phases it is in.
+      bool keep = options_.keep_type && kept_ < options_.max_kept_phases && options_.keep_type(type);
+      if (keep) {
+        ++kept_;
+        for (size_t k = t->stack.size(); k > 0 && !t->stack[k - 1].keep; --k) {
+          t->stack[k - 1].keep = true;
+          ++kept_;
+        }
+      }
+      model::PhaseSpec spec{.parent = parent, .name = std::move(name), .type = std::move(type),
                             .start_ns = start, .host = host_, .pid = f->pid, .tags = {}};
       model::PhaseId id = builder_->BeginPhase(spec);
       ++phases_;
-      if (head.type == ev::kRecInstant) {
-        builder_->EndPhase(id, start);
+      if (instant) {
+        builder_->EndPhase(id, start, keep ? model::RunBuilder::Keep::kInMemory : model::RunBuilder::Keep::kUntilHandedOut);
       } else {
-        t->stack.push_back(id);
-        t->starts.push_back(start);
+        t->stack.push_back({.id = id, .start = start, .bytes = cost, .keep = keep});
+        open_bytes_ += cost;
       }
       break;
     }
     case ev::kRecEnd: {
       if (!t->stack.empty()) {  // an unmatched end has nothing to end
-        builder_->EndPhase(t->stack.back(), time_of(rec.ticks));
-        t->stack.pop_back();
-        t->starts.pop_back();
+        EndOpen(t, time_of(rec.ticks));
       }
       break;
     }
-    case ev::kRecTag: {
-      std::string key, value;
-      if (!name_of(head.id, &key) || !name_of(rec.aux, &value)) return Apply::kWait;
-      builder_->SetPhaseTag(innermost, key, value);
-      break;
-    }
+    case ev::kRecTag:
     case ev::kRecTagInt: {
-      std::string key;
+      std::string key, value;
       if (!name_of(head.id, &key)) return Apply::kWait;
-      builder_->SetPhaseTag(innermost, key, std::to_string(static_cast<int64_t>(rec.flow)));
+      if (head.type == ev::kRecTag) {
+        if (!name_of(rec.aux, &value)) return Apply::kWait;
+      } else {
+        value = std::to_string(static_cast<int64_t>(rec.flow));
+      }
+      const size_t bytes = key.size() + value.size() + sizeof(std::pair<std::string, std::string>);
+      if (!t->stack.empty() && open_bytes_ + bytes > options_.max_open_bytes) {
+        DropRecord(head.type, false);
+        return Apply::kDone;
+      }
+      model::RunBuilder::TagResult r = builder_->SetPhaseTag(innermost, key, value);
+      if (r == model::RunBuilder::TagResult::kRefused) {  // the phase has its most keys
+        DropRecord(head.type, false);
+        return Apply::kDone;
+      }
+      if (r == model::RunBuilder::TagResult::kAdded && !t->stack.empty()) {
+        t->stack.back().bytes += bytes;
+        open_bytes_ += bytes;
+      }
       break;
     }
     case ev::kRecProcessTag: {
@@ -582,14 +734,17 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Reco
       if (!name_of(head.id, &key) || !name_of(rec.aux, &value)) return Apply::kWait;
       // Only the writer's own process phase: a writer grademl never saw (its events under
       // its parent's phase) would tag its parent.
-      if (f->proc_is_parent) {
-        ++own_dropped_;
-        break;
+      if (f->proc_is_parent || builder_->SetPhaseTag(f->proc.phase, key, value) == model::RunBuilder::TagResult::kRefused) {
+        DropRecord(head.type, false);
+        return Apply::kDone;
       }
-      builder_->SetPhaseTag(f->proc.phase, key, value);
       break;
     }
     case ev::kRecCounter: {
+      if (f->proc.resource == 0) {  // nowhere to put it
+        DropRecord(head.type, false);
+        return Apply::kDone;
+      }
       model::SeriesId sid = 0;
       auto it = f->counter_series.find(head.id);
       if (it != f->counter_series.end()) {
@@ -597,22 +752,26 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Reco
       } else {
         std::string name;
         if (!name_of(head.id, &name)) return Apply::kWait;
-        if (f->proc.resource == 0) {  // nowhere to put it
-          ++own_dropped_;
-          break;
-        }
         std::string series_name = "user." + name;
-        auto [sit, inserted] = series_.try_emplace({f->proc.resource, series_name}, 0);
-        if (inserted) {
+        auto sit = series_.find({f->proc.resource, series_name});
+        if (sit == series_.end()) {
+          if (!TakeBudget(sizeof(model::SeriesInfo) + series_name.size())) {
+            DropRecord(head.type, true);
+            return Apply::kDone;
+          }
           model::SeriesInfo info;
           info.resource = f->proc.resource;
           info.name = series_name;
           info.unit = "value";
           info.kind = model::SeriesKind::kGauge;
-          sit->second = builder_->AddSeries(info);
+          sit = series_.emplace(std::make_pair(f->proc.resource, series_name), builder_->AddSeries(info)).first;
         }
         sid = sit->second;
         f->counter_series.emplace(head.id, sid);
+      }
+      if (!TakeBudget(sizeof(model::SampleRecord))) {
+        DropRecord(head.type, true);
+        return Apply::kDone;
       }
       TimeNs ts = time_of(rec.ticks);
       // Samples of a series go out in time order; threads are read one after the other,
@@ -625,15 +784,20 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Reco
     }
     case ev::kRecFlowOut: {
       uint64_t flow = rec.flow;
-      auto [it, inserted] = flow_producer_.try_emplace(flow, innermost);
-      if (inserted) {
-        auto w = flow_waiting_.find(flow);
-        if (w != flow_waiting_.end()) {
-          for (model::PhaseId consumer : w->second) {
-            if (consumer != innermost) builder_->AddEdge({innermost, consumer, "flow"});
-          }
-          flow_waiting_.erase(w);
+      if (flow_producer_.contains(flow)) break;  // the first producer wins
+      auto w = flow_waiting_.find(flow);
+      size_t edges = w == flow_waiting_.end() ? 0 : w->second.size();
+      if (flow_producer_.size() >= kMaxFlows || !TakeBudget((edges + 1) * (sizeof(model::Edge) + 8))) {
+        DropRecord(head.type, flow_producer_.size() < kMaxFlows);
+        return Apply::kDone;
+      }
+      flow_producer_.emplace(flow, innermost);
+      if (w != flow_waiting_.end()) {
+        for (model::PhaseId consumer : w->second) {
+          if (consumer != innermost) builder_->AddEdge({innermost, consumer, "flow"});
         }
+        flow_waiting_count_ -= w->second.size();
+        flow_waiting_.erase(w);
       }
       break;
     }
@@ -641,9 +805,18 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Reco
       uint64_t flow = rec.flow;
       auto it = flow_producer_.find(flow);
       if (it != flow_producer_.end()) {
+        if (!TakeBudget(sizeof(model::Edge) + 8)) {
+          DropRecord(head.type, true);
+          return Apply::kDone;
+        }
         if (it->second != innermost) builder_->AddEdge({it->second, innermost, "flow"});
       } else {
+        if (flow_waiting_count_ >= kMaxFlows) {
+          DropRecord(head.type, false);
+          return Apply::kDone;
+        }
         flow_waiting_[flow].push_back(innermost);
+        ++flow_waiting_count_;
       }
       break;
     }
@@ -654,23 +827,28 @@ EventCollector::Apply EventCollector::ApplyRecord(File* f, Thread* t, const Reco
   return Apply::kDone;
 }
 
-bool EventCollector::ApplyThread(File* f, Thread* t, bool final) {
+bool EventCollector::ApplyThread(File* f, Thread* t, Mode mode) {
   while (!t->records.empty()) {
-    if (ApplyRecord(f, t, t->records.front(), final) == Apply::kWait) return false;
+    if (ApplyRecord(f, t, t->records.front(), mode) == Apply::kWait) return false;
     t->records.pop_front();
     --f->pending;
+    --queued_;
     t->stall_polls = 0;
   }
   return true;
 }
 
+void EventCollector::EndOpen(Thread* t, TimeNs end) {
+  const Open& open = t->stack.back();
+  builder_->EndPhase(open.id, end, open.keep ? model::RunBuilder::Keep::kInMemory : model::RunBuilder::Keep::kUntilHandedOut);
+  open_bytes_ -= std::min(open_bytes_, open.bytes);
+  t->stack.pop_back();
+}
+
 void EventCollector::CloseFile(File* f, TimeNs end) {
   for (Thread* t : f->thread_order) {
-    while (!t->stack.empty()) {
-      builder_->EndPhase(t->stack.back(), end);
-      t->stack.pop_back();
-      t->starts.pop_back();
-    }
+    while (!t->stack.empty()) EndOpen(t, end);
+    queued_ -= std::min(queued_, t->records.size());
   }
   own_dropped_ += f->pending;  // what could never be applied
   f->pending = 0;
@@ -686,6 +864,8 @@ void EventCollector::CloseFile(File* f, TimeNs end) {
   f->unclaimed.clear();
   f->threads.clear();
   f->thread_order.clear();
+  name_bytes_ -= std::min(name_bytes_, f->name_bytes);
+  f->name_bytes = 0;
   f->names.clear();
   f->counter_series.clear();
   f->state = File::State::kClosed;
@@ -719,11 +899,19 @@ void EventCollector::PollFile(File* f, bool final, TimeNs end) {
   bool can_apply = f->proc.phase != 0 && (f->clock != ev::kClockTsc || ticks_per_ns_ > 0);
   // Records are copied out only when they can be applied (or at the end, to count them):
   // until then they wait in the writer's memory, not in ours.
-  if (can_apply || final) ScanChunks(f);
   bool drained = true;
-  if (can_apply) {
+  if (can_apply || final) {
+    ClaimChunks(f);
+    ++pass_;
+    Mode mode = !can_apply ? Mode::kDiscard : final ? Mode::kFinal : Mode::kPoll;
+    // Threads one after the other, again while any moves on: a record waiting for a name
+    // that a thread read later defines goes on in the next round.
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (Thread* t : f->thread_order) progress |= PumpThread(f, t, mode);
+    }
     for (Thread* t : f->thread_order) {
-      if (!ApplyThread(f, t, final)) {
+      if (!t->records.empty()) {
         ++t->stall_polls;
         drained = false;
       }
@@ -740,6 +928,8 @@ void EventCollector::Poll(TimeNs now) {
   if (finished_) return;
   MeasureRate();
   AcceptWriters();
+  size_t backlog = options_.backlog_bytes ? options_.backlog_bytes() : builder_->unsent_bytes();
+  budget_ = options_.max_backlog_bytes > backlog ? options_.max_backlog_bytes - backlog : 0;
   for (auto& f : files_) {
     if (f->state != File::State::kClosed) PollFile(f.get(), false, now);
   }
@@ -756,6 +946,8 @@ void EventCollector::Finish(TimeNs end) {
     std::this_thread::sleep_for(std::chrono::nanoseconds(options_.min_rate_span_ns));
     MeasureRate();
   }
+  size_t backlog = options_.backlog_bytes ? options_.backlog_bytes() : builder_->unsent_bytes();
+  budget_ = options_.max_backlog_bytes > backlog ? options_.max_backlog_bytes - backlog : 0;
   for (auto& f : files_) {
     if (f->state != File::State::kClosed) PollFile(f.get(), true, end);
   }
@@ -764,18 +956,35 @@ void EventCollector::Finish(TimeNs end) {
 }
 
 void EventCollector::UpdateStats() {
+  // Closed memories leave their counts behind and go.
+  std::erase_if(files_, [this](const std::unique_ptr<File>& f) {
+    if (f->state != File::State::kClosed) return false;
+    if (f->valid) ++closed_valid_;
+    if (f->descriptor_lost) ++closed_descriptor_lost_;
+    closed_writer_dropped_ += f->writer_dropped;
+    closed_writer_too_deep_ += f->writer_too_deep;
+    return true;
+  });
   Stats s;
-  size_t writer_dropped = 0;
+  uint64_t writer_dropped = closed_writer_dropped_, writer_too_deep = closed_writer_too_deep_;
+  s.files = closed_valid_;
+  s.descriptor_lost = closed_descriptor_lost_;
   for (const auto& f : files_) {
     if (f->valid) ++s.files;
     writer_dropped += f->writer_dropped;
-    s.too_deep += f->writer_too_deep;
+    writer_too_deep += f->writer_too_deep;
     s.descriptor_lost += f->descriptor_lost ? 1 : 0;
     s.pending += f->pending;
   }
+  // Every writer shares the machine's CPUs: together they cannot have dropped more than one.
+  writer_dropped = PlausibleCount(writer_dropped);
+  writer_too_deep = std::min(writer_too_deep, writer_dropped);
   s.events = events_;
   s.phases = phases_;
   s.dropped = writer_dropped + own_dropped_;
+  s.too_deep = writer_too_deep + own_too_deep_;
+  s.phases_dropped = phases_dropped_;
+  s.over_backlog = over_backlog_;
   std::lock_guard lock(stats_mu_);
   stats_ = s;
 }

@@ -30,8 +30,40 @@ RunInfo RunBuilder::run_info() const {
 }
 
 void RunBuilder::MarkDirty(PhaseId id) {
-  if (dirty_phases_.insert(id).second) dirty_order_.push_back(id);
+  if (dirty_phases_.insert(id).second) {
+    dirty_order_.push_back(id);
+    auto it = phases_.find(id);
+    if (it != phases_.end()) AddUnsent(EstimatedBytes(it->second));
+  }
 }
+
+size_t EstimatedBytes(const Phase& phase) {
+  size_t bytes = sizeof(Phase) + phase.name.size() + phase.type.size() + phase.host.size();
+  for (const auto& [k, v] : phase.tags) bytes += sizeof(std::pair<std::string, std::string>) + k.size() + v.size();
+  return bytes;
+}
+
+size_t EstimatedBytes(const RunDelta& delta) {
+  size_t bytes = delta.samples.size() * sizeof(SampleRecord) + delta.edges.size() * sizeof(Edge) +
+                 delta.resources.size() * sizeof(Resource) + delta.series.size() * sizeof(SeriesInfo);
+  for (const LogLine& l : delta.logs) bytes += sizeof l + l.text.size();
+  for (const Phase& p : delta.phases) bytes += EstimatedBytes(p);
+  return bytes;
+}
+
+namespace {
+// parent + "/" + leaf, shortened past RunBuilder::kMaxTypePathBytes to the parent's first
+// element, "...", and the leaf (so that nesting thousands of levels deep costs each phase a
+// bounded path, not one growing with its depth).
+std::string JoinTypePath(const std::string& parent, const std::string& leaf) {
+  if (parent.size() + 1 + leaf.size() <= RunBuilder::kMaxTypePathBytes) return parent + "/" + leaf;
+  std::string_view first = std::string_view(parent).substr(0, parent.find('/'));
+  std::string out;
+  out.reserve(first.size() + 5 + leaf.size());
+  out.append(first).append("/.../").append(leaf);
+  return out;
+}
+}  // namespace
 
 PhaseId RunBuilder::BeginPhase(const PhaseSpec& spec) {
   std::lock_guard lock(mu_);
@@ -43,7 +75,7 @@ PhaseId RunBuilder::BeginPhase(const PhaseSpec& spec) {
   if (spec.parent != 0) {
     const std::string* parent_type = TypeOfLocked(spec.parent);
     GRADEML_CHECK_MSG(parent_type != nullptr, "BeginPhase with an unknown parent");
-    phase.type = *parent_type + "/" + spec.type;
+    phase.type = JoinTypePath(*parent_type, spec.type);
   }
   phase.tags = spec.tags;
   phase.start_ns = spec.start_ns;
@@ -51,6 +83,7 @@ PhaseId RunBuilder::BeginPhase(const PhaseSpec& spec) {
   phase.pid = spec.pid;
   phase.track = spec.track;
   PhaseId id = phase.id;
+  if (std::string_view leaf = phase.leaf_type(); !leaf_types_.contains(std::string(leaf))) leaf_types_.emplace(leaf);
   phases_.emplace(id, std::move(phase));
   MarkDirty(id);
   return id;
@@ -65,7 +98,7 @@ PhaseId RunBuilder::AddPhase(const PhaseSpec& spec, TimeNs end_ns) {
   if (spec.parent != 0) {
     const std::string* parent_type = TypeOfLocked(spec.parent);
     GRADEML_CHECK_MSG(parent_type != nullptr, "AddPhase with an unknown parent");
-    phase.type = *parent_type + "/" + spec.type;
+    phase.type = JoinTypePath(*parent_type, spec.type);
   } else {
     phase.type = spec.type;
   }
@@ -76,11 +109,13 @@ PhaseId RunBuilder::AddPhase(const PhaseSpec& spec, TimeNs end_ns) {
   phase.pid = spec.pid;
   phase.track = spec.track;
   added_types_.emplace(phase.id, &*type_pool_.insert(phase.type).first);
+  AddUnsent(EstimatedBytes(phase));
   return phase.id;
 }
 
 void RunBuilder::AdoptPhase(const Phase& phase) {
   std::lock_guard lock(mu_);
+  leaf_types_.emplace(phase.leaf_type());
   phases_.emplace(phase.id, phase);
 }
 
@@ -177,16 +212,17 @@ void RunBuilder::AddIngestStat(SourceId source, const std::string& reason, int64
   new_ingest_stats_.push_back({source, reason, count});
 }
 
-void RunBuilder::EndPhase(PhaseId id, TimeNs end_ns) {
+void RunBuilder::EndPhase(PhaseId id, TimeNs end_ns, Keep keep) {
   std::lock_guard lock(mu_);
   auto it = phases_.find(id);
   GRADEML_CHECK_MSG(it != phases_.end(), "EndPhase of an unknown phase");
   // A phase never ends before it starts, whatever clock skew the sources had.
   it->second.end_ns = std::max(end_ns, it->second.start_ns);
   MarkDirty(id);
+  if (keep == Keep::kUntilHandedOut) release_.insert(id);
 }
 
-void RunBuilder::SetPhaseTag(PhaseId id, const std::string& key, const std::string& value) {
+RunBuilder::TagResult RunBuilder::SetPhaseTag(PhaseId id, const std::string& key, const std::string& value) {
   std::lock_guard lock(mu_);
   auto it = phases_.find(id);
   GRADEML_CHECK_MSG(it != phases_.end(), "SetPhaseTag of an unknown phase");
@@ -194,11 +230,18 @@ void RunBuilder::SetPhaseTag(PhaseId id, const std::string& key, const std::stri
     if (k == key) {
       v = value;
       MarkDirty(id);
-      return;
+      return TagResult::kReplaced;
     }
   }
+  if (it->second.tags.size() >= kMaxTagsPerPhase) return TagResult::kRefused;
   it->second.tags.emplace_back(key, value);
   MarkDirty(id);
+  return TagResult::kAdded;
+}
+
+size_t RunBuilder::phases_in_memory() const {
+  std::lock_guard lock(mu_);
+  return phases_.size();
 }
 
 void RunBuilder::RenamePhase(PhaseId id, const std::string& name) {
@@ -219,9 +262,7 @@ std::optional<Phase> RunBuilder::GetPhase(PhaseId id) const {
 
 std::unordered_set<std::string> RunBuilder::PhaseLeafTypes() const {
   std::lock_guard lock(mu_);
-  std::unordered_set<std::string> out;
-  for (const auto& [id, phase] : phases_) out.emplace(phase.leaf_type());
-  return out;
+  return leaf_types_;
 }
 
 std::vector<Phase> RunBuilder::PhasesWhere(const std::function<bool(const Phase&)>& keep) const {
@@ -239,6 +280,7 @@ std::vector<Phase> RunBuilder::PhasesWhere(const std::function<bool(const Phase&
 void RunBuilder::AddEdge(const Edge& edge) {
   std::lock_guard lock(mu_);
   new_edges_.push_back(edge);
+  AddUnsent(sizeof(Edge) + edge.kind.size());
 }
 
 ResourceId RunBuilder::AddResource(Resource resource) {
@@ -269,14 +311,17 @@ void RunBuilder::AddSample(SeriesId series, TimeNs t, double value) {
   if (state.held) {
     new_samples_.push_back({series, *state.held});  // close the flat stretch
     state.held.reset();
+    AddUnsent(sizeof(SampleRecord));
   }
   new_samples_.push_back({series, sample});
+  AddUnsent(sizeof(SampleRecord));
   state.has_last = true;
   state.last_written = sample;
 }
 
 void RunBuilder::AddLogLine(LogLine line) {
   std::lock_guard lock(mu_);
+  AddUnsent(sizeof line + line.text.size());
   new_logs_.push_back(std::move(line));
 }
 
@@ -288,7 +333,15 @@ RunDelta RunBuilder::TakeDelta(bool final) {
     info_dirty_ = false;
   }
   delta.phases.reserve(dirty_order_.size() + finished_.size());
-  for (PhaseId id : dirty_order_) delta.phases.push_back(phases_.at(id));
+  for (PhaseId id : dirty_order_) {
+    auto it = phases_.find(id);
+    if (release_.erase(id) > 0) {  // ended, and not needed once handed out
+      delta.phases.push_back(std::move(it->second));
+      phases_.erase(it);
+    } else {
+      delta.phases.push_back(it->second);
+    }
+  }
   for (Phase& p : finished_) delta.phases.push_back(std::move(p));
   finished_.clear();
   dirty_order_.clear();
@@ -323,6 +376,7 @@ RunDelta RunBuilder::TakeDelta(bool final) {
   new_clock_estimates_.clear();
   delta.step_executions = std::move(new_step_executions_);
   new_step_executions_.clear();
+  unsent_bytes_.store(0, std::memory_order_relaxed);
   return delta;
 }
 

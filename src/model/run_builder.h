@@ -9,8 +9,15 @@
 // held back, and written only when the value changes (as the last point of the flat stretch)
 // or at the next TakeDelta(). A series of an idle process thus costs one row per flush, not
 // one per sample, while the piecewise shape of every series is kept exactly.
+//
+// Memory: a phase stays in memory while it is open, and after it ended unless its writer
+// ended it with Keep::kUntilHandedOut (in-process events, which may come by the million):
+// then it is released once the next delta has handed it out. What waits to be handed out is
+// estimated in unsent_bytes(), which the event collector uses to bound what it accepts.
+// Type paths are bounded (kMaxTypePathBytes): a deeper path keeps its start and its leaf.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -57,6 +64,11 @@ void MergeDelta(RunDelta& into, RunDelta&& later);
 // The whole of `run` as one delta (to copy a run into another store).
 RunDelta DeltaOfRun(const Run& run);
 
+// About how much memory rows take (their structs plus their text): the one estimate of the
+// builder's unsent_bytes() and of what the store writer holds.
+size_t EstimatedBytes(const Phase& phase);
+size_t EstimatedBytes(const RunDelta& delta);
+
 struct PhaseSpec {
   PhaseId parent = 0;
   std::string name;
@@ -87,12 +99,20 @@ class RunBuilder {
   }
 
   PhaseId BeginPhase(const PhaseSpec& spec);
-  void EndPhase(PhaseId id, TimeNs end_ns);
-  void SetPhaseTag(PhaseId id, const std::string& key, const std::string& value);
+  // What happens to an ended phase once it is handed out: kept (GetPhase, PhasesWhere and
+  // later changes find it), or released (kUntilHandedOut: nothing may refer to it again but
+  // its id, as the parent or end of an edge already handed out or yet to come).
+  enum class Keep { kInMemory, kUntilHandedOut };
+  void EndPhase(PhaseId id, TimeNs end_ns, Keep keep = Keep::kInMemory);
+  // A phase has at most kMaxTagsPerPhase keys: a new key past them is refused.
+  enum class TagResult { kAdded, kReplaced, kRefused };
+  static constexpr size_t kMaxTagsPerPhase = 256;
+  TagResult SetPhaseTag(PhaseId id, const std::string& key, const std::string& value);
   void RenamePhase(PhaseId id, const std::string& name);
   // A copy of the phase, or nullopt for an unknown id.
   std::optional<Phase> GetPhase(PhaseId id) const;
-  // The leaf types of every phase so far (process, epoch, ...).
+  // The leaf types of every phase begun or adopted so far (process, epoch, ...), released
+  // ones included.
   std::unordered_set<std::string> PhaseLeafTypes() const;
   // Copies of the phases held (begun, not bulk-added) for which `keep` is true, by id.
   std::vector<Phase> PhasesWhere(const std::function<bool(const Phase&)>& keep) const;
@@ -134,6 +154,16 @@ class RunBuilder {
 
   static constexpr DurationNs kHeldReleaseNs = 5 * kNsPerSec;
 
+  // About how many bytes the next TakeDelta() will hand out (phases, edges, samples, log
+  // lines; estimated from row counts and text sizes as the store writer estimates what it
+  // holds). Lock-free: read by the event collector on every pass.
+  size_t unsent_bytes() const { return unsent_bytes_.load(std::memory_order_relaxed); }
+  // Phases held in memory (open, or ended and kept, or ended and not yet handed out).
+  size_t phases_in_memory() const;
+
+  // A type path longer than this is shortened: its first element, "...", and its leaf.
+  static constexpr size_t kMaxTypePathBytes = 2048;
+
  private:
   struct SeriesState {
     bool has_last = false;
@@ -145,6 +175,9 @@ class RunBuilder {
   RunInfo info_;
   bool info_dirty_ = true;
   std::unordered_map<PhaseId, Phase> phases_;
+  std::unordered_set<PhaseId> release_;  // ended with kUntilHandedOut, not handed out yet
+  std::unordered_set<std::string> leaf_types_;
+  std::atomic<size_t> unsent_bytes_{0};  // written under mu_
   std::unordered_set<PhaseId> dirty_phases_;
   std::vector<PhaseId> dirty_order_;
   std::vector<Edge> new_edges_;
@@ -157,6 +190,7 @@ class RunBuilder {
   ResourceId next_resource_id_ = 1;
 
   void MarkDirty(PhaseId id);
+  void AddUnsent(size_t bytes) { unsent_bytes_.store(unsent_bytes_.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed); }
   // The type path of a known phase (kept, adopted or added), or nullptr.
   const std::string* TypeOfLocked(PhaseId id) const;
 

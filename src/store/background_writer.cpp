@@ -26,12 +26,16 @@ void BackgroundWriter::Loop() {
   const auto interval = std::chrono::nanoseconds(options_.flush_interval);
   auto next = Clock::now() + interval;
   std::unique_lock lock(mu_);
-  while (!cv_.wait_until(lock, next, [this] { return stop_; })) {
+  while (true) {
+    bool soon = cv_.wait_until(lock, next, [this] { return stop_ || flush_soon_; });
+    if (stop_) break;
+    flush_soon_ = false;
     lock.unlock();
     (void)Flush();  // a failure is reported and the delta retried next time
     lock.lock();
-    // A fixed cadence; after a write slower than the interval, the next flush follows at once.
-    next = std::max(next + interval, Clock::now());
+    // A fixed cadence; after a write slower than the interval, the next flush follows at
+    // once; after one asked for (FlushSoon), the next is an interval later.
+    next = soon ? Clock::now() + interval : std::max(next + interval, Clock::now());
   }
 }
 
@@ -39,23 +43,23 @@ void BackgroundWriter::Notify(const Event& event) const {
   if (options_.on_event) options_.on_event(event);
 }
 
-size_t BackgroundWriter::PendingBytes() const {
-  size_t bytes = pending_.samples.size() * sizeof(model::SampleRecord) +
-                 pending_.phases.size() * sizeof(model::Phase) + pending_.edges.size() * sizeof(model::Edge) +
-                 pending_.resources.size() * sizeof(model::Resource) +
-                 pending_.series.size() * sizeof(model::SeriesInfo);
-  for (const model::LogLine& l : pending_.logs) bytes += sizeof l + l.text.size();
-  for (const model::Phase& p : pending_.phases) bytes += p.name.size() + p.type.size();
-  return bytes;
-}
+size_t BackgroundWriter::PendingBytes() const { return model::EstimatedBytes(pending_); }
 
 Status BackgroundWriter::Flush(bool final) {
   std::lock_guard lock(flush_mu_);
+  // What leaves the builder is held here from now on (an estimate first, so that the sum the
+  // event collector reads never misses it; the exact one once merged).
+  held_bytes_.store(held_bytes_.load(std::memory_order_relaxed) + builder_->unsent_bytes(), std::memory_order_relaxed);
   model::MergeDelta(pending_, builder_->TakeDelta(final));
-  if (pending_.empty()) return Status::Ok();
+  if (pending_.empty()) {
+    held_bytes_.store(0, std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  held_bytes_.store(PendingBytes(), std::memory_order_relaxed);
   Status st = db_->WriteDelta(run_, pending_);
   if (st.ok()) {
     pending_ = model::RunDelta();
+    held_bytes_.store(0, std::memory_order_relaxed);
     if (failing_) {
       failing_ = false;
       Notify({.kind = Event::kRecovered, .status = Status::Ok(), .dropped_samples = dropped_});
@@ -73,12 +77,21 @@ Status BackgroundWriter::Flush(bool final) {
     dropped_ += pending_.samples.size() + pending_.logs.size();
     pending_.samples = {};
     pending_.logs = {};
+    held_bytes_.store(PendingBytes(), std::memory_order_relaxed);
     if (first_drop) Notify({.kind = Event::kDropping, .status = st, .dropped_samples = dropped_});
   }
   return st;
 }
 
 Status BackgroundWriter::FlushNow() { return Flush(); }
+
+void BackgroundWriter::FlushSoon() {
+  {
+    std::lock_guard lock(mu_);
+    flush_soon_ = true;
+  }
+  cv_.notify_all();
+}
 
 Status BackgroundWriter::first_error() {
   std::lock_guard lock(flush_mu_);

@@ -1,6 +1,7 @@
 // BackgroundWriter: persists a run while it is being recorded.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -65,6 +66,10 @@ class BackgroundWriter {
 
   // Writes what changed so far now, on the caller's thread, and returns that write's status.
   Status FlushNow();
+  // Asks the writer's thread for a write as soon as it is free, rather than at the next
+  // interval, without waiting for it (a flood of events: the store writes as fast as it can
+  // while the backlog is large, instead of once an interval).
+  void FlushSoon();
   // Stops the thread and does the final flush (retried as Options say). OK when everything
   // recorded is in the store, even if some writes failed on the way (first_error() says
   // why); otherwise why, and what is missing. Later calls return the same.
@@ -73,6 +78,11 @@ class BackgroundWriter {
   Status first_error();
   // Samples and log lines dropped because the held data passed the bound.
   uint64_t dropped_samples();
+  // About how many bytes of rows it holds (being written, or kept after a failed write),
+  // estimated as the bound above is. Lock-free, so that the event collector can ask on
+  // every pass, even while a write is under way; with RunBuilder::unsent_bytes() it is what
+  // is accepted but not stored yet.
+  size_t held_bytes() const { return held_bytes_.load(std::memory_order_relaxed); }
 
  private:
   void Loop();
@@ -91,12 +101,14 @@ class BackgroundWriter {
   bool failing_ = false;     // the last write failed
   uint64_t dropped_ = 0;     // samples and log lines dropped past the bound
   Status final_status_;
+  std::atomic<size_t> held_bytes_{0};  // PendingBytes() of pending_, written under flush_mu_
 
   std::mutex stop_mu_;  // serialises Stop()
   bool stopped_ = false;
-  std::mutex mu_;       // guards stop_
+  std::mutex mu_;       // guards stop_, flush_soon_
   std::condition_variable cv_;
   bool stop_ = false;
+  bool flush_soon_ = false;
   std::thread thread_;
 };
 

@@ -135,12 +135,18 @@ int ShellExitCode(int wait_status) {
 }
 
 // Events that instrumented processes could not record (memory full or not reservable,
-// nesting deeper than instrument::kMaxDepth, a writer whose descriptor the program closed)
-// are said at the end and kept with the run, as tags of its root phase:
-// grademl.events_dropped, grademl.events_too_deep, grademl.events_descriptor_lost.
+// nesting deeper than instrument::kMaxDepth, a writer whose descriptor the program closed),
+// and the phases grademl dropped to bound its memory and its stop (written faster than the
+// store takes them: docs/event-collection.md, "Bounds"), are said at the end in one line and
+// kept with the run, as tags of its root phase: grademl.events_dropped,
+// grademl.events_too_deep, grademl.events_descriptor_lost, grademl.phases_dropped.
 void ReportDroppedEvents(const collect::EventCollector::Stats& s, model::RunBuilder& builder, model::PhaseId run_phase) {
   if (s.dropped == 0) return;
   std::vector<std::string> why;
+  if (s.phases_dropped > 0) {
+    why.push_back(fmt::format("{} phases dropped by grademl{}", s.phases_dropped,
+                              s.over_backlog > 0 ? ", written faster than the store could take them" : ""));
+  }
   if (s.too_deep > 0) why.push_back(fmt::format("{} phases nested deeper than {} levels", s.too_deep, instrument::kMaxDepth));
   if (s.descriptor_lost > 0) {
     why.push_back(fmt::format("{} process{} closed or replaced grademl's event descriptor: later events missing",
@@ -156,6 +162,7 @@ void ReportDroppedEvents(const collect::EventCollector::Stats& s, model::RunBuil
   if (s.descriptor_lost > 0) {
     builder.SetPhaseTag(run_phase, "grademl.events_descriptor_lost", std::to_string(s.descriptor_lost));
   }
+  if (s.phases_dropped > 0) builder.SetPhaseTag(run_phase, "grademl.phases_dropped", std::to_string(s.phases_dropped));
 }
 
 struct Recording::Impl {
@@ -380,11 +387,18 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
       store::BackgroundWriter::Options{.flush_interval = options.flush_interval, .on_event = ReportStoreTrouble});
   Impl* raw = impl.get();
   if (!ec) {
+    // What the events may hold back is bounded by what the store has not written yet: the
+    // builder's next delta and the writer's held one (docs/event-collection.md, "Bounds").
+    collect::EventCollectorOptions event_options;
+    event_options.backlog_bytes = [raw] { return raw->builder->unsent_bytes() + raw->writer->held_bytes(); };
+    event_options.keep_type = ReadBackWhenTheRunEnds;
     impl->events = std::make_unique<collect::EventCollector>(
-        &builder, impl->events_dir, info.host, [raw](pid_t pid) -> collect::EventCollector::ProcessInfo {
+        &builder, impl->events_dir, info.host,
+        [raw](pid_t pid) -> collect::EventCollector::ProcessInfo {
           collect::ProcessTreeMonitor::ProcessRef ref = raw->processes->Lookup(pid);
           return {.phase = ref.phase, .resource = ref.resource, .end_ns = ref.end_ns};
-        });
+        },
+        event_options);
     if (!impl->events->listen_error().empty()) {
       std::fprintf(stderr, "grademl: in-process events off: %s\n", impl->events->listen_error().c_str());
     }
@@ -394,7 +408,14 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   std::vector<collect::SamplingLoop::Sampler> samplers;
   samplers.push_back([raw](TimeNs now) { raw->processes->Sample(now); });
   samplers.push_back([raw](TimeNs now) { raw->outside->Sample(now); });
-  if (raw->events) samplers.push_back([raw](TimeNs now) { raw->events->Poll(now); });
+  if (raw->events) {
+    // A flood of events (the builder holds a quarter of the collector's backlog bound): the
+    // store writes continuously rather than once an interval, so that less is dropped.
+    samplers.push_back([raw, early = collect::EventCollectorOptions().max_backlog_bytes / 4](TimeNs now) {
+      raw->events->Poll(now);
+      if (raw->builder->unsent_bytes() >= early) raw->writer->FlushSoon();
+    });
+  }
   if (raw->host_ok) samplers.push_back([raw](TimeNs now) { raw->host_monitor->Sample(now); });
   if (raw->gpu_monitor) samplers.push_back([raw](TimeNs now) { raw->gpu_monitor->Sample(now); });
   impl->loop = std::make_unique<collect::SamplingLoop>(

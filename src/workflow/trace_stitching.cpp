@@ -255,7 +255,7 @@ void TraceStitching::Import(const Request& r, TimeNs end, Outcome& outcome) {
     std::unordered_map<model::PhaseId, model::PhaseId> parent_of;
     for (const model::Phase& p : own) parent_of[p.id] = p.parent;
     for (model::Phase& p : own) {
-      if (p.leaf_type() != "iteration") continue;
+      if (p.leaf_type() != kIterationType) continue;
       model::PhaseId at = p.parent;
       while (at != 0 && at != r.process) {
         auto it = parent_of.find(at);

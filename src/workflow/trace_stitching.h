@@ -31,6 +31,15 @@ namespace grademl::workflow {
 inline constexpr std::string_view kTraceExportType = "trace_export";
 inline constexpr char kTracePathTag[] = "trace.path";
 inline constexpr char kTraceAnchorTag[] = "trace.anchor_ns";
+// The phases ImportAll aligns a process's trace to.
+inline constexpr std::string_view kIterationType = "iteration";
+
+// Whether ImportAll reads back in-process event phases of this leaf type from the builder
+// when the run ends (the profiler's exports, the iterations), so that the event collector
+// keeps them, and the phases they are nested in, in memory once they end.
+inline bool ReadBackWhenTheRunEnds(std::string_view leaf_type) {
+  return leaf_type == kTraceExportType || leaf_type == kIterationType;
+}
 
 // Files looked at inside one out directory, at most (an out may be a large dataset).
 inline constexpr size_t kMaxOutFilesScanned = 10000;

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <atomic>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "instrument/event_format.h"
@@ -936,6 +937,332 @@ TEST_F(EventCollectorTest, RealWriterConcurrentThreads) {
   const auto& samples = m.samples[m.series[0].id];
   for (size_t k = 1; k < samples.size(); ++k) ASSERT_LE(samples[k - 1].t, samples[k].t);
   unsetenv("GRADEML_EVENTS_DIR");
+}
+
+// ---- Issue 24: bounds. Whatever a memory holds or claims, and however fast it is written,
+// the collector holds bounded memory, believes no count beyond the possible, and says
+// exactly what it dropped.
+
+// Writes records for one thread across as many chunks as they need (a writer's chunks are
+// taken as the thread fills them).
+class ThreadStream {
+ public:
+  ThreadStream(TestWriter& w, uint32_t tid) : w_(w), tid_(tid) {}
+  void Name(uint32_t id, const std::string& s) { Room(8 + ((s.size() + 7) & ~size_t{7})), w_.Name(c_, id, s); }
+  void Begin(uint32_t name, uint64_t t) { Room(16), w_.Begin(c_, name, t); }
+  void End(uint64_t t) { Room(16), w_.End(c_, t); }
+  void Instant(uint32_t name, uint64_t t) { Room(16), w_.Instant(c_, name, t); }
+  void Tag(uint32_t key, uint32_t value) { Room(16), w_.Tag(c_, key, value); }
+  void Counter(uint32_t name, uint64_t t, double v) { Room(24), w_.Counter(c_, name, t, v); }
+  void Flow(bool out, uint64_t t, uint64_t flow) { Room(24), w_.Flow(c_, out, t, flow); }
+  int chunk() const { return c_; }
+
+ private:
+  void Room(size_t n) {
+    if (c_ < 0 || used_ + n > ev::kChunkPayload) {
+      c_ = w_.NewChunk(tid_);
+      used_ = 0;
+    }
+    used_ += n;
+  }
+  TestWriter& w_;
+  uint32_t tid_;
+  int c_ = -1;
+  size_t used_ = 0;
+};
+
+// Counts of a hostile header: believed only as far as physically possible (no thread drops
+// more than one event a nanosecond, on every CPU since the collector started), never going
+// back, and never more phases too deep than events dropped. Before: taken as they were
+// (18446744073709551615 events "not recorded", stored in the run's tags).
+TEST_F(EventCollectorTest, HostileHeaderCountsAreBelievedOnlyAsFarAsPossible) {
+  AddProcess(100);
+  AddProcess(101);
+  auto t0 = std::chrono::steady_clock::now();
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  TestWriter w2(dir_, 101, ev::kClockMonotonic, 0, true, ev::kHeaderBytes + 2 * ev::kChunkBytes);
+  for (TestWriter* x : {&w, &w2}) {
+    __atomic_store_n(&x->header()->dropped_events, UINT64_MAX - 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&x->header()->dropped_too_deep, UINT64_MAX, __ATOMIC_RELEASE);
+    __atomic_store_n(&x->header()->next_chunk, UINT64_MAX, __ATOMIC_RELEASE);  // past the memory's chunks
+  }
+  c->Poll(0);
+  auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  const uint64_t possible = static_cast<uint64_t>(elapsed) * std::max(1u, std::thread::hardware_concurrency());
+  auto s = c->stats();
+  EXPECT_LE(s.dropped, possible);  // both memories together
+  EXPECT_GT(s.dropped, 0u);
+  EXPECT_LE(s.too_deep, s.dropped);
+  // A count that goes back (the writer only ever adds) keeps what was seen.
+  __atomic_store_n(&w.header()->dropped_events, 3, __ATOMIC_RELEASE);
+  c->Poll(0);
+  EXPECT_GE(c->stats().dropped, s.dropped);
+  c->Finish(kAnchorEpoch + 10);
+  EXPECT_EQ(c->stats().files, 2u);
+}
+
+// A writer that nests deeper than the format allows (the real writer stops at kMaxDepth):
+// the Begins past it are dropped with what they hold, counted as too deep, and their Ends
+// end nothing they should not.
+TEST_F(EventCollectorTest, NestingDeeperThanTheFormatIsDroppedHere) {
+  auto& proc = AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  ThreadStream t(w, 1);
+  t.Name(1, "deep");
+  t.Name(2, "inside");
+  const uint32_t depth = ev::kMaxDepth + 100;
+  for (uint32_t i = 0; i < depth; ++i) t.Begin(1, 10 + i);
+  t.Instant(2, 50000);
+  for (uint32_t i = 0; i < depth; ++i) t.End(100000 + i);
+  c->Poll(0);
+  auto s = c->stats();
+  EXPECT_EQ(s.phases, size_t{ev::kMaxDepth});
+  EXPECT_EQ(s.too_deep, 100u);
+  EXPECT_EQ(s.phases_dropped, 101u);  // the 100 too deep, and the instant inside them
+  EXPECT_EQ(s.dropped, 100u + 1u + 100u);
+  Model& m = Take();
+  // The outermost phase ends with the last End; the deepest kept one with the 101st.
+  const model::Phase* outer = nullptr;
+  size_t deep = 0;
+  for (auto& [id, p] : m.phases) {
+    if (p.name != "deep") continue;
+    ++deep;
+    if (p.parent == proc.phase) outer = &p;
+    EXPECT_NE(p.end_ns, 0);
+  }
+  EXPECT_EQ(deep, size_t{ev::kMaxDepth});
+  ASSERT_NE(outer, nullptr);
+  EXPECT_EQ(outer->end_ns, kAnchorEpoch + 100000 + depth - 1);
+  EXPECT_EQ(m.Named("inside"), nullptr);
+}
+
+// The store's backlog full (it takes phases slower than they come): a new phase is dropped
+// with everything inside it (nested phases, tags, flows) and counted; counter samples too;
+// phases accepted before still end; once the backlog is down, phases are accepted again.
+// Before: everything was accepted and held (grademl grew ~0.4 GB/s under a flood).
+TEST_F(EventCollectorTest, AFullBacklogDropsWholePhasesAndCountsThem) {
+  auto& proc = AddProcess(100);
+  size_t backlog = 0;
+  EventCollectorOptions options;
+  options.max_backlog_bytes = 1 << 20;
+  options.backlog_bytes = [&] { return backlog; };
+  auto c = MakeCollector(options);
+  TestWriter w(dir_, 100);
+  ThreadStream t(w, 1);
+  const char* names[] = {"a", "b", "c", "d", "e", "f", "k", "v", "loss", "inner"};
+  for (uint32_t i = 0; i < 10; ++i) t.Name(i + 1, names[i]);
+  t.Begin(1, 10);  // a, accepted, stays open
+  t.Begin(2, 20);  // b
+  t.End(30);
+  c->Poll(0);
+  backlog = options.max_backlog_bytes;  // the store is behind
+  t.Begin(3, 40);  // c: dropped, with all of this
+  t.Tag(7, 8);
+  t.Begin(4, 50);  // d
+  t.Instant(10, 55);
+  t.Flow(true, 56, 99);
+  t.End(60);
+  t.End(70);
+  t.Counter(9, 75, 1.5);  // a sample: dropped
+  t.Instant(5, 80);       // e: dropped
+  t.Tag(7, 8);            // on a: kept (a is accepted)
+  c->Poll(0);
+  backlog = 0;
+  t.Begin(6, 90);  // f: accepted again
+  t.End(100);
+  t.End(110);  // ends a
+  c->Poll(0);
+  auto s = c->stats();
+  EXPECT_EQ(s.phases, 3u);           // a, b, f
+  EXPECT_EQ(s.phases_dropped, 4u);   // c, d, the instant in d, e
+  EXPECT_EQ(s.dropped, 9u);          // c, its tag, d, the instant, the flow, two Ends, the sample, e
+  EXPECT_EQ(s.over_backlog, 3u);     // the records that met the full backlog: c, the sample, e
+  Model& m = Take();
+  for (const char* gone : {"c", "d", "e", "inner"}) EXPECT_EQ(m.Named(gone), nullptr) << gone;
+  ASSERT_NE(m.Named("a"), nullptr);
+  ASSERT_NE(m.Named("f"), nullptr);
+  EXPECT_EQ(m.Named("a")->parent, proc.phase);
+  EXPECT_EQ(m.Named("a")->end_ns, kAnchorEpoch + 110);
+  EXPECT_EQ(m.Tag(*m.Named("a"), "k"), "v");
+  EXPECT_EQ(m.Named("f")->parent, m.Named("a")->id);
+  EXPECT_EQ(m.Named("b")->end_ns, kAnchorEpoch + 30);
+  EXPECT_TRUE(m.edges.empty());
+  EXPECT_TRUE(m.samples.empty());
+}
+
+// Without a backlog function the builder's own unsent bytes are the backlog: a flood polled
+// without anyone taking deltas stops growing the builder at the bound; once the deltas are
+// taken, phases come in again. Every phase written is stored or counted.
+TEST_F(EventCollectorTest, TheBuildersUnsentBytesBoundWhatIsAccepted) {
+  AddProcess(100);
+  EventCollectorOptions options;
+  options.max_backlog_bytes = 256 << 10;
+  auto c = MakeCollector(options);
+  (void)Take();
+  TestWriter w(dir_, 100);
+  ThreadStream t(w, 1);
+  t.Name(1, "x");
+  const int kPhases = 20000;
+  for (int i = 0; i < kPhases; ++i) {
+    t.Begin(1, 10 + 2 * i);
+    t.End(11 + 2 * i);
+  }
+  c->Poll(0);
+  auto s = c->stats();
+  EXPECT_GT(s.phases, 0u);
+  EXPECT_LT(s.phases, size_t{kPhases});
+  EXPECT_LE(builder_.unsent_bytes(), options.max_backlog_bytes + 4096);
+  EXPECT_EQ(s.phases + s.phases_dropped, size_t{kPhases});
+  EXPECT_EQ(s.dropped, 2 * s.phases_dropped);
+  // The ended phases left the builder once handed out (run and process stay).
+  Model& m = Take();
+  EXPECT_EQ(builder_.phases_in_memory(), 2u);
+  size_t stored = 0;
+  for (auto& [id, p] : m.phases) stored += p.name == "x";
+  EXPECT_EQ(stored, s.phases);
+  for (int i = 0; i < 10; ++i) {
+    t.Begin(1, 100000 + 2 * i);
+    t.End(100001 + 2 * i);
+  }
+  c->Poll(0);
+  EXPECT_EQ(c->stats().phases, s.phases + 10);
+}
+
+// Ended phases leave the builder once handed out, except the types the owner reads back at
+// the end of the run (trace stitching: iterations, exports) and the phases they are in, up
+// to max_kept_phases.
+TEST_F(EventCollectorTest, EndedPhasesLeaveTheBuilderExceptKeptTypes) {
+  AddProcess(100);
+  EventCollectorOptions options;
+  options.keep_type = [](std::string_view type) { return type == "iteration"; };
+  options.max_kept_phases = 2;
+  auto c = MakeCollector(options);
+  TestWriter w(dir_, 100);
+  ThreadStream t(w, 1);
+  t.Name(1, "epoch");
+  t.Name(2, "iteration");
+  t.Name(3, "step");
+  t.Name(4, "other");
+  t.Begin(1, 10);  // epoch { iteration { step } } other
+  t.Begin(2, 20);
+  t.Begin(3, 30);
+  t.End(40);
+  t.End(50);
+  t.End(60);
+  t.Begin(4, 70);
+  t.End(80);
+  t.Begin(2, 90);  // a second iteration: past max_kept_phases (the first and its epoch)
+  t.End(100);
+  c->Poll(0);
+  Model& m = Take();
+  std::vector<model::Phase> held = builder_.PhasesWhere([](const model::Phase& p) { return p.pid == 100; });
+  std::set<std::string> names;
+  for (const model::Phase& p : held) names.insert(p.name);
+  EXPECT_EQ(names, (std::set<std::string>{"proc100", "epoch", "iteration"}));
+  EXPECT_EQ(builder_.phases_in_memory(), 4u);  // run, process, epoch, the first iteration
+  size_t iterations = 0;
+  for (const model::Phase& p : held) iterations += p.name == "iteration";
+  EXPECT_EQ(iterations, 1u);
+  EXPECT_EQ(builder_.GetPhase(m.Named("epoch")->id)->end_ns, kAnchorEpoch + 60);
+  EXPECT_NE(m.Named("step"), nullptr);  // handed out all the same
+  EXPECT_NE(m.Named("other"), nullptr);
+}
+
+// Phases open at once are bounded in bytes (a hostile writer with thousands of threads, each
+// thousands of phases deep, would hold millions): past the bound Begins are dropped with
+// what they hold, and accepted again once phases end.
+TEST_F(EventCollectorTest, OpenPhasesAreBounded) {
+  AddProcess(100);
+  EventCollectorOptions options;
+  options.max_open_bytes = 64 << 10;
+  auto c = MakeCollector(options);
+  TestWriter w(dir_, 100);
+  ThreadStream t(w, 1);
+  t.Name(1, "x");
+  t.Name(2, "after");
+  for (int i = 0; i < 2000; ++i) t.Begin(1, 10 + i);
+  for (int i = 0; i < 2000; ++i) t.End(5000 + i);
+  t.Begin(2, 9000);
+  t.End(9001);
+  c->Poll(0);
+  auto s = c->stats();
+  EXPECT_GT(s.phases, 1u);
+  EXPECT_LT(s.phases, 2001u);
+  EXPECT_EQ(s.phases + s.phases_dropped, 2001u);
+  EXPECT_EQ(s.over_backlog, 0u);  // not the store's backlog: the open bound
+  Model& m = Take();
+  ASSERT_NE(m.Named("after"), nullptr);
+  size_t open = 0;
+  for (auto& [id, p] : m.phases) open += p.pid == 100 && p.name != "proc100" && p.end_ns == 0;
+  EXPECT_EQ(open, 0u);  // every accepted phase ended with its own End
+  EXPECT_EQ(m.Named("after")->end_ns, kAnchorEpoch + 9001);
+}
+
+// Names are bounded: each to 1024 bytes (the writer's own cut), and per memory in all; past
+// that, a name is a placeholder at once, not after a wait of name_wait_polls.
+TEST_F(EventCollectorTest, NamesAreBounded) {
+  AddProcess(100);
+  EventCollectorOptions options;
+  options.name_wait_polls = 1000000;
+  auto c = MakeCollector(options);
+  TestWriter w(dir_, 100);
+  ThreadStream t(w, 1);
+  t.Name(1, std::string(5000, 'n'));
+  t.Instant(1, 10);
+  // 16 MiB of names (the per-memory bound): the next one is refused.
+  const std::string filler(1000, 'f');
+  uint32_t id = 2;
+  for (size_t bytes = 0; bytes <= (size_t{16} << 20); bytes += filler.size(), ++id) t.Name(id, filler + std::to_string(id));
+  t.Name(id, "refused" + filler);
+  t.Instant(id, 20);
+  c->Poll(0);
+  Model& m = Take();
+  bool long_name = false;
+  for (auto& [pid, p] : m.phases) long_name |= p.name == std::string(1024, 'n');
+  EXPECT_TRUE(long_name);
+  EXPECT_EQ(m.Named("refused" + filler), nullptr);
+  EXPECT_NE(m.Named("#" + std::to_string(id)), nullptr);  // at once: one poll
+  EXPECT_EQ(c->stats().pending, 0u);
+}
+
+// A thread whose record waits for a name reads on only up to a bounded queue (before: all
+// its records, the whole memory, were copied into grademl while it waited).
+TEST_F(EventCollectorTest, AWaitingThreadsQueueIsBounded) {
+  AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  ThreadStream t(w, 1);
+  t.Name(1, "x");
+  t.Instant(99, 5);  // name 99: not defined yet
+  const int kRecords = 100000;
+  for (int i = 0; i < kRecords; ++i) t.Instant(1, 10 + i);
+  c->Poll(0);
+  EXPECT_GE(c->stats().pending, 1u);
+  EXPECT_LE(c->stats().pending, (size_t{1} << 14) + ev::kChunkPayload / 16);
+  ThreadStream other(w, 2);
+  other.Name(99, "late");
+  c->Poll(0);
+  EXPECT_EQ(c->stats().pending, 0u);
+  EXPECT_EQ(c->stats().phases, size_t{kRecords} + 1);
+  EXPECT_NE(Take().Named("late"), nullptr);
+}
+
+// Flows waiting for a producer are bounded (before: one map entry per flow id ever seen).
+TEST_F(EventCollectorTest, FlowsWaitingForAProducerAreBounded) {
+  AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  ThreadStream t(w, 1);
+  t.Name(1, "consumer");
+  t.Begin(1, 10);
+  const uint64_t kFlows = (uint64_t{1} << 20) + 10;
+  for (uint64_t f = 0; f < kFlows; ++f) t.Flow(false, 20, f + 1);
+  t.End(30);
+  c->Poll(0);
+  EXPECT_EQ(c->stats().dropped, 10u);
+  EXPECT_EQ(c->stats().phases_dropped, 0u);
 }
 
 }  // namespace

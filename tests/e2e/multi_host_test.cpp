@@ -353,7 +353,7 @@ TEST(MultiHostE2E, TwoNodeTorchrunJobIsOneRun) {
   for (const model::ClockEstimate& e : r.clock_estimates) measured.insert(e.host);
   EXPECT_EQ(measured, (std::set<std::string>{h0, h1}));
   // The report's communication analysis compares the two ranks; its host view has both nodes.
-  json report = ReportJson(url);
+  nlohmann::json report = ReportJson(url);
   ASSERT_TRUE(report["multi_host"].is_object());
   ASSERT_EQ(report["multi_host"]["hosts"].size(), 2u) << report["multi_host"].dump();
   EXPECT_EQ(report["multi_host"]["hosts"][1]["name"], h1);

@@ -43,19 +43,41 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
 
-  grademl::model::RunBuilder builder(grademl::model::RunInfo{});
-  grademl::model::PhaseId run = builder.BeginPhase({.name = "run", .type = "run", .start_ns = 1});
-  grademl::model::PhaseId proc =
-      builder.BeginPhase({.parent = run, .name = "proc", .type = "process", .start_ns = 1, .pid = 1});
-  grademl::collect::EventCollectorOptions options;
-  options.tsc_ticks_per_ns = 2.5;
-  options.name_wait_polls = 2;
-  grademl::collect::EventCollector collector(&builder, "", "host", [proc](pid_t) {
-    return grademl::collect::EventCollector::ProcessInfo{.phase = proc, .resource = 0, .end_ns = 0};
-  }, options);
-  collector.AddWriterMemory(fd);
-  for (int i = 0; i < 3; ++i) collector.Poll(2);
-  collector.Finish(3);
-  (void)builder.TakeDelta(true);
+  // Twice: with the default bounds, and with bounds so small that every drop path runs
+  // (a store backlog that fills after a few phases, a few bytes of open phases, a kept type).
+  for (int bounded = 0; bounded < 2; ++bounded) {
+    grademl::model::RunBuilder builder(grademl::model::RunInfo{});
+    grademl::model::PhaseId run = builder.BeginPhase({.name = "run", .type = "run", .start_ns = 1});
+    grademl::model::PhaseId proc =
+        builder.BeginPhase({.parent = run, .name = "proc", .type = "process", .start_ns = 1, .pid = 1});
+    grademl::collect::EventCollectorOptions options;
+    options.tsc_ticks_per_ns = 2.5;
+    options.name_wait_polls = 2;
+    if (bounded) {
+      options.max_backlog_bytes = 2048;
+      options.max_open_bytes = 1024;
+      options.keep_type = [](std::string_view type) { return !type.empty() && type[0] == 'k'; };
+      options.max_kept_phases = 4;
+    }
+    grademl::collect::EventCollector collector(&builder, "", "host", [proc](pid_t) {
+      return grademl::collect::EventCollector::ProcessInfo{.phase = proc, .resource = 0, .end_ns = 0};
+    }, options);
+    collector.AddWriterMemory(bounded ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 0));  // the collector owns what it gets
+    for (int i = 0; i < 3; ++i) {
+      collector.Poll(2);
+      (void)builder.TakeDelta();
+    }
+    collector.Finish(3);
+    (void)builder.TakeDelta(true);
+    // Once finished and handed out, no event phase stays in memory but the kept ones (and
+    // the phases they were in): nothing leaks, whatever the memory held.
+    size_t held = builder.phases_in_memory();
+    if (held > 2 + (bounded ? options.max_kept_phases + grademl::instrument::kMaxDepth : 0) ||
+        (!bounded && held != 2)) {
+      __builtin_trap();
+    }
+    auto s = collector.stats();
+    if (s.pending != 0 || s.too_deep > s.dropped || s.phases_dropped > s.dropped) __builtin_trap();
+  }
   return 0;
 }

@@ -140,5 +140,95 @@ TEST(RunBuilderAddPhaseTest, WritersHandOutIdsFromTheirOwnRange) {
   EXPECT_EQ(d.samples[0].series, s);
 }
 
+// Issue 24: every phase stayed in memory to the end of the run (a flood of empty phases grew
+// grademl ~0.4 GB/s). A phase ended with Keep::kUntilHandedOut leaves once a delta carried it
+// (ended, with its end); kept ones and open ones stay; its leaf type is still known.
+TEST(RunBuilderMemoryTest, PhasesEndedUntilHandedOutLeaveOnceHandedOut) {
+  RunBuilder b(RunInfo{});
+  PhaseId run = b.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 10});
+  PhaseId open = b.BeginPhase({.parent = run, .name = "open", .type = "epoch", .start_ns = 11});
+  PhaseId kept = b.BeginPhase({.parent = run, .name = "kept", .type = "iteration", .start_ns = 11});
+  b.EndPhase(kept, 12);
+  std::vector<PhaseId> gone;
+  for (int i = 0; i < 1000; ++i) {
+    gone.push_back(b.BeginPhase({.parent = open, .name = "x", .type = "x", .start_ns = 12 + i}));
+    b.EndPhase(gone.back(), 13 + i, RunBuilder::Keep::kUntilHandedOut);
+  }
+  EXPECT_EQ(b.phases_in_memory(), 1003u);  // not handed out yet: still there
+  RunDelta d = b.TakeDelta();
+  ASSERT_EQ(d.phases.size(), 1003u);
+  EXPECT_EQ(d.phases.back().id, gone.back());
+  EXPECT_EQ(d.phases.back().end_ns, 1012);
+  EXPECT_EQ(d.phases.back().type, "run/epoch/x");
+  EXPECT_EQ(b.phases_in_memory(), 3u);  // run, open, kept
+  EXPECT_FALSE(b.GetPhase(gone.front()).has_value());
+  EXPECT_TRUE(b.GetPhase(kept).has_value());
+  EXPECT_TRUE(b.PhaseLeafTypes().contains("x"));
+  // Children of a kept or open phase still get their type path; nothing more goes out.
+  PhaseId child = b.BeginPhase({.parent = open, .name = "y", .type = "y", .start_ns = 20});
+  EXPECT_EQ(b.GetPhase(child)->type, "run/epoch/y");
+  EXPECT_EQ(b.TakeDelta().phases.size(), 1u);
+}
+
+// What waits to be handed out is estimated as the store writer estimates what it holds,
+// and is 0 once handed out.
+TEST(RunBuilderMemoryTest, UnsentBytesFollowWhatTheNextDeltaHolds) {
+  RunBuilder b(RunInfo{});
+  (void)b.TakeDelta();
+  EXPECT_EQ(b.unsent_bytes(), 0u);
+  PhaseId run = b.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 10, .host = "h"});
+  for (int i = 0; i < 100; ++i) {
+    PhaseId p = b.BeginPhase({.parent = run, .name = "step", .type = "step", .start_ns = 11 + i, .host = "h"});
+    b.SetPhaseTag(p, "k", "v");  // the same phase: counted once
+    b.EndPhase(p, 12 + i, RunBuilder::Keep::kUntilHandedOut);
+  }
+  SeriesId s = b.AddSeries({.resource = 1, .name = "m"});
+  for (int i = 0; i < 10; ++i) b.AddSample(s, i, i);
+  b.AddEdge({run, run + 1, "flow"});
+  b.AddLogLine({.phase = run, .t = 1, .text = "hello"});
+  size_t unsent = b.unsent_bytes();
+  RunDelta d = b.TakeDelta();
+  // Independently: what the rows are (structs and texts), as the writer's bound counts them;
+  // the tag was added after the phase was first counted, so at most its bytes differ.
+  size_t phases = 101 * sizeof(Phase) + (3 + 100 * 4) /* names */ + (3 + 100 * 8) /* "run", "run/step" */ +
+                  101 /* hosts */;
+  size_t rows = phases + 10 * sizeof(SampleRecord) + sizeof(Edge) + 4 /* "flow" */ + sizeof(LogLine) + 5;
+  EXPECT_GE(unsent, rows);
+  EXPECT_LE(unsent, rows + 100 * (sizeof(std::pair<std::string, std::string>) + 2) + 200);
+  EXPECT_GE(EstimatedBytes(d), rows);
+  EXPECT_EQ(b.unsent_bytes(), 0u);
+}
+
+// Issue 24, hostile names: type paths grew with the depth (each phase's path holds every
+// ancestor's type), so 4000 nested 1 KiB names (the writer's limits) cost gigabytes. Past kMaxTypePathBytes a path
+// keeps its first element and its leaf.
+TEST(RunBuilderMemoryTest, DeepTypePathsAreBounded) {
+  RunBuilder b(RunInfo{});
+  PhaseId at = b.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 10});
+  const std::string leaf(1000, 'a');
+  size_t longest = 0;
+  for (int depth = 0; depth < 200; ++depth) {  // unbounded, the deepest path would be 200 KB
+    at = b.BeginPhase({.parent = at, .name = "n", .type = leaf + std::to_string(depth), .start_ns = 11});
+    const std::string type = b.GetPhase(at)->type;
+    longest = std::max(longest, type.size());
+    ASSERT_EQ(b.GetPhase(at)->leaf_type(), leaf + std::to_string(depth));
+    ASSERT_EQ(type.substr(0, 4), "run/");
+  }
+  EXPECT_LE(longest, RunBuilder::kMaxTypePathBytes + leaf.size() + 10);
+  EXPECT_EQ(b.GetPhase(at)->type.find("run/.../"), 0u);
+}
+
+TEST(RunBuilderMemoryTest, APhaseHasABoundedNumberOfTagKeys) {
+  RunBuilder b(RunInfo{});
+  PhaseId p = b.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 10});
+  for (size_t i = 0; i < RunBuilder::kMaxTagsPerPhase; ++i) {
+    ASSERT_EQ(b.SetPhaseTag(p, "k" + std::to_string(i), "v"), RunBuilder::TagResult::kAdded);
+  }
+  EXPECT_EQ(b.SetPhaseTag(p, "one more", "v"), RunBuilder::TagResult::kRefused);
+  EXPECT_EQ(b.SetPhaseTag(p, "k0", "w"), RunBuilder::TagResult::kReplaced);  // a known key still changes
+  EXPECT_EQ(b.GetPhase(p)->tags.size(), RunBuilder::kMaxTagsPerPhase);
+  EXPECT_EQ(b.GetPhase(p)->tags[0].second, "w");
+}
+
 }  // namespace
 }  // namespace grademl::model

@@ -169,6 +169,50 @@ TEST(BackgroundWriterTest, HeldDataIsBoundedWhileTheStoreFails) {
   EXPECT_NE(run.info.error.find("100000 samples and log lines dropped"), std::string::npos) << run.info.error;
 }
 
+// Issue 24: the event collector bounds what it accepts by what is not stored yet, so the
+// writer says how much it holds while the store fails (and 0 once it is stored), and the
+// builder how much its next delta holds.
+TEST(BackgroundWriterTest, HeldBytesSayWhatIsNotStoredYet) {
+  TempDir dir;
+  auto db = Database::Open(dir.File("g.db"), Database::Mode::kReadWrite).value();
+  model::RunBuilder builder(SampleInfo());
+  BackgroundWriter writer(db.get(), &builder, /*run=*/1,
+                          BackgroundWriter::Options{.flush_interval = 3600 * kNsPerSec, .final_retries = 0});
+  model::PhaseId run = builder.BeginPhase({.name = "run", .type = "run", .start_ns = 1});
+  for (int i = 0; i < 1000; ++i) {
+    model::PhaseId p = builder.BeginPhase({.parent = run, .name = "p", .type = "p", .start_ns = 2 + i});
+    builder.EndPhase(p, 3 + i, model::RunBuilder::Keep::kUntilHandedOut);
+  }
+  EXPECT_EQ(writer.held_bytes(), 0u);
+  const size_t unsent = builder.unsent_bytes();
+  EXPECT_GE(unsent, 1001 * sizeof(model::Phase));
+  EXPECT_FALSE(writer.FlushNow().ok());  // run 1 does not exist yet: everything is held
+  EXPECT_EQ(builder.unsent_bytes(), 0u);
+  EXPECT_EQ(writer.held_bytes(), unsent);  // the same rows, the same estimate
+  ASSERT_EQ(db->CreateRun(SampleInfo()).value(), 1);
+  EXPECT_TRUE(writer.FlushNow().ok());
+  EXPECT_EQ(writer.held_bytes(), 0u);
+  EXPECT_TRUE(writer.Stop().ok());
+  EXPECT_EQ(db->LoadRun(1).value().phases.size(), 1001u);
+}
+
+// FlushSoon writes at once (a flood of events), not at the next interval (an hour here).
+TEST(BackgroundWriterTest, FlushSoonWritesWithoutWaitingForTheInterval) {
+  Fixture f;
+  model::SeriesId s = f.builder.AddSeries({.resource = 1, .name = "x"});
+  BackgroundWriter writer(f.db.get(), &f.builder, f.run, 3600 * kNsPerSec);
+  for (int round = 1; round <= 3; ++round) {
+    f.builder.AddSample(s, round, round);
+    writer.FlushSoon();
+    auto deadline = std::chrono::steady_clock::now() + 60s;  // an hour without FlushSoon
+    while (SamplesInFile(f.path, f.run) < static_cast<size_t>(round) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_EQ(SamplesInFile(f.path, f.run), static_cast<size_t>(round));
+  }
+  ASSERT_TRUE(writer.Stop().ok());
+}
+
 // The point of the writer: a grademl killed with SIGKILL leaves what it saw up to about one
 // flush interval before the kill in the file.
 TEST(BackgroundWriterTest, SurvivesSigkill) {
