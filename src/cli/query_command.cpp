@@ -4,10 +4,14 @@
 // store/query_session.h) and `attribution`,
 // `bottlenecks`, `issues`, `gpu_breakdown` (the analyses' results, computed here when the
 // query names them).
+#include <stdlib.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
-#include <iterator>
 #include <map>
 #include <regex>
 
@@ -18,8 +22,11 @@
 #include "analysis/gpu_breakdown.h"
 #include "analysis/run_analysis.h"
 #include "cli/commands.h"
+#include "cli/query_guard.h"
 #include "report/text_format.h"
+#include "store/database.h"
 #include "store/query_session.h"
+#include "workflow/artifact_store.h"
 
 namespace grademl::cli {
 namespace {
@@ -239,12 +246,14 @@ class Printer {
 
 // Aligned columns for people: every string sanitized and cut to `max_width` columns,
 // numbers right-aligned, NULL as NULL, a row count at the end. The widths come from the
-// first kMeasuredRows rows, held until then; later rows are written as they come (a wider
-// cell there pushes its line's later columns right), so memory stays bounded however many
-// rows the query returns.
+// first kMeasuredRows rows (fewer when their text passes kMeasuredBytes: wide cells with
+// --max-width 0), held until then; later rows are written as they come (a wider cell
+// there pushes its line's later columns right), so memory stays bounded however many rows
+// the query returns.
 class TablePrinter : public Printer {
  public:
   static constexpr size_t kMeasuredRows = 1000;
+  static constexpr size_t kMeasuredBytes = size_t{16} << 20;
 
   explicit TablePrinter(size_t max_width) : max_width_(max_width) {}
   void Columns(const std::vector<std::string>& columns) override {
@@ -263,6 +272,7 @@ class TablePrinter : public Printer {
         if (!number) numeric_[i] = false;
       }
       cells.push_back(Cut(report::Sanitize(CellText(v, false, "NULL"))));
+      held_bytes_ += cells.back().size();
     }
     ++count_;
     if (measured_) {
@@ -270,7 +280,7 @@ class TablePrinter : public Printer {
       return;
     }
     rows_.push_back(std::move(cells));
-    if (rows_.size() >= kMeasuredRows) WriteMeasured();
+    if (rows_.size() >= kMeasuredRows || held_bytes_ >= kMeasuredBytes) WriteMeasured();
   }
   void Finish() override {
     if (!measured_) WriteMeasured();
@@ -314,6 +324,7 @@ class TablePrinter : public Printer {
   std::vector<bool> numeric_, any_value_;
   std::vector<size_t> width_;
   std::vector<std::vector<std::string>> rows_;  // held until the widths are known
+  size_t held_bytes_ = 0;                        // their text
   bool measured_ = false;
   size_t count_ = 0;
 };
@@ -423,6 +434,7 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
     size_t max_width = 60;
     bool list_views = false;
     double timeout_s = 60;
+    std::string max_memory = "2G";
   };
   auto opts = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -445,7 +457,9 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
       ->capture_default_str();
   sub->add_flag("--list-views", opts->list_views, "List the views and their columns, then exit");
   sub->add_option("--timeout", opts->timeout_s,
-                  "Stop a query still running after this many seconds, with an error (0: no limit)")
+                  "Stop the command when still running after this many seconds (copying a PostgreSQL run, the "
+                  "analyses, the statement and its output), with an error (0: no limit)")
+      ->envname("GRADEML_QUERY_TIMEOUT")
       ->check(CLI::Validator(
           [](std::string& value) -> std::string {
             double v = 0;
@@ -458,14 +472,23 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
           },
           "SECONDS"))
       ->capture_default_str();
+  sub->add_option("--max-memory", opts->max_memory,
+                  "SQLite's memory for the query: the run's phases, sorts, groups, temporary results (never spilled "
+                  "to disk); one string or BLOB may take an eighth of it. E.g. 512M, 4G; 0: no limit")
+      ->envname("GRADEML_QUERY_MAX_MEMORY")
+      ->type_name("SIZE")
+      ->capture_default_str();
   sub->footer(
       "grademl query [RUN] SQL [--format table|csv|json]\n\n"
       "Views: phases, edges, samples, kernels, step_executions, redundant_steps, attribution, bottlenecks, issues,\n"
       "gpu_breakdown (grademl query --list-views).\n"
       "Only reads are allowed: INSERT, UPDATE, DELETE, CREATE, DROP, ATTACH, PRAGMA assignments and the like are\n"
       "refused. The store's tables of every run stay readable as main.runs, main.phases, ... (docs/store.md).\n"
-      "Rows are written as they come (a table aligns on its first 1000 rows); a query still running after\n"
-      "--timeout seconds (default 60) is stopped with an error and exit code 1.\n"
+      "Rows are written as they come (a table aligns on its first 1000 rows).\n"
+      "Limits (docs/query.md): the command stops with a one-line error naming the limit and exit code 1 when\n"
+      "still running after --timeout seconds (default 60; $GRADEML_QUERY_TIMEOUT), or when SQLite's memory would\n"
+      "pass --max-memory (default 2G; $GRADEML_QUERY_MAX_MEMORY), or one string or BLOB an eighth of it. SIGINT,\n"
+      "SIGTERM and SIGHUP stop it within a second (exit code 128 + the signal's number).\n"
       "Examples:\n"
       "  grademl query \"SELECT name, duration_s FROM phases ORDER BY duration_s DESC LIMIT 5\"\n"
       "  grademl query -2 \"SELECT * FROM bottlenecks WHERE resource = 'cpu'\" --format csv\n"
@@ -504,33 +527,90 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
         return kExitUsage;
       }
     }
-    if (sql == "-") sql.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    store::QueryOptions options;
+    {
+      auto memory = workflow::ParseByteSize(opts->max_memory);
+      if (!memory.ok()) {
+        PrintError("query: --max-memory: " + memory.status().message());
+        return kExitUsage;
+      }
+      if (*memory != 0 && *memory < (int64_t{16} << 20)) {
+        PrintError(fmt::format("query: --max-memory: '{}' is less than the 16M a query needs at least (0: no limit)",
+                               report::TruncateToWidth(report::Sanitize(opts->max_memory), 40)));
+        return kExitUsage;
+      }
+      options.limits.memory_bytes = *memory;
+    }
+    if (sql == "-") {
+      // The SQL is read within the limit on one value: SQLite would refuse a longer one.
+      const size_t most = static_cast<size_t>(options.limits.value_bytes());
+      sql.clear();
+      char buf[65536];
+      while (std::cin.read(buf, sizeof buf) || std::cin.gcount() > 0) {
+        sql.append(buf, static_cast<size_t>(std::cin.gcount()));
+        if (sql.size() > most) {
+          PrintError(fmt::format("query: the SQL on stdin is longer than {} bytes, the limit on one value (an eighth "
+                                 "of --max-memory)",
+                                 most));
+          return kExitUsage;
+        }
+      }
+    }
 
-    auto session = store::QuerySession::Open(common.ResolvedDbPath(), run_spec);
-    if (!session.ok()) {
-      PrintError(session.status().message());
-      return kExitFailure;
+    // A PostgreSQL store's run is copied into a private directory, removed at the end
+    // (and by the guard, should it have to end the process).
+    struct PrivateDir {
+      std::string path;
+      ~PrivateDir() {
+        std::error_code ec;
+        if (!path.empty()) std::filesystem::remove_all(path, ec);
+      }
+    } private_dir;
+    const std::string location = common.ResolvedDbPath();
+    if (store::IsPostgresLocation(location)) {
+      std::error_code ec;
+      std::string pattern = (std::filesystem::temp_directory_path(ec) / "grademl_query_XXXXXX").string();
+      if (ec || mkdtemp(pattern.data()) == nullptr) {
+        PrintError(fmt::format("query: cannot make a private directory in the temporary directory ({}): {}",
+                               ec ? ec.message() : std::string(std::strerror(errno)), pattern));
+        return kExitFailure;
+      }
+      private_dir.path = options.snapshot_dir = pattern;
     }
-    if (Status st = AddAnalysisTables(**session, sql); !st.ok()) {
+
+    // From here every step is bounded by the guard: it interrupts the statement, or ends
+    // the process when a step cannot be interrupted.
+    QueryGuard guard(static_cast<DurationNs>(opts->timeout_s * kNsPerSec), private_dir.path);
+    // The last words of the command: the guard's reason when it stopped it, else `st`'s.
+    auto finish = [&](const Status& st) -> int {
+      std::fflush(stdout);
+      guard.Finish();
+      if (guard.stopped()) {
+        PrintError(guard.reason().message());
+        return guard.exit_code();
+      }
+      if (st.ok()) return 0;
       PrintError(st.message());
-      return kExitFailure;
-    }
+      return st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+    };
+
+    auto session = store::QuerySession::Open(location, run_spec, options);
+    if (!session.ok()) return finish(session.status());
+    guard.Watch(session->get());
+    struct Unwatch {
+      QueryGuard& guard;
+      ~Unwatch() { guard.Watch(nullptr); }
+    } unwatch{guard};
+    if (Status st = AddAnalysisTables(**session, sql); !st.ok()) return finish(st);
     std::unique_ptr<Printer> printer = MakePrinter(format, opts->max_width);
-    (*session)->set_timeout(static_cast<DurationNs>(opts->timeout_s * kNsPerSec));
     Status st = (*session)->Execute(
         sql, [&](const std::vector<std::string>& columns) { printer->Columns(columns); },
         [&](const std::vector<QueryValue>& row) {
           printer->Row(row);
           return true;
         });
-    if (!st.ok()) {
-      std::fflush(stdout);
-      PrintError(st.message());
-      return st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
-    }
-    printer->Finish();
-    std::fflush(stdout);
-    return 0;
+    if (st.ok()) printer->Finish();
+    return finish(st);
   };
 }
 

@@ -10,11 +10,18 @@
 // Everything else (INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, ATTACH, transactions,
 // other PRAGMAs, VACUUM INTO, ...) is refused before it runs, by an authorizer on the
 // statement and by sqlite3_stmt_readonly, with a one-line InvalidArgument.
+//
+// What it may use (QueryLimits): SQLite's memory, with the session's temporary tables and
+// sorts kept in it (never in files), and the length of one string or BLOB; a statement that
+// reaches either stops with a one-line error naming the limit. Time is the caller's: it
+// stops a statement from another thread with Interrupt.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <variant>
 #include <vector>
@@ -58,6 +65,32 @@ struct QueryResult {
   std::vector<std::vector<QueryValue>> rows;
 };
 
+// The default of QueryLimits::memory_bytes (`grademl query --max-memory`): docs/query.md,
+// "Limits", says what a 1M-phase run's queries need of it.
+inline constexpr int64_t kDefaultQueryMemoryBytes = int64_t{2} << 30;
+
+// What one session may use (docs/query.md, "Limits").
+struct QueryLimits {
+  // SQLite's heap (sqlite3_hard_heap_limit64), which holds the session's temporary tables
+  // (the run's phases), sorts, groups, DISTINCT sets and the values being computed. The
+  // limit is the process's: it covers every SQLite connection while the session is open,
+  // and the previous one is back when the session closes. 0: none.
+  int64_t memory_bytes = kDefaultQueryMemoryBytes;
+  // The longest string or BLOB one value may be (SQLITE_LIMIT_LENGTH): an eighth of
+  // memory_bytes, since an operation holds its operands and its result at once and a
+  // recursive query its queue too, between 1 MiB and SQLite's own 1,000,000,000 bytes.
+  int64_t value_bytes() const;
+};
+
+// Where and within what a session runs.
+struct QueryOptions {
+  QueryLimits limits;
+  // A PostgreSQL store's run is copied into `snapshot_dir`/snapshot.db: a directory of the
+  // caller's, empty and private, which the caller removes after the session; "": the
+  // session makes its own in the temporary directory and removes it when it closes.
+  std::string snapshot_dir;
+};
+
 class QuerySession {
  public:
   // Receives the column names once, then each row; a row callback returning false stops
@@ -66,8 +99,10 @@ class QuerySession {
   using RowFn = std::function<bool(const std::vector<QueryValue>& row)>;
 
   // Opens the database at `path` read-only (errors as Database::Open), resolves `run_spec`
-  // as Database::ResolveRun does, and creates the run's views.
-  static StatusOr<std::unique_ptr<QuerySession>> Open(const std::string& path, const std::string& run_spec);
+  // as Database::ResolveRun does, and creates the run's views. A run whose phases do not
+  // fit in options.limits.memory_bytes is a one-line kFailedPrecondition naming the limit.
+  static StatusOr<std::unique_ptr<QuerySession>> Open(const std::string& path, const std::string& run_spec,
+                                                      const QueryOptions& options = {});
   ~QuerySession();
   QuerySession(const QuerySession&) = delete;
   QuerySession& operator=(const QuerySession&) = delete;
@@ -88,31 +123,48 @@ class QuerySession {
   // Runs one read-only statement. InvalidArgument (exit code 2 in the CLI) for an empty
   // query, more than one statement, a statement that would write, and SQLite's own errors
   // in the SQL (syntax, no such table or column, a bad function argument); other codes for
-  // the database's errors (corrupt, locked, I/O).
-  // A statement still running `timeout` after Execute began is interrupted (a progress
-  // handler checks the clock every few thousand VM steps) with a one-line kFailedPrecondition
-  // "query: stopped after the N s timeout ...". 0: no timeout.
+  // the database's errors (corrupt, locked, I/O). A statement that reaches the memory limit
+  // or makes a string or BLOB longer than QueryLimits::value_bytes stops with a one-line
+  // kFailedPrecondition naming the limit ("query: stopped at the 2 GiB memory limit ...").
+  // An interrupted statement returns the reason given to Interrupt.
   Status Execute(const std::string& sql, const ColumnsFn& on_columns, const RowFn& on_row);
-  void set_timeout(DurationNs timeout) { timeout_ = timeout; }
+  // Stops the statement Execute is running, from any thread (SQLite checks between its
+  // virtual machine's steps; a value's length limit bounds how long one step takes), or
+  // the next one before it starts; Execute then returns `reason`, which must not be OK.
+  // The session must stay open until Interrupt returns.
+  void Interrupt(const Status& reason);
   // The whole result in memory.
   StatusOr<QueryResult> Query(const std::string& sql);
 
  private:
-  QuerySession(std::unique_ptr<Database> database, sqlite3* db, model::RunId run_id);
-  // Copies run `run_spec` of the PostgreSQL store at `location` into a new SQLite file in a
-  // private temporary directory (snapshot_dir_), keeping its run id; returns the file's path.
+  QuerySession(std::unique_ptr<Database> database, sqlite3* db, model::RunId run_id, const QueryLimits& limits);
+  // Copies run `run_spec` of the PostgreSQL store at `location` into a new SQLite file in
+  // the directory `dir`, keeping its run id; returns the file's path.
   static StatusOr<std::string> SnapshotFromPostgres(const std::string& location, const std::string& run_spec,
-                                                    std::string& dir);
-  static StatusOr<std::unique_ptr<QuerySession>> OpenSqlite(const std::string& path, const std::string& run_spec);
+                                                    const std::string& dir);
+  static StatusOr<std::unique_ptr<QuerySession>> OpenSqlite(const std::string& path, const std::string& run_spec,
+                                                            const QueryLimits& limits);
   Status CreateViews();
   Status Exec(const std::string& sql);
+  // The one-line errors of the limits.
+  Status MemoryLimitError() const;
+  Status ValueLimitError() const;
+  // The error of SQLite result code `rc` on the session's connection: out of memory is the
+  // memory limit's.
+  Status SqlError(int rc) const;
+  // The error of a statement that failed with SQLite result code `rc`.
+  Status StepError(int rc) const;
 
   std::unique_ptr<Database> database_;
   sqlite3* db_;
   const model::RunId run_id_;
+  const QueryLimits limits_;
   TimeNs run_start_ns_ = 0;
-  DurationNs timeout_ = 0;
-  std::string snapshot_dir_;  // removed with the session (PostgreSQL stores only)
+  int64_t previous_heap_limit_ = 0;  // the process's, put back when the session closes
+  std::atomic<bool> interrupted_{false};
+  std::mutex interrupt_mu_;
+  Status interrupt_reason_;   // guarded by interrupt_mu_
+  std::string snapshot_dir_;  // the session's own, removed with it (PostgreSQL stores only)
 };
 
 }  // namespace grademl::store

@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <cctype>
-#include <chrono>
 #include <map>
 #include <set>
 #include <unordered_map>
 
+#include "core/units.h"
 #include "model/run_builder.h"
 #include "store/sqlite/sqlite.h"
 
@@ -364,7 +364,42 @@ const QueryView kRedundantStepsView = {
     },
 };
 
+// A limit as people say it: "2 GiB", "256 MiB" when whole, else FormatBytes's three digits.
+std::string LimitText(int64_t bytes) {
+  for (auto [unit, name] : {std::pair<int64_t, const char*>{int64_t{1} << 30, "GiB"}, {int64_t{1} << 20, "MiB"}}) {
+    if (bytes >= unit && bytes % unit == 0) return fmt::format("{} {}", bytes / unit, name);
+  }
+  return FormatBytes(static_cast<double>(bytes));
+}
+
 }  // namespace
+
+int64_t QueryLimits::value_bytes() const {
+  constexpr int64_t kSqliteMax = 1'000'000'000;  // SQLITE_MAX_LENGTH, the most SQLite allows
+  if (memory_bytes <= 0) return kSqliteMax;
+  return std::clamp<int64_t>(memory_bytes / 8, int64_t{1} << 20, kSqliteMax);
+}
+
+Status QuerySession::MemoryLimitError() const {
+  return FailedPrecondition("query: stopped at the {} memory limit (--max-memory SIZE raises it, 0 for none)",
+                            LimitText(limits_.memory_bytes));
+}
+
+Status QuerySession::ValueLimitError() const {
+  if (limits_.memory_bytes <= 0) {
+    return FailedPrecondition("query: stopped at SQLite's limit of {} bytes on one string or BLOB",
+                              limits_.value_bytes());
+  }
+  return FailedPrecondition(
+      "query: stopped at the {} limit on one string or BLOB, an eighth of the {} memory limit (--max-memory SIZE "
+      "raises both)",
+      LimitText(limits_.value_bytes()), LimitText(limits_.memory_bytes));
+}
+
+Status QuerySession::SqlError(int rc) const {
+  if ((rc & 0xff) == SQLITE_NOMEM && limits_.memory_bytes > 0) return MemoryLimitError();
+  return sqlite::Error(db_, rc, database_->path());
+}
 
 const std::vector<QueryView>& QuerySession::BuiltinViews() {
   static const std::vector<QueryView> views = {kPhasesView,          kEdgesView,         kSamplesView,
@@ -373,7 +408,7 @@ const std::vector<QueryView>& QuerySession::BuiltinViews() {
 }
 
 StatusOr<std::string> QuerySession::SnapshotFromPostgres(const std::string& location, const std::string& run_spec,
-                                                         std::string& dir) {
+                                                         const std::string& dir) {
   GRADEML_ASSIGN_OR_RETURN(auto source, Database::Open(location, Database::Mode::kReadOnly));
   GRADEML_ASSIGN_OR_RETURN(model::RunId run_id, source->ResolveRun(run_spec));
   GRADEML_ASSIGN_OR_RETURN(model::Run run, source->LoadRun(run_id));
@@ -401,9 +436,6 @@ StatusOr<std::string> QuerySession::SnapshotFromPostgres(const std::string& loca
       if (earlier.contains(info.id)) earlier_runs.push_back(std::move(info));
     }
   }
-  std::string pattern = (std::filesystem::temp_directory_path() / "grademl_query_XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) return ErrnoError(pattern);
-  dir = pattern;
   const std::string file = dir + "/snapshot.db";
   {
     GRADEML_ASSIGN_OR_RETURN(auto copy, Database::Open(file, Database::Mode::kReadWrite));
@@ -433,33 +465,41 @@ StatusOr<std::string> QuerySession::SnapshotFromPostgres(const std::string& loca
   return file;
 }
 
-StatusOr<std::unique_ptr<QuerySession>> QuerySession::Open(const std::string& location, const std::string& run_spec) {
-  std::string snapshot_dir;
+StatusOr<std::unique_ptr<QuerySession>> QuerySession::Open(const std::string& location, const std::string& run_spec,
+                                                           const QueryOptions& options) {
+  std::string own_dir;  // the session's own snapshot directory, when the caller gave none
   std::string path = location;
   std::string spec = run_spec;
+  auto remove_own_dir = [&] {
+    std::error_code ec;
+    if (!own_dir.empty()) std::filesystem::remove_all(own_dir, ec);
+  };
   if (IsPostgresLocation(location)) {
-    StatusOr<std::string> file = SnapshotFromPostgres(location, run_spec, snapshot_dir);
+    std::string dir = options.snapshot_dir;
+    if (dir.empty()) {
+      std::string pattern = (std::filesystem::temp_directory_path() / "grademl_query_XXXXXX").string();
+      if (mkdtemp(pattern.data()) == nullptr) return ErrnoError(pattern);
+      dir = own_dir = pattern;
+    }
+    StatusOr<std::string> file = SnapshotFromPostgres(location, run_spec, dir);
     if (!file.ok()) {
-      std::error_code ec;
-      if (!snapshot_dir.empty()) std::filesystem::remove_all(snapshot_dir, ec);
+      remove_own_dir();
       return file.status();
     }
     path = *file;
     spec = "latest";
   }
-  StatusOr<std::unique_ptr<QuerySession>> session = OpenSqlite(path, spec);
-  if (!snapshot_dir.empty()) {
-    if (session.ok()) {
-      (*session)->snapshot_dir_ = snapshot_dir;
-    } else {
-      std::error_code ec;
-      std::filesystem::remove_all(snapshot_dir, ec);
-    }
+  StatusOr<std::unique_ptr<QuerySession>> session = OpenSqlite(path, spec, options.limits);
+  if (session.ok()) {
+    (*session)->snapshot_dir_ = own_dir;
+  } else {
+    remove_own_dir();
   }
   return session;
 }
 
-StatusOr<std::unique_ptr<QuerySession>> QuerySession::OpenSqlite(const std::string& path, const std::string& run_spec) {
+StatusOr<std::unique_ptr<QuerySession>> QuerySession::OpenSqlite(const std::string& path, const std::string& run_spec,
+                                                                 const QueryLimits& limits) {
   // The Database checks the file (its kind, schema version) and resolves the run.
   GRADEML_ASSIGN_OR_RETURN(auto database, Database::Open(path, Database::Mode::kReadOnly));
   GRADEML_ASSIGN_OR_RETURN(model::RunId run_id, database->ResolveRun(run_spec));
@@ -471,31 +511,55 @@ StatusOr<std::unique_ptr<QuerySession>> QuerySession::OpenSqlite(const std::stri
   sqlite3_db_config(handle, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   sqlite3_db_config(handle, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
   sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, 0);
-  std::unique_ptr<QuerySession> session(new QuerySession(std::move(database), raw.release(), run_id));
+  // One operation costs time in proportion to the values it reads and writes, and SQLite
+  // looks at an interruption only between operations: the length limit bounds both the
+  // memory of a value and the time before an interruption is seen.
+  sqlite3_limit(handle, SQLITE_LIMIT_LENGTH, static_cast<int>(limits.value_bytes()));
+  // Temporary tables, sorts and DISTINCT sets in SQLite's heap, within the memory limit,
+  // instead of in files of unbounded size in the temporary directory.
+  if (Status st = sqlite::Exec(handle, path, "PRAGMA temp_store = MEMORY"); !st.ok()) return st;
+  std::unique_ptr<QuerySession> session(new QuerySession(std::move(database), raw.release(), run_id, limits));
   GRADEML_RETURN_IF_ERROR(session->CreateViews());
   return session;
 }
 
-QuerySession::QuerySession(std::unique_ptr<Database> database, sqlite3* db, model::RunId run_id)
-    : database_(std::move(database)), db_(db), run_id_(run_id) {}
+QuerySession::QuerySession(std::unique_ptr<Database> database, sqlite3* db, model::RunId run_id,
+                           const QueryLimits& limits)
+    : database_(std::move(database)), db_(db), run_id_(run_id), limits_(limits) {
+  previous_heap_limit_ = sqlite3_hard_heap_limit64(limits_.memory_bytes > 0 ? limits_.memory_bytes : 0);
+}
 
 QuerySession::~QuerySession() {
   sqlite3_close_v2(db_);
   database_.reset();
+  sqlite3_hard_heap_limit64(previous_heap_limit_);
   if (!snapshot_dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(snapshot_dir_, ec);
   }
 }
 
-Status QuerySession::Exec(const std::string& sql) { return sqlite::Exec(db_, database_->path(), sql); }
+void QuerySession::Interrupt(const Status& reason) {
+  {
+    std::lock_guard lock(interrupt_mu_);
+    if (interrupted_.load()) return;
+    interrupt_reason_ = reason;
+    interrupted_.store(true);
+  }
+  sqlite3_interrupt(db_);
+}
+
+Status QuerySession::Exec(const std::string& sql) {
+  int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
+  return rc == SQLITE_OK ? Status::Ok() : SqlError(rc);
+}
 
 Status QuerySession::CreateViews() {
   const std::string& path = database_->path();
   auto prepare = [&](const char* sql) -> StatusOr<Stmt> {
     sqlite3_stmt* s = nullptr;
     int rc = sqlite3_prepare_v2(db_, sql, -1, &s, nullptr);
-    if (rc != SQLITE_OK) return sqlite::Error(db_, rc, path);
+    if (rc != SQLITE_OK) return SqlError(rc);
     sqlite3_bind_int64(s, 1, run_id_);
     return Stmt(s);
   };
@@ -505,7 +569,7 @@ Status QuerySession::CreateViews() {
     GRADEML_ASSIGN_OR_RETURN(Stmt run_row, prepare("SELECT start_ns, end_ns FROM main.runs WHERE id = ?1"));
     int rc = sqlite3_step(run_row.get());
     if (rc == SQLITE_DONE) return NotFound("{}: no run {}", path, run_id_);
-    if (rc != SQLITE_ROW) return sqlite::Error(db_, rc, path);
+    if (rc != SQLITE_ROW) return SqlError(rc);
     run_start_ns_ = sqlite::ColumnInt(run_row.get(), 0);
     TimeNs end_ns = sqlite::ColumnInt(run_row.get(), 1);
 
@@ -526,7 +590,7 @@ Status QuerySession::CreateViews() {
                       sqlite::ColumnInt(s, 5), sqlite::ColumnInt(s, 6), sqlite::ColumnInt(s, 8),
                       sqlite::ColumnInt(s, 9)});
     }
-    if (rc != SQLITE_DONE) return sqlite::Error(db_, rc, path);
+    if (rc != SQLITE_DONE) return SqlError(rc);
     if (end_ns == 0) {
       // A run still recording, or whose recorder died: its end is the last time seen
       // (Run::EffectiveEnd). The last sample of each series is one index seek.
@@ -536,7 +600,7 @@ Status QuerySession::CreateViews() {
                                                   "WHERE s.run_id = ?1 AND s.series_id = se.id)) "
                                                   "FROM main.series se WHERE se.run_id = ?1"));
       rc = sqlite3_step(last.get());
-      if (rc != SQLITE_ROW) return sqlite::Error(db_, rc, path);
+      if (rc != SQLITE_ROW) return SqlError(rc);
       end_ns = std::max(end_ns, sqlite::ColumnInt(last.get(), 0));
     }
 
@@ -580,7 +644,7 @@ Status QuerySession::CreateViews() {
     rc = sqlite3_prepare_v2(db_, "INSERT INTO temp.phases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", -1,
                             &raw, nullptr);
     Stmt insert(raw);
-    if (rc != SQLITE_OK) return sqlite::Error(db_, rc, path);
+    if (rc != SQLITE_OK) return SqlError(rc);
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       sqlite3_stmt* s = insert.get();
@@ -606,7 +670,7 @@ Status QuerySession::CreateViews() {
       sqlite::BindNonZero(s, 17, r.track);
       rc = sqlite3_step(s);
       sqlite3_reset(s);
-      if (rc != SQLITE_DONE) return sqlite::Error(db_, rc, path);
+      if (rc != SQLITE_DONE) return SqlError(rc);
     }
 
     const std::string run = std::to_string(run_id_);
@@ -672,7 +736,6 @@ Status QuerySession::CreateViews() {
 }
 
 Status QuerySession::AddTable(const QueryView& view, const std::vector<std::vector<QueryValue>>& rows) {
-  const std::string& path = database_->path();
   std::string create = "CREATE TEMP TABLE " + QuoteIdentifier(view.name) + " (";
   std::string insert = "INSERT INTO temp." + QuoteIdentifier(view.name) + " VALUES (";
   for (size_t i = 0; i < view.columns.size(); ++i) {
@@ -689,19 +752,19 @@ Status QuerySession::AddTable(const QueryView& view, const std::vector<std::vect
   }
   if (int rc = sqlite3_exec(db_, create.c_str(), nullptr, nullptr, nullptr); rc != SQLITE_OK) {
     if (IsUserError(rc)) return InvalidArgument("table {}: {}", view.name, sqlite3_errmsg(db_));
-    return sqlite::Error(db_, rc, path);
+    return SqlError(rc);
   }
   GRADEML_RETURN_IF_ERROR(Exec("BEGIN"));
   auto fill = [&]() -> Status {
     sqlite3_stmt* raw = nullptr;
     int rc = sqlite3_prepare_v2(db_, insert.c_str(), -1, &raw, nullptr);
     Stmt s(raw);
-    if (rc != SQLITE_OK) return sqlite::Error(db_, rc, path);
+    if (rc != SQLITE_OK) return SqlError(rc);
     for (const auto& row : rows) {
       for (size_t i = 0; i < row.size(); ++i) BindValue(s.get(), static_cast<int>(i) + 1, row[i]);
       rc = sqlite3_step(s.get());
       sqlite3_reset(s.get());
-      if (rc != SQLITE_DONE) return sqlite::Error(db_, rc, path);
+      if (rc != SQLITE_DONE) return SqlError(rc);
     }
     return Status::Ok();
   };
@@ -714,7 +777,6 @@ Status QuerySession::AddTable(const QueryView& view, const std::vector<std::vect
 }
 
 Status QuerySession::Execute(const std::string& sql, const ColumnsFn& on_columns, const RowFn& on_row) {
-  const std::string& path = database_->path();
   Refusal refusal;
   AuthorizerScope auth(db_, &refusal);
   sqlite3_stmt* raw = nullptr;
@@ -724,14 +786,7 @@ Status QuerySession::Execute(const std::string& sql, const ColumnsFn& on_columns
   if (std::string what = WriteOf(refusal, sql); !what.empty()) {
     return InvalidArgument("query is read-only: {} is not allowed", what);
   }
-  if (rc != SQLITE_OK) {
-    if (IsUserError(rc)) {
-      std::string message = sqlite3_errmsg(db_);
-      std::replace(message.begin(), message.end(), '\n', ' ');
-      return InvalidArgument("query: {}", message);
-    }
-    return sqlite::Error(db_, rc, path);
-  }
+  if (rc != SQLITE_OK) return StepError(rc);
   if (stmt == nullptr) return InvalidArgument("query: the query is empty");
   if (tail != nullptr && !OnlyComments(std::string_view(tail, sql.data() + sql.size() - tail))) {
     return InvalidArgument("query: only one statement is allowed (found more after the first ';')");
@@ -741,31 +796,12 @@ Status QuerySession::Execute(const std::string& sql, const ColumnsFn& on_columns
     return InvalidArgument("query is read-only: {} is not allowed", what.empty() ? "this statement" : what);
   }
 
-  // The timeout: SQLite calls the handler every kProgressSteps VM instructions, which costs
-  // one clock read each time; a non-zero return interrupts the statement (SQLITE_INTERRUPT).
-  struct Deadline {
-    std::chrono::steady_clock::time_point at;
-    bool hit = false;
-  } deadline{std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_)};
-  constexpr int kProgressSteps = 10000;
-  struct HandlerScope {
-    sqlite3* db;
-    ~HandlerScope() { sqlite3_progress_handler(db, 0, nullptr, nullptr); }
-  } handler_scope{db_};
-  if (timeout_ > 0) {
-    sqlite3_progress_handler(
-        db_, kProgressSteps,
-        [](void* arg) -> int {
-          auto* d = static_cast<Deadline*>(arg);
-          d->hit = d->hit || std::chrono::steady_clock::now() >= d->at;
-          return d->hit ? 1 : 0;
-        },
-        &deadline);
-  }
-  auto timed_out = [&] {
-    return FailedPrecondition("query: stopped after the {} s timeout (--timeout SECONDS sets it, 0 for none)",
-                              static_cast<double>(timeout_) / kNsPerSec);
+  // An interruption that came before the statement started: SQLite forgets those.
+  auto interrupted = [&]() -> Status {
+    std::lock_guard lock(interrupt_mu_);
+    return interrupt_reason_;
   };
+  if (interrupted_.load()) return interrupted();
 
   const int n = sqlite3_column_count(stmt.get());
   std::vector<std::string> columns;
@@ -777,16 +813,25 @@ Status QuerySession::Execute(const std::string& sql, const ColumnsFn& on_columns
   std::vector<QueryValue> row(static_cast<size_t>(n));
   while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
     for (int i = 0; i < n; ++i) row[static_cast<size_t>(i)] = ReadValue(stmt.get(), i);
+    // Reading a column can allocate (a zeroblob made real, a number as text): a failure
+    // there leaves the value empty and says so only in the connection's error code.
+    if (limits_.memory_bytes > 0 && (sqlite3_errcode(db_) & 0xff) == SQLITE_NOMEM) return MemoryLimitError();
     if (!on_row(row)) return Status::Ok();
+    if (interrupted_.load()) return interrupted();
   }
   if (rc == SQLITE_DONE) return Status::Ok();
-  if (deadline.hit) return timed_out();
+  if (interrupted_.load()) return interrupted();
+  return StepError(rc);
+}
+
+Status QuerySession::StepError(int rc) const {
+  if ((rc & 0xff) == SQLITE_TOOBIG) return ValueLimitError();
   if (IsUserError(rc)) {
     std::string message = sqlite3_errmsg(db_);
     std::replace(message.begin(), message.end(), '\n', ' ');
     return InvalidArgument("query: {}", message);
   }
-  return sqlite::Error(db_, rc, path);
+  return SqlError(rc);
 }
 
 StatusOr<QueryResult> QuerySession::Query(const std::string& sql) {
