@@ -1,14 +1,32 @@
 #include "store/database.h"
 
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 
 #include "core/strings.h"
 #include "store/postgres/pg_database.h"
+#include "store/postgres/pg_redact.h"
 #include "store/sqlite/sqlite_database.h"
 
 namespace grademl::store {
 namespace {
+
+// A location that is not one of PostgreSQL's (IsPostgresLocation) but looks like a
+// connection string: a URI of another or misspelt scheme ("postgresql:/u:pw@h/db",
+// "postgress://..."), or libpq keyword words ("host=db password=... dbname=g"). Taken as an
+// SQLite path it would be shown, password and all, in every message.
+bool LooksLikeConnectionString(std::string_view location) {
+  if (location.find("://") != std::string_view::npos) return true;
+  std::string lower(location);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.starts_with("postgres") && lower.find(':') != std::string::npos) return true;
+  for (std::string_view key : {"password=", "password =", "host=", "dbname=", "user="}) {
+    size_t at = lower.find(key);
+    if (at != std::string::npos && (at == 0 || lower[at - 1] == ' ')) return true;
+  }
+  return false;
+}
 
 // Parses a decimal integer that is the whole of `text`.
 std::optional<int64_t> ParseRunNumber(std::string_view text) {
@@ -30,9 +48,20 @@ bool IsPostgresLocation(std::string_view location) {
          StartsWith(location, "service=");
 }
 
+std::string DisplayLocation(std::string_view location) {
+  if (IsPostgresLocation(location) || LooksLikeConnectionString(location)) return pg::RedactPassword(location);
+  return std::string(location);
+}
+
 StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& location, Mode mode) {
   if (location.empty()) return InvalidArgument("the database path is empty");
   if (IsPostgresLocation(location)) return PgDatabase::Open(location, mode);
+  if (LooksLikeConnectionString(location)) {
+    return InvalidArgument(
+        "{}: not a store grademl can open: a PostgreSQL store is a postgresql:// or postgres:// URI or "
+        "service=NAME, an SQLite store a file path (docs/store.md)",
+        DisplayLocation(location));
+  }
   return SqliteDatabase::Open(location, mode);
 }
 

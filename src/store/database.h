@@ -26,6 +26,11 @@ std::string DefaultDatabasePath();
 // libpq keyword string naming a service ("service=NAME ..."): what selects that backend.
 bool IsPostgresLocation(std::string_view location);
 
+// `location` as messages and status lines may show it: a PostgreSQL location, or one that
+// looks like a connection string (a URI, words like password=...), without its password
+// (docs/store.md, "Passwords"); an SQLite path as it is.
+std::string DisplayLocation(std::string_view location);
+
 // One connection to a run store: creates runs, appends their deltas (one transaction each),
 // and loads them back. Every error is a one-line Status naming the store (a file's path, or a
 // PostgreSQL URI without its password); a damaged or foreign store is an error, never a

@@ -204,7 +204,7 @@ int RunAgent(const AgentOptions& in) {
   const TimeNs started = WallClock::Now();
   TimeNs last_flush = started;
   std::fprintf(stderr, "grademl agent: host %s, spool %s, store %s\n", options.host.c_str(), spool->path().c_str(),
-               options.db.c_str());
+               store::DisplayLocation(options.db).c_str());
 
   auto measure_clock = [&](AgentSession& s, TimeNs now) {
     store::Database* d = store();

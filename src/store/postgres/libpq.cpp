@@ -56,6 +56,7 @@ const Loaded& LibpqLoaded() {
               LibpqSymbol(handle, "PQgetvalue", &a.getvalue, &error) &&
               LibpqSymbol(handle, "PQntuples", &a.ntuples, &error) &&
               LibpqSymbol(handle, "PQparameterStatus", &a.parameter_status, &error) &&
+              LibpqSymbol(handle, "PQpass", &a.pass, &error) &&
               LibpqSymbol(handle, "PQputCopyData", &a.put_copy_data, &error) &&
               LibpqSymbol(handle, "PQputCopyEnd", &a.put_copy_end, &error) &&
               LibpqSymbol(handle, "PQresultErrorField", &a.result_error_field, &error) &&

@@ -29,6 +29,7 @@ struct Api {
   decltype(&::PQgetvalue) getvalue;
   decltype(&::PQntuples) ntuples;
   decltype(&::PQparameterStatus) parameter_status;
+  decltype(&::PQpass) pass;
   decltype(&::PQputCopyData) put_copy_data;
   decltype(&::PQputCopyEnd) put_copy_end;
   decltype(&::PQresultErrorField) result_error_field;
@@ -59,6 +60,7 @@ const Api& api();
 #define PQgetvalue (::grademl::store::pq::api().getvalue)
 #define PQntuples (::grademl::store::pq::api().ntuples)
 #define PQparameterStatus (::grademl::store::pq::api().parameter_status)
+#define PQpass (::grademl::store::pq::api().pass)
 #define PQputCopyData (::grademl::store::pq::api().put_copy_data)
 #define PQputCopyEnd (::grademl::store::pq::api().put_copy_end)
 #define PQresultErrorField (::grademl::store::pq::api().result_error_field)

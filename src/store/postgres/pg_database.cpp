@@ -205,7 +205,7 @@ Status PgDatabase::Connect() {
   const char* keys[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
   const char* values[] = {"10", "grademl", location_.c_str(), nullptr};
   conn_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
-  if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) return pg::ConnectionError(conn_, path_);
+  if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) return pg::ConnectionError(conn_, path_, location_);
   const char* encoding = PQparameterStatus(conn_, "server_encoding");
   utf8_ = encoding == nullptr || std::string_view(encoding) != "SQL_ASCII";
   // Notices (a table that already exists, ...) are not the user's business.

@@ -60,16 +60,30 @@ size_t Utf8SequenceEnd(std::string_view s, size_t i) {
   return i + n;
 }
 
+// libpq's message on `conn` without the connection's password or $PGPASSWORD, should a
+// message ever quote one.
+std::string Redacted(PGconn* conn, const std::string& message) {
+  const char* password = conn != nullptr ? PQpass(conn) : nullptr;
+  if (password == nullptr || password[0] == '\0') return RedactMessage(message, "");
+  return RedactMessage(message, "", {password});
+}
+
 }  // namespace
 
 Status ConnectionError(PGconn* conn, const std::string& path) {
-  return Unavailable("{}: {}", path, OneLine(conn != nullptr ? PQerrorMessage(conn) : "out of memory"));
+  return Unavailable("{}: {}", path, Redacted(conn, OneLine(conn != nullptr ? PQerrorMessage(conn) : "out of memory")));
+}
+
+Status ConnectionError(PGconn* conn, const std::string& path, std::string_view location) {
+  Status st = ConnectionError(conn, path);
+  return Status(st.code(), RedactMessage(st.message(), location));
 }
 
 Status ResultError(PGconn* conn, const PGresult* result, const std::string& path) {
   if (PQstatus(conn) != CONNECTION_OK) return ConnectionError(conn, path);
   const char* state = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
-  std::string message = OneLine(result != nullptr ? PQresultErrorMessage(result) : PQerrorMessage(conn));
+  std::string message =
+      Redacted(conn, OneLine(result != nullptr ? PQresultErrorMessage(result) : PQerrorMessage(conn)));
   std::string_view sqlstate = state != nullptr ? state : "";
   // Class 08: connection exceptions; 57P0x: the server shutting down; 40001/40P01:
   // serialization failures and deadlocks (retrying is the answer).
@@ -94,42 +108,6 @@ StatusOr<Result> ExecParams(PGconn* conn, const std::string& path, const std::st
   ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
   return ResultError(conn, r.get(), path);
-}
-
-std::string RedactPassword(std::string_view location) {
-  size_t scheme = location.find("://");
-  if (scheme == std::string_view::npos) {
-    // A keyword string: drop a password=... word.
-    std::string out;
-    size_t i = 0;
-    while (i < location.size()) {
-      size_t end = location.find(' ', i);
-      if (end == std::string_view::npos) end = location.size();
-      std::string_view word = location.substr(i, end - i);
-      if (!word.starts_with("password=")) {
-        if (!out.empty()) out += ' ';
-        out += word;
-      }
-      i = end + 1;
-    }
-    return out;
-  }
-  size_t host_start = scheme + 3;
-  size_t at = location.find('@', host_start);
-  size_t slash = location.find('/', host_start);
-  std::string out(location);
-  if (at != std::string_view::npos && (slash == std::string_view::npos || at < slash)) {
-    size_t colon = location.find(':', host_start);
-    if (colon != std::string_view::npos && colon < at) out = std::string(location.substr(0, colon)) + std::string(location.substr(at));
-  }
-  // A password given as a query parameter.
-  size_t q = out.find("password=");
-  if (q != std::string::npos && q > 0 && (out[q - 1] == '?' || out[q - 1] == '&')) {
-    size_t end = out.find('&', q);
-    out.erase(q, end == std::string::npos ? std::string::npos : end - q + 1);
-    while (!out.empty() && (out.back() == '&' || out.back() == '?')) out.pop_back();
-  }
-  return out;
 }
 
 std::string_view ServerText(std::string_view text, bool utf8, std::string& scratch) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "store/postgres/pg_redact.h"
 
 namespace grademl::store::pg {
 
@@ -25,7 +26,10 @@ using Result = std::unique_ptr<PGresult, ResultDeleter>;
 // The last error on `conn` as one line ("PATH: message; detail"). Connection failures are
 // kUnavailable (a server down, a cut network: an uploader retries), the rest kInternal or
 // kFailedPrecondition (a permission refused, a schema a newer grademl wrote).
+// Neither quotes the connection's password nor $PGPASSWORD (RedactMessage); the first with
+// a location also hides what libpq quotes of a malformed `location`.
 Status ConnectionError(PGconn* conn, const std::string& path);
+Status ConnectionError(PGconn* conn, const std::string& path, std::string_view location);
 Status ResultError(PGconn* conn, const PGresult* result, const std::string& path);
 
 // Runs SQL that returns no rows the caller needs (several statements are allowed).
@@ -33,9 +37,6 @@ Status Exec(PGconn* conn, const std::string& path, const std::string& sql);
 // Runs one statement with text parameters (nullptr for NULL); results in binary when asked.
 StatusOr<Result> ExecParams(PGconn* conn, const std::string& path, const std::string& sql,
                             const std::vector<const char*>& params, bool binary_results = false);
-
-// The location without a password, for messages: "postgresql://me@db:5432/grademl".
-std::string RedactPassword(std::string_view location);
 
 // `text` as the server accepts it: PostgreSQL text holds no NUL byte and, in a UTF8
 // database, only valid UTF-8; each offending byte becomes U+FFFD (or '?' where the server's
