@@ -239,6 +239,8 @@ class Printer {
   virtual void Columns(const std::vector<std::string>& columns) = 0;
   virtual void Row(const std::vector<QueryValue>& row) = 0;
   virtual void Finish() = 0;
+  // The query failed: what is held is written, without an ending.
+  virtual void Stop() {}
 
  protected:
   static void Write(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
@@ -257,6 +259,7 @@ class TablePrinter : public Printer {
 
   explicit TablePrinter(size_t max_width) : max_width_(max_width) {}
   void Columns(const std::vector<std::string>& columns) override {
+    columns_known_ = true;
     for (const auto& c : columns) header_.push_back(Cut(report::Sanitize(c)));
     numeric_.assign(columns.size(), true);
     any_value_.assign(columns.size(), false);
@@ -285,6 +288,9 @@ class TablePrinter : public Printer {
   void Finish() override {
     if (!measured_) WriteMeasured();
     Write(fmt::format("({} row{})\n", count_, count_ == 1 ? "" : "s"));
+  }
+  void Stop() override {
+    if (!measured_ && columns_known_) WriteMeasured();
   }
 
  private:
@@ -325,6 +331,7 @@ class TablePrinter : public Printer {
   std::vector<size_t> width_;
   std::vector<std::vector<std::string>> rows_;  // held until the widths are known
   size_t held_bytes_ = 0;                        // their text
+  bool columns_known_ = false;
   bool measured_ = false;
   size_t count_ = 0;
 };
@@ -581,8 +588,9 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
     // From here every step is bounded by the guard: it interrupts the statement, or ends
     // the process when a step cannot be interrupted.
     QueryGuard guard(static_cast<DurationNs>(opts->timeout_s * kNsPerSec), private_dir.path);
-    // The last words of the command: the guard's reason when it stopped it, else `st`'s.
-    auto finish = [&](const Status& st) -> int {
+    // The last words of the command: the guard's reason when it stopped it, else `st`'s
+    // with `exit_code`.
+    auto finish = [&](const Status& st, int exit_code) -> int {
       std::fflush(stdout);
       guard.Finish();
       if (guard.stopped()) {
@@ -591,17 +599,17 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
       }
       if (st.ok()) return 0;
       PrintError(st.message());
-      return st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+      return exit_code;
     };
 
     auto session = store::QuerySession::Open(location, run_spec, options);
-    if (!session.ok()) return finish(session.status());
+    if (!session.ok()) return finish(session.status(), kExitFailure);
     guard.Watch(session->get());
     struct Unwatch {
       QueryGuard& guard;
       ~Unwatch() { guard.Watch(nullptr); }
     } unwatch{guard};
-    if (Status st = AddAnalysisTables(**session, sql); !st.ok()) return finish(st);
+    if (Status st = AddAnalysisTables(**session, sql); !st.ok()) return finish(st, kExitFailure);
     std::unique_ptr<Printer> printer = MakePrinter(format, opts->max_width);
     Status st = (*session)->Execute(
         sql, [&](const std::vector<std::string>& columns) { printer->Columns(columns); },
@@ -609,8 +617,12 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
           printer->Row(row);
           return true;
         });
-    if (st.ok()) printer->Finish();
-    return finish(st);
+    if (st.ok()) {
+      printer->Finish();
+    } else {
+      printer->Stop();  // the rows that came before the error stay on stdout
+    }
+    return finish(st, st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure);
   };
 }
 
