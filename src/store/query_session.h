@@ -160,7 +160,8 @@ class QuerySession {
   const model::RunId run_id_;
   const QueryLimits limits_;
   TimeNs run_start_ns_ = 0;
-  int64_t previous_heap_limit_ = 0;  // the process's, put back when the session closes
+  int64_t previous_heap_limit_ = 0;       // the process's, put back when the session closes
+  int64_t previous_soft_heap_limit_ = 0;  // likewise
   std::atomic<bool> interrupted_{false};
   std::mutex interrupt_mu_;
   Status interrupt_reason_;   // guarded by interrupt_mu_

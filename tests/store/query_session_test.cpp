@@ -3,8 +3,11 @@
 #include "store/query_session.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "store/database.h"
 #include "store_test_support.h"
@@ -324,6 +327,56 @@ TEST_F(QuerySessionTest, StopsWhenTheCallerSaysSo) {
   EXPECT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(rows, 2);
   EXPECT_EQ(columns, std::vector<std::string>{"id"});
+}
+
+// Interrupt from another thread stops a statement that would never end, with the reason
+// given; one that came before the statement started stops it at once.
+TEST_F(QuerySessionTest, InterruptStopsTheStatementWithTheReasonGiven) {
+  auto s = Open("1");
+  ASSERT_NE(s, nullptr);
+  const Status reason = FailedPrecondition("query: stopped by the test");
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    s->Interrupt(reason);
+  });
+  int64_t rows = 0;
+  Status st = s->Execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
+                         [](const std::vector<std::string>&) {}, [&](const std::vector<QueryValue>&) { return ++rows; });
+  stopper.join();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(st.message(), "query: stopped by the test");
+  EXPECT_EQ(rows, 0);
+  st = s->Execute("SELECT 1", [](const std::vector<std::string>&) {}, [](const std::vector<QueryValue>&) { return true; });
+  EXPECT_EQ(st.message(), "query: stopped by the test");
+}
+
+// The limits: a value past an eighth of the memory limit, a sort past the memory limit,
+// each a one-line error naming it; the process's heap limit is back when the session closes.
+TEST_F(QuerySessionTest, LimitsStopAStatementWithOneLineNamingThem) {
+  const int64_t before = sqlite3_hard_heap_limit64(-1);
+  const int64_t soft_before = sqlite3_soft_heap_limit64(-1);
+  {
+    auto s = QuerySession::Open(path_, "1", {.limits = {.memory_bytes = int64_t{32} << 20}});
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_EQ((*s)->Query("SELECT length(zeroblob(4194305))").status().message(),
+              "query: stopped at the 4 MiB limit on one string or BLOB, an eighth of the 32 MiB memory limit "
+              "(--max-memory SIZE raises both)");
+    EXPECT_EQ((*s)->Query("SELECT length(zeroblob(4194304))").value().rows[0][0], QueryValue(int64_t{4194304}));
+    EXPECT_EQ(sqlite3_hard_heap_limit64(-1), int64_t{32} << 20);
+    auto sorted = (*s)->Query(
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000) "
+        "SELECT x, printf('%020d', x) FROM c ORDER BY x DESC");
+    EXPECT_EQ(sorted.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(sorted.status().message(),
+              "query: stopped at the 32 MiB memory limit (--max-memory SIZE raises it, 0 for none)");
+  }
+  EXPECT_EQ(sqlite3_hard_heap_limit64(-1), before);
+  EXPECT_EQ(sqlite3_soft_heap_limit64(-1), soft_before);
+  // No limit: SQLite's own on one value.
+  auto s = QuerySession::Open(path_, "1", {.limits = {.memory_bytes = 0}});
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ((*s)->Query("SELECT zeroblob(1000000001)").status().message(),
+            "query: stopped at SQLite's limit of 1000000000 bytes on one string or BLOB");
 }
 
 TEST_F(QuerySessionTest, OpenErrors) {

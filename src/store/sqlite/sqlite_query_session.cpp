@@ -526,6 +526,9 @@ StatusOr<std::unique_ptr<QuerySession>> QuerySession::OpenSqlite(const std::stri
 QuerySession::QuerySession(std::unique_ptr<Database> database, sqlite3* db, model::RunId run_id,
                            const QueryLimits& limits)
     : database_(std::move(database)), db_(db), run_id_(run_id), limits_(limits) {
+  // Setting the hard limit lowers the soft one (SQLite then frees cache pages before it
+  // refuses memory): both are put back.
+  previous_soft_heap_limit_ = sqlite3_soft_heap_limit64(-1);
   previous_heap_limit_ = sqlite3_hard_heap_limit64(limits_.memory_bytes > 0 ? limits_.memory_bytes : 0);
 }
 
@@ -533,6 +536,7 @@ QuerySession::~QuerySession() {
   sqlite3_close_v2(db_);
   database_.reset();
   sqlite3_hard_heap_limit64(previous_heap_limit_);
+  sqlite3_soft_heap_limit64(previous_soft_heap_limit_);
   if (!snapshot_dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(snapshot_dir_, ec);
