@@ -186,6 +186,10 @@ TEST_F(QueryE2E, RunAndSqlArguments) {
   EXPECT_EQ(count({"SELECT 1 AS one, NULL AS none_, 'x' AS t"}), "one  none_  t\n---  -----  -\n  1  NULL   x\n(1 row)\n");
   EXPECT_EQ(count({"SELECT 1 AS a, 2 AS a, 'q\"x,y' AS b", "--json"}), "[\n  {\"a\":1,\"a:2\":2,\"b\":\"q\\\"x,y\"}\n]\n");
   EXPECT_EQ(count({"SELECT 1 AS a WHERE 0", "--json"}), "[]\n");
+  // Table-valued functions read (their first use makes SQLite check its schema table as if
+  // written: that is not a write of the user's; the query was refused as an UPDATE).
+  EXPECT_EQ(count({"SELECT key FROM json_each('{\"a\":1,\"b\":2}')", "--csv"}), "key\na\nb\n");
+  EXPECT_EQ(count({"SELECT count(*) AS n FROM phases p, json_each(p.tags) WHERE 0", "--csv"}), "n\n0\n");
   EXPECT_EQ(count({"SELECT 1 AS a WHERE 0"}), "a\n-\n(0 rows)\n");
   EXPECT_EQ(count({"SELECT 'q\"x,y' AS b, x'00ff' AS c, 0.1 + 0.2 AS d", "--csv"}), "b,c,d\n\"q\"\"x,y\",x'00ff',0.30000000000000004\n");
 }

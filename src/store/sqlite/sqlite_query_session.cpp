@@ -787,6 +787,12 @@ Status QuerySession::Execute(const std::string& sql, const ColumnsFn& on_columns
   const char* tail = nullptr;
   int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &raw, &tail);
   Stmt stmt(raw);
+  // A read-only statement may still make SQLite check writes to its own schema table (the
+  // first use of a table-valued function such as json_each in a connection does): not the
+  // user's write.
+  if (rc == SQLITE_OK && stmt != nullptr && sqlite3_stmt_readonly(stmt.get()) && refusal.denied.empty()) {
+    refusal.schema_write.clear();
+  }
   if (std::string what = WriteOf(refusal, sql); !what.empty()) {
     return InvalidArgument("query is read-only: {} is not allowed", what);
   }
