@@ -23,7 +23,7 @@
 namespace {
 
 constexpr int kHighestNumber = 1100;     // beyond any number grademl's writer picks (<= 1000)
-constexpr int kOtherThreadPhases = 20000;
+constexpr int kOtherThreadPhases = 8000;
 
 void Phases(int n, const char* name) {
   const uint32_t id = grademl_intern(name), key = grademl_intern("k");
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   }
   std::mt19937_64 rng(std::strtoull(argv[1], nullptr, 10));
   const std::string out = argv[2];
-  const int steps = argc > 3 ? std::atoi(argv[3]) : 400;
+  const int steps = argc > 3 ? std::atoi(argv[3]) : 300;
   auto below = [&](uint64_t n) { return int(rng() % n); };
 
   long phases = 0;
@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
       syscall(SYS_close_range, 3u, ~0u, 0u);
       mine.clear();
     } else {  // a burst of phases: new chunks, each taken through whatever grademl holds
-      int n = below(3000);
+      int n = below(1500);
       Phases(n, "chaos");
       phases += n;
     }
