@@ -49,11 +49,27 @@ alone (buckets untimed; a Python hook costs more per bucket than DDP's C++ path)
 
 Every wrapper is guarded: an error in grademl's code switches the instrumentation off and
 the call goes on unchanged; torch's own errors are raised as torch raises them.
+
+Exit: the Python callables grademl attaches to torch futures (the completion of an
+asynchronous collective, the DDP hook's then()) are run, and then released, by the thread
+that completes the future -- for gloo one of its worker threads, which takes the GIL for
+each. A thread that asks for the GIL once the interpreter is finalizing is ended by Python
+with pthread_exit, whose unwinding through torch's noexcept destructors aborts the whole
+process ("terminate called without an active exception"): a job that exits right after its
+last collective completed, while that worker thread had not yet been scheduled to release
+grademl's callable, died at exit. So every such callable is a _FutureCallback, counted
+until its release, and an atexit handler (atexit runs before finalization) waits, the GIL
+released, until none is left (at most EXIT_WAIT_S: a future that never completes is not
+waited for longer); the futures the DDP hook returned (whose PyObject value also needs the
+GIL to be freed) are kept alive past exit, so the worker thread never frees the last
+reference to one.
 """
+import atexit
 import functools
 import itertools
 import os
 import threading
+import time
 import weakref
 
 import grademl as _g
@@ -96,6 +112,8 @@ _dist = None               # torch.distributed
 _c10d = None               # torch.distributed.distributed_c10d
 _pending_waits = weakref.WeakKeyDictionary()  # Work without a future -> what to record at wait()
 _wait_patched = False
+# At exit, the longest wait for grademl's callables on futures still held by torch.
+EXIT_WAIT_S = 5.0
 
 
 def patch(torch):
@@ -107,7 +125,7 @@ def patch(torch):
         return
     _dist = dist
     _c10d = dist.distributed_c10d
-    for step in (_tag_from_environment, _patch_init, _patch_collectives, _patch_ddp, _patch_join):
+    for step in (_watch_exit, _tag_from_environment, _patch_init, _patch_collectives, _patch_ddp, _patch_join):
         try:
             step(torch)
         except Exception as e:
@@ -116,6 +134,81 @@ def patch(torch):
 
 def _active():
     return _g._on and HOOK not in _disabled
+
+
+# ------------------------------------------------------------------ callbacks on futures
+
+_live_callbacks = {}              # key of each _FutureCallback torch still holds -> None
+_callback_keys = itertools.count()
+_watching_exit = False
+
+
+class _FutureCallback:
+    """A callable grademl attaches to a torch future, counted in _live_callbacks from its
+    creation until torch releases it (see the module's comment on exit)."""
+
+    __slots__ = ("fn", "key")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.key = next(_callback_keys)
+        _live_callbacks[self.key] = None
+
+    def __call__(self, fut):
+        return self.fn(fut)
+
+    def __del__(self):
+        # Run by the releasing thread, which holds the GIL from here until it gives it back
+        # for good: the removal is the last statement and makes no call (a call could let
+        # the GIL go after it), so once the exit handler holds the GIL and sees no key left,
+        # every releasing thread is done with Python.
+        try:
+            del _live_callbacks[self.key]
+        except Exception:
+            pass
+
+
+def _watch_exit(torch):
+    global _watching_exit
+    if _watching_exit:
+        return
+    atexit.register(_wait_for_callbacks)
+    # A forked child (a DataLoader worker) holds none of its parent's futures.
+    os.register_at_fork(after_in_child=_live_callbacks.clear)
+    _watching_exit = True
+
+
+def _wait_for_callbacks():
+    """At exit, before the interpreter finalizes: until torch released every callable
+    grademl gave it (time.sleep lets the GIL go), EXIT_WAIT_S at most; then the futures
+    the DDP hooks returned are kept alive for good."""
+    try:
+        if _live_callbacks:
+            deadline = time.monotonic() + EXIT_WAIT_S
+            while _live_callbacks and time.monotonic() < deadline:
+                time.sleep(0.002)
+            if _live_callbacks:
+                debug(f"{HOOK}: {len(_live_callbacks)} callbacks still held by torch at exit")
+        _keep_returned_futures()
+    except Exception as e:
+        debug(f"{HOOK}: waiting for callbacks at exit failed: {e!r}")
+
+
+def _keep_returned_futures():
+    """A future a DDP hook returned holds a Python object (the bucket): whoever drops the
+    last reference takes the GIL. DDP's reducer drops its own while the interpreter
+    finalizes; a gloo worker thread may still hold one for an instant after it released
+    grademl's callable. Leaked on purpose at exit (the last bucket futures of each model),
+    so that the worker's reference is never the last."""
+    kept = []
+    for st in list(_ddp_states.values()):
+        kept.extend(st.returned.values())
+        st.returned.clear()
+    if kept:
+        import ctypes
+
+        for fut in kept:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(fut))
 
 
 # ------------------------------------------------------------------ ranks
@@ -268,7 +361,7 @@ def _on_done(call):
         except Exception as e:
             guard(HOOK, e)
 
-    return done
+    return _FutureCallback(done)
 
 
 def _record_when_done(call, work):
@@ -479,13 +572,14 @@ def _patch_collectives(torch):
 class _DdpState:
     """Per DDP model: whether grademl's hook is in its reducer, and the hook that runs there."""
 
-    __slots__ = ("ddp", "installed", "user", "registrations", "__weakref__")
+    __slots__ = ("ddp", "installed", "user", "registrations", "returned", "__weakref__")
 
     def __init__(self, ddp):
         self.ddp = weakref.ref(ddp)
         self.installed = False   # grademl's hook is registered with the reducer
         self.user = None         # the hook to run instead of DDP's own all-reduce: (state, hook)
         self.registrations = 0   # hooks the user registered (torch allows one)
+        self.returned = {}       # bucket index -> the future the hook last returned for it (exit)
 
 
 _ddp_states = weakref.WeakKeyDictionary()  # DDP model -> _DdpState
@@ -553,18 +647,41 @@ def _default_hook(st, bucket):
         except Exception as e:
             guard(HOOK, e)
     fut = ddp.process_group.allreduce([buf]).get_future()
-    if call is not None:
-        try:
-            fut.add_done_callback(_on_done(call))
-        except Exception as e:
-            guard(HOOK, e)
     # A Python hook's future must hold a Python object (torch 1.13's PythonCommHook): the
-    # all-reduced buffer, as default_hooks.allreduce_hook returns it.
-    return fut.then(_first_tensor)
+    # all-reduced buffer, as default_hooks.allreduce_hook returns it; the bucket's phase is
+    # recorded by the same callable (one Python callback per bucket).
+    return _returned(st, bucket, fut.then(_FutureCallback(_BucketDone(call) if call is not None else _first_tensor)))
 
 
 def _first_tensor(fut):
     return fut.value()[0]
+
+
+class _BucketDone:
+    """then() callable of grademl's DDP hook: records the bucket's all-reduce, then gives
+    DDP the all-reduced buffer (torch's own errors raised as torch raises them)."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call):
+        self.call = call
+
+    def __call__(self, fut):
+        try:
+            self.call.record(_g._now())
+        except Exception as e:
+            guard(HOOK, e)
+        return fut.value()[0]
+
+
+def _returned(st, bucket, fut):
+    """`fut`, the future a hook returns to DDP for `bucket`, kept until the bucket's next one
+    (for _keep_returned_futures at exit)."""
+    try:
+        st.returned[bucket.index()] = fut
+    except Exception as e:
+        guard(HOOK, e)
+    return fut
 
 
 def _builtin_equivalent(comm_hook_type):
@@ -575,7 +692,7 @@ def _builtin_equivalent(comm_hook_type):
     def allreduce(process_group, bucket):
         t = bucket.buffer()
         t.div_(process_group.size())
-        return process_group.allreduce([t]).get_future().then(_first_tensor)
+        return process_group.allreduce([t]).get_future().then(_FutureCallback(_first_tensor))
 
     def fp16_compress(process_group, bucket):
         import torch
@@ -589,7 +706,7 @@ def _builtin_equivalent(comm_hook_type):
             out.copy_(f.value()[0])
             return out
 
-        return fut.then(decompress)
+        return fut.then(_FutureCallback(decompress))
 
     hook = {"ALLREDUCE": allreduce, "FP16_COMPRESS": fp16_compress}.get(name)
     if hook is not None:
@@ -633,7 +750,7 @@ def _dispatch(st, bucket):
     own all-reduce, timed."""
     user = st.user
     if user is not None:
-        return _run_user_hook(st, user[0], user[1], bucket)
+        return _returned(st, bucket, _run_user_hook(st, user[0], user[1], bucket))
     return _default_hook(st, bucket)
 
 
@@ -655,7 +772,7 @@ def _install(ddp, torch):
 def _timed_user_hook(st, hook):
     @functools.wraps(hook)
     def timed(state, bucket):
-        return _run_user_hook(st, state, hook, bucket)
+        return _returned(st, bucket, _run_user_hook(st, state, hook, bucket))
 
     return timed
 
