@@ -79,6 +79,7 @@ struct Collective {
   const model::Phase* phase = nullptr;
   size_t rank = 0;  // index into the ranks
   TimeNs start = 0, end = 0;
+  bool cut = false;  // still pending when its rank stopped: never ended, or ended by the process's end
 };
 
 struct RankWork {
@@ -89,6 +90,7 @@ struct RankWork {
   TimeSpans buckets;                                          // DDP's bucket all-reduces
   TimeSpans waits;
   std::map<size_t, TimeSpans> caused_by;  // last arriver (rank index) -> the waits it caused here
+  std::set<size_t> never_joined;          // collectives it never entered, pending on others at the stop (first entrant)
 };
 
 class CommunicationAnalyzer {
@@ -219,7 +221,11 @@ class CommunicationAnalyzer {
         if (leaf == "backward") w.backwards.push_back({p.id, {start, end}});
         continue;
       }
-      collectives_.push_back({.phase = &p, .rank = r, .start = start, .end = end});
+      // Pending when the rank stopped: an open phase, or one its process's end closed (the
+      // event collector ends what is still open at the process's end).
+      const model::Phase* process = run_.FindPhase(out_.ranks[r].process);
+      bool cut = !p.ended() || (process != nullptr && process->ended() && p.end_ns >= process->end_ns);
+      collectives_.push_back({.phase = &p, .rank = r, .start = start, .end = end, .cut = cut});
       w.comm.push_back({start, end});
       // A thread blocked in a synchronous collective does not compute: a hole in every
       // computation phase around it.
@@ -270,6 +276,7 @@ class CommunicationAnalyzer {
       for (size_t i : members) {
         if (seen.insert(collectives_[i].rank).second) one.push_back(i);
       }
+      if (NeverJoined(std::get<0>(key), std::get<1>(key), std::get<2>(key), one, seen)) continue;
       if (one.size() < 2) continue;
       ++out_.jobs[std::get<0>(key)].matched;
       size_t last = one.front();
@@ -290,6 +297,67 @@ class CommunicationAnalyzer {
         Kind(c.phase->name).wait_s += NsToSeconds(until - c.start);
       }
     }
+  }
+
+  // The ranks of a job that take part in a collective of `group` (or in a message of
+  // `channel`), as rank indexes; false when it is not known which (a group of unknown ranks,
+  // a receive from any source).
+  bool Participants(size_t job, std::string_view group, std::string_view channel, std::set<size_t>* out) const {
+    std::set<int64_t> ranks;
+    bool all = false;
+    if (!channel.empty()) {
+      size_t gt = channel.find('>');
+      int64_t src = 0, dst = 0;
+      if (gt == std::string_view::npos || !ParseInt(channel.substr(0, gt), &src) ||
+          !ParseInt(channel.substr(gt + 1), &dst)) {
+        return false;
+      }
+      ranks = {src, dst};
+    } else if (group == "world") {
+      all = true;
+    } else {
+      for (size_t at = 0; at <= group.size();) {
+        size_t comma = std::min(group.find(',', at), group.size());
+        int64_t rank = 0;
+        if (!ParseInt(group.substr(at, comma - at), &rank)) return false;
+        ranks.insert(rank);
+        at = comma + 1;
+      }
+    }
+    for (size_t r = 0; r < out_.ranks.size(); ++r) {
+      if (out_.ranks[r].job == job && (all || ranks.count(out_.ranks[r].rank))) out->insert(r);
+    }
+    return true;
+  }
+
+  // A collective every rank that entered it was still in when it stopped, which a rank of it
+  // never entered: each entrant waited from its arrival until it stopped, for the ranks that
+  // never came. True when it was one (and is accounted for).
+  bool NeverJoined(size_t job, std::string_view group, std::string_view channel, const std::vector<size_t>& one,
+                   const std::set<size_t>& entered) {
+    for (size_t i : one) {
+      if (!collectives_[i].cut) return false;
+    }
+    std::set<size_t> participants;
+    if (!Participants(job, group, channel, &participants)) return false;
+    std::vector<size_t> absent;
+    for (size_t r : participants) {
+      if (!entered.count(r)) absent.push_back(r);
+    }
+    if (absent.empty()) return false;
+    ++out_.jobs[job].never_joined;
+    for (size_t i : one) {
+      const Collective& c = collectives_[i];
+      if (c.end <= c.start) continue;
+      RankWork& w = work_[c.rank];
+      w.waits.push_back({c.start, c.end});
+      for (size_t r : absent) {
+        w.caused_by[r].push_back({c.start, c.end});
+        work_[r].never_joined.insert(one.front());
+      }
+      Kind(c.phase->name).wait_s += NsToSeconds(c.end - c.start);
+    }
+    return true;
   }
 
   // A rank that completed a group collective before the last rank (on another host) entered
@@ -383,6 +451,7 @@ class CommunicationAnalyzer {
         job.straggler_process = out_.ranks[best].process;
         job.straggler_cost_s = cost;
         job.straggler_total_s = first;
+        job.straggler_never_joined = static_cast<int64_t>(work_[best].never_joined.size());
       }
     }
   }

@@ -23,6 +23,11 @@
 //    seq); in a match whose last participant arrived (started) at L, a rank that arrived at a
 //    waited [a, min(L, its end)]; wait_s is the union of those intervals (so wait ≤ comm);
 //    the wait is caused by the last arriver;
+//  - a collective still pending when its rank stopped (never ended, or ended by its process's
+//    end: a job stopped by a signal) on every rank that entered it, where a rank that belongs
+//    to it (the job's ranks for "world", the listed ranks of a group, a channel's two ends)
+//    never entered it: those ranks never arrived; each rank that entered it waited from its
+//    arrival until it stopped, caused by every rank that never came (never_joined);
 //  - the straggler: the rank whose late arrivals made the others wait most (the sum over the
 //    other ranks of the union of their waits it caused), when that is at least
 //    kStragglerMinS and kStragglerFactor times the next rank's; its cost is that sum over
@@ -87,6 +92,11 @@ struct CommunicationJob {
   // complete before its receive starts).
   int64_t clock_violations = 0;
   double max_clock_violation_s = 0;
+  // Collectives its ranks were still waiting in when they stopped, for a rank of the job that
+  // never entered them (a hung job stopped from outside); of those, the ones the straggler
+  // never entered.
+  int64_t never_joined = 0;
+  int64_t straggler_never_joined = 0;
 };
 
 struct CommunicationAnalysis {

@@ -662,12 +662,19 @@ std::vector<Issue> CommunicationIssues(const model::Run& run, const Communicatio
     issue.kind = "rank_straggler";
     issue.impact_s = job.straggler_cost_s;
     issue.impact_fraction = run_s > 0 ? std::min(1.0, issue.impact_s / run_s) : 0;
+    std::string tail =
+        job.straggler_never_joined > 0
+            ? fmt::format("; it never entered {} collective{} the others were still waiting in when the job stopped "
+                          "(a hang: look at what rank {} was doing instead).",
+                          job.straggler_never_joined, job.straggler_never_joined == 1 ? "" : "s", job.straggler_rank)
+            : fmt::format("; were it as fast as them, the job would finish up to {} sooner.",
+                          DurationText(job.straggler_cost_s));
     issue.text = fmt::format(
         "Rank {}{} was the straggler of its distributed job: the other {} waited {} on average in collectives "
-        "for it to arrive ({} in all); were it as fast as them, the job would finish up to {} sooner.",
+        "for it to arrive ({} in all){}",
         job.straggler_rank, p != nullptr ? fmt::format(" ({})", Label(*p)) : std::string(),
         others == 1 ? std::string("rank") : fmt::format("{} ranks", others), DurationText(job.straggler_cost_s),
-        DurationText(job.straggler_total_s), DurationText(job.straggler_cost_s));
+        DurationText(job.straggler_total_s), tail);
     out.push_back(std::move(issue));
   }
   return out;

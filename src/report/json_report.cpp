@@ -332,7 +332,9 @@ json CommunicationSummaryJson(const analysis::CommunicationAnalysis& c) {
                     {"straggler_cost_s", j.straggler_cost_s},
                     {"straggler_total_s", j.straggler_total_s},
                     {"clock_violations", j.clock_violations},
-                    {"max_clock_violation_s", j.max_clock_violation_s}});
+                    {"max_clock_violation_s", j.max_clock_violation_s},
+                    {"never_joined", j.never_joined},
+                    {"straggler_never_joined", j.straggler_never_joined}});
   }
   json kinds = json::array();
   for (const analysis::CollectiveKind& k : c.kinds) {

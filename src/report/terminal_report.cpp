@@ -354,9 +354,14 @@ void RenderCommunication(const analysis::CommunicationAnalysis& c, const Styler&
     RenderColumns({"rank", "host pid", "collectives", "bytes", "in collectives", "overlapped", "waiting", "computing"},
                   rows, style, out);
     if (job.straggler_rank >= 0) {
-      out += "  " + WrapText(fmt::format("rank {} was the straggler: the others waited {} on average for it ({} in all)",
+      std::string never =
+          job.straggler_never_joined > 0
+              ? fmt::format("; it never entered {} collective{} they were still waiting in when the job stopped",
+                            job.straggler_never_joined, job.straggler_never_joined == 1 ? "" : "s")
+              : std::string();
+      out += "  " + WrapText(fmt::format("rank {} was the straggler: the others waited {} on average for it ({} in all){}",
                                          job.straggler_rank, SecondsOrDash(job.straggler_cost_s),
-                                         SecondsOrDash(job.straggler_total_s)),
+                                         SecondsOrDash(job.straggler_total_s), never),
                              96, 4) +
              '\n';
     }

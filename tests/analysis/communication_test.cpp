@@ -392,6 +392,125 @@ TEST(CommunicationTest, ARunWithoutRanksIsEmpty) {
 
 namespace grademl::analysis {
 namespace {
+// A job stopped from outside while rank 0 sat in an all-reduce (seq 2) that rank 1 never
+// entered: both passed a barrier (seq 1) at 1 (rank 1 last, 0.5 s after rank 0); rank 0
+// called the all-reduce at 2 and was stopped at 7 (its process's end, which closed the
+// phase). By hand: rank 0 waited [0.5,1] + [2,7] = 5.5 s, all of it for rank 1; rank 1 is
+// the straggler, never entering 1 collective.
+struct StoppedJob {
+  Job job{8};
+  model::PhaseId r0 = 0, r1 = 0;
+  StoppedJob() {
+    r0 = job.Rank(0, 2, 11, "j");
+    r1 = job.Rank(1, 2, 12, "j");
+    job.f.run.phases[r0 - 1].end_ns = Sec(7);
+    job.f.run.phases[r1 - 1].end_ns = Sec(7.01);
+    job.Collective(r0, "barrier", 0.5, 1.1, 1, false);
+    job.Collective(r1, "barrier", 1, 1.1, 1, false);
+    job.Collective(r0, "all_reduce", 2, 7, 2, false, 4096);
+  }
+};
+
+TEST(CommunicationTest, ARankThatNeverEnteredIsTheStragglerOfAStoppedJob) {
+  StoppedJob t;
+  const model::Run& run = t.job.Build();
+  auto c = AnalyzeCommunication(run);
+  ASSERT_EQ(c.ranks.size(), 2u);
+  EXPECT_NEAR(c.ranks[0].wait_s, 5.5, kEps);
+  EXPECT_NEAR(c.ranks[0].comm_s, 5.6, kEps);
+  EXPECT_NEAR(c.ranks[1].wait_s, 0, kEps);
+  EXPECT_NEAR(c.ranks[1].caused_wait_s, 5.5, kEps);
+  EXPECT_TRUE(c.ranks[1].straggler);
+  const CommunicationJob& job = c.jobs[0];
+  EXPECT_EQ(job.straggler_rank, 1);
+  EXPECT_EQ(job.straggler_process, t.r1);
+  EXPECT_NEAR(job.straggler_cost_s, 5.5, kEps);
+  EXPECT_EQ(job.matched, 1);
+  EXPECT_EQ(job.never_joined, 1);
+  EXPECT_EQ(job.straggler_never_joined, 1);
+  ASSERT_EQ(c.kinds[0].name, "all_reduce");
+  EXPECT_NEAR(c.kinds[0].wait_s, 5, kEps);
+  auto issues = CommunicationIssues(run, c, 8);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].phase, t.r1);
+  EXPECT_NE(issues[0].text.find("never entered 1 collective the others were still waiting in"), std::string::npos)
+      << issues[0].text;
+  EXPECT_EQ(issues[0].text.find("sooner"), std::string::npos) << issues[0].text;
+}
+
+TEST(CommunicationTest, ACollectiveLeftOpenIsPendingAtTheStopToo) {
+  // Never ended at all (no process end closed it): it lasts until the run's end, 8.
+  StoppedJob t;
+  t.job.f.run.phases.back().end_ns = 0;
+  auto c = AnalyzeCommunication(t.job.Build());
+  EXPECT_NEAR(c.ranks[0].wait_s, 0.5 + 6, kEps);
+  EXPECT_EQ(c.jobs[0].straggler_rank, 1);
+  EXPECT_EQ(c.jobs[0].never_joined, 1);
+}
+
+TEST(CommunicationTest, ACompletedCollectiveWithoutAPeersRecordIsNoWait) {
+  // Rank 0's all-reduce completed at 3, long before its process ended: rank 1 took part
+  // (else it could not have completed) and only its record is missing. Nothing to match.
+  StoppedJob t;
+  t.job.f.run.phases.back().end_ns = Sec(3);
+  auto c = AnalyzeCommunication(t.job.Build());
+  EXPECT_NEAR(c.ranks[0].wait_s, 0.5, kEps);
+  EXPECT_EQ(c.jobs[0].never_joined, 0);
+  EXPECT_EQ(c.jobs[0].straggler_never_joined, 0);
+}
+
+TEST(CommunicationTest, EveryRankInsideWhenStoppedIsAnOrdinaryMatch) {
+  // Both ranks were inside all-reduce 2 when stopped (rank 1 came at 5): rank 0 waited [2,5]
+  // for it, not until the stop.
+  StoppedJob t;
+  t.job.Collective(t.r1, "all_reduce", 5, 7.01, 2, false, 4096);
+  auto c = AnalyzeCommunication(t.job.Build());
+  EXPECT_NEAR(c.ranks[0].wait_s, 0.5 + 3, kEps);
+  EXPECT_EQ(c.jobs[0].never_joined, 0);
+  EXPECT_EQ(c.jobs[0].matched, 2);
+}
+
+TEST(CommunicationTest, OnlyTheRanksOfAGroupOrChannelAreAwaited) {
+  // Three ranks stopped at 9. Rank 0 waits in group "0,1"'s all-reduce from 2 (rank 1 never
+  // came; rank 2 is no member), rank 2 in a receive from rank 1 from 4 (never sent): rank 1
+  // made them wait 7 + 5 s. A receive from any source names nobody.
+  Job job(10);
+  auto r0 = job.Rank(0, 3, 11);
+  auto r1 = job.Rank(1, 3, 12);
+  auto r2 = job.Rank(2, 3, 13);
+  for (auto r : {r0, r1, r2}) job.f.run.phases[r - 1].end_ns = Sec(9);
+  job.Collective(r0, "all_reduce", 2, 9, 1, false, 0, "0,1");
+  job.Collective(r2, "recv", 4, 9, 1, false, 0, "world", "1>2");
+  job.Collective(r1, "recv", 6, 9, 0, false, 0, "world", "?>1");
+  auto c = AnalyzeCommunication(job.Build());
+  ASSERT_EQ(c.ranks.size(), 3u);
+  EXPECT_NEAR(c.ranks[0].wait_s, 7, kEps);
+  EXPECT_NEAR(c.ranks[2].wait_s, 5, kEps);
+  EXPECT_NEAR(c.ranks[1].wait_s, 0, kEps);
+  EXPECT_EQ(c.jobs[0].straggler_rank, 1);
+  EXPECT_NEAR(c.jobs[0].straggler_total_s, 12, kEps);
+  EXPECT_NEAR(c.jobs[0].straggler_cost_s, 6, kEps);
+  EXPECT_EQ(c.jobs[0].never_joined, 2);
+  EXPECT_EQ(c.jobs[0].straggler_never_joined, 2);
+  EXPECT_NEAR(c.ranks[2].caused_wait_s, 0, kEps);
+}
+
+TEST(CommunicationTest, TwoRanksThatNeverCameShareTheBlame) {
+  // World of three, stopped at 6 with rank 0 alone in a barrier since 1: ranks 1 and 2 each
+  // made it wait 5 s; neither stands out.
+  Job job(10);
+  auto r0 = job.Rank(0, 3, 11);
+  auto r1 = job.Rank(1, 3, 12);
+  auto r2 = job.Rank(2, 3, 13);
+  for (auto r : {r0, r1, r2}) job.f.run.phases[r - 1].end_ns = Sec(6);
+  job.Collective(r0, "barrier", 1, 6, 1, false);
+  auto c = AnalyzeCommunication(job.Build());
+  EXPECT_NEAR(c.ranks[0].wait_s, 5, kEps);
+  EXPECT_NEAR(c.ranks[1].caused_wait_s, 2.5, kEps);
+  EXPECT_NEAR(c.ranks[2].caused_wait_s, 2.5, kEps);
+  EXPECT_EQ(c.jobs[0].straggler_rank, -1);
+  EXPECT_EQ(c.jobs[0].never_joined, 1);
+}
 
 // Ranks on two hosts, clocks measured to ±1 ms each: collective 1 is consistent; in
 // collective 2 rank 1 (node2) ended 0.5 s before rank 0 (node1) entered it: impossible for an
