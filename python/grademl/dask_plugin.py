@@ -15,7 +15,7 @@ closes or the process exits. grademl imports the log when the run ends
 guarded: an exception switches the plugin off (GRADEML_DEBUG=1 says why) and never reaches
 the scheduler; what was logged until then stays importable.
 
-The log is JSON lines. The first is an object, {"format": "grademl-dask", "version": 1,
+The log is JSON lines. The first is an object, {"format": "grademl-dask", "version": 2,
 ...}; the others are arrays whose first element says what they are:
   ["w", address, host, pid, name, nthreads, time_delay, t]   a worker joined
   ["x", address, time_delay, t]                              a worker left
@@ -23,9 +23,20 @@ The log is JSON lines. The first is an object, {"format": "grademl-dask", "versi
   ["t", key, prefix, state, worker, nbytes, type, thread, sent, done, [[action, start, stop, source], ...], error]
                   a task finished: state "memory" or "erred"; sent: when the scheduler gave it to
                   the worker (processing), done: when it heard back; startstops as the worker
-                  reported them (compute and transfer shifted by the worker's scheduler_delay)
+                  reported them (compute and transfer shifted by the worker's scheduler_delay);
+                  or state "cancelled": a task released while a worker had it (its future
+                  cancelled, its client gone), done: when the scheduler released it; no startstops
   ["n", count]                                               records dropped (the buffer was full)
-Times are the scheduler's clock (distributed.metrics.time, seconds since the epoch).
+  ["e", t]                                                   the end: the log was closed (version 2)
+Times are the scheduler's clock (distributed.metrics.time, seconds since the epoch). A log of
+version 2 without its end record was cut short: its process was killed, or the plugin lost
+its file (below).
+
+The log's descriptor lives inside the user's scheduler process, which may close descriptors
+it does not know of (a daemon's os.closerange) and open its own files under the same
+numbers: it is kept at a high number (F_DUPFD_CLOEXEC), and before every write the plugin
+checks (os.fstat: device and inode) that it is still the file it opened. Once it is not (or in
+a forked child), the log stops for good, its descriptor never touched again, not even closed.
 """
 import collections
 import itertools
@@ -39,7 +50,9 @@ import time
 PLUGIN_NAME = "grademl-dask"
 MODULE_NAME = "grademl.dask_plugin"
 FORMAT = "grademl-dask"
-VERSION = 1
+VERSION = 2
+# The log's descriptor is moved to at least this number (and below half the process's limit).
+HIGH_FD = 4096
 
 # Records waiting for the writer, at most: beyond it they are counted and dropped (the
 # writer cannot keep up, e.g. a stalled disk), so memory stays bounded.
@@ -64,21 +77,50 @@ def _text(value):
     return value if isinstance(value, str) else str(value)
 
 
+def _open_high(path):
+    """A new file's descriptor, close-on-exec, moved to a high number: (fd, (st_dev, st_ino))."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        import fcntl
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        limit = soft if 0 < soft < (1 << 30) else 1 << 20
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, max(3, min(HIGH_FD, limit // 2)))
+        os.close(fd)
+        fd = high
+    except Exception as e:  # no room up there: the number open() gave, checked all the same
+        _debug(f"task log descriptor left at {fd}: {e!r}")
+    st = os.fstat(fd)
+    return fd, (st.st_dev, st.st_ino)
+
+
 class TaskLog:
     """The writer side: a deque the hooks append to, and a daemon thread that drains it into
-    the log file. Thread-safe: deque.append and popleft are atomic."""
+    the log file through a descriptor of its own, checked before every write (see the module's
+    comment). Thread-safe: deque.append and popleft are atomic."""
 
-    def __init__(self, path, header):
+    def __init__(self, path, header, clock=time.time):
         self.path = path
         self.queue = collections.deque()
         self.dropped = 0
         self.failed = False
-        self.cpu_s = 0.0  # CPU time the writer spent (its thread's), for the benchmark
+        self.lost = False    # the descriptor no longer is the log's (or a forked child): stopped
+        self.unwritten = 0   # records not logged since it stopped
+        self.cpu_s = 0.0     # CPU time the writer spent (its thread's), for the benchmark
+        self._clock = clock
         self._lock = threading.Lock()  # one drain at a time (thread, close, atexit)
         self._stop = threading.Event()
-        self._file = open(path, "w", encoding="ascii", buffering=1 << 16)
-        self._file.write(_encode(header) + "\n")
-        self._file.flush()
+        self._pid = os.getpid()
+        self._fd, self._id = _open_high(path)
+        self._closed = False
+        try:
+            if not self._write(_encode(header) + "\n"):
+                raise OSError(f"the descriptor of {path} changed at once")
+        except BaseException:
+            if not self.lost:
+                os.close(self._fd)
+            raise
         self._thread = threading.Thread(target=self._run, name="grademl-dask-log", daemon=True)
         self._thread.start()
 
@@ -86,46 +128,89 @@ class TaskLog:
         while not self._stop.wait(FLUSH_INTERVAL_S):
             self.drain()
 
+    def _ours(self):
+        """Whether the descriptor still is the file this log opened, in the process that
+        opened it; once not, never again."""
+        if self.lost:
+            return False
+        st = None
+        if os.getpid() == self._pid:
+            try:
+                st = os.fstat(self._fd)
+            except OSError:
+                pass
+        if st is None or (st.st_dev, st.st_ino) != self._id:
+            self.lost = True
+            _debug(f"task log {self.path}: its descriptor {self._fd} is no longer the log's; logging stopped")
+            return False
+        return True
+
+    def _write(self, text):
+        """Writes `text`, the descriptor checked before each write; False once it is lost."""
+        view = memoryview(text.encode("ascii"))
+        while view:
+            if not self._ours():
+                return False
+            view = view[os.write(self._fd, view):]
+        return True
+
     def drain(self):
         with self._lock:
-            if self.failed or self._file is None:
-                self.queue.clear()
-                return
-            started = time.thread_time()
-            try:
-                lines = []
-                popleft = self.queue.popleft
-                for _ in range(len(self.queue)):
-                    try:
-                        lines.extend(_lines(popleft()))
-                    except Exception as e:  # one record that cannot be written: counted, skipped
-                        self.dropped += 1
-                        _debug(f"a record was not logged: {e!r}")
-                    if len(lines) >= 4096:
-                        self._file.write("\n".join(lines) + "\n")
-                        lines = []
+            self._drain(False)
+
+    def _drain(self, end):
+        """What the queue holds as lines (then the end record when `end`); the lock held."""
+        if self.failed or self.lost or self._closed:
+            self.unwritten += len(self.queue)
+            self.queue.clear()
+            return
+        started = time.thread_time()
+        try:
+            lines = []
+            batch = 0  # records in `lines`
+            popleft = self.queue.popleft
+            for _ in range(len(self.queue)):
+                try:
+                    lines.extend(_lines(popleft()))
+                    batch += 1
+                except Exception as e:  # one record that cannot be written: counted, skipped
+                    self.dropped += 1
+                    _debug(f"a record was not logged: {e!r}")
+                if len(lines) >= 4096:
+                    if not self._write("\n".join(lines) + "\n"):
+                        break
+                    lines, batch = [], 0
+            else:
                 if self.dropped:
                     n, self.dropped = self.dropped, 0
                     lines.append(_encode(["n", n]))
-                if lines:
-                    self._file.write("\n".join(lines) + "\n")
-                self._file.flush()
-                self.cpu_s += time.thread_time() - started
-            except Exception as e:  # a full disk, ...: stop logging, keep what was written
-                self.failed = True
+                if end:
+                    lines.append(_encode(["e", self._clock()]))
+                if not lines or self._write("\n".join(lines) + "\n"):
+                    batch = 0
+            if self.lost:  # stopped for good: what was not written is counted
+                self.unwritten += batch + len(self.queue)
                 self.queue.clear()
-                _debug(f"task log {self.path} disabled: {e!r}")
+            self.cpu_s += time.thread_time() - started
+        except Exception as e:  # a full disk, ...: stop logging, keep what was written
+            self.failed = True
+            self.queue.clear()
+            _debug(f"task log {self.path} disabled: {e!r}")
 
     def close(self):
+        """The last records and the end record, then the descriptor closed -- unless it is no
+        longer the log's. Once only."""
         self._stop.set()
-        self.drain()
         with self._lock:
+            if self._closed:
+                return
+            self._drain(True)
+            self._closed = True
             try:
-                if self._file is not None:
-                    self._file.close()
+                if self._ours():
+                    os.close(self._fd)
             except Exception:
                 pass
-            self._file = None
 
 
 def _lines(record):
@@ -164,7 +249,7 @@ def make_plugin(sched, log):
     from distributed.metrics import time as now
 
     tasks = sched.tasks
-    sent = {}  # key -> when it went to processing (only tasks processing now)
+    sent = {}  # key -> (when it went to processing, its worker's state) (only tasks processing now)
     queue = log.queue
     append = queue.append
 
@@ -221,9 +306,12 @@ def make_plugin(sched, log):
         def transition(self, key, start, finish, *args, **kwargs):
             try:
                 if finish == "processing":
-                    sent[key] = now()  # the earliest the task can have started
+                    # The earliest the task can have started, and where (the worker is gone
+                    # from the task by the time it is released).
+                    ts = tasks.get(key)
+                    sent[key] = (now(), ts.processing_on if ts is not None else None)
                 elif start == "processing":
-                    t_sent = sent.pop(key, None)
+                    t_sent, ws = sent.pop(key, None) or (None, None)
                     if (finish == "memory" or finish == "erred") and not self.off:
                         ts = tasks.get(key)
                         item = ("t", key, ts.prefix.name if ts is not None else None, finish, kwargs.get("worker"),
@@ -233,6 +321,14 @@ def make_plugin(sched, log):
                             append(item)
                         else:
                             log.dropped += 1
+                    elif finish == "released" and not self.off:
+                        # Released while a worker had it: cancelled when nobody wants it any
+                        # more (its futures cancelled, its client gone), else rescheduled (its
+                        # worker left, the task was stolen) and not recorded here.
+                        ts = tasks.get(key)
+                        if ts is not None and ws is not None and not ts.who_wants and not ts.waiters:
+                            record(("t", key, ts.prefix.name, "cancelled", ws.address, None, None, None, t_sent,
+                                    now(), None, None))
                 elif finish == "erred" and not self.off:
                     # Erred without running (a dependency failed).
                     ts = tasks.get(key)
@@ -297,7 +393,7 @@ def _open_log(scheduler):
         header["distributed"] = distributed.__version__
     except Exception:
         pass
-    return TaskLog(path, header)
+    return TaskLog(path, header, now)
 
 
 def install(scheduler):

@@ -56,6 +56,13 @@ class _Prefix:
 
 class _Task:
     prefix = _Prefix()
+    processing_on = None
+    who_wants = ()
+    waiters = ()
+
+
+class _Worker:
+    address = "tcp://127.0.0.1:9"
 
 
 class _RaisingTasks:
@@ -114,7 +121,7 @@ class PluginTest(unittest.TestCase):
             self.assertEqual(client.compute(b).result(), 6)
         records = _read_log(self.dir)
         self.assertEqual(records[0]["format"], "grademl-dask")
-        self.assertEqual(records[0]["version"], 1)
+        self.assertEqual(records[0]["version"], 2)
         self.assertEqual(records[0]["pid"], os.getpid())
         kinds = [r[0] for r in records[1:]]
         self.assertEqual(kinds.count("w"), 1)
@@ -168,7 +175,7 @@ class PluginTest(unittest.TestCase):
         def full(*args):
             raise OSError(28, "No space left on device")
 
-        plugin.log._file.write = full
+        plugin.log._write = full
         plugin.transition("k", "waiting", "processing")
         plugin.transition("k", "processing", "memory", worker="w", startstops=[])
         plugin.log.drain()
@@ -207,6 +214,153 @@ class PluginTest(unittest.TestCase):
         records = _read_log(self.dir)
         self.assertEqual(len([r for r in records[1:] if r[0] == "t"]), 3)
         self.assertEqual([r for r in records[1:] if r[0] == "n"], [["n", 2]])
+
+    def test_the_log_descriptor_is_high_and_close_on_exec(self):
+        import fcntl
+        import resource
+
+        plugin = plugin_module.install(_FakeScheduler())
+        fd = plugin.log._fd
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        self.assertGreaterEqual(fd, min(plugin_module.HIGH_FD, soft // 2))
+        self.assertTrue(fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC)
+        plugin.log.close()
+        with self.assertRaises(OSError):
+            os.fstat(fd)  # closed with the log
+
+    def _task_done(self, plugin, key):
+        plugin.transition(key, "waiting", "processing")
+        plugin.transition(key, "processing", "memory", worker="w", startstops=[])
+
+    def test_a_descriptor_taken_over_is_never_written_nor_closed(self):
+        # A daemon-style program closes the log's descriptor and opens a file of its own
+        # under the same number (dup2 does both at once): the plugin stops, writes nothing into
+        # that file, and leaves it open.
+        tasks = {"before": _Task(), "after": _Task()}
+        plugin = plugin_module.install(_FakeScheduler(tasks=tasks))
+        log = plugin.log
+        log._stop.set()  # no background drain during the test
+        self._task_done(plugin, "before")
+        log.drain()
+        own = os.path.join(self.dir, "own.txt")
+        with open(own, "wb") as f:
+            f.write(b"the program's own bytes\n")
+            f.flush()
+            os.dup2(f.fileno(), log._fd)
+            fd = log._fd
+            self._task_done(plugin, "after")
+            log.drain()
+            self.assertTrue(log.lost)
+            self.assertEqual(log.unwritten, 1)
+            log.close()  # no end record, and the descriptor is not closed
+            self.assertEqual(os.fstat(fd).st_ino, os.fstat(f.fileno()).st_ino)
+            os.close(fd)
+        with open(own, "rb") as f:
+            self.assertEqual(f.read(), b"the program's own bytes\n")
+        records = _read_log(self.dir)
+        self.assertEqual([r[1] for r in records[1:] if r[0] == "t"], ["before"])
+        self.assertEqual([r for r in records[1:] if r[0] == "e"], [])  # cut short: the importer says so
+
+    def test_a_closed_descriptor_stops_the_log_for_good(self):
+        tasks = {"a": _Task(), "b": _Task()}
+        plugin = plugin_module.install(_FakeScheduler(tasks=tasks))
+        log = plugin.log
+        log._stop.set()
+        fd = log._fd
+        os.close(fd)  # os.closerange(3, 65536)
+        self._task_done(plugin, "a")
+        log.drain()
+        self.assertTrue(log.lost)
+        # The number used again afterwards: still never touched.
+        own = os.path.join(self.dir, "own.txt")
+        with open(own, "wb") as f:
+            os.dup2(f.fileno(), fd)
+            self._task_done(plugin, "b")
+            log.drain()
+            log.close()
+            os.fstat(fd)  # still open
+            os.close(fd)
+        self.assertEqual(os.path.getsize(own), 0)
+        self.assertEqual(log.unwritten, 2)
+
+    def test_the_end_record_closes_the_log_once(self):
+        plugin = plugin_module.install(_FakeScheduler(tasks={"a": _Task()}))
+        self._task_done(plugin, "a")
+        plugin.log.close()
+        plugin.log.close()
+        records = _read_log(self.dir)
+        self.assertEqual(records[0]["version"], 2)
+        self.assertEqual([r[0] for r in records[1:]], ["t", "e"])
+        self.assertGreaterEqual(records[-1][1], records[0]["t"])
+
+    def test_a_forked_child_never_writes_the_parents_log(self):
+        tasks = {"parent": _Task(), "child": _Task()}
+        plugin = plugin_module.install(_FakeScheduler(tasks=tasks))
+        plugin.log._stop.set()
+        pid = os.fork()
+        if pid == 0:  # the child: what its atexit would do
+            try:
+                self._task_done(plugin, "child")
+                plugin.log.close()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        self._task_done(plugin, "parent")
+        plugin.log.close()
+        records = _read_log(self.dir)
+        self.assertEqual([r[1] for r in records[1:] if r[0] == "t"], ["parent"])
+        self.assertEqual(len([r for r in records[1:] if r[0] == "e"]), 1)
+
+    def test_released_while_processing_is_cancelled_only_when_nobody_wants_it(self):
+        cancelled, rescheduled = _Task(), _Task()
+        rescheduled.who_wants = {"a client"}
+        plugin = plugin_module.install(_FakeScheduler(tasks={"c": cancelled, "r": rescheduled}))
+        for key, ts in (("c", cancelled), ("r", rescheduled)):
+            ts.processing_on = _Worker()
+            plugin.transition(key, "waiting", "processing")
+            ts.processing_on = None  # the scheduler clears it before the plugin hears of the release
+            plugin.transition(key, "processing", "released")
+        plugin.log.close()
+        tasks = [r for r in _read_log(self.dir)[1:] if r[0] == "t"]
+        self.assertEqual(len(tasks), 1)
+        key, prefix, state, worker, nbytes, typename, thread, sent, done, startstops, error = tasks[0][1:]
+        self.assertEqual((key, prefix, state, worker), ("c", "inc", "cancelled", "tcp://127.0.0.1:9"))
+        self.assertLessEqual(sent, done)
+        self.assertEqual(startstops, [])
+
+    def test_a_running_task_whose_future_is_cancelled_is_logged(self):
+        import time
+
+        from dask.distributed import Client, LocalCluster
+
+        def slow(x):
+            time.sleep(x)
+            return x
+
+        with dask.config.set({"distributed.scheduler.preload": [OURS]}), \
+                LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
+            with Client(cluster) as client:
+                f = client.submit(slow, 1.5, key="slow-1")
+                g = client.submit(slow, 1.5, key="slow-2")
+                tasks = cluster.scheduler.tasks
+                deadline = time.time() + 30
+                while time.time() < deadline and not all(
+                        k in tasks and tasks[k].state == "processing" for k in ("slow-1", "slow-2")):
+                    time.sleep(0.01)
+                before = time.time()
+                f.cancel()
+                after = time.time()
+                del g  # still running when its client closes
+            closed = time.time()
+        records = {r[1]: r for r in _read_log(self.dir)[1:] if r[0] == "t"}
+        self.assertEqual(records["slow-1"][3], "cancelled")
+        self.assertTrue(records["slow-1"][4].startswith("inproc://"))
+        self.assertLessEqual(records["slow-1"][8], before)
+        self.assertGreaterEqual(records["slow-1"][9], before)
+        self.assertLessEqual(records["slow-1"][9], after)
+        self.assertEqual(records["slow-2"][3], "cancelled")
+        self.assertGreaterEqual(records["slow-2"][9], after)
+        self.assertLessEqual(records["slow-2"][9], closed)
 
     def test_nothing_without_an_events_dir(self):
         os.environ.pop("GRADEML_EVENTS_DIR", None)

@@ -66,11 +66,14 @@ DaskAnalysis AnalyzeDask(const model::Run& run) {
   for (const model::Phase& task : run.phases) {
     if (task.leaf_type() != "task" || TagOf(task, "engine") != "dask") continue;
     TaskCost c = CostOf(run, task);
-    bool erred = TagOf(task, "state") == "erred";
+    std::string_view state = TagOf(task, "state");
+    bool erred = state == "erred";
+    bool cancelled = state == "cancelled";
     int64_t nbytes = IntTag(task, "nbytes");
     std::string_view worker = TagOf(task, "worker");
     ++a.tasks;
     a.erred += erred ? 1 : 0;
+    a.cancelled += cancelled ? 1 : 0;
     a.transfers += c.transfers;
     a.transfer_bytes += c.transfer_bytes;
     a.compute_s += c.compute;
@@ -82,16 +85,19 @@ DaskAnalysis AnalyzeDask(const model::Run& run) {
     DaskPrefix& p = acc.p;
     ++p.tasks;
     p.erred += erred ? 1 : 0;
+    p.cancelled += cancelled ? 1 : 0;
     p.compute_s += c.compute;
     p.transfer_s += c.transfer;
     p.disk_s += c.disk;
     p.deserialize_s += c.deserialize;
     p.nbytes += nbytes;
-    acc.compute.push_back(c.compute);
     acc.workers.insert(worker);
-    if (p.slowest_task == 0 || c.compute > p.max_task_s) {
-      p.max_task_s = c.compute;
-      p.slowest_task = task.id;
+    if (!cancelled) {  // cut short, it computed nothing the log knows of
+      acc.compute.push_back(c.compute);
+      if (p.slowest_task == 0 || c.compute > p.max_task_s) {
+        p.max_task_s = c.compute;
+        p.slowest_task = task.id;
+      }
     }
 
     DaskWorker& w = workers[std::string(worker)];
@@ -105,6 +111,7 @@ DaskAnalysis AnalyzeDask(const model::Run& run) {
     }
     ++w.tasks;
     w.erred += erred ? 1 : 0;
+    w.cancelled += cancelled ? 1 : 0;
     w.compute_s += c.compute;
     w.transfer_s += c.transfer;
     w.disk_s += c.disk;

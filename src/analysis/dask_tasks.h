@@ -18,13 +18,14 @@ struct DaskPrefix {
   std::string prefix;
   int64_t tasks = 0;
   int64_t erred = 0;            // tasks that ended in error
+  int64_t cancelled = 0;        // tasks cancelled while a worker had them (no compute recorded)
   int64_t workers = 0;          // distinct workers that ran them
   double compute_s = 0;         // sums over the tasks' startstops
   double transfer_s = 0;
   double disk_s = 0;            // disk-read + disk-write
   double deserialize_s = 0;
   int64_t nbytes = 0;           // bytes of the results
-  double max_task_s = 0, median_task_s = 0;  // compute time per task
+  double max_task_s = 0, median_task_s = 0;  // compute time per task (cancelled ones left out)
   model::PhaseId slowest_task = 0;           // the task with the most compute time
   double total_s() const { return compute_s + transfer_s + disk_s + deserialize_s; }
 };
@@ -37,6 +38,7 @@ struct DaskWorker {
   model::PhaseId phase = 0;     // the phase its tasks are under (the process, or a dask_worker phase)
   int64_t tasks = 0;
   int64_t erred = 0;
+  int64_t cancelled = 0;
   double compute_s = 0, transfer_s = 0, disk_s = 0, deserialize_s = 0;
   int64_t nbytes = 0;           // bytes of the results it computed
   int64_t transfers_in = 0;     // transfers into this worker (fetching dependencies)
@@ -46,6 +48,7 @@ struct DaskWorker {
 struct DaskAnalysis {
   int64_t tasks = 0;
   int64_t erred = 0;
+  int64_t cancelled = 0;        // tasks cancelled while a worker had them (tag state=cancelled)
   int64_t edges = 0;            // dependency edges between task phases (kind "dask")
   int64_t transfers = 0;        // transfers between workers (transfer phases)
   int64_t transfer_bytes = 0;   // their bytes, where the log tells

@@ -513,6 +513,7 @@ json DaskReportJson(const model::Run& run, const analysis::DaskAnalysis& d) {
     prefixes.push_back({{"prefix", Text(p.prefix)},
                         {"tasks", p.tasks},
                         {"erred", p.erred},
+                        {"cancelled", p.cancelled},
                         {"workers", p.workers},
                         {"compute_s", p.compute_s},
                         {"transfer_s", p.transfer_s},
@@ -533,6 +534,7 @@ json DaskReportJson(const model::Run& run, const analysis::DaskAnalysis& d) {
                        {"phase", w.phase != 0 ? json(w.phase) : json(nullptr)},
                        {"tasks", w.tasks},
                        {"erred", w.erred},
+                       {"cancelled", w.cancelled},
                        {"compute_s", w.compute_s},
                        {"transfer_s", w.transfer_s},
                        {"disk_s", w.disk_s},
@@ -543,6 +545,7 @@ json DaskReportJson(const model::Run& run, const analysis::DaskAnalysis& d) {
   }
   return {{"tasks", d.tasks},
           {"erred", d.erred},
+          {"cancelled", d.cancelled},
           {"edges", d.edges},
           {"transfers", d.transfers},
           {"transfer_bytes", d.transfer_bytes},

@@ -271,8 +271,9 @@ void RenderDask(const analysis::DaskAnalysis& d, const Styler& style, std::strin
   auto count = [](int64_t n, std::string_view one, std::string_view many) {
     return fmt::format("{} {}", n, n == 1 ? one : many);
   };
-  std::string summary = fmt::format("{}{} on {}, {}, {}", count(d.tasks, "task", "tasks"),
+  std::string summary = fmt::format("{}{}{} on {}, {}, {}", count(d.tasks, "task", "tasks"),
                                     d.erred > 0 ? fmt::format(" ({} erred)", d.erred) : "",
+                                    d.cancelled > 0 ? fmt::format(" ({} cancelled)", d.cancelled) : "",
                                     count(static_cast<int64_t>(d.workers.size()), "worker", "workers"),
                                     count(d.edges, "dependency edge", "dependency edges"),
                                     count(d.transfers, "transfer", "transfers"));
@@ -284,6 +285,7 @@ void RenderDask(const analysis::DaskAnalysis& d, const Styler& style, std::strin
     const analysis::DaskPrefix& p = d.prefixes[i];
     std::string tasks = std::to_string(p.tasks);
     if (p.erred > 0) tasks += fmt::format(" ({} erred)", p.erred);
+    if (p.cancelled > 0) tasks += fmt::format(" ({} cancelled)", p.cancelled);
     rows.push_back({TruncateToWidth(Sanitize(p.prefix.empty() ? "(no prefix)" : p.prefix), 40), tasks,
                     std::to_string(p.workers), seconds(p.compute_s), seconds(p.transfer_s), seconds(p.disk_s),
                     seconds(p.deserialize_s), seconds(p.max_task_s) + " / " + seconds(p.median_task_s),
@@ -302,6 +304,7 @@ void RenderDask(const analysis::DaskAnalysis& d, const Styler& style, std::strin
     const analysis::DaskWorker& w = d.workers[i];
     std::string tasks = std::to_string(w.tasks);
     if (w.erred > 0) tasks += fmt::format(" ({} erred)", w.erred);
+    if (w.cancelled > 0) tasks += fmt::format(" ({} cancelled)", w.cancelled);
     std::string in = std::to_string(w.transfers_in);
     if (w.transfer_bytes_in > 0) in += fmt::format(" ({})", FormatBytes(static_cast<double>(w.transfer_bytes_in)));
     rows.push_back({TruncateToWidth(Sanitize(w.worker), 40), TruncateToWidth(Sanitize(w.host), 24),

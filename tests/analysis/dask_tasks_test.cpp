@@ -108,6 +108,31 @@ TEST(DaskTasksTest, PrefixesAndWorkersAggregated) {
   EXPECT_NEAR(second.transfer_s, 0.5, kEps);
 }
 
+TEST(DaskTasksTest, CancelledTasksAreCountedButNotComparedForCompute) {
+  // load: computes 1 and 3 s, and a task cancelled while running (no startstops, 5 s long):
+  // counted, but the median (2 s) and the slowest (load-1, 3 s) leave it out.
+  DaskRun r;
+  r.Task(r.w1, "load-0", "load", {{"compute", 1, 2}});
+  auto l1 = r.Task(r.w2, "load-1", "load", {{"compute", 1, 4}});
+  model::PhaseId c = r.f.AddPhase(r.w1, "load-2", r.f.run.phases[r.w1 - 1].type + "/task", Sec(1), Sec(6), 11);
+  r.f.run.phases.back().tags = {{"engine", "dask"}, {"key", "load-2"}, {"prefix", "load"},
+                                {"worker", "tcp://127.0.0.1:1"}, {"state", "cancelled"}};
+  auto d = AnalyzeDask(r.f.Build());
+  EXPECT_EQ(d.tasks, 3);
+  EXPECT_EQ(d.cancelled, 1);
+  EXPECT_EQ(d.erred, 0);
+  ASSERT_EQ(d.prefixes.size(), 1u);
+  EXPECT_EQ(d.prefixes[0].tasks, 3);
+  EXPECT_EQ(d.prefixes[0].cancelled, 1);
+  EXPECT_NEAR(d.prefixes[0].median_task_s, 2, kEps);
+  EXPECT_NEAR(d.prefixes[0].max_task_s, 3, kEps);
+  EXPECT_EQ(d.prefixes[0].slowest_task, l1);
+  EXPECT_NE(d.prefixes[0].slowest_task, c);
+  ASSERT_EQ(d.workers.size(), 2u);
+  EXPECT_EQ(d.workers[0].cancelled, 1);  // tcp://127.0.0.1:1
+  EXPECT_EQ(d.workers[1].cancelled, 0);
+}
+
 TEST(DaskTasksTest, EmptyWithoutDaskTasks) {
   RunFixture f;
   auto root = f.AddPhase(0, "run", "run", 0, Sec(1));

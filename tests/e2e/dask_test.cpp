@@ -281,5 +281,145 @@ TEST(DaskE2E, ADamagedLogIsImportedInPartWithoutChangingTheExitCode) {
   EXPECT_NE(run.info.error.find("imported in part"), std::string::npos);
 }
 
+// Tasks running when their futures were cancelled (future.cancel, client.cancel) or their
+// client closed still appear in the run: phases tagged state=cancelled under the worker
+// process that had them, ended when the scheduler released them. Truth from the program:
+// the workers' pids, and the time windows around each cancellation (the scheduler runs in
+// the program's process: one clock).
+constexpr char kCancelProgram[] = R"(import json, os, sys, time
+from dask.distributed import Client, LocalCluster
+
+def slow(x):
+    time.sleep(x)
+    return x
+
+if __name__ == "__main__":
+    truth = {}
+    with LocalCluster(n_workers=2, processes=True, threads_per_worker=2, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            assert client.submit(slow, 0.01, key="warm-0").result() == 0.01
+            futures = {k: client.submit(slow, 4, key=k) for k in ("slow-1", "slow-2", "slow-3")}
+            tasks = cluster.scheduler.tasks
+            deadline = time.time() + 60
+            while time.time() < deadline and not all(k in tasks and tasks[k].state == "processing" for k in futures):
+                time.sleep(0.01)
+            time.sleep(0.5)  # running on the workers
+            truth["workers"] = client.run(os.getpid)
+            before = time.time(); futures["slow-1"].cancel(); truth["slow-1"] = [before, time.time()]
+            before = time.time(); client.cancel([futures["slow-2"]]); truth["slow-2"] = [before, time.time()]
+            before = time.time()
+        truth["slow-3"] = [before, time.time()]  # still running when its client closed
+    with open(sys.argv[1], "w") as f:
+        json.dump(truth, f)
+)";
+
+TEST(DaskE2E, TasksRunningWhenCancelledAreKeptAsCancelled) {
+  REQUIRE_PYTHON_MODULES("dask, distributed");
+  std::string dir = FreshDir("dask_cancelled");
+  std::string db = dir + "/g.db";
+  std::ofstream(dir + "/prog.py") << kCancelProgram;
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3",
+                                dir + "/prog.py", dir + "/truth.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("imported in part"), std::string::npos) << r.err;
+  json truth = json::parse(ReadFile(dir + "/truth.json"));
+  std::map<std::string, int32_t> worker_pid = truth["workers"];
+  ASSERT_EQ(worker_pid.size(), 2u);
+
+  model::Run run = LoadLatestDaskRun(db);
+  std::map<std::string, const model::Phase*> by_key;
+  for (const model::Phase* t : DaskTasks(run)) by_key[t->name] = t;
+  ASSERT_EQ(by_key.size(), 4u);  // warm-0 and the three cancelled
+  EXPECT_EQ(TagOf(*by_key.at("warm-0"), "state"), "memory");
+  for (const std::string key : {"slow-1", "slow-2", "slow-3"}) {
+    SCOPED_TRACE(key);
+    const model::Phase& t = *by_key.at(key);
+    EXPECT_EQ(TagOf(t, "state"), "cancelled");
+    EXPECT_EQ(TagOf(t, "prefix"), "slow");
+    EXPECT_EQ(TagOf(t, "group"), "");  // cut short: not compared with other tasks
+    const model::Phase* parent = run.FindPhase(t.parent);
+    ASSERT_NE(parent, nullptr);
+    EXPECT_EQ(parent->leaf_type(), "process");
+    std::string worker = TagOf(t, "worker");
+    ASSERT_TRUE(worker_pid.count(worker)) << worker;
+    EXPECT_EQ(parent->pid, worker_pid[worker]);
+    // Ended when the scheduler released it: inside the window around its cancellation.
+    const double lo = truth[key][0].get<double>(), hi = truth[key][1].get<double>();
+    EXPECT_GE(static_cast<double>(t.end_ns) / 1e9, lo - 0.001);
+    EXPECT_LE(static_cast<double>(t.end_ns) / 1e9, hi + 0.001);
+    EXPECT_LT(static_cast<double>(t.start_ns) / 1e9, lo);  // it was running before
+    EXPECT_TRUE(run.ChildrenOf(t.id).empty());
+  }
+  json report = ReportJson(db);
+  EXPECT_EQ(report["dask"]["tasks"], 4);
+  EXPECT_EQ(report["dask"]["cancelled"], 3);
+}
+
+// The task log is a descriptor grademl keeps open inside the program's scheduler process. A
+// program that closes every descriptor daemon-style (os.closerange(3, 65536)) and opens its
+// own files, 1000 of them (under a limit of 1024 descriptors, so they take every number the
+// log could have), while the plugin has records to write: the files hold exactly what the
+// program wrote; the log stops there (its descriptor is no longer its file), and the import
+// says the log was cut short, with the task logged before.
+constexpr char kDaemonProgram[] = R"(import asyncio, json, os, resource, sys, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
+from dask.distributed import Client, Scheduler, Worker
+
+def inc(x):
+    return x + 1
+
+async def main(out_dir):
+    async with Scheduler(dashboard_address=None, port=0) as s, Worker(s.address, nthreads=1) as w, \
+               Client(s.address, asynchronous=True) as c:
+        assert await c.submit(inc, 1, key="before-1") == 2
+        await asyncio.sleep(1.5)  # logged by the plugin's writer
+        assert await c.submit(inc, 2, key="after-1") == 3  # not yet
+        # Daemon-style, the event loop blocked from here on: only grademl's writer thread runs.
+        os.closerange(3, 65536)
+        fds = []
+        for i in range(1000):
+            try:
+                fd = os.open(os.path.join(out_dir, "own", str(i)), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            except OSError:
+                break
+            os.write(fd, f"file {i} of the program\n".encode())
+            fds.append(fd)
+        time.sleep(1.5)  # three passes of the writer
+        for fd in fds:
+            os.write(fd, b"the end\n")
+            os.close(fd)
+        fd = os.open(os.path.join(out_dir, "truth.json"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, json.dumps({"files": len(fds), "numbers": [min(fds), max(fds)]}).encode())
+        os.close(fd)
+        os._exit(0)
+
+asyncio.run(main(sys.argv[1]))
+)";
+
+TEST(DaskE2E, AProgramClosingEveryDescriptorNeverGetsTheLogsLines) {
+  REQUIRE_PYTHON_MODULES("dask, distributed");
+  std::string dir = FreshDir("dask_daemon_style");
+  std::string db = dir + "/g.db";
+  std::filesystem::create_directories(dir + "/own");
+  std::ofstream(dir + "/prog.py") << kDaemonProgram;
+  CommandResult r =
+      RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3", dir + "/prog.py", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json truth = json::parse(ReadFile(dir + "/truth.json"));
+  const int files = truth["files"].get<int>();
+  EXPECT_GE(files, 900) << truth.dump();
+  for (int i = 0; i < files; ++i) {
+    std::string want = "file " + std::to_string(i) + " of the program\nthe end\n";
+    ASSERT_EQ(ReadFile(dir + "/own/" + std::to_string(i)), want) << "file " << i;
+  }
+  EXPECT_NE(r.err.find("(dask) imported in part"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cut short"), std::string::npos) << r.err;
+  model::Run run = LoadLatestDaskRun(db);
+  std::set<std::string> keys;
+  for (const model::Phase* t : DaskTasks(run)) keys.insert(t->name);
+  EXPECT_EQ(keys, std::set<std::string>{"before-1"});
+}
+
 }  // namespace
 }  // namespace grademl::testing

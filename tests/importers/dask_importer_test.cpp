@@ -344,12 +344,66 @@ TEST(DaskImporterTest, NotADaskLogIsAnErrorAndNothingIsImported) {
   // A header of another version: refused as a whole.
   Imported im = ImportBytes("{\"format\":\"grademl-dask\",\"version\":7}\n[\"n\",1]\n");
   EXPECT_FALSE(im.status.ok());
-  EXPECT_EQ(im.status.message(), "test.jsonl: line 1: version 7 of the Dask task log (this grademl reads version 1)");
+  EXPECT_EQ(im.status.message(),
+            "test.jsonl: line 1: version 7 of the Dask task log (this grademl reads versions 1 to 2)");
   EXPECT_TRUE(im.run.sources.empty());
   // The header cut short.
   Imported cut = ImportBytes("{\"format\":\"grademl-dask\",\"vers");
   EXPECT_FALSE(cut.status.ok());
   EXPECT_EQ(cut.status.message().rfind("test.jsonl: line 1: not JSON", 0), 0u) << cut.status.message();
+}
+
+// Version 2: a task cancelled while its worker had it (state "cancelled", no startstops)
+// spans from when the scheduler gave it to the worker (1001.0) until it released it (1003.5),
+// tagged state=cancelled and without the imbalance analysis's group; the log ends with its
+// end record, so it is whole.
+const char kCancelledLog[] =
+    "{\"format\":\"grademl-dask\",\"version\":2,\"scheduler\":\"tcp://127.0.0.1:8786\",\"hostname\":\"node1\"}\n"
+    "[\"w\",\"tcp://127.0.0.1:9001\",\"127.0.0.1\",201,\"0\",1,0.0,1000.5]\n"
+    "[\"t\",\"slow-1\",\"slow\",\"cancelled\",\"tcp://127.0.0.1:9001\",null,null,null,1001.0,1003.5,[],null]\n"
+    "[\"t\",\"slow-2\",\"slow\",\"memory\",\"tcp://127.0.0.1:9001\",8,\"int\",1,1001.0,1002.0,"
+    "[[\"compute\",1001.2,1001.9,null]],null]\n";
+
+TEST(DaskImporterTest, ACancelledTaskSpansFromItsStartToItsRelease) {
+  Imported im = ImportBytes(std::string(kCancelledLog) + "[\"e\",1004.0]\n", kProcesses);
+  ASSERT_TRUE(im.status.ok()) << im.status.message();
+  EXPECT_FALSE(im.result.partial) << im.result.error.message();
+  EXPECT_EQ(im.SourceTag("cut_short"), "<none>");
+  const model::Phase& cancelled = im.Named("slow-1");
+  EXPECT_EQ(cancelled.parent, im.process.at(201));
+  EXPECT_EQ(cancelled.start_ns, S(1001));
+  EXPECT_EQ(cancelled.end_ns, S(1003, 500));
+  EXPECT_EQ(im.Tag(cancelled, "state"), "cancelled");
+  EXPECT_EQ(im.Tag(cancelled, "prefix"), "slow");
+  EXPECT_EQ(im.Tag(cancelled, "group"), "<none>");
+  EXPECT_EQ(im.Child(cancelled, "compute"), nullptr);
+  EXPECT_EQ(im.Tag(im.Named("slow-2"), "group"), "slow");
+  EXPECT_EQ(im.result.phases, 3);  // slow-1, slow-2 and its compute
+}
+
+TEST(DaskImporterTest, AVersion2LogWithoutItsEndWasCutShort) {
+  // The plugin lost its file (or the scheduler was killed): everything logged is imported,
+  // and the result says where the log stops.
+  Imported im = ImportBytes(kCancelledLog, kProcesses);
+  ASSERT_TRUE(im.status.ok()) << im.status.message();
+  EXPECT_TRUE(im.result.partial);
+  EXPECT_EQ(im.result.error.message().rfind("test.jsonl: line 5: the log ends before its end record: cut short", 0),
+            0u)
+      << im.result.error.message();
+  EXPECT_EQ(im.SourceTag("cut_short"), "1");
+  EXPECT_EQ(im.SourceTag("partial"), "1");
+  EXPECT_NE(im.Find("slow-1"), nullptr);
+  EXPECT_NE(im.Find("slow-2"), nullptr);
+  // Version 1 had no end record: never cut short for want of one.
+  std::string v1 = kCancelledLog;
+  v1.replace(v1.find("\"version\":2"), 11, "\"version\":1");
+  Imported old = ImportBytes(v1, kProcesses);
+  ASSERT_TRUE(old.status.ok()) << old.status.message();
+  EXPECT_FALSE(old.result.partial) << old.result.error.message();
+  // A damaged line is said as such, not as a log cut short.
+  Imported damaged = ImportBytes(std::string(kCancelledLog) + "[\"t\",\"x", kProcesses);
+  EXPECT_EQ(damaged.result.error.message().rfind("test.jsonl: line 5: not JSON", 0), 0u)
+      << damaged.result.error.message();
 }
 
 TEST(DaskImporterTest, AWorkerOnAnotherHostKeepsItsAddressAsHost) {

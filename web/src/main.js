@@ -162,7 +162,7 @@ function daskSection(data, showPhase) {
   if (!d) return null;
   const n = (v) => v.toLocaleString('en-US');
   const dur = (s) => (s > 0 ? fmtDuration(s) : '–');
-  const erred = (x) => (x.erred ? ` (${n(x.erred)} erred)` : '');
+  const erred = (x) => (x.erred ? ` (${n(x.erred)} erred)` : '') + (x.cancelled ? ` (${n(x.cancelled)} cancelled)` : '');
   const prefixRows = d.prefixes.slice(0, DASK_MAX_PREFIXES).map((p) => el('tr', {},
     el('td', {}, p.prefix || '(no prefix)'),
     el('td', { class: 'num' }, n(p.tasks) + erred(p)),

@@ -98,6 +98,8 @@ TaskTimes CorrectTaskTimes(const DaskTaskRecord& task, bool local, double time_d
   out.shifted_ns = shift;
   if (out.intervals.empty()) {
     out.start = out.end = has_done ? done : sent;
+    // Cancelled: from when the worker got it until the scheduler released it.
+    if (task.state == "cancelled" && has_sent && has_done && sent < done) out.start = sent;
     return out;
   }
   out.start = kForever;
@@ -179,6 +181,10 @@ class DaskLogImporter::ScanVisitor final : public DaskLogVisitor {
     return Status::Ok();
   }
   Status OnDropped(int64_t) override { return Status::Ok(); }
+  Status OnEnd(double) override {
+    imp_.ended_ = true;
+    return Status::Ok();
+  }
   Status OnUnknown(std::string_view) override { return Status::Ok(); }
 
  private:
@@ -230,6 +236,7 @@ class DaskLogImporter::EmitVisitor final : public DaskLogVisitor {
     imp_.Drop("records_dropped_by_the_plugin", count);
     return Status::Ok();
   }
+  Status OnEnd(double) override { return Status::Ok(); }
   Status OnUnknown(std::string_view) override {
     imp_.Drop("unknown_record");
     return Status::Ok();
@@ -353,10 +360,11 @@ Status DaskLogImporter::EmitTask(const DaskTaskRecord& t) {
   spec.tags.clear();
   spec.tags.emplace_back("engine", "dask");
   spec.tags.emplace_back("key", spec.name);
+  const bool cancelled = t.state == "cancelled";
   if (!t.prefix.empty()) {
     std::string prefix = ValidUtf8(t.prefix);
     spec.tags.emplace_back("prefix", prefix);
-    spec.tags.emplace_back("group", std::move(prefix));
+    if (!cancelled) spec.tags.emplace_back("group", std::move(prefix));
   }
   spec.tags.emplace_back("worker", ValidUtf8(t.worker));
   spec.tags.emplace_back("state", ValidUtf8(t.state));
@@ -450,6 +458,13 @@ StatusOr<ImportResult> DaskLogImporter::Emit() {
   DaskReadOutcome outcome = ReadDaskLog(*input, path_, visitor, lines_);
   Status status = read_status_;
   if (!outcome.status.ok() && status.ok()) status = outcome.status;  // changed since the first pass
+  // Version 2 ends with the end record the plugin writes when it closes the log.
+  const bool cut_short = status.ok() && header_.version >= 2 && !ended_;
+  if (cut_short) {
+    status = Corrupt("{}: line {}: the log ends before its end record: cut short (the scheduler's process was killed, "
+                     "or the plugin lost its file and stopped logging)",
+                     path_, lines_ + 1);
+  }
 
   model::Source src;
   src.path = path_;
@@ -463,6 +478,7 @@ StatusOr<ImportResult> DaskLogImporter::Emit() {
   // What was kept but adjusted (not dropped: no ingest stat), as counts.
   for (const auto& [reason, count] : notes_) src.tags.emplace_back(reason, std::to_string(count));
   if (!status.ok()) src.tags.emplace_back("partial", "1");
+  if (cut_short) src.tags.emplace_back("cut_short", "1");
   result.source = builder.AddSource(src);
   int64_t dropped = 0;
   for (const auto& [reason, count] : drops_) {

@@ -5,7 +5,11 @@
 //     (= prefix, for the imbalance analysis), worker, nbytes, type, thread, state (memory or
 //     erred) and error; its startstops are child phases (compute, transfer, disk-read,
 //     disk-write, deserialize, ...); a transfer is tagged source and, when the log tells,
-//     bytes and keys;
+//     bytes and keys; a task cancelled while a worker had it (state cancelled) spans from
+//     when the scheduler gave it to the worker until it released it, without `group` (cut
+//     short, it is no peer of its prefix's other tasks) and without children;
+//   - a log of version 2 without its end record was cut short (its process killed, or the
+//     plugin lost its file): imported, and the result partial with "PATH: line N: ...";
 //   - a worker is the recorded process with its pid on its host (a loopback or the
 //     scheduler's own address is the scheduler's host), the one alive when it ran tasks; a
 //     worker that grademl did not record (another machine, a log imported on its own) gets a
@@ -119,6 +123,7 @@ class DaskLogImporter final : public TraceRead {
   std::map<std::string, int64_t> notes_;  // kept, adjusted, by reason: the source's tags
   int64_t lines_ = 0;        // lines to read (before the damage)
   int64_t records_ = 0;
+  bool ended_ = false;       // the end record was read
   Status read_status_;
   TimeNs min_ = INT64_MAX, max_ = INT64_MIN;
   int64_t phases_ = 0, edges_ = 0, since_flush_ = 0;

@@ -92,8 +92,8 @@ std::optional<LineError> ParseHeader(dom::element doc, DaskHeader* h) {
     return LineError{"not a Dask task log (the header's format is not \"grademl-dask\")"};
   }
   if (obj["version"].get_int64().get(h->version) != simdjson::SUCCESS) return LineError{"the header has no version"};
-  if (h->version != kDaskLogVersion) {
-    return LineError{fmt::format("version {} of the Dask task log (this grademl reads version {})", h->version,
+  if (h->version < 1 || h->version > kDaskLogVersion) {
+    return LineError{fmt::format("version {} of the Dask task log (this grademl reads versions 1 to {})", h->version,
                                  kDaskLogVersion)};
   }
   std::string_view s;
@@ -208,6 +208,11 @@ Status DeliverRecord(dom::element doc, DaskLogVisitor& visitor, std::optional<Li
     int64_t n = 0;
     if (auto e = f.Integer(1, "count", &n)) return fail(e);
     return visitor.OnDropped(n);
+  }
+  if (kind == "e") {
+    double t = 0;
+    if (auto e = f.Number(1, "t", &t)) return fail(e);
+    return visitor.OnEnd(t);
   }
   return visitor.OnUnknown(kind);
 }

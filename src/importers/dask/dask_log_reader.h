@@ -1,8 +1,8 @@
 // The reader of grademl's Dask task log (written by python/grademl/dask_plugin.py; the
 // format is described there and in docs/engines.md): JSON lines, a header object first,
 // then one array per record, ["w", ...] a worker, ["x", ...] a worker that left, ["d", ...]
-// a task's dependencies, ["t", ...] a task that finished, ["n", N] records the plugin
-// dropped. ReadDaskLog hands each record to a visitor, in file order, as views valid during
+// a task's dependencies, ["t", ...] a task that finished (or was cancelled), ["n", N] records
+// the plugin dropped, ["e", t] the log's end (version 2). ReadDaskLog hands each record to a visitor, in file order, as views valid during
 // the call only; memory is bounded by the longest line (kMaxLineBytes). The first damaged
 // line (not JSON, a field of the wrong type, a missing header, a line cut short) ends the
 // reading with one error, "PATH: line N: what", after every record before it was delivered.
@@ -23,7 +23,8 @@
 namespace grademl::importers::dask {
 
 inline constexpr std::string_view kDaskLogFormat = "grademl-dask";
-inline constexpr int64_t kDaskLogVersion = 1;
+// Versions read: 1, and 2 (which ends with an end record: without it, the log was cut short).
+inline constexpr int64_t kDaskLogVersion = 2;
 // A longer line is damage (the dependencies of one task are on one line: 64 MiB is about a
 // million dependency keys).
 inline constexpr size_t kMaxLineBytes = 64u << 20;
@@ -67,13 +68,13 @@ struct DaskStartStop {
 struct DaskTaskRecord {
   std::string_view key;
   std::string_view prefix;  // "" when unknown
-  std::string_view state;   // "memory" or "erred"
+  std::string_view state;   // "memory", "erred", or "cancelled" (released while a worker had it)
   std::string_view worker;  // "" when it never ran (erred because a dependency did)
   std::optional<int64_t> nbytes;
   std::string_view type;    // the result's type name
   std::string thread;       // the worker thread's Python ident, as text ("" when unknown)
   std::optional<double> sent;  // when the scheduler gave it to the worker
-  double done = 0;             // when the scheduler heard it finished
+  double done = 0;             // when the scheduler heard it finished (cancelled: released it)
   std::vector<DaskStartStop> startstops;
   std::string_view error;   // erred: the exception's text (cut short by the plugin)
 };
@@ -88,6 +89,7 @@ class DaskLogVisitor {
   virtual Status OnDeps(const DaskDepsRecord& deps) = 0;
   virtual Status OnTask(const DaskTaskRecord& task) = 0;
   virtual Status OnDropped(int64_t count) = 0;
+  virtual Status OnEnd(double t) = 0;  // the end record: the plugin closed the log
   virtual Status OnUnknown(std::string_view kind) = 0;
 };
 
