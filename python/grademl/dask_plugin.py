@@ -377,7 +377,6 @@ def _open_log(scheduler):
         return None
     from distributed.metrics import time as now
 
-    path = os.path.join(events_dir, f"dask-{os.getpid()}-{next(_log_numbers)}.jsonl")
     header = {
         "format": FORMAT,
         "version": VERSION,
@@ -393,7 +392,14 @@ def _open_log(scheduler):
         header["distributed"] = distributed.__version__
     except Exception:
         pass
-    return TaskLog(path, header, now)
+    # A new file: an earlier process of the run with this pid (pids are reused) keeps its log.
+    for _ in range(1000):
+        path = os.path.join(events_dir, f"dask-{os.getpid()}-{next(_log_numbers)}.jsonl")
+        try:
+            return TaskLog(path, header, now)
+        except FileExistsError:
+            continue
+    return None
 
 
 def install(scheduler):

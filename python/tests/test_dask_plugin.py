@@ -283,6 +283,16 @@ class PluginTest(unittest.TestCase):
         self.assertEqual(os.path.getsize(own), 0)
         self.assertEqual(log.unwritten, 2)
 
+    def test_a_log_of_an_earlier_process_with_the_same_pid_is_kept(self):
+        taken = os.path.join(self.dir, f"dask-{os.getpid()}-{next(plugin_module._log_numbers) + 1}.jsonl")
+        with open(taken, "w") as f:
+            f.write("an earlier log\n")
+        plugin = plugin_module.install(_FakeScheduler())
+        self.assertNotEqual(plugin.log.path, taken)
+        plugin.log.close()
+        with open(taken) as f:
+            self.assertEqual(f.read(), "an earlier log\n")
+
     def test_the_end_record_closes_the_log_once(self):
         plugin = plugin_module.install(_FakeScheduler(tasks={"a": _Task()}))
         self._task_done(plugin, "a")
