@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "importers/dask/dask_importer.h"
 #include "importers/dask/dask_log_reader.h"
@@ -404,6 +405,144 @@ TEST(DaskImporterTest, AVersion2LogWithoutItsEndWasCutShort) {
   Imported damaged = ImportBytes(std::string(kCancelledLog) + "[\"t\",\"x", kProcesses);
   EXPECT_EQ(damaged.result.error.message().rfind("test.jsonl: line 5: not JSON", 0), 0u)
       << damaged.result.error.message();
+}
+
+// The header and the two workers of the cancelled-task logs below (127.0.0.1: the
+// scheduler's host, so no clock offset), and the end record that makes a log whole.
+const char kV2Workers[] =
+    "{\"format\":\"grademl-dask\",\"version\":2,\"scheduler\":\"tcp://127.0.0.1:8786\",\"hostname\":\"node1\"}\n"
+    "[\"w\",\"tcp://127.0.0.1:9001\",\"127.0.0.1\",201,\"0\",1,0.0,1000.5]\n"
+    "[\"w\",\"tcp://127.0.0.1:9002\",\"127.0.0.1\",202,\"1\",1,0.0,1000.6]\n";
+const char kV2End[] = "[\"e\",1005.0]\n";
+
+// The task phases named `key`, in the order of the log.
+std::vector<const model::Phase*> TasksNamed(const Imported& im, const std::string& key) {
+  std::vector<const model::Phase*> out;
+  for (const model::Phase& p : im.run.phases)
+    if (p.name == key && p.leaf_type() == "task") out.push_back(&p);
+  return out;
+}
+
+TEST(DaskImporterTest, ACancelledTaskIsClampedIntoItsWorkersProcessLikeAnyTask) {
+  // Cancelled on worker 2 (pid 202, whose process ran 999.5 .. 1003.4): given to it at
+  // 1002.0, released by the scheduler at 1004.0, after the process had ended: cut at 1003.4.
+  Imported im = ImportBytes(std::string(kV2Workers) +
+                                "[\"t\",\"slow-1\",\"slow\",\"cancelled\",\"tcp://127.0.0.1:9002\",null,null,null,"
+                                "1002.0,1004.0,[],null]\n" +
+                                kV2End,
+                            kProcesses);
+  ASSERT_TRUE(im.status.ok()) << im.status.message();
+  EXPECT_FALSE(im.result.partial) << im.result.error.message();
+  const model::Phase& t = im.Named("slow-1");
+  EXPECT_EQ(t.parent, im.process.at(202));
+  EXPECT_EQ(t.pid, 202);
+  EXPECT_EQ(t.start_ns, S(1002));
+  EXPECT_EQ(t.end_ns, S(1003, 400));
+  EXPECT_EQ(im.SourceTag("clamped_into_the_worker_process"), "1");
+  EXPECT_EQ(im.Tag(t, "state"), "cancelled");
+  EXPECT_EQ(im.Tag(t, "nbytes"), "<none>");
+  EXPECT_EQ(im.result.phases, 1);
+  EXPECT_EQ(im.result.dropped, 0);
+}
+
+TEST(DaskImporterTest, ACancelledTaskWithoutAUsableStartIsAnInstantAtItsRelease) {
+  // slow-1: no time it was given to the worker (null); slow-2: one after its release (1003.5
+  // > 1003.0). Neither can say when it started: each is the instant of its release, 1003.0.
+  Imported im = ImportBytes(std::string(kV2Workers) +
+                                "[\"t\",\"slow-1\",\"slow\",\"cancelled\",\"tcp://127.0.0.1:9001\",null,null,null,"
+                                "null,1003.0,[],null]\n"
+                                "[\"t\",\"slow-2\",\"slow\",\"cancelled\",\"tcp://127.0.0.1:9001\",null,null,null,"
+                                "1003.5,1003.0,[],null]\n" +
+                                kV2End,
+                            kProcesses);
+  ASSERT_TRUE(im.status.ok()) << im.status.message();
+  EXPECT_FALSE(im.result.partial) << im.result.error.message();
+  for (const std::string key : {"slow-1", "slow-2"}) {
+    const model::Phase& t = im.Named(key);
+    EXPECT_EQ(t.parent, im.process.at(201)) << key;
+    EXPECT_EQ(t.start_ns, S(1003)) << key;
+    EXPECT_EQ(t.end_ns, S(1003)) << key;
+    EXPECT_EQ(im.Tag(t, "state"), "cancelled") << key;
+  }
+  EXPECT_EQ(im.result.phases, 2);
+}
+
+TEST(DaskImporterTest, AKeyCancelledThenComputedAgainIsTwoTasksAndItsDependentsUseTheComputedOne) {
+  // load-a (worker 1) feeds slow-1, which total needs. slow-1 is cancelled on worker 1
+  // (1001.0 .. 1001.5), submitted again and computed on worker 2 (compute 1001.7 .. 1001.9,
+  // 8 bytes); total (worker 1) fetches it from worker 2 and computes. By hand: two slow-1
+  // phases; edges load-a -> each slow-1 (both waited for it), the computed slow-1 -> total
+  // and -> total's transfer (1 key, 8 bytes); none from the cancelled one, which produced
+  // nothing. Phases: load-a + compute, cancelled slow-1, slow-1 + compute, total + transfer
+  // + compute = 8.
+  Imported im = ImportBytes(
+      std::string(kV2Workers) +
+          "[\"d\",\"slow-1\",[\"load-a\"]]\n"
+          "[\"d\",\"total\",[\"slow-1\"]]\n"
+          "[\"t\",\"load-a\",\"load\",\"memory\",\"tcp://127.0.0.1:9001\",100,\"list\",11,1000.8,1001.0,"
+          "[[\"compute\",1000.85,1000.95,null]],null]\n"
+          "[\"t\",\"slow-1\",\"slow\",\"cancelled\",\"tcp://127.0.0.1:9001\",null,null,null,1001.0,1001.5,[],null]\n"
+          "[\"t\",\"slow-1\",\"slow\",\"memory\",\"tcp://127.0.0.1:9002\",8,\"int\",12,1001.6,1002.0,"
+          "[[\"compute\",1001.7,1001.9,null]],null]\n"
+          "[\"t\",\"total\",\"total\",\"memory\",\"tcp://127.0.0.1:9001\",8,\"int\",11,1002.1,1002.6,"
+          "[[\"transfer\",1002.1,1002.2,\"tcp://127.0.0.1:9002\"],[\"compute\",1002.3,1002.5,null]],null]\n" +
+          kV2End,
+      kProcesses);
+  ASSERT_TRUE(im.status.ok()) << im.status.message();
+  EXPECT_FALSE(im.result.partial) << im.result.error.message();
+  std::vector<const model::Phase*> slow = TasksNamed(im, "slow-1");
+  ASSERT_EQ(slow.size(), 2u);
+  const model::Phase& cancelled = *slow[0];
+  const model::Phase& computed = *slow[1];
+  EXPECT_EQ(im.Tag(cancelled, "state"), "cancelled");
+  EXPECT_EQ(cancelled.parent, im.process.at(201));
+  EXPECT_EQ(cancelled.start_ns, S(1001));
+  EXPECT_EQ(cancelled.end_ns, S(1001, 500));
+  EXPECT_EQ(im.Tag(cancelled, "group"), "<none>");
+  EXPECT_EQ(im.Tag(computed, "state"), "memory");
+  EXPECT_EQ(computed.parent, im.process.at(202));
+  EXPECT_EQ(computed.start_ns, S(1001, 700));
+  EXPECT_EQ(computed.end_ns, S(1001, 900));
+  EXPECT_EQ(im.Tag(computed, "group"), "slow");
+
+  const model::Phase& load = im.Named("load-a");
+  const model::Phase& total = im.Named("total");
+  const model::Phase* transfer = im.Child(total, "transfer");
+  ASSERT_NE(transfer, nullptr);
+  EXPECT_TRUE(im.HasEdge(load.id, cancelled.id, "dask"));
+  EXPECT_TRUE(im.HasEdge(load.id, computed.id, "dask"));
+  EXPECT_TRUE(im.HasEdge(computed.id, total.id, "dask"));
+  EXPECT_FALSE(im.HasEdge(cancelled.id, total.id, "dask"));
+  EXPECT_TRUE(im.HasEdge(computed.id, transfer->id, "transfer"));
+  EXPECT_EQ(im.Tag(*transfer, "keys"), "1");
+  EXPECT_EQ(im.Tag(*transfer, "bytes"), "8");
+  EXPECT_EQ(im.Edges("dask"), 3);
+  EXPECT_EQ(im.Edges("transfer"), 1);
+  EXPECT_EQ(im.result.phases, 8);
+  EXPECT_EQ(im.result.edges, 4);
+}
+
+TEST(DaskImporterTest, ACancelledTaskOfAWorkerNotRecordedStretchesTheWorkersPhase) {
+  // Imported on its own: worker 1 (joined 1000.5, never left) ran nothing but slow-1,
+  // cancelled, given to it at 1001.0 and released at 1003.5. Its dask_worker phase spans
+  // 1000.5 .. 1003.5, and so does the import.
+  Imported im = ImportBytes(std::string(kV2Workers) +
+                                "[\"t\",\"slow-1\",\"slow\",\"cancelled\",\"tcp://127.0.0.1:9001\",null,null,null,"
+                                "1001.0,1003.5,[],null]\n" +
+                                kV2End,
+                            {});
+  ASSERT_TRUE(im.status.ok()) << im.status.message();
+  const model::Phase& w1 = im.Named("dask worker tcp://127.0.0.1:9001");
+  EXPECT_EQ(w1.start_ns, S(1000, 500));
+  EXPECT_EQ(w1.end_ns, S(1003, 500));
+  EXPECT_EQ(im.Find("dask worker tcp://127.0.0.1:9002"), nullptr);  // it ran nothing
+  const model::Phase& t = im.Named("slow-1");
+  EXPECT_EQ(t.parent, w1.id);
+  EXPECT_EQ(t.start_ns, S(1001));
+  EXPECT_EQ(t.end_ns, S(1003, 500));
+  EXPECT_EQ(im.result.start_ns, S(1000, 500));
+  EXPECT_EQ(im.result.end_ns, S(1003, 500));
+  EXPECT_EQ(im.result.phases, 2);
 }
 
 TEST(DaskImporterTest, AWorkerOnAnotherHostKeepsItsAddressAsHost) {
