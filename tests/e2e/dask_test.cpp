@@ -358,29 +358,33 @@ TEST(DaskE2E, TasksRunningWhenCancelledAreKeptAsCancelled) {
 // The task log is a descriptor grademl keeps open inside the program's scheduler process. A
 // program that closes every descriptor daemon-style (os.closerange(3, 65536)) and opens its
 // own files, 1000 of them (under a limit of 1024 descriptors, so they take every number the
-// log could have), while the plugin has records to write: the files hold exactly what the
+// log could have), while the plugin has a record to write: the files hold exactly what the
 // program wrote; the log stops there (its descriptor is no longer its file), and the import
-// says the log was cut short, with the task logged before.
+// says the log was cut short, with the task logged before. The closerange runs on the
+// scheduler's thread from the program's own scheduler plugin, in the transition that puts
+// after-1 in memory, right after grademl's hook queued its record (grademl's plugin was added
+// first): the writer thread, which drains every 0.5 s, cannot have written it yet.
 constexpr char kDaemonProgram[] = R"(import asyncio, json, os, resource, sys, time
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
-from dask.distributed import Client, Scheduler, Worker
+from dask.distributed import Client, Scheduler, SchedulerPlugin, Worker
 
 def inc(x):
     return x + 1
 
-async def main(out_dir):
-    async with Scheduler(dashboard_address=None, port=0) as s, Worker(s.address, nthreads=1) as w, \
-               Client(s.address, asynchronous=True) as c:
-        assert await c.submit(inc, 1, key="before-1") == 2
-        await asyncio.sleep(1.5)  # logged by the plugin's writer
-        assert await c.submit(inc, 2, key="after-1") == 3  # not yet
+class Daemonize(SchedulerPlugin):
+    def __init__(self, out_dir):
+        self.out_dir = out_dir
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if key != "after-1" or finish != "memory":
+            return
         # Daemon-style, the event loop blocked from here on: only grademl's writer thread runs.
         os.closerange(3, 65536)
         fds = []
         for i in range(1000):
             try:
-                fd = os.open(os.path.join(out_dir, "own", str(i)), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                fd = os.open(os.path.join(self.out_dir, "own", str(i)), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             except OSError:
                 break
             os.write(fd, f"file {i} of the program\n".encode())
@@ -389,10 +393,19 @@ async def main(out_dir):
         for fd in fds:
             os.write(fd, b"the end\n")
             os.close(fd)
-        fd = os.open(os.path.join(out_dir, "truth.json"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(os.path.join(self.out_dir, "truth.json"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.write(fd, json.dumps({"files": len(fds), "numbers": [min(fds), max(fds)]}).encode())
         os.close(fd)
         os._exit(0)
+
+async def main(out_dir):
+    async with Scheduler(dashboard_address=None, port=0) as s, Worker(s.address, nthreads=1) as w, \
+               Client(s.address, asynchronous=True) as c:
+        assert await c.submit(inc, 1, key="before-1") == 2
+        await asyncio.sleep(1.5)  # logged by the plugin's writer
+        s.add_plugin(Daemonize(out_dir))
+        await c.submit(inc, 2, key="after-1")  # never returns: the plugin ends the process
+        os._exit(3)
 
 asyncio.run(main(sys.argv[1]))
 )";
