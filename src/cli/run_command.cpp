@@ -6,11 +6,13 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "analysis/run_analysis.h"
 #include "cli/artifact_budget.h"
 #include "cli/commands.h"
 #include "cli/experiment_graph.h"
+#include "core/stop.h"
 #include "report/terminal_report.h"
 #include "store/database.h"
 #include "workflow/log_rules.h"
@@ -221,6 +223,16 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     options.import_globs = opts->imports;
     options.join_uuid = opts->join;
     StatusOr<workflow::MonitoredCommandResult> result = Status(StatusCode::kInternal, "not run");
+    // Once the run is stored, a stop signal ends grademl at once with the workload's exit
+    // code (the artifact budget, the report are not worth waiting for); one that came while
+    // the run was being finished skips them.
+    std::optional<StopSignalHandlers> stop_handlers;
+    static std::string stopped_line;
+    auto arm_stop_exit = [&](const workflow::MonitoredCommandResult& r) {
+      stopped_line = fmt::format("[grademl] stopped: run {} is stored (grademl report {} shows it)\n", r.run_id, r.run_id);
+      stop_handlers.emplace();
+      StopSignalHandlers::ExitOnStop(r.exit_code, stopped_line.c_str());
+    };
     std::unique_ptr<workflow::OutputRelay> relay;  // a single command's output, for --rules
     std::string artifacts_dir;
     if (is_workflow && opts->reuse) {
@@ -250,15 +262,17 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
         PrintError(run.status().message());
         return kExitFailure;
       }
-      result = workflow::MonitoredCommandResult{.run_id = run->run_id, .exit_code = run->exit_code};
+      result = workflow::MonitoredCommandResult{
+          .run_id = run->run_id, .exit_code = run->exit_code, .error = "", .stopped_at_end = run->stopped_at_end};
       if (!run->failed.empty()) {
         std::string list;
         for (const auto& f : run->failed) list += (list.empty() ? "" : ", ") + f;
         result->error = "step(s) failed: " + list;
       }
       if (!run->recording_error.empty()) PrintError(run->recording_error);
+      arm_stop_exit(*result);
       // The artifact store back within its budget: the least useful artifacts per byte go.
-      if (opts->reuse) {
+      if (opts->reuse && !run->stopped_at_end) {
         auto artifacts = workflow::ArtifactStore::Open(artifacts_dir);
         auto applied = artifacts.ok() ? ApplyReuseBudget(options.db_path, **artifacts, reuse_budget, false)
                                       : StatusOr<BudgetResult>(artifacts.status());
@@ -292,6 +306,12 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     if (!result.ok()) {
       PrintError(result.status().message());
       return kExitFailure;
+    }
+    if (!stop_handlers) arm_stop_exit(*result);
+    if (result->stopped_at_end) {
+      if (!result->error.empty()) PrintError(result->error);
+      std::fputs(stopped_line.c_str(), stderr);
+      return result->exit_code;
     }
     if (!result->error.empty()) PrintError(result->error);
     if (!opts->no_report) {

@@ -70,10 +70,21 @@ class BackgroundWriter {
   // interval, without waiting for it (a flood of events: the store writes as fast as it can
   // while the backlog is large, instead of once an interval).
   void FlushSoon();
+  // How the final write may be waited on (Stop).
+  struct FinalWrite {
+    // Called once, when the final write fails for the first time (the store is locked,
+    // down, ...), with why: to say at once what grademl waits for.
+    std::function<void(const Status& why)> on_wait;
+    // Asked between attempts, every 50 ms at least while waiting: true stops retrying (what
+    // was not written is then said in Stop's status). The attempts themselves are as long
+    // as the store's lock wait (Database::SetLockWait): set it short to stay interruptible.
+    std::function<bool()> give_up;
+  };
   // Stops the thread and does the final flush (retried as Options say). OK when everything
   // recorded is in the store, even if some writes failed on the way (first_error() says
   // why); otherwise why, and what is missing. Later calls return the same.
-  Status Stop();
+  Status Stop(const FinalWrite& final_write);
+  Status Stop() { return Stop(FinalWrite{}); }
   // The first write error, OK if every write succeeded.
   Status first_error();
   // Samples and log lines dropped because the held data passed the bound.

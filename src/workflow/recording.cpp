@@ -1,6 +1,7 @@
 #include "workflow/recording.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -15,6 +16,7 @@
 
 #include "collect/event_collector.h"
 #include "core/machine.h"
+#include "core/stop.h"
 #include "core/text.h"
 #include "instrument/event_format.h"
 #include "collect/gpu_monitor.h"
@@ -193,6 +195,7 @@ struct Recording::Impl {
   bool dask_env = false;           // Dask schedulers load grademl's plugin (dask_env.h)
   bool joined = false;             // recording into another host's run (--join)
   std::unique_ptr<TraceStitching> traces;  // imported when the run ends
+  bool stopped_at_end = false;             // a stop request came after the workload ended
 };
 
 Recording::Recording(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -204,6 +207,7 @@ Recording::~Recording() {
 model::RunBuilder& Recording::builder() { return *impl_->builder; }
 model::PhaseId Recording::run_phase() const { return impl_->run_phase; }
 model::RunId Recording::run_id() const { return impl_->run_id; }
+bool Recording::stopped_at_end() const { return impl_->stopped_at_end; }
 const std::string& Recording::host() const { return impl_->host; }
 int Recording::signal_fd() const { return impl_->signal_fd; }
 
@@ -571,6 +575,8 @@ std::optional<Recording::SignalEvent> Recording::NextSignal() {
     n = read(impl_->signal_fd, &si, sizeof si);
   } while (n < 0 && errno == EINTR);
   if (n != static_cast<ssize_t>(sizeof si)) return std::nullopt;
+  // Work on other threads (hashing, matching) learns of it through core/stop.h.
+  if (IsStopSignal(static_cast<int>(si.ssi_signo))) RequestStop(static_cast<int>(si.ssi_signo));
   return SignalEvent{.signo = static_cast<int>(si.ssi_signo), .from_terminal = si.ssi_code == SI_KERNEL};
 }
 
@@ -640,6 +646,10 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   impl_->finished = true;
   ReclaimTerminal();
   TimeNs end = WallClock::Now();
+  // The workload has ended: a signal from now on (or one not read yet) cuts short what is
+  // left to do (imports, the wait for the store): grademl exits within a second with the
+  // workload's exit code, after writing what the store takes at once.
+  StopCheck stopped;
   impl_->loop->Stop();
   impl_->processes->Finish(end);
   impl_->outside->Finish(end);
@@ -676,7 +686,7 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   // part of the run's error, never a different exit code.
   std::string run_error = error;
   if (impl_->dask_env) impl_->traces->AddEngineLogs(impl_->events_dir);
-  TraceStitching::Outcome imports = impl_->traces->ImportAll(end);
+  TraceStitching::Outcome imports = impl_->traces->ImportAll(end, stopped);
   impl_->events_folder.reset();  // everything is in the store now
   for (const std::string& line : imports.errors) {
     std::fprintf(stderr, "grademl: %s\n", line.c_str());
@@ -705,9 +715,30 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
       i.monitor_cpu_seconds = SelfCpuSeconds();
     });
   }
-  Status st = impl_->writer->Stop();
-  if (impl_->signal_fd >= 0) close(impl_->signal_fd);
+  // The last write. A store that does not take it (locked by another process, a server
+  // down) is said at once, one line naming it and why, and retried for up to
+  // final_busy_wait in short attempts, so that a signal ends the wait at once.
+  impl_->db->SetLockWait(kFinalLockWait);
+  const model::RunId run_id = impl_->run_id;
+  Status st = impl_->writer->Stop(store::BackgroundWriter::FinalWrite{
+      .on_wait =
+          [run_id](const Status& why) {
+            std::fprintf(stderr,
+                         "grademl: waiting for the store to take the end of run %lld: %s; retrying for up to 2 "
+                         "min (Ctrl-C stops waiting)\n",
+                         static_cast<long long>(run_id), EscapeControl(why.message()).c_str());
+          },
+      .give_up = stopped});
+  if (impl_->signal_fd >= 0) {
+    // Signals still pending are read here, not delivered when the mask comes back: a stop
+    // signal's default action would end grademl with its own exit code, not the workload's.
+    for (pollfd p{impl_->signal_fd, POLLIN, 0}; poll(&p, 1, 0) > 0 && (p.revents & POLLIN);) {
+      if (!NextSignal()) break;
+    }
+    close(impl_->signal_fd);
+  }
   impl_->signal_fd = -1;
+  impl_->stopped_at_end = stopped();
   pthread_sigmask(SIG_SETMASK, &impl_->original_mask, nullptr);
   return st;
 }

@@ -37,6 +37,9 @@ inline constexpr DurationNs kMinSamplingInterval = kNsPerMs;
 // monitor's passes within the overhead budget (collect/sampling_loop.h).
 inline constexpr size_t kBackOffProcesses = 64;
 inline constexpr DurationNs kMaxSamplingInterval = 3600 * kNsPerSec;
+// The store's lock wait (Database::SetLockWait) for each attempt of the run's last write:
+// short, so that grademl can say what it waits for and a signal ends the wait at once.
+inline constexpr DurationNs kFinalLockWait = 500 * kNsPerMs;
 
 struct RecordingOptions {
   std::string db_path;
@@ -133,6 +136,9 @@ class Recording {
   // (trace_stitching.h; a failure is said on stderr and added to the run's error, never
   // returned), info written, final flush. Idempotent.
   Status Finish(std::optional<int> exit_code, std::optional<int> exit_signal, const std::string& error);
+  // Whether a stop request (core/stop.h) came while Finish ran (or was pending): Finish then
+  // cut short what it did after the workload (imports, waiting for the store).
+  bool stopped_at_end() const;
   // Called by Finish once the processes and in-process events are final, before the run's
   // phase ends and the store is flushed (log-rule phases are added there, see
   // monitored_command.cpp).

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,6 +35,7 @@ class SqliteDatabase final : public Database {
   StatusOr<model::Run> LoadRun(model::RunId id) override;
   StatusOr<std::vector<model::StoredStepExecution>> ListStepExecutions(std::string_view key) override;
   StatusOr<TimeNs> StoreClockNs() override;
+  void SetLockWait(DurationNs wait) override;
 
  protected:
   StatusOr<int64_t> CountRuns() override;
@@ -102,8 +105,14 @@ class SqliteDatabase final : public Database {
   // in errors.
   StatusOr<model::StepExecution> ReadStepExecutionRow(sqlite3_stmt* stmt, int first, model::RunId run) const;
 
+  // SQLite's busy handler: waits, sleeping a little at a time, until lock_wait_ns_ (read at
+  // every call, so that SetLockWait shortens a wait under way) has passed since the wait began.
+  static int OnBusy(void* self, int count);
+
   std::mutex mu_;
   sqlite3* db_;
+  std::atomic<int64_t> lock_wait_ns_{0};
+  int64_t busy_since_ns_ = 0;  // monotonic; the wait under way (the busy handler's, under mu_)
   int writers_fd_ = -1;  // the writers' lock (kReadWrite), -1 when it could not be created
   std::array<sqlite3_stmt*, kNumQueries> stmts_{};
 };
