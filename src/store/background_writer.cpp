@@ -60,6 +60,13 @@ Status BackgroundWriter::Flush(bool final) {
   if (st.ok()) {
     pending_ = model::RunDelta();
     held_bytes_.store(0, std::memory_order_relaxed);
+    if (!gone_said_) {
+      // A stat of the file: a store deleted under the recorder is said at once.
+      if (Status present = db_->CheckPresent(); !present.ok()) {
+        gone_said_ = true;
+        Notify({.kind = Event::kStoreGone, .status = present, .dropped_samples = dropped_});
+      }
+    }
     if (failing_) {
       failing_ = false;
       Notify({.kind = Event::kRecovered, .status = Status::Ok(), .dropped_samples = dropped_});

@@ -38,6 +38,8 @@ class BackgroundWriter {
       kFailing,    // a write failed after the last one succeeded (or the first write); `status` says why
       kRecovered,  // a write succeeded after failures: everything held is stored
       kDropping,   // the held data passed the bound: `dropped_samples` so far are lost
+      kStoreGone,  // the store is no longer where it was opened (Database::CheckPresent): writes go
+                   // on into the open file, which nobody else will read; `status` says what happened
     };
     Kind kind;
     Status status;
@@ -110,6 +112,7 @@ class BackgroundWriter {
   model::RunDelta pending_;  // taken from the builder, not yet written
   Status first_error_;
   bool failing_ = false;     // the last write failed
+  bool gone_said_ = false;   // kStoreGone was sent
   uint64_t dropped_ = 0;     // samples and log lines dropped past the bound
   Status final_status_;
   std::atomic<size_t> held_bytes_{0};  // PendingBytes() of pending_, written under flush_mu_

@@ -104,6 +104,16 @@ class Database {
   // Default: a minute for writers, 10 s for readers.
   virtual void SetLockWait(DurationNs wait) = 0;
 
+  // Whether the store this connection writes into is still where it was opened: an SQLite
+  // file deleted or replaced while open takes writes that nobody will read (kNotFound, naming
+  // the file, then). A PostgreSQL store always is (a dropped database fails the calls).
+  virtual Status CheckPresent() = 0;
+  // After CheckPresent failed: a new store, read-write, at this one's location (its folder
+  // made again when needed). The files the deleted store left beside its path (SQLite's WAL
+  // and shared memory, which a new file there would take for its own) are removed first when
+  // no store file is at the path.
+  virtual StatusOr<std::unique_ptr<Database>> OpenAnew() = 0;
+
  protected:
   Database(std::string path, Mode mode) : path_(std::move(path)), mode_(mode) {}
   Status CheckWritable() const {

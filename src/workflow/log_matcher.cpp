@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/stop.h"
 #include "core/text.h"
 
 namespace grademl::workflow {
@@ -26,6 +27,7 @@ StatusOr<std::unique_ptr<LogMatcher>> LogMatcher::Start(const LogRuleSet* rules,
   raw->budget_.on_switched_off = [raw](const LogRule& rule, DurationNs cost) {
     std::lock_guard lock(raw->mu_);
     raw->switched_off_.push_back(rule.name);
+    if (raw->switched_off_.size() > kSwitchOffLines) return;  // the rest in one line at the end
     raw->Say(fmt::format("log rule '{}' ({}) switched off for the rest of the run: it took {:.1f} ms of CPU on one "
                          "line (budget {:.1f} ms per rule and line)",
                          EscapeControl(rule.name), EscapeControl(rule.origin), static_cast<double>(cost) / 1e6,
@@ -34,6 +36,8 @@ StatusOr<std::unique_ptr<LogMatcher>> LogMatcher::Start(const LogRuleSet* rules,
   raw->thread_ = std::thread([raw] { raw->Loop(); });
   return matcher;
 }
+
+DurationNs LogMatcher::DrainLimit() { return StopCheck::Any()() ? kStoppedDrainLimit : kDefaultDrainLimit; }
 
 LogMatcher::LogMatcher(const LogRuleSet* rules, Options options)
     : rules_(rules), options_(options), budget_(rules, options.per_line_budget) {}
@@ -156,6 +160,12 @@ void LogMatcher::RecordOutcome(model::RunBuilder& builder, model::PhaseId run_ph
     builder.SetPhaseTag(run_phase, "grademl.log_lines_unmatched", std::to_string(dropped));
   }
   std::vector<std::string> off = switched_off();
+  if (off.size() > kSwitchOffLines) {
+    std::string more;
+    for (size_t i = kSwitchOffLines; i < off.size(); ++i) more += (more.empty() ? "" : ", ") + EscapeControl(off[i]);
+    say(fmt::format("{} more log rules were switched off for exceeding the budget: {}", off.size() - kSwitchOffLines,
+                    more));
+  }
   if (!off.empty()) {
     std::string names;
     for (const std::string& n : off) names += (names.empty() ? "" : ",") + n;

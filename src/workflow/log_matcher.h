@@ -33,8 +33,13 @@ class LogMatcher {
  public:
   // Bytes of lines (plus a small overhead per line) the queue holds at most.
   static constexpr size_t kDefaultMaxQueuedBytes = size_t{8} << 20;
-  // How long Drain waits at most for what is queued when the run ends.
+  // How long Drain waits at most for what is queued when the run ends; after a stop request
+  // (the workload was stopped by a signal to grademl), grademl's exit is not held up longer
+  // than kStoppedDrainLimit.
   static constexpr DurationNs kDefaultDrainLimit = 10 * kNsPerSec;
+  static constexpr DurationNs kStoppedDrainLimit = 500 * kNsPerMs;
+  // kStoppedDrainLimit once grademl was asked to stop, else kDefaultDrainLimit.
+  static DurationNs DrainLimit();
 
   struct Options {
     size_t max_queued_bytes = kDefaultMaxQueuedBytes;
@@ -91,6 +96,8 @@ class LogMatcher {
     std::string line;
   };
   static constexpr size_t kItemOverhead = 64;
+  // Rules switched off said one line each; the others in one line at the end.
+  static constexpr size_t kSwitchOffLines = 5;
 
   LogMatcher(const LogRuleSet* rules, Options options);
   void Loop();

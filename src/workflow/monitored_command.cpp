@@ -160,7 +160,7 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
           log_reader->Read();
         }
         log_reader->Finish(end);
-        matcher->Drain(LogMatcher::kDefaultDrainLimit, stopped);
+        matcher->Drain(LogMatcher::DrainLimit(), stopped);
         log_reader->AddPhasesTo(recording->builder());
         matcher->RecordOutcome(recording->builder(), recording->run_phase(),
                                [](const std::string& line) { std::fprintf(stderr, "grademl: %s\n", line.c_str()); });
@@ -210,6 +210,7 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
   if (WIFSIGNALED(root_status)) signal = WTERMSIG(root_status);
   Status st = recording->Finish(code, signal, "");
   result.stopped_at_end = recording->stopped_at_end();
+  result.run_id = recording->run_id();  // another one when the store had to be made again
   result.exit_code = ShellExitCode(root_status);
   if (!st.ok()) result.error = "recording failed: " + st.message();
   return result;

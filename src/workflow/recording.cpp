@@ -83,6 +83,12 @@ void ReportStoreTrouble(const store::BackgroundWriter::Event& event) {
     case Event::kRecovered:
       std::fprintf(stderr, "grademl: writing to the store works again; what was held is stored\n");
       break;
+    case Event::kStoreGone:
+      std::fprintf(stderr,
+                   "grademl: %s; the command goes on, the run is kept in the open file and written to a new store "
+                   "there when it ends\n",
+                   EscapeControl(event.status.message()).c_str());
+      break;
     case Event::kDropping:
       std::fprintf(stderr, "grademl: the store still fails and the data held passed its bound: samples are dropped "
                            "from now on until a write succeeds (phases are kept)\n");
@@ -607,6 +613,21 @@ std::vector<Recording::Exit> Recording::ReapChildren() {
   return exits;
 }
 
+Status Recording::WriteBackToNewStore(const Status& why) {
+  StatusOr<model::Run> run = impl_->db->LoadRun(impl_->run_id);
+  if (!run.ok()) return Status(run.status().code(), why.message() + "; the run cannot be read back: " + run.status().message());
+  StatusOr<std::unique_ptr<store::Database>> fresh = impl_->db->OpenAnew();
+  if (!fresh.ok()) return Status(fresh.status().code(), why.message() + "; not written back: " + fresh.status().message());
+  StatusOr<model::RunId> id = (*fresh)->CreateRun(run->info);
+  Status written = id.ok() ? (*fresh)->WriteDelta(*id, model::DeltaOfRun(*run)) : id.status();
+  if (!written.ok()) return Status(written.code(), why.message() + "; not written back: " + written.message());
+  std::fprintf(stderr, "grademl: %s; run %lld is written to a new store there, as run %lld\n",
+               EscapeControl(why.message()).c_str(), static_cast<long long>(impl_->run_id),
+               static_cast<long long>(*id));
+  impl_->run_id = *id;
+  return Status::Ok();
+}
+
 void Recording::StopLikeTheCommand() {
   // The command's job stopped (Ctrl-Z, or a read while in the background): stop grademl's
   // job as a shell would see it, and continue the command when grademl is continued.
@@ -729,6 +750,11 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
                          static_cast<long long>(run_id), EscapeControl(why.message()).c_str());
           },
       .give_up = stopped});
+  // A store deleted (or replaced) during the run took every write into a file nobody will
+  // read: the run, read back from that open file, goes to a store at the same path.
+  if (st.ok() && !impl_->joined) {
+    if (Status present = impl_->db->CheckPresent(); !present.ok()) st = WriteBackToNewStore(present);
+  }
   if (impl_->signal_fd >= 0) {
     // Signals still pending are read here, not delivered when the mask comes back: a stop
     // signal's default action would end grademl with its own exit code, not the workload's.

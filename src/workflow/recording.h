@@ -81,6 +81,7 @@ class Recording {
 
   model::RunBuilder& builder();
   model::PhaseId run_phase() const;
+  // The run's id in the store (after Finish: in the store it ended in, see Finish).
   model::RunId run_id() const;
   const std::string& host() const;
 
@@ -134,7 +135,11 @@ class Recording {
 
   // Ends the run: last pass, every phase closed, the traces written during the run imported
   // (trace_stitching.h; a failure is said on stderr and added to the run's error, never
-  // returned), info written, final flush. Idempotent.
+  // returned), info written, final flush. Idempotent. A store that does not take the final
+  // write (locked, down) is said at once and retried for up to 2 min in short attempts; a
+  // signal (core/stop.h) ends imports and that wait. An SQLite store deleted during the run
+  // is made again at its path with this run in it (run_id() changes). Signals still pending
+  // at the end are read (counted as stop requests), not delivered.
   Status Finish(std::optional<int> exit_code, std::optional<int> exit_signal, const std::string& error);
   // Whether a stop request (core/stop.h) came while Finish ran (or was pending): Finish then
   // cut short what it did after the workload (imports, waiting for the store).
@@ -148,6 +153,9 @@ class Recording {
   struct Impl;
   std::function<void(TimeNs)> on_events_final_;
   void StopLikeTheCommand();
+  // The run, read back from a store deleted under it (`why`), into a store at its path
+  // (run_id() becomes the run's id there).
+  Status WriteBackToNewStore(const Status& why);
   explicit Recording(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

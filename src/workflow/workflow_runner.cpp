@@ -614,7 +614,7 @@ StatusOr<WorkflowRunResult> RunWorkflow(const WorkflowSpec& spec, const Workflow
   recording->builder().SetPhaseTag(recording->run_phase(), "jobs", std::to_string(runner.jobs()));
   WorkflowRunResult result = runner.Run();
   // The lines still queued are matched, unless grademl is asked to stop meanwhile.
-  matcher->Drain(LogMatcher::kDefaultDrainLimit, StopCheck());
+  matcher->Drain(LogMatcher::DrainLimit(), StopCheck());
   matcher->RecordOutcome(recording->builder(), recording->run_phase(),
                          [](const std::string& line) { std::fprintf(stderr, "[grademl] %s\n", line.c_str()); });
   std::string error;
@@ -624,6 +624,7 @@ StatusOr<WorkflowRunResult> RunWorkflow(const WorkflowSpec& spec, const Workflow
   }
   Status st = recording->Finish(result.exit_code, std::nullopt, error);
   result.stopped_at_end = recording->stopped_at_end();
+  result.run_id = recording->run_id();  // another one when the store had to be made again
   // A monitoring failure never changes the exit code: it is reported, the result stands.
   if (!st.ok()) result.recording_error = "recording failed: " + st.message();
   return result;

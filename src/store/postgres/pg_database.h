@@ -39,6 +39,8 @@ class PgDatabase final : public Database {
   StatusOr<std::vector<model::StoredStepExecution>> ListStepExecutions(std::string_view key) override;
   StatusOr<TimeNs> StoreClockNs() override;
   void SetLockWait(DurationNs wait) override;
+  Status CheckPresent() override { return Status::Ok(); }
+  StatusOr<std::unique_ptr<Database>> OpenAnew() override { return Open(location_, Mode::kReadWrite); }
 
  protected:
   StatusOr<int64_t> CountRuns() override;

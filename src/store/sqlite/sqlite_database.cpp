@@ -274,6 +274,10 @@ StatusOr<std::unique_ptr<Database>> SqliteDatabase::Open(const std::string& path
   db->SetLockWait(static_cast<DurationNs>(mode == Mode::kReadWrite ? kWriterBusyTimeoutMs : kReaderBusyTimeoutMs) *
                   kNsPerMs);
   sqlite3_busy_handler(db->db_, &SqliteDatabase::OnBusy, db.get());
+  if (struct stat st {}; ::stat(path.c_str(), &st) == 0) {
+    db->opened_dev_ = st.st_dev;
+    db->opened_ino_ = st.st_ino;
+  }
   if (mode == Mode::kReadWrite) GRADEML_RETURN_IF_ERROR(db->JoinWriters(hot_journal));
   return std::unique_ptr<Database>(std::move(db));
 }
@@ -290,13 +294,38 @@ SqliteDatabase::~SqliteDatabase() {
   if (last_writer) {
     sqlite3_busy_timeout(db_, 0);
     sqlite3_exec(db_, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
-    if (writers_fd_ >= 0) ::unlink(WritersLockPath(path_).c_str());  // a peer waiting on it re-opens it
+    // A peer waiting on it re-opens it. Only our own: a store deleted and made again there
+    // has a lock file of its own.
+    struct stat ours {}, named {};
+    if (writers_fd_ >= 0 && ::fstat(writers_fd_, &ours) == 0 && ::stat(WritersLockPath(path_).c_str(), &named) == 0 &&
+        ours.st_ino == named.st_ino && ours.st_dev == named.st_dev) {
+      ::unlink(WritersLockPath(path_).c_str());
+    }
   }
   if (writers_fd_ >= 0) ::close(writers_fd_);
   sqlite3_close_v2(db_);
 }
 
 std::string SqliteDatabase::WritersLockPath(const std::string& path) { return path + "-lock"; }
+
+Status SqliteDatabase::CheckPresent() {
+  if (opened_ino_ == 0) return Status::Ok();
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) return NotFound("{}: the store was deleted while grademl had it open", path_);
+  if (st.st_dev != opened_dev_ || st.st_ino != opened_ino_) {
+    return NotFound("{}: the store was replaced by another file while grademl had it open", path_);
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<Database>> SqliteDatabase::OpenAnew() {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    ::unlink((path_ + "-wal").c_str());
+    ::unlink((path_ + "-shm").c_str());
+  }
+  return Open(path_, Mode::kReadWrite);
+}
 
 void SqliteDatabase::SetLockWait(DurationNs wait) { lock_wait_ns_.store(std::max<DurationNs>(wait, 0)); }
 

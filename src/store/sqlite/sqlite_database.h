@@ -2,6 +2,8 @@
 // docs/store.md) holding every run recorded in a project.
 #pragma once
 
+#include <sys/types.h>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -36,6 +38,8 @@ class SqliteDatabase final : public Database {
   StatusOr<std::vector<model::StoredStepExecution>> ListStepExecutions(std::string_view key) override;
   StatusOr<TimeNs> StoreClockNs() override;
   void SetLockWait(DurationNs wait) override;
+  Status CheckPresent() override;
+  StatusOr<std::unique_ptr<Database>> OpenAnew() override;
 
  protected:
   StatusOr<int64_t> CountRuns() override;
@@ -112,6 +116,8 @@ class SqliteDatabase final : public Database {
   std::mutex mu_;
   sqlite3* db_;
   std::atomic<int64_t> lock_wait_ns_{0};
+  dev_t opened_dev_ = 0;  // the file opened (CheckPresent); 0: not known
+  ino_t opened_ino_ = 0;
   int64_t busy_since_ns_ = 0;  // monotonic; the wait under way (the busy handler's, under mu_)
   int writers_fd_ = -1;  // the writers' lock (kReadWrite), -1 when it could not be created
   std::array<sqlite3_stmt*, kNumQueries> stmts_{};
