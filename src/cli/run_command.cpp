@@ -263,7 +263,8 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
         return kExitFailure;
       }
       result = workflow::MonitoredCommandResult{
-          .run_id = run->run_id, .exit_code = run->exit_code, .error = "", .stopped_at_end = run->stopped_at_end};
+          .run_id = run->run_id, .exit_code = run->exit_code, .error = "",
+          .stop_requests_at_end = run->stop_requests_at_end};
       if (!run->failed.empty()) {
         std::string list;
         for (const auto& f : run->failed) list += (list.empty() ? "" : ", ") + f;
@@ -272,7 +273,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       if (!run->recording_error.empty()) PrintError(run->recording_error);
       arm_stop_exit(*result);
       // The artifact store back within its budget: the least useful artifacts per byte go.
-      if (opts->reuse && !run->stopped_at_end) {
+      if (opts->reuse && !StopCheck::Since(run->stop_requests_at_end)()) {
         auto artifacts = workflow::ArtifactStore::Open(artifacts_dir);
         auto applied = artifacts.ok() ? ApplyReuseBudget(options.db_path, **artifacts, reuse_budget, false)
                                       : StatusOr<BudgetResult>(artifacts.status());
@@ -308,7 +309,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       return kExitFailure;
     }
     if (!stop_handlers) arm_stop_exit(*result);
-    if (result->stopped_at_end) {
+    if (StopCheck::Since(result->stop_requests_at_end)()) {
       if (!result->error.empty()) PrintError(result->error);
       std::fputs(stopped_line.c_str(), stderr);
       return result->exit_code;

@@ -42,6 +42,8 @@ class StopCheck {
   StopCheck() : since_(StopRequests()) {}
   // Every request counts, however old.
   static StopCheck Any() { return StopCheck(0); }
+  // Requests counted after StopRequests() returned `requests` count.
+  static StopCheck Since(uint64_t requests) { return StopCheck(requests); }
 
   bool operator()() const;
   // The signal that stopped (0 when not stopped, or not known).

@@ -631,7 +631,11 @@ const LogRule* LogRuleSet::Find(std::string_view name) const {
 // RuleCostBudget
 
 RuleCostBudget::RuleCostBudget(const LogRuleSet* rules, DurationNs per_line)
-    : rules_(rules), per_line_(per_line), off_(rules->rules().size(), false), forced_(rules->rules().size()) {}
+    : rules_(rules),
+      per_line_(per_line),
+      off_(rules->rules().size(), false),
+      suspect_(rules->rules().size(), false),
+      forced_(rules->rules().size()) {}
 
 void RuleCostBudget::ForceCost(const std::string& rule, DurationNs cost) {
   if (rule == "*") {
@@ -666,9 +670,18 @@ Status RuleCostBudget::ForceCostsFrom(std::string_view spec) {
   return Status::Ok();
 }
 
-void RuleCostBudget::Charge(size_t rule, DurationNs measured) {
+void RuleCostBudget::Charge(size_t rule, DurationNs measured, bool cpu) {
+  const bool forced = forced_[rule] || forced_all_;
   DurationNs cost = forced_[rule] ? *forced_[rule] : forced_all_ ? *forced_all_ : measured;
-  if (cost <= per_line_ || off_[rule]) return;
+  if (off_[rule]) return;
+  if (!forced && !cpu) {
+    if (cost > per_line_) suspect_[rule] = true;  // measured again, in CPU time
+    return;
+  }
+  if (cost <= per_line_) {
+    suspect_[rule] = false;  // the wall time was the thread waiting, not the rule's cost
+    return;
+  }
   off_[rule] = true;
   ++switched_off_;
   if (on_switched_off) on_switched_off(rules_->rules()[rule], cost);
@@ -679,8 +692,8 @@ void RuleCostBudget::Charge(size_t rule, DurationNs measured) {
 
 namespace {
 
-// CPU time of the calling thread: what a rule's matching costs, not counting the time the
-// thread was preempted (a busy machine must not switch rules off).
+// CPU time of the calling thread: what a suspect rule's matching costs, not counting the time
+// the thread was preempted (a busy machine must not switch rules off).
 DurationNs LogRuleThreadCpuNs() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -733,14 +746,17 @@ void LogPhaseTracker::OnSegment(TimeNs t, std::string_view segment) {
     const LogRule& rule = rules[i];
     if (rule.disabled || (budget_ != nullptr && budget_->off(i))) continue;
     RuleState& st = state_[i];
-    // With a budget: the thread's CPU clock when this rule's first expression ran on the
-    // segment, and the charge of what both of its expressions took.
-    DurationNs cpu_start = -1;
+    // With a budget: the clock when this rule's first expression ran on the segment (the
+    // thread's CPU clock for a suspect, else the monotonic one), and the charge of what both
+    // of its expressions took.
+    const bool cpu = budget_ != nullptr && budget_->suspect(i);
+    auto clock = [cpu] { return cpu ? LogRuleThreadCpuNs() : WallClock::MonotonicNow(); };
+    DurationNs clock_start = -1;
     auto start_clock = [&] {
-      if (budget_ != nullptr && cpu_start < 0) cpu_start = LogRuleThreadCpuNs();
+      if (budget_ != nullptr && clock_start < 0) clock_start = clock();
     };
     auto charge = [&] {
-      if (cpu_start >= 0) budget_->Charge(i, LogRuleThreadCpuNs() - cpu_start);
+      if (clock_start >= 0) budget_->Charge(i, clock() - clock_start, cpu);
     };
     if (rule.end && !st.open.empty() && Passes(rule.end_literal, haystack(rule))) {
       start_clock();

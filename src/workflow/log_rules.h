@@ -132,8 +132,14 @@ class RuleCostBudget {
   void Abandon() { abandoned_.store(true); }
   // Whether the costs are measured at all (an empty rule set's are not).
   bool measuring() const { return !off_.empty(); }
-  // One rule's measured cost on one line: switches it off when over the budget.
-  void Charge(size_t rule, DurationNs measured);
+  // Costs are measured with the cheap monotonic clock first; a rule over the budget by that
+  // clock becomes a suspect, whose next lines are measured in CPU time of the thread (a
+  // syscall): only a CPU time over the budget switches it off, so that a matching thread
+  // preempted on a busy machine never switches a rule off.
+  bool suspect(size_t rule) const { return suspect_[rule]; }
+  // One rule's cost on one line, in CPU time (`cpu`) or wall time: switches it off when a CPU
+  // time (or a forced cost) is over the budget, makes it a suspect when a wall time is.
+  void Charge(size_t rule, DurationNs measured, bool cpu);
   // Rules switched off so far.
   size_t switched_off() const { return switched_off_; }
 
@@ -143,6 +149,7 @@ class RuleCostBudget {
   const LogRuleSet* rules_;
   DurationNs per_line_;
   std::vector<bool> off_;
+  std::vector<bool> suspect_;
   std::vector<std::optional<DurationNs>> forced_;
   std::optional<DurationNs> forced_all_;
   size_t switched_off_ = 0;
@@ -151,8 +158,8 @@ class RuleCostBudget {
 
 // Follows one step's output, line by line, and opens and closes phases under the step's
 // phase through the RunBuilder. One thread at a time; `rules` and `builder` must outlive it.
-// With a RuleCostBudget, each rule's cost on each line is measured (CPU time of the calling
-// thread) and charged to it; the rules it switched off are skipped.
+// With a RuleCostBudget, each rule's cost on each line is measured and charged to it; the
+// rules it switched off are skipped.
 class LogPhaseTracker {
  public:
   // Segments longer than this are matched on their first kMaxMatchedBytes only, which

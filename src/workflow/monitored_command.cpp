@@ -133,7 +133,7 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
     result.exit_code = 127;
     result.error = root.error;
     GRADEML_RETURN_IF_ERROR(recording->Finish(127, std::nullopt, root.error));
-    result.stopped_at_end = recording->stopped_at_end();
+    result.stop_requests_at_end = recording->stop_requests_at_end();
     return result;
   }
 
@@ -209,7 +209,7 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
   if (WIFEXITED(root_status)) code = WEXITSTATUS(root_status);
   if (WIFSIGNALED(root_status)) signal = WTERMSIG(root_status);
   Status st = recording->Finish(code, signal, "");
-  result.stopped_at_end = recording->stopped_at_end();
+  result.stop_requests_at_end = recording->stop_requests_at_end();
   result.run_id = recording->run_id();  // another one when the store had to be made again
   result.exit_code = ShellExitCode(root_status);
   if (!st.ok()) result.error = "recording failed: " + st.message();

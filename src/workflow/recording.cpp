@@ -201,19 +201,34 @@ struct Recording::Impl {
   bool dask_env = false;           // Dask schedulers load grademl's plugin (dask_env.h)
   bool joined = false;             // recording into another host's run (--join)
   std::unique_ptr<TraceStitching> traces;  // imported when the run ends
-  bool stopped_at_end = false;             // a stop request came after the workload ended
+  uint64_t stop_requests_at_end = 0;       // StopRequests() when Finish began
 };
 
 Recording::Recording(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Recording::~Recording() {
   if (!impl_->finished) (void)Finish(std::nullopt, std::nullopt, "grademl stopped before the run ended");
+  // Everything closed first (the store's last checkpoint included), signals still blocked;
+  // then the signals still pending are read, not delivered: a stop signal's default action
+  // would end grademl with its own exit code, not the workload's.
+  const int signal_fd = impl_->signal_fd;
+  const sigset_t original_mask = impl_->original_mask;
+  impl_.reset();
+  if (signal_fd >= 0) {
+    for (pollfd p{signal_fd, POLLIN, 0}; poll(&p, 1, 0) > 0 && (p.revents & POLLIN);) {
+      signalfd_siginfo si{};
+      if (read(signal_fd, &si, sizeof si) != static_cast<ssize_t>(sizeof si)) break;
+      if (IsStopSignal(static_cast<int>(si.ssi_signo))) RequestStop(static_cast<int>(si.ssi_signo));
+    }
+    close(signal_fd);
+    pthread_sigmask(SIG_SETMASK, &original_mask, nullptr);
+  }
 }
 
 model::RunBuilder& Recording::builder() { return *impl_->builder; }
 model::PhaseId Recording::run_phase() const { return impl_->run_phase; }
 model::RunId Recording::run_id() const { return impl_->run_id; }
-bool Recording::stopped_at_end() const { return impl_->stopped_at_end; }
+uint64_t Recording::stop_requests_at_end() const { return impl_->stop_requests_at_end; }
 const std::string& Recording::host() const { return impl_->host; }
 int Recording::signal_fd() const { return impl_->signal_fd; }
 
@@ -670,7 +685,12 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   // The workload has ended: a signal from now on (or one not read yet) cuts short what is
   // left to do (imports, the wait for the store): grademl exits within a second with the
   // workload's exit code, after writing what the store takes at once.
+  impl_->stop_requests_at_end = StopRequests();
   StopCheck stopped;
+  // From now on a call waiting for a lock on the store (a peer's, a table lock) gives up
+  // within kFinalLockWait, the background writer's included: Finish's own calls (the store's
+  // clock, the last write) are not held up behind it, and can be interrupted.
+  impl_->db->SetLockWait(kFinalLockWait);
   impl_->loop->Stop();
   impl_->processes->Finish(end);
   impl_->outside->Finish(end);
@@ -739,7 +759,6 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   // The last write. A store that does not take it (locked by another process, a server
   // down) is said at once, one line naming it and why, and retried for up to
   // final_busy_wait in short attempts, so that a signal ends the wait at once.
-  impl_->db->SetLockWait(kFinalLockWait);
   const model::RunId run_id = impl_->run_id;
   Status st = impl_->writer->Stop(store::BackgroundWriter::FinalWrite{
       .on_wait =
@@ -755,17 +774,6 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   if (st.ok() && !impl_->joined) {
     if (Status present = impl_->db->CheckPresent(); !present.ok()) st = WriteBackToNewStore(present);
   }
-  if (impl_->signal_fd >= 0) {
-    // Signals still pending are read here, not delivered when the mask comes back: a stop
-    // signal's default action would end grademl with its own exit code, not the workload's.
-    for (pollfd p{impl_->signal_fd, POLLIN, 0}; poll(&p, 1, 0) > 0 && (p.revents & POLLIN);) {
-      if (!NextSignal()) break;
-    }
-    close(impl_->signal_fd);
-  }
-  impl_->signal_fd = -1;
-  impl_->stopped_at_end = stopped();
-  pthread_sigmask(SIG_SETMASK, &impl_->original_mask, nullptr);
   return st;
 }
 

@@ -138,12 +138,15 @@ class Recording {
   // returned), info written, final flush. Idempotent. A store that does not take the final
   // write (locked, down) is said at once and retried for up to 2 min in short attempts; a
   // signal (core/stop.h) ends imports and that wait. An SQLite store deleted during the run
-  // is made again at its path with this run in it (run_id() changes). Signals still pending
-  // at the end are read (counted as stop requests), not delivered.
+  // is made again at its path with this run in it (run_id() changes). The signals stay
+  // blocked until the Recording is destroyed (its store closed): those still pending then
+  // are read and counted as stop requests, not delivered (a stop signal's default action
+  // would end grademl with an exit code that is not the workload's).
   Status Finish(std::optional<int> exit_code, std::optional<int> exit_signal, const std::string& error);
-  // Whether a stop request (core/stop.h) came while Finish ran (or was pending): Finish then
-  // cut short what it did after the workload (imports, waiting for the store).
-  bool stopped_at_end() const;
+  // StopRequests() (core/stop.h) when Finish began, i.e. when the workload had ended: a stop
+  // request counted after it came while grademl finished the run (Finish then cut short
+  // what it did: imports, waiting for the store) or later.
+  uint64_t stop_requests_at_end() const;
   // Called by Finish once the processes and in-process events are final, before the run's
   // phase ends and the store is flushed (log-rule phases are added there, see
   // monitored_command.cpp).

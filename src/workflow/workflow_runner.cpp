@@ -623,7 +623,7 @@ StatusOr<WorkflowRunResult> RunWorkflow(const WorkflowSpec& spec, const Workflow
     for (const auto& f : result.failed) error += (error.size() > 8 ? ", " : "") + f;
   }
   Status st = recording->Finish(result.exit_code, std::nullopt, error);
-  result.stopped_at_end = recording->stopped_at_end();
+  result.stop_requests_at_end = recording->stop_requests_at_end();
   result.run_id = recording->run_id();  // another one when the store had to be made again
   // A monitoring failure never changes the exit code: it is reported, the result stands.
   if (!st.ok()) result.recording_error = "recording failed: " + st.message();

@@ -39,7 +39,7 @@ struct WorkflowRunResult {
   std::vector<std::string> skipped;  // steps not run because a step they need failed, or grademl was stopped
   std::vector<std::string> reused;   // steps whose outputs were restored instead of running them
   std::string recording_error;       // why part of the run is not in the store (the store failed)
-  bool stopped_at_end = false;       // grademl was asked to stop after the steps ended (Recording::stopped_at_end)
+  uint64_t stop_requests_at_end = 0; // StopRequests() when the steps had ended (Recording::stop_requests_at_end)
 };
 
 // Lines of one step's output kept in the store: the first kMaxStoredLines, then only a

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "e2e/command.h"
+#include "pg_test_server.h"
 
 namespace grademl::testing {
 namespace {
@@ -450,6 +451,125 @@ TEST(StopE2E, AStoreDeletedMidRunIsSaidAtOnceAndWrittenBack) {
   bool has_shell = false;
   for (const json& p : report["phases"]) has_shell |= p["type"].get<std::string>().ends_with("process");
   EXPECT_TRUE(has_shell) << "the processes recorded before the deletion are in the new store";
+}
+
+// Whether run 1 of an SQLite store is complete (its recorder wrote its end).
+bool StopRunComplete(const std::string& db) {
+  sqlite3* h = nullptr;
+  bool complete = false;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(h, "SELECT complete FROM runs WHERE id = 1", -1, &s, nullptr) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW) {
+      complete = sqlite3_column_int64(s, 0) == 1;
+    }
+    sqlite3_finalize(s);
+  }
+  sqlite3_close(h);
+  return complete;
+}
+
+// The report of a run of a million imported phases takes seconds to build: a SIGTERM then
+// ends grademl at once with the workload's exit code (it died of the signal, exit 143).
+TEST(StopE2E, SigtermWhileTheReportIsBuiltExitsWithTheWorkloadsCode) {
+  std::string dir = FreshDir("stop_report");
+  WriteBigTrace(dir + "/big.json", 1'000'000);
+  std::string db = dir + "/g.db";
+  pid_t g = StopStartGrademl({"--db", db, "run", "--import", dir + "/big.json", "--", "/bin/sh", "-c", "exit 3"},
+                             dir + "/out", dir + "/err");
+  bool stored = false;
+  for (auto until = StopClock::now() + 120s; !stored && StopClock::now() < until; std::this_thread::sleep_for(20ms)) {
+    stored = StopRunComplete(db);
+  }
+  ASSERT_TRUE(stored) << ReadFile(dir + "/err");
+  auto sent = StopClock::now();
+  kill(g, SIGTERM);
+  int code = StopWaitChild(g, 120s);
+  auto exited = StopClock::now() - sent;
+  std::string err = ReadFile(dir + "/err");
+  EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s";
+  EXPECT_EQ(code, 3) << err;
+  EXPECT_NE(err.find("[grademl] stopped: run 1 is stored (grademl report 1 shows it)\n"), std::string::npos) << err;
+  EXPECT_EQ(err.find("GradeML run"), std::string::npos) << "the report was printed before the signal: " << err;
+}
+
+// A PostgreSQL store whose server stops before the workload ends: said at once, Ctrl-C ends
+// the wait, grademl exits with the workload's code; what the server took before is there.
+TEST(StopE2E, APostgresStoreDownAtTheEndIsSaidAtOnceAndCtrlCEndsTheWait) {
+  const std::string dir = FreshDir("stop_pg_down_" + std::to_string(getpid()));
+  const std::string pg_dir = dir + "/pg";
+  const std::string pg = std::string(GRADEML_SOURCE_DIR) + "/tests/pg/pg_test_server.sh";
+  CommandResult started = RunCommand({pg, "start", pg_dir});
+  if (started.exit_code == 3) {
+    if (InCi()) FAIL() << started.err;
+    GTEST_SKIP() << started.err;
+  }
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  struct Cleanup {
+    std::vector<std::string> argv;
+    ~Cleanup() { RunCommand(argv); }
+  } stop_pg{{pg, "stop", pg_dir}};
+  const std::string url = "postgresql:///postgres?host=" + pg_dir + "&user=postgres";
+  pid_t g = StopStartGrademl({"--db", url, "run", "--no-report", "--", "/bin/sh", "-c",
+                              "touch " + dir + "/started; while [ ! -f " + dir + "/go ]; do sleep 0.05; done; exit 6"},
+                             dir + "/out", dir + "/err");
+  ASSERT_TRUE(StopWaitForFile(dir + "/started", 30s)) << ReadFile(dir + "/err");
+  std::this_thread::sleep_for(1500ms);  // a few writes reach the server
+  ASSERT_EQ(RunCommand({pg, "halt", pg_dir}).exit_code, 0);
+  std::ofstream(dir + "/go") << "";
+  auto ended = StopClock::now();
+  ASSERT_TRUE(StopWaitForText(dir + "/err", "waiting for the store", 30s)) << ReadFile(dir + "/err");
+  auto said = StopClock::now() - ended;
+  EXPECT_LT(said, kStopBound) << Seconds(said) << " s before grademl said it waits";
+  auto sent = StopClock::now();
+  kill(g, SIGINT);
+  int code = StopWaitChild(g, 300s);
+  auto exited = StopClock::now() - sent;
+  std::string err = ReadFile(dir + "/err");
+  EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s from Ctrl-C to grademl's exit; " << err;
+  EXPECT_EQ(code, 6) << err;
+  EXPECT_NE(err.find("grademl: waiting for the store to take the end of run 1: postgresql:///postgres?host=" + pg_dir),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("stopped waiting for the store"), std::string::npos) << err;
+  ASSERT_EQ(RunCommand({pg, "start", pg_dir}).exit_code, 0);
+  CommandResult ls = RunCommand({GrademlBinary(), "--db", url, "ls"});
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_NE(ls.out.find("incomplete  /bin/sh -c 'touch " + dir), std::string::npos) << ls.out;
+}
+
+// A PostgreSQL store whose `runs` table another session keeps locked when the workload
+// ends: the write waiting for the lock is cancelled, the wait said at once, and Ctrl-C ends
+// it (a statement waited for the lock forever).
+TEST(StopE2E, APostgresTableLockedAtTheEndIsSaidAtOnceAndCtrlCEndsTheWait) {
+  GRADEML_PG_DATABASE_OR_SKIP(url);
+  const std::string dir = FreshDir("stop_pg_locked");
+  pid_t g = StopStartGrademl({"--db", url, "run", "--no-report", "--", "/bin/sh", "-c",
+                              "touch " + dir + "/started; while [ ! -f " + dir + "/go ]; do sleep 0.05; done; exit 6"},
+                             dir + "/out", dir + "/err");
+  ASSERT_TRUE(StopWaitForFile(dir + "/started", 30s)) << ReadFile(dir + "/err");
+  std::this_thread::sleep_for(1s);
+  PGconn* peer = PQconnectdb(url.c_str());
+  ASSERT_EQ(PQstatus(peer), CONNECTION_OK) << PQerrorMessage(peer);
+  PGresult* r = PQexec(peer, "BEGIN; LOCK TABLE runs, phases IN ACCESS EXCLUSIVE MODE");
+  ASSERT_EQ(PQresultStatus(r), PGRES_COMMAND_OK) << PQresultErrorMessage(r);
+  PQclear(r);
+  std::this_thread::sleep_for(1500ms);  // a periodic write now waits for the lock
+  std::ofstream(dir + "/go") << "";
+  auto ended = StopClock::now();
+  bool said = StopWaitForText(dir + "/err", "waiting for the store", 30s);
+  auto said_after = StopClock::now() - ended;
+  auto sent = StopClock::now();
+  kill(g, SIGINT);
+  int code = StopWaitChild(g, 300s);
+  auto exited = StopClock::now() - sent;
+  PQfinish(peer);  // the lock goes with the session
+  std::string err = ReadFile(dir + "/err");
+  ASSERT_TRUE(said) << err;
+  EXPECT_LT(said_after, kStopBound) << Seconds(said_after) << " s before grademl said it waits";
+  EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s from Ctrl-C to grademl's exit; " << err;
+  EXPECT_EQ(code, 6) << err;
+  EXPECT_NE(err.find("stopped waiting for the store"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -73,6 +73,24 @@ TEST(RuleCostBudgetTest, ARuleSkippedByItsLiteralIsNotCharged) {
   EXPECT_TRUE(budget.off(1));
 }
 
+// Measured costs: a wall time over the budget only makes a rule a suspect (the thread may
+// have been preempted); a CPU time over it then switches it off, one under it clears it.
+TEST(RuleCostBudgetTest, AWallTimeMakesASuspectACpuTimeDecides) {
+  LogRuleSet rules = MatcherTestRules();
+  RuleCostBudget budget(&rules, 2 * kNsPerMs);
+  budget.Charge(0, 5 * kNsPerMs, /*cpu=*/false);
+  EXPECT_TRUE(budget.suspect(0));
+  EXPECT_FALSE(budget.off(0));
+  budget.Charge(0, 1 * kNsPerMs, /*cpu=*/true);
+  EXPECT_FALSE(budget.suspect(0));
+  EXPECT_FALSE(budget.off(0));
+  budget.Charge(0, 5 * kNsPerMs, /*cpu=*/false);
+  budget.Charge(0, 3 * kNsPerMs, /*cpu=*/true);
+  EXPECT_TRUE(budget.off(0));
+  EXPECT_FALSE(budget.off(1));
+  EXPECT_EQ(budget.switched_off(), 1u);
+}
+
 TEST(RuleCostBudgetTest, ForcedCostsAreParsed) {
   LogRuleSet rules = MatcherTestRules();
   RuleCostBudget budget(&rules);
