@@ -278,7 +278,8 @@ Action RegisterImportCommand(CLI::App& app, CommonOptions& common) {
       "process); plain, gzip or zstd, detected by content. "
       "Several files go into one run (e.g. the ranks of one job). A damaged file imports what came before "
       "the damage (a rolling Spark log with files missing: the other files), marks the run incomplete and exits "
-      "1; text that is not UTF-8 is kept, shown as U+FFFD (docs/import.md)");
+      "1; text that is not UTF-8 is kept, shown as U+FFFD; Ctrl-C or SIGTERM once the run is written stops the "
+      "import within a second, keeps what was imported as a partial import and exits 128+N (docs/import.md)");
   sub->add_option("FILE", options->files, "Trace files (or Spark eventlog_v2_* directories) to import")->required();
   auto* into = sub->add_option("--into", options->into,
                                "Add to this stored run (id, -N for the N-th latest) instead of making a new one");

@@ -53,7 +53,10 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       "processes shorter than the interval are phases; otherwise by sampling /proc, and the report\n"
       "says so (GRADEML_PROCESS_EVENTS=sampling forces that; docs/metrics.md). The command runs in a process group of its own (given the terminal when grademl\n"
       "holds it); SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to grademl reach its whole tree, grademl records\n"
-      "until all of it is gone, and a third signal kills it. The report goes to stderr.\n"
+      "until all of it is gone, and a third signal kills it. A signal is acted on within a second whatever\n"
+      "grademl is doing (log rules are matched beside the output; once CMD has ended, a signal cuts short\n"
+      "importing traces, waiting for the store and the report: grademl exits with CMD's code). The report\n"
+      "goes to stderr.\n"
       "A workflow file (GradeML's pipeline YAML or DVC's dvc.yaml, see docs/workflows.md) runs its\n"
       "steps in dependency order, -j at a time, each step a phase; epochs and other phases are\n"
       "recognised in their output (docs/log-rules.md). grademl exits non-zero if a step failed.\n"
@@ -62,6 +65,8 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       "In-process events (phases, counters) written faster than the store can take them are dropped,\n"
       "whole phases at a time, once 64 MiB wait for the store: counted, said in one line at the end\n"
       "and kept as the run's tags (grademl.phases_dropped); grademl's memory and stop stay bounded.\n"
+      "A store locked or down when CMD ends is said at once and waited on for up to 2 min (Ctrl-C ends the\n"
+      "wait); an SQLite store deleted during the run is said at once and made again with the run in it.\n"
       "Traces written during the run are imported when it ends (docs/import.md), with no flag: those\n"
       "torch.profiler writes (export_chrome_trace, tensorboard_trace_handler, on_trace_ready; torch 1.13's\n"
       "torch.autograd.profiler too) under the process that wrote them and its iteration phases, on its\n"
@@ -122,7 +127,8 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
                   "A log rules file (docs/log-rules.md): for workflow steps; for a single command, its "
                   "output is then read too (stdout/stderr still passed through byte for byte, by a relay "
                   "that outlives grademl; a terminal is left as it is and not read) and matched by these "
-                  "rules and the built-in ones")
+                  "rules and the built-in ones, on a thread of their own; a rule that takes over 2 ms of CPU on a "
+                  "line is switched off for the run, with one line saying which (docs/log-rules.md)")
       ->check(CLI::ExistingFile);
   sub->add_option("--import", opts->imports,
                   "Trace files (Chrome trace JSON, PyTorch/Kineto; gzip/zstd) to import under the run when it "

@@ -152,11 +152,17 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
       recording->OnEventsFinal([&](TimeNs end) {
         // The command has ended: a stop from now on ends grademl's wait for its last lines.
         StopCheck stopped;
-        // What the command printed last may still be on its way through the relay.
-        for (int i = 0; i < 20 && !stopped(); ++i) {
+        // What the command printed last may still be on its way through the relay: read
+        // until the relay has taken everything written and its taps stay quiet for 50 ms
+        // (2 s at most).
+        for (TimeNs until = WallClock::Now() + 2 * kNsPerSec; WallClock::Now() < until && !stopped();) {
           std::vector<pollfd> taps;
           log_reader->AddFds(taps);
-          if (taps.empty() || poll(taps.data(), taps.size(), 50) <= 0) break;
+          if (taps.empty()) break;
+          if (poll(taps.data(), taps.size(), 50) <= 0) {
+            if (relay->Unread() == 0) break;
+            continue;
+          }
           log_reader->Read();
         }
         log_reader->Finish(end);
