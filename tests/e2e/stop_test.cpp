@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <zlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -274,26 +275,30 @@ TEST(StopE2E, SigtermWhileAStepsInputsAreHashedStopsAtOnce) {
   EXPECT_NE(ls.out.find("exit 130"), std::string::npos) << ls.out;
 }
 
-// A Chrome trace of `events` complete events, written fast (about 60 bytes each).
+// A gzipped Chrome trace of `events` complete events (about 60 bytes each uncompressed, a
+// few on disk), written fast.
 void WriteBigTrace(const std::string& path, int events) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
+  gzFile f = gzopen(path.c_str(), "wb1");
   ASSERT_NE(f, nullptr);
-  std::fputs("{\"traceEvents\": [\n", f);
+  gzbuffer(f, 1 << 20);
+  gzputs(f, "{\"traceEvents\": [\n");
+  char line[160];
   for (int i = 0; i < events; ++i) {
-    std::fprintf(f, "{\"name\":\"op%d\",\"ph\":\"X\",\"ts\":%d,\"dur\":1,\"pid\":1,\"tid\":%d}%s\n", i % 50, i * 2,
-                 i % 4, i + 1 < events ? "," : "");
+    int n = std::snprintf(line, sizeof line, "{\"name\":\"op%d\",\"ph\":\"X\",\"ts\":%d,\"dur\":1,\"pid\":1,\"tid\":%d}%s\n",
+                          i % 50, i * 2, i % 4, i + 1 < events ? "," : "");
+    gzwrite(f, line, static_cast<unsigned>(n));
   }
-  std::fputs("]}\n", f);
-  std::fclose(f);
+  gzputs(f, "]}\n");
+  gzclose(f);
 }
 
 // `grademl import` stopped by SIGTERM once it writes the run: it ends within a second, with
 // one line, and the run is listed as a partial import (it was "failed to start").
 TEST(StopE2E, AnImportStoppedBySigtermIsAPartialImport) {
   std::string dir = FreshDir("stop_import");
-  WriteBigTrace(dir + "/big.json", 3'000'000);
+  WriteBigTrace(dir + "/big.json.gz", 3'000'000);
   std::string db = dir + "/g.db";
-  pid_t g = StopStartGrademl({"--db", db, "import", dir + "/big.json"}, dir + "/out", dir + "/err");
+  pid_t g = StopStartGrademl({"--db", db, "import", dir + "/big.json.gz"}, dir + "/out", dir + "/err");
   // The run exists (the file was read; its events are being added): stop now.
   bool created = false;
   for (auto until = StopClock::now() + 120s; !created && StopClock::now() < until; std::this_thread::sleep_for(20ms)) {
@@ -316,19 +321,20 @@ TEST(StopE2E, AnImportStoppedBySigtermIsAPartialImport) {
   std::string err = ReadFile(dir + "/err");
   EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s";
   EXPECT_EQ(code, 128 + SIGTERM) << err;
-  EXPECT_EQ(err, "grademl: " + dir + "/big.json: stopped by SIGTERM (what was imported before is kept)\n");
+  EXPECT_EQ(err, "grademl: " + dir + "/big.json.gz: stopped by SIGTERM (what was imported before is kept)\n");
   CommandResult ls = RunCommand({GrademlBinary(), "--db", db, "ls"});
   EXPECT_NE(ls.out.find("partial import"), std::string::npos) << ls.out;
   EXPECT_EQ(ls.out.find("failed to start"), std::string::npos) << ls.out;
+  if (!HasFailure()) std::filesystem::remove_all(dir);  // hundreds of MB
 }
 
 // The traces imported when a run ends (--import): a SIGTERM then ends grademl within a
 // second, with the workload's exit code, the run complete in the store.
 TEST(StopE2E, SigtermWhileTracesAreImportedAtTheEnd) {
   std::string dir = FreshDir("stop_run_import");
-  WriteBigTrace(dir + "/big.json", 3'000'000);
+  WriteBigTrace(dir + "/big.json.gz", 3'000'000);
   std::string db = dir + "/g.db";
-  pid_t g = StopStartGrademl({"--db", db, "run", "--no-report", "--import", dir + "/big.json", "--", "/bin/sh", "-c",
+  pid_t g = StopStartGrademl({"--db", db, "run", "--no-report", "--import", dir + "/big.json.gz", "--", "/bin/sh", "-c",
                               "touch " + dir + "/ended; exit 3"},
                              dir + "/out", dir + "/err");
   ASSERT_TRUE(StopWaitForFile(dir + "/ended", 30s));
@@ -344,6 +350,7 @@ TEST(StopE2E, SigtermWhileTracesAreImportedAtTheEnd) {
   json report = ReportJson(db);
   EXPECT_TRUE(report["run"]["complete"].get<bool>());
   EXPECT_EQ(report["run"]["exit_code"].get<int>(), 3);
+  if (!HasFailure()) std::filesystem::remove_all(dir);  // hundreds of MB
 }
 
 // Holds an SQLite store's write lock from this process until Release.
@@ -453,6 +460,37 @@ TEST(StopE2E, AStoreDeletedMidRunIsSaidAtOnceAndWrittenBack) {
   EXPECT_TRUE(has_shell) << "the processes recorded before the deletion are in the new store";
 }
 
+// `grademl agent` uploading to a store another process keeps locked (its upload waits for
+// the lock): SIGTERM ends it within a second (it waited a minute for the lock, then 10 s
+// more), and what it could not upload stays in its spool.
+TEST(StopE2E, SigtermEndsAnAgentWhoseUploadWaitsForALockedStore) {
+  std::string dir = FreshDir("stop_agent");
+  std::string db = dir + "/g.db";
+  // A run recorded on this host: the agent (--own-runs) records its processes too.
+  pid_t run = StopStartGrademl({"--db", db, "run", "--no-report", "--", "/bin/sh", "-c",
+                                "touch " + dir + "/started; while [ ! -f " + dir + "/go ]; do sleep 0.05; done"},
+                               dir + "/run.out", dir + "/run.err");
+  ASSERT_TRUE(StopWaitForFile(dir + "/started", 30s));
+  pid_t agent = StopStartGrademl({"--db", db, "agent", "--own-runs", "--spool", dir + "/spool", "-v"},
+                                 dir + "/agent.out", dir + "/agent.err");
+  ASSERT_TRUE(StopWaitForText(dir + "/agent.err", "recording run 1", 30s)) << ReadFile(dir + "/agent.err");
+  std::this_thread::sleep_for(1500ms);  // deltas spooled and uploaded
+  StopStoreLock lock(db);
+  ASSERT_TRUE(lock.locked());
+  std::this_thread::sleep_for(3s);  // the next uploads wait for the lock
+  auto sent = StopClock::now();
+  kill(agent, SIGTERM);
+  int code = StopWaitChild(agent, 120s);
+  auto exited = StopClock::now() - sent;
+  std::string err = ReadFile(dir + "/agent.err");
+  EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s from SIGTERM to the agent's exit; " << err;
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_NE(err.find("deltas wait in " + dir + "/spool/spool.db for the store"), std::string::npos) << err;
+  lock.Release();
+  std::ofstream(dir + "/go") << "";
+  EXPECT_EQ(StopWaitChild(run, 120s), 0) << ReadFile(dir + "/run.err");
+}
+
 // Whether run 1 of an SQLite store is complete (its recorder wrote its end).
 bool StopRunComplete(const std::string& db) {
   sqlite3* h = nullptr;
@@ -473,9 +511,9 @@ bool StopRunComplete(const std::string& db) {
 // ends grademl at once with the workload's exit code (it died of the signal, exit 143).
 TEST(StopE2E, SigtermWhileTheReportIsBuiltExitsWithTheWorkloadsCode) {
   std::string dir = FreshDir("stop_report");
-  WriteBigTrace(dir + "/big.json", 1'000'000);
+  WriteBigTrace(dir + "/big.json.gz", 1'000'000);
   std::string db = dir + "/g.db";
-  pid_t g = StopStartGrademl({"--db", db, "run", "--import", dir + "/big.json", "--", "/bin/sh", "-c", "exit 3"},
+  pid_t g = StopStartGrademl({"--db", db, "run", "--import", dir + "/big.json.gz", "--", "/bin/sh", "-c", "exit 3"},
                              dir + "/out", dir + "/err");
   bool stored = false;
   for (auto until = StopClock::now() + 120s; !stored && StopClock::now() < until; std::this_thread::sleep_for(20ms)) {
@@ -491,6 +529,7 @@ TEST(StopE2E, SigtermWhileTheReportIsBuiltExitsWithTheWorkloadsCode) {
   EXPECT_EQ(code, 3) << err;
   EXPECT_NE(err.find("[grademl] stopped: run 1 is stored (grademl report 1 shows it)\n"), std::string::npos) << err;
   EXPECT_EQ(err.find("GradeML run"), std::string::npos) << "the report was printed before the signal: " << err;
+  if (!HasFailure()) std::filesystem::remove_all(dir);  // hundreds of MB
 }
 
 // A PostgreSQL store whose server stops before the workload ends: said at once, Ctrl-C ends
