@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -126,10 +127,25 @@ std::string WriteCostlyLines(const std::string& dir) {
 }
 
 // A workload that prints costly lines without pause and, on SIGTERM, writes `got` and exits 7.
+// Its pid (the leader of its process group) goes to `pid`.
 std::string CostlyWorkload(const std::string& dir, const std::string& lines) {
-  return "trap 'touch " + dir + "/got; exit 7' TERM; touch " + dir + "/started; while true; do cat " + lines +
-         "; done";
+  return "trap 'touch " + dir + "/got; exit 7' TERM; echo $$ > " + dir + "/pid; touch " + dir +
+         "/started; while true; do cat " + lines + "; done";
 }
+
+// When the test ends, on every path: kills the process group whose leader's pid is in
+// `pid_file` (a workload that never got its signal writes forever), and creates `go_file`
+// (a workload waiting for it ends).
+struct StopCleanup {
+  std::string pid_file, go_file;
+  ~StopCleanup() {
+    if (!pid_file.empty()) {
+      pid_t pid = static_cast<pid_t>(std::atol(ReadFile(pid_file).c_str()));
+      if (pid > 1) kill(-pid, SIGKILL);
+    }
+    if (!go_file.empty()) std::ofstream(go_file) << "";
+  }
+};
 
 // The rules' costs forced to nothing: none is switched off, matching stays as slow as the
 // expressions make it (about 0.25-1 s a line).
@@ -137,6 +153,7 @@ const std::string kNoBudget = "GRADEML_TEST_RULE_COST=*=0";
 
 TEST(StopE2E, SigtermReachesACommandWhoseOutputCostlyRulesMatch) {
   std::string dir = FreshDir("stop_rules_command");
+  StopCleanup cleanup{dir + "/pid", ""};
   std::string rules = WriteCostlyRules(dir), lines = WriteCostlyLines(dir);
   pid_t g = StopStartGrademl({"--db", dir + "/g.db", "run", "--no-report", "--rules", rules, "--", "/bin/sh", "-c",
                               CostlyWorkload(dir, lines)},
@@ -166,6 +183,7 @@ TEST(StopE2E, SigtermReachesACommandWhoseOutputCostlyRulesMatch) {
 
 TEST(StopE2E, SigtermReachesAWorkflowStepWhoseOutputCostlyRulesMatch) {
   std::string dir = FreshDir("stop_rules_workflow");
+  StopCleanup cleanup{dir + "/pid", ""};
   std::string rules = WriteCostlyRules(dir), lines = WriteCostlyLines(dir);
   std::string cmd = CostlyWorkload(dir, lines);
   std::string quoted;  // a YAML single-quoted scalar
@@ -380,6 +398,7 @@ class StopStoreLock {
 // code (it waited ~3 minutes, deaf to Ctrl-C).
 TEST(StopE2E, ALockedStoreAtTheEndIsSaidAtOnceAndCtrlCEndsTheWait) {
   std::string dir = FreshDir("stop_locked_store");
+  StopCleanup cleanup{"", dir + "/go"};
   std::string db = dir + "/g.db";
   ASSERT_EQ(RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "true"}).exit_code, 0);
   pid_t g = StopStartGrademl({"--db", db, "run", "--no-report", "--", "/bin/sh", "-c",
@@ -415,6 +434,7 @@ TEST(StopE2E, ALockedStoreAtTheEndIsSaidAtOnceAndCtrlCEndsTheWait) {
 // The same lock, released while grademl waits: the run's end is written, nothing lost.
 TEST(StopE2E, ALockedStoreAtTheEndIsWaitedForAndGetsTheRun) {
   std::string dir = FreshDir("stop_locked_store_released");
+  StopCleanup cleanup{"", dir + "/go"};
   std::string db = dir + "/g.db";
   ASSERT_EQ(RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "true"}).exit_code, 0);
   pid_t g = StopStartGrademl({"--db", db, "run", "--no-report", "--", "/bin/sh", "-c",
@@ -438,6 +458,7 @@ TEST(StopE2E, ALockedStoreAtTheEndIsWaitedForAndGetsTheRun) {
 // runs; the run is written to a new store at the same path when it ends.
 TEST(StopE2E, AStoreDeletedMidRunIsSaidAtOnceAndWrittenBack) {
   std::string dir = FreshDir("stop_deleted_store");
+  StopCleanup cleanup{"", dir + "/go"};
   std::string db = dir + "/store/g.db";
   pid_t g = StopStartGrademl({"--db", db, "run", "--no-report", "--", "/bin/sh", "-c",
                               "touch " + dir + "/started; while [ ! -f " + dir + "/go ]; do sleep 0.05; done; exit 4"},
@@ -465,6 +486,7 @@ TEST(StopE2E, AStoreDeletedMidRunIsSaidAtOnceAndWrittenBack) {
 // more), and what it could not upload stays in its spool.
 TEST(StopE2E, SigtermEndsAnAgentWhoseUploadWaitsForALockedStore) {
   std::string dir = FreshDir("stop_agent");
+  StopCleanup cleanup{"", dir + "/go"};
   std::string db = dir + "/g.db";
   // A run recorded on this host: the agent (--own-runs) records its processes too.
   pid_t run = StopStartGrademl({"--db", db, "run", "--no-report", "--", "/bin/sh", "-c",
@@ -536,6 +558,7 @@ TEST(StopE2E, SigtermWhileTheReportIsBuiltExitsWithTheWorkloadsCode) {
 // the wait, grademl exits with the workload's code; what the server took before is there.
 TEST(StopE2E, APostgresStoreDownAtTheEndIsSaidAtOnceAndCtrlCEndsTheWait) {
   const std::string dir = FreshDir("stop_pg_down_" + std::to_string(getpid()));
+  StopCleanup cleanup{"", dir + "/go"};
   const std::string pg_dir = dir + "/pg";
   const std::string pg = std::string(GRADEML_SOURCE_DIR) + "/tests/pg/pg_test_server.sh";
   CommandResult started = RunCommand({pg, "start", pg_dir});
@@ -583,6 +606,7 @@ TEST(StopE2E, APostgresStoreDownAtTheEndIsSaidAtOnceAndCtrlCEndsTheWait) {
 TEST(StopE2E, APostgresTableLockedAtTheEndIsSaidAtOnceAndCtrlCEndsTheWait) {
   GRADEML_PG_DATABASE_OR_SKIP(url);
   const std::string dir = FreshDir("stop_pg_locked");
+  StopCleanup cleanup{"", dir + "/go"};
   pid_t g = StopStartGrademl({"--db", url, "run", "--no-report", "--", "/bin/sh", "-c",
                               "touch " + dir + "/started; while [ ! -f " + dir + "/go ]; do sleep 0.05; done; exit 6"},
                              dir + "/out", dir + "/err");
