@@ -79,6 +79,29 @@ bool LogMatcher::Line(Source source, TimeNs t, std::string_view line) {
   return true;
 }
 
+size_t LogMatcher::Lines(Source source, TimeNs t, std::vector<std::string>& lines) {
+  size_t dropped = 0;
+  {
+    std::lock_guard lock(mu_);
+    for (std::string& line : lines) {
+      const size_t bytes = line.size() + kItemOverhead;
+      if (dropping_ || queued_bytes_ + bytes > options_.max_queued_bytes) {
+        if (dropped_++ == 0 && !dropping_) {
+          Say("matching the log rules fell behind the output: lines are left out of matching (not out of the "
+              "output) until it catches up");
+        }
+        ++dropped;
+        continue;
+      }
+      queue_.push_back({.source = source, .t = t, .finish = false, .line = std::move(line)});
+      queued_bytes_ += bytes;
+    }
+  }
+  lines.clear();
+  work_cv_.notify_one();
+  return dropped;
+}
+
 void LogMatcher::Finish(Source source, TimeNs t) {
   std::lock_guard lock(mu_);
   queue_.push_back({.source = source, .t = t, .finish = true, .line = {}});

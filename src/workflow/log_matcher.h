@@ -62,6 +62,9 @@ class LogMatcher {
   // A line (without its newline) seen at `t`, for matching. Never blocks: false when it was
   // dropped because the queue is full.
   bool Line(Source source, TimeNs t, std::string_view line);
+  // Lines seen at `t`, queued under one lock (what one read brought); returns how many were
+  // dropped. `lines` is left empty.
+  size_t Lines(Source source, TimeNs t, std::vector<std::string>& lines);
   // The source ended at `t`: its phases still open end there, after its queued lines.
   // Never dropped.
   void Finish(Source source, TimeNs t);

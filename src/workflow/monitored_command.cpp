@@ -86,16 +86,19 @@ class CommandLogReader {
 
  private:
   void Feed(int k, std::string_view text, TimeNs t) {
-    // Lines end at \n; a progress bar's \r redraws count as lines too (as for steps).
+    // Lines end at \n; a progress bar's \r redraws count as lines too (as for steps). What
+    // one read brought goes to the matcher at once.
     std::string& part = partial_[k];
-    for (char c : text) {
-      if (c == '\n' || c == '\r') {
-        matcher_->Line(source_, t, part);
-        part.clear();
-      } else if (part.size() < kMaxLine) {
-        part.push_back(c);
-      }
+    while (!text.empty()) {
+      size_t end = text.find_first_of("\n\r");
+      std::string_view piece = text.substr(0, end);
+      if (part.size() < kMaxLine) part.append(piece.substr(0, kMaxLine - part.size()));
+      if (end == std::string_view::npos) break;
+      batch_.push_back(std::move(part));
+      part.clear();
+      text.remove_prefix(end + 1);
     }
+    if (!batch_.empty()) matcher_->Lines(source_, t, batch_);
   }
 
   static constexpr size_t kMaxLine = 64 * 1024;
@@ -107,6 +110,7 @@ class CommandLogReader {
   model::PhaseId scratch_parent_;  // stands for the run's phase in scratch_
   LogMatcher::Source source_;
   std::string partial_[2];
+  std::vector<std::string> batch_;  // the lines of one read
   bool eof_[2] = {false, false};
 };
 
