@@ -71,6 +71,10 @@ StepReuse::Before StepReuse::BeforeStep(const StepSpec& step) const {
         st = written.status();
       }
     }
+    if (!st.ok() && options_.stop && options_.stop()) {
+      b.note = "restoring run " + std::to_string(it->run) + "'s outputs stopped (grademl was asked to stop)";
+      return b;
+    }
     if (!st.ok()) {
       b.note = "could not restore run " + std::to_string(it->run) + "'s outputs (" + st.message() + "): running it";
       return b;

@@ -244,7 +244,9 @@ class Runner {
     StepRun& s = steps_[index];
     if (!s.before.note.empty()) console_.Status(fmt::format("reuse: {}: {}", s.shown, s.before.note));
     if (!s.before.restored) {
-      if (cancelled_) {
+      // A stop signal that is not read yet counts too: the job may have ended because of it
+      // (hashing or restoring stopped), its end read before the signal.
+      if (cancelled_ || StopCheck::Any()()) {
         s.state = StepState::kSkipped;
         s.skip_reason = "stopped";
         return;
@@ -403,8 +405,10 @@ class Runner {
     if (fds[2].revents & POLLIN) {
       for (const std::string& line : matcher_->TakeMessages()) console_.Status(line);
     }
-    if (fds[1].revents & POLLIN) HandleFinishedJobs();
+    // The signal first: a job that ended because of it (hashing or restoring stopped) must
+    // not launch its step.
     if (fds[0].revents & POLLIN) HandleSignal();
+    if (fds[1].revents & POLLIN) HandleFinishedJobs();
   }
 
   // Reads what a stream has now, up to `max_reads` chunks (the loop gets back to signals and

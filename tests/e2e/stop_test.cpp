@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <zlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,6 +101,14 @@ int StopWaitChild(pid_t pid, std::chrono::milliseconds limit) {
 
 double Seconds(StopClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// Prints a measured time (never asserted on here) with the test's name, for the record:
+// "[ FIGURE ] StopE2E.Name: what: 0.123 s".
+void StopFigure(const std::string& what, StopClock::duration d) {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::printf("[ FIGURE ] %s.%s: %s: %.3f s\n", info->test_suite_name(), info->name(), what.c_str(), Seconds(d));
+  std::fflush(stdout);
+}
+
 // 256 rules whose expressions are costly for RE2 (their automata do not fit its memory budget,
 // so it falls back to its slower engine: milliseconds a rule on a 2000-byte line of a-d),
 // and a file of such lines.
@@ -166,6 +175,8 @@ TEST(StopE2E, SigtermReachesACommandWhoseOutputCostlyRulesMatch) {
   auto reached = StopClock::now() - sent;
   int code = StopWaitChild(g, 60s);
   auto exited = StopClock::now() - sent;
+  StopFigure(got ? "from SIGTERM to the command" : "the command never got SIGTERM; waited", reached);
+  StopFigure("from SIGTERM to grademl's exit", exited);
   ASSERT_TRUE(got) << "the command never got SIGTERM; stderr: " << ReadFile(dir + "/err");
   EXPECT_LT(reached, kStopBound) << Seconds(reached) << " s from SIGTERM to the command";
   EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s from SIGTERM to grademl's exit";
@@ -200,6 +211,8 @@ TEST(StopE2E, SigtermReachesAWorkflowStepWhoseOutputCostlyRulesMatch) {
   auto reached = StopClock::now() - sent;
   int code = StopWaitChild(g, 200s);
   auto exited = StopClock::now() - sent;
+  StopFigure(got ? "from SIGTERM to the step" : "the step never got SIGTERM; waited", reached);
+  StopFigure("from SIGTERM to grademl's exit", exited);
   ASSERT_TRUE(got) << "the step never got SIGTERM; stderr: " << ReadFile(dir + "/err");
   EXPECT_LT(reached, kStopBound) << Seconds(reached) << " s from SIGTERM to the step";
   EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s from SIGTERM to grademl's exit";
@@ -245,6 +258,44 @@ TEST(StopE2E, ARuleOverItsCostBudgetIsSwitchedOffWithOneLine) {
   EXPECT_TRUE(tagged) << report["phases"][0].dump();
 }
 
+// The same for a workflow step: the rule forced over its budget is switched off with one
+// line naming it, the other rule goes on, and the run keeps which rule was switched off.
+TEST(StopE2E, ARuleOverItsCostBudgetIsSwitchedOffWithOneLineInAWorkflowStep) {
+  std::string dir = FreshDir("stop_rule_budget_workflow");
+  std::ofstream(dir + "/rules.yaml") << "rules:\n"
+                                        "  - name: slow\n    type: tick\n    begin: '^tick (\\d+)'\n    instant: true\n"
+                                        "  - name: fine\n    type: tock\n    begin: '^tock (\\d+)'\n    instant: true\n";
+  std::ofstream(dir + "/pipeline.yaml") << "steps:\n  talk:\n    cmd: for i in 1 2 3 4; do echo tick $i; echo tock $i; done\n";
+  CommandResult r = RunCommand({"/usr/bin/env", "GRADEML_TEST_RULE_COST=slow=50ms", GrademlBinary(), "--db",
+                                dir + "/g.db", "run", "--no-report", "--no-hash", "--rules", dir + "/rules.yaml",
+                                dir + "/pipeline.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "talk | tick 1\ntalk | tock 1\ntalk | tick 2\ntalk | tock 2\ntalk | tick 3\ntalk | tock 3\n"
+                   "talk | tick 4\ntalk | tock 4\n");
+  size_t lines_about_it = 0;
+  for (size_t at = 0; (at = r.err.find("switched off", at)) != std::string::npos; ++at) ++lines_about_it;
+  EXPECT_EQ(lines_about_it, 1u) << r.err;
+  EXPECT_NE(r.err.find("[grademl] log rule 'slow' (" + dir + "/rules.yaml:2) switched off for the rest of the run: "
+                       "it took 50.0 ms of CPU on one line (budget 2.0 ms per rule and line)\n"),
+            std::string::npos)
+      << r.err;
+  json report = ReportJson(dir + "/g.db");
+  // Under the step: the first tick (matched before its cost was known), every tock.
+  int ticks = 0, tocks = 0;
+  std::string switched_off;
+  for (const json& p : report["phases"]) {
+    std::string type = p["type"];
+    ticks += type == "run/step/tick" ? 1 : 0;
+    tocks += type == "run/step/tock" ? 1 : 0;
+    if (type == "run" && p["tags"].contains("grademl.log_rules_switched_off")) {
+      switched_off = p["tags"]["grademl.log_rules_switched_off"];
+    }
+  }
+  EXPECT_EQ(ticks, 1);
+  EXPECT_EQ(tocks, 4);
+  EXPECT_EQ(switched_off, "slow");
+}
+
 // A step printing much faster than its costly rules are matched is never held up: its
 // output is whole, it ends on its own, and the lines matching did not reach are counted.
 TEST(StopE2E, MatchingNeverBlocksAStepsPipe) {
@@ -286,11 +337,97 @@ TEST(StopE2E, SigtermWhileAStepsInputsAreHashedStopsAtOnce) {
   kill(g, SIGTERM);
   int code = StopWaitChild(g, 300s);
   auto exited = StopClock::now() - sent;
+  StopFigure("from SIGTERM to grademl's exit", exited);
   EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s from SIGTERM to grademl's exit; " << ReadFile(dir + "/err");
   EXPECT_EQ(code, 130) << ReadFile(dir + "/err");
   EXPECT_FALSE(StopFileExists(dir + "/ran")) << "the step ran after the stop";
   CommandResult ls = RunCommand({GrademlBinary(), "--db", dir + "/g.db", "ls"});
   EXPECT_NE(ls.out.find("exit 130"), std::string::npos) << ls.out;
+}
+
+// A step's output restored from the artifact store (--reuse) for far longer than the test's
+// bound: after a first run stored it, its object is made 64 GiB (sparse zeros, the restore
+// copies them until the hash check at the end). A SIGTERM during the restore ends grademl
+// within a second: nothing is restored at the output's path, the step does not run, the run
+// is stored as stopped (130). The file size limit (8 GiB) bounds what a grademl that does not
+// stop writes (it then dies of SIGXFSZ).
+TEST(StopE2E, SigtermWhileAStepsOutputIsRestoredStopsAtOnce) {
+  std::string dir = FreshDir("stop_restore");
+  std::ofstream(dir + "/gen.sh") << "# the generator's source\n";
+  std::ofstream(dir + "/pipeline.yaml") << "steps:\n  make:\n    cmd: head -c 1048576 /dev/zero > out.bin && echo ran >> "
+                                           "runs.txt\n    deps: [gen.sh]\n    outs: [out.bin]\n";
+  const std::vector<std::string> args = {"--db", dir + "/g.db", "run", "--no-report", "--reuse", "--artifacts",
+                                         dir + "/artifacts", dir + "/pipeline.yaml"};
+  const std::string cache = "GRADEML_HASH_CACHE=" + dir + "/hash-cache";
+  {
+    std::vector<std::string> first = {"/usr/bin/env", cache, GrademlBinary()};
+    first.insert(first.end(), args.begin(), args.end());
+    CommandResult r = RunCommand(first);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  ASSERT_EQ(ReadFile(dir + "/runs.txt"), "ran\n");
+  // The stored object of out.bin: the artifact store's only file of 1 MiB.
+  int objects = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir + "/artifacts")) {
+    if (!e.is_regular_file() || e.file_size() != (1u << 20)) continue;
+    std::filesystem::permissions(e.path(), std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+    ASSERT_EQ(truncate(e.path().c_str(), off_t{64} << 30), 0);
+    ++objects;
+  }
+  ASSERT_EQ(objects, 1);
+  std::filesystem::remove(dir + "/out.bin");
+
+  std::string binary = GrademlBinary(), out_path = dir + "/out", err_path = dir + "/err";
+  std::vector<std::string> argv_strings = args;
+  std::vector<char*> argv = {binary.data()};
+  for (std::string& a : argv_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t g = fork();
+  if (g == 0) {
+    rlimit fsize{off_t{8} << 30, off_t{8} << 30}, core{0, 0};
+    setrlimit(RLIMIT_FSIZE, &fsize);
+    setrlimit(RLIMIT_CORE, &core);
+    int in = open("/dev/null", O_RDONLY);
+    int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(in, 0);
+    dup2(o, 1);
+    dup2(e, 2);
+    putenv(const_cast<char*>(cache.c_str()));
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  ASSERT_GT(g, 0);
+  // The restore under way: its staged copy exists beside out.bin.
+  auto staged = [&] {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (e.path().filename().string().starts_with(".out.bin.grademl-restore-")) return true;
+    }
+    return false;
+  };
+  bool restoring = false;
+  for (auto until = StopClock::now() + 60s; !restoring && StopClock::now() < until; std::this_thread::sleep_for(5ms)) {
+    restoring = staged();
+  }
+  std::this_thread::sleep_for(500ms);
+  auto sent = StopClock::now();
+  kill(g, SIGTERM);
+  int code = StopWaitChild(g, 120s);
+  auto exited = StopClock::now() - sent;
+  std::string err = ReadFile(dir + "/err");
+  ASSERT_TRUE(restoring) << err;
+  StopFigure("from SIGTERM to grademl's exit", exited);
+  EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s from SIGTERM to grademl's exit; " << err;
+  EXPECT_EQ(code, 130) << err;
+  EXPECT_NE(err.find("[grademl] reuse: make: restoring run 1's outputs stopped (grademl was asked to stop)\n"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(StopFileExists(dir + "/out.bin")) << "a restore stopped midway left something at the output's path";
+  EXPECT_FALSE(staged()) << "the staged copy was left behind";
+  EXPECT_EQ(ReadFile(dir + "/runs.txt"), "ran\n") << "the step ran after the stop";
+  CommandResult ls = RunCommand({GrademlBinary(), "--db", dir + "/g.db", "ls"});
+  EXPECT_NE(ls.out.find("exit 130"), std::string::npos) << ls.out;
+  std::filesystem::remove_all(dir);  // a 64 GiB sparse file, and up to 8 GiB of copy
 }
 
 // A gzipped Chrome trace of `events` complete events (about 60 bytes each uncompressed, a
@@ -337,6 +474,7 @@ TEST(StopE2E, AnImportStoppedBySigtermIsAPartialImport) {
   int code = StopWaitChild(g, 120s);
   auto exited = StopClock::now() - sent;
   std::string err = ReadFile(dir + "/err");
+  StopFigure("from SIGTERM to grademl's exit", exited);
   EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s";
   EXPECT_EQ(code, 128 + SIGTERM) << err;
   EXPECT_EQ(err, "grademl: " + dir + "/big.json.gz: stopped by SIGTERM (what was imported before is kept)\n");
@@ -362,6 +500,7 @@ TEST(StopE2E, SigtermWhileTracesAreImportedAtTheEnd) {
   int code = StopWaitChild(g, 300s);
   auto exited = StopClock::now() - sent;
   std::string err = ReadFile(dir + "/err");
+  StopFigure("from SIGTERM to grademl's exit", exited);
   EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s; " << err;
   EXPECT_EQ(code, 3) << err;
   EXPECT_NE(err.find("stopped (grademl was asked to stop)"), std::string::npos) << err;
@@ -411,12 +550,14 @@ TEST(StopE2E, ALockedStoreAtTheEndIsSaidAtOnceAndCtrlCEndsTheWait) {
   auto ended = StopClock::now();
   ASSERT_TRUE(StopWaitForText(dir + "/err", "waiting for the store", 10s)) << ReadFile(dir + "/err");
   auto said = StopClock::now() - ended;
+  StopFigure("before grademl said it waits", said);
   EXPECT_LT(said, kStopBound) << Seconds(said) << " s before grademl said it waits";
   auto sent = StopClock::now();
   kill(g, SIGINT);
   int code = StopWaitChild(g, 300s);
   auto exited = StopClock::now() - sent;
   std::string err = ReadFile(dir + "/err");
+  StopFigure("from Ctrl-C to grademl's exit", exited);
   EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s from Ctrl-C to grademl's exit; " << err;
   EXPECT_EQ(code, 5) << err;
   EXPECT_NE(err.find("grademl: waiting for the store to take the end of run 2: " + db +
@@ -505,6 +646,7 @@ TEST(StopE2E, SigtermEndsAnAgentWhoseUploadWaitsForALockedStore) {
   int code = StopWaitChild(agent, 120s);
   auto exited = StopClock::now() - sent;
   std::string err = ReadFile(dir + "/agent.err");
+  StopFigure("from SIGTERM to the agent's exit", exited);
   EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s from SIGTERM to the agent's exit; " << err;
   EXPECT_EQ(code, 0) << err;
   EXPECT_NE(err.find("deltas wait in " + dir + "/spool/spool.db for the store"), std::string::npos) << err;
@@ -547,6 +689,7 @@ TEST(StopE2E, SigtermWhileTheReportIsBuiltExitsWithTheWorkloadsCode) {
   int code = StopWaitChild(g, 120s);
   auto exited = StopClock::now() - sent;
   std::string err = ReadFile(dir + "/err");
+  StopFigure("from SIGTERM to grademl's exit", exited);
   EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s";
   EXPECT_EQ(code, 3) << err;
   EXPECT_NE(err.find("[grademl] stopped: run 1 is stored (grademl report 1 shows it)\n"), std::string::npos) << err;
@@ -582,12 +725,14 @@ TEST(StopE2E, APostgresStoreDownAtTheEndIsSaidAtOnceAndCtrlCEndsTheWait) {
   auto ended = StopClock::now();
   ASSERT_TRUE(StopWaitForText(dir + "/err", "waiting for the store", 30s)) << ReadFile(dir + "/err");
   auto said = StopClock::now() - ended;
+  StopFigure("before grademl said it waits", said);
   EXPECT_LT(said, kStopBound) << Seconds(said) << " s before grademl said it waits";
   auto sent = StopClock::now();
   kill(g, SIGINT);
   int code = StopWaitChild(g, 300s);
   auto exited = StopClock::now() - sent;
   std::string err = ReadFile(dir + "/err");
+  StopFigure("from Ctrl-C to grademl's exit", exited);
   EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s from Ctrl-C to grademl's exit; " << err;
   EXPECT_EQ(code, 6) << err;
   EXPECT_NE(err.find("grademl: waiting for the store to take the end of run 1: postgresql:///postgres?host=" + pg_dir),
@@ -629,7 +774,9 @@ TEST(StopE2E, APostgresTableLockedAtTheEndIsSaidAtOnceAndCtrlCEndsTheWait) {
   PQfinish(peer);  // the lock goes with the session
   std::string err = ReadFile(dir + "/err");
   ASSERT_TRUE(said) << err;
+  StopFigure("before grademl said it waits", said_after);
   EXPECT_LT(said_after, kStopBound) << Seconds(said_after) << " s before grademl said it waits";
+  StopFigure("from Ctrl-C to grademl's exit", exited);
   EXPECT_LT(exited, kStopBound) << Seconds(exited) << " s from Ctrl-C to grademl's exit; " << err;
   EXPECT_EQ(code, 6) << err;
   EXPECT_NE(err.find("stopped waiting for the store"), std::string::npos) << err;
