@@ -144,15 +144,17 @@ std::string CostlyWorkload(const std::string& dir, const std::string& lines) {
 
 // When the test ends, on every path: kills the process group whose leader's pid is in
 // `pid_file` (a workload that never got its signal writes forever), and creates `go_file`
-// (a workload waiting for it ends).
+// (a workload waiting for it ends), and removes `big_file` (a workload's output: gigabytes
+// when it was not stopped).
 struct StopCleanup {
-  std::string pid_file, go_file;
+  std::string pid_file, go_file, big_file;
   ~StopCleanup() {
     if (!pid_file.empty()) {
       pid_t pid = static_cast<pid_t>(std::atol(ReadFile(pid_file).c_str()));
       if (pid > 1) kill(-pid, SIGKILL);
     }
     if (!go_file.empty()) std::ofstream(go_file) << "";
+    if (!big_file.empty()) std::remove(big_file.c_str());
   }
 };
 
@@ -162,7 +164,7 @@ const std::string kNoBudget = "GRADEML_TEST_RULE_COST=*=0";
 
 TEST(StopE2E, SigtermReachesACommandWhoseOutputCostlyRulesMatch) {
   std::string dir = FreshDir("stop_rules_command");
-  StopCleanup cleanup{dir + "/pid", ""};
+  StopCleanup cleanup{dir + "/pid", "", dir + "/out"};
   std::string rules = WriteCostlyRules(dir), lines = WriteCostlyLines(dir);
   pid_t g = StopStartGrademl({"--db", dir + "/g.db", "run", "--no-report", "--rules", rules, "--", "/bin/sh", "-c",
                               CostlyWorkload(dir, lines)},
@@ -194,7 +196,7 @@ TEST(StopE2E, SigtermReachesACommandWhoseOutputCostlyRulesMatch) {
 
 TEST(StopE2E, SigtermReachesAWorkflowStepWhoseOutputCostlyRulesMatch) {
   std::string dir = FreshDir("stop_rules_workflow");
-  StopCleanup cleanup{dir + "/pid", ""};
+  StopCleanup cleanup{dir + "/pid", "", dir + "/out"};
   std::string rules = WriteCostlyRules(dir), lines = WriteCostlyLines(dir);
   std::string cmd = CostlyWorkload(dir, lines);
   std::string quoted;  // a YAML single-quoted scalar
@@ -353,6 +355,13 @@ TEST(StopE2E, SigtermWhileAStepsInputsAreHashedStopsAtOnce) {
 // stop writes (it then dies of SIGXFSZ).
 TEST(StopE2E, SigtermWhileAStepsOutputIsRestoredStopsAtOnce) {
   std::string dir = FreshDir("stop_restore");
+  struct RemoveDir {  // a 64 GiB sparse file, and up to 8 GiB of copy: removed on every path
+    std::string dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } remove_dir{dir};
   std::ofstream(dir + "/gen.sh") << "# the generator's source\n";
   std::ofstream(dir + "/pipeline.yaml") << "steps:\n  make:\n    cmd: head -c 1048576 /dev/zero > out.bin && echo ran >> "
                                            "runs.txt\n    deps: [gen.sh]\n    outs: [out.bin]\n";
@@ -427,7 +436,6 @@ TEST(StopE2E, SigtermWhileAStepsOutputIsRestoredStopsAtOnce) {
   EXPECT_EQ(ReadFile(dir + "/runs.txt"), "ran\n") << "the step ran after the stop";
   CommandResult ls = RunCommand({GrademlBinary(), "--db", dir + "/g.db", "ls"});
   EXPECT_NE(ls.out.find("exit 130"), std::string::npos) << ls.out;
-  std::filesystem::remove_all(dir);  // a 64 GiB sparse file, and up to 8 GiB of copy
 }
 
 // A gzipped Chrome trace of `events` complete events (about 60 bytes each uncompressed, a
