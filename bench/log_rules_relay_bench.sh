@@ -4,15 +4,17 @@
 # LINES lines of 40 bytes in 400 bursts 5 ms apart and R is one user rule without a literal
 # (so the regex engine runs on every line). Runs each grademl binary given RUNS times,
 # alternating, and prints for each its own CPU (the run's monitor_cpu_seconds) and the
-# workload's wall time: every run, then the median.
-#   bench/log_rules_relay_bench.sh GRADEML [GRADEML...] [-- RUNS=6 LINES=400000]
+# workload's wall time: every run, then the median. MODE `workflow` runs w.py as the one step
+# of a workflow instead (its lines matched beside the loop that reads the step's pipes).
+#   bench/log_rules_relay_bench.sh GRADEML [GRADEML...] [-- RUNS=6 LINES=400000 MODE=command]
 set -euo pipefail
 binaries=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do binaries+=("$1"); shift; done
 [ $# -gt 0 ] && shift
 runs=${1:-6}
 lines=${2:-400000}
-[ ${#binaries[@]} -gt 0 ] || { echo "usage: log_rules_relay_bench.sh GRADEML [GRADEML...] [-- RUNS LINES]" >&2; exit 2; }
+mode=${3:-command}
+[ ${#binaries[@]} -gt 0 ] || { echo "usage: log_rules_relay_bench.sh GRADEML [GRADEML...] [-- RUNS LINES MODE]" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cat >"$tmp/w.py" <<EOF
@@ -37,7 +39,12 @@ for ((i = 0; i < runs; ++i)); do
   for b in "${!binaries[@]}"; do
     g=${binaries[$b]}
     rm -f "$tmp/g.db"*
-    "$g" --db "$tmp/g.db" run --no-report --rules "$tmp/rules.yaml" -- /usr/bin/python3 "$tmp/w.py" >/dev/null
+    if [ "$mode" = workflow ]; then
+      printf 'steps:\n  talk:\n    cmd: /usr/bin/python3 %s/w.py\n' "$tmp" >"$tmp/p.yaml"
+      "$g" --db "$tmp/g.db" run --no-report --no-hash --rules "$tmp/rules.yaml" "$tmp/p.yaml" >/dev/null 2>&1
+    else
+      "$g" --db "$tmp/g.db" run --no-report --rules "$tmp/rules.yaml" -- /usr/bin/python3 "$tmp/w.py" >/dev/null
+    fi
     cpu=$("$g" --db "$tmp/g.db" report --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["run"]["monitor_cpu_seconds"])')
     echo "$b $cpu $(cat "$tmp/wall")" >>"$tmp/results"
     echo "${binaries[$b]}: run $((i + 1)): grademl CPU ${cpu} s, workload wall $(cat "$tmp/wall") s"

@@ -47,6 +47,7 @@ LogMatcher::~LogMatcher() {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
+  quitting_ = true;
   budget_.Abandon();  // the line being matched ends at the next rule
   work_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -73,16 +74,20 @@ bool LogMatcher::Line(Source source, TimeNs t, std::string_view line) {
     }
     return false;
   }
-  queue_.push_back({.source = source, .t = t, .finish = false, .line = std::string(line)});
+  const bool idle = queue_.empty() && !busy_;
+  queue_.push_back({.tracker = trackers_[source].get(), .t = t, .finish = false, .line = std::string(line)});
   queued_bytes_ += bytes;
-  work_cv_.notify_one();
+  if (idle) work_cv_.notify_one();  // else the thread looks at the queue before it waits
   return true;
 }
 
 size_t LogMatcher::Lines(Source source, TimeNs t, std::vector<std::string>& lines) {
   size_t dropped = 0;
+  bool idle = false;  // the thread waits for work (else it looks at the queue before it does)
   {
     std::lock_guard lock(mu_);
+    idle = queue_.empty() && !busy_;
+    LogPhaseTracker* tracker = trackers_[source].get();
     for (std::string& line : lines) {
       const size_t bytes = line.size() + kItemOverhead;
       if (dropping_ || queued_bytes_ + bytes > options_.max_queued_bytes) {
@@ -93,18 +98,18 @@ size_t LogMatcher::Lines(Source source, TimeNs t, std::vector<std::string>& line
         ++dropped;
         continue;
       }
-      queue_.push_back({.source = source, .t = t, .finish = false, .line = std::move(line)});
+      queue_.push_back({.tracker = tracker, .t = t, .finish = false, .line = std::move(line)});
       queued_bytes_ += bytes;
     }
   }
   lines.clear();
-  work_cv_.notify_one();
+  if (idle) work_cv_.notify_one();
   return dropped;
 }
 
 void LogMatcher::Finish(Source source, TimeNs t) {
   std::lock_guard lock(mu_);
-  queue_.push_back({.source = source, .t = t, .finish = true, .line = {}});
+  queue_.push_back({.tracker = trackers_[source].get(), .t = t, .finish = true, .line = {}});
   work_cv_.notify_one();
 }
 
@@ -115,26 +120,31 @@ void LogMatcher::Loop() {
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&stops, s);
   pthread_sigmask(SIG_BLOCK, &stops, nullptr);
   std::unique_lock lock(mu_);
+  std::deque<Item> batch;
   while (true) {
     work_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (stop_) break;
-    Item item = std::move(queue_.front());
-    queue_.pop_front();
-    if (!item.finish) queued_bytes_ -= item.line.size() + kItemOverhead;
-    if (!item.finish && dropping_) {
-      ++dropped_;
-    } else {
-      LogPhaseTracker* tracker = trackers_[item.source].get();
-      busy_ = true;
-      lock.unlock();
+    batch.swap(queue_);
+    busy_ = true;
+    lock.unlock();
+    uint64_t dropped = 0;
+    for (Item& item : batch) {
+      if (quitting_.load(std::memory_order_relaxed)) break;
       if (item.finish) {
-        tracker->Finish(item.t);
-      } else {
-        tracker->OnLine(item.t, item.line);
+        item.tracker->Finish(item.t);
+        continue;
       }
-      lock.lock();
-      busy_ = false;
+      if (dropping_.load(std::memory_order_relaxed)) {
+        ++dropped;
+      } else {
+        item.tracker->OnLine(item.t, item.line);
+      }
+      queued_bytes_.fetch_sub(item.line.size() + kItemOverhead, std::memory_order_relaxed);
     }
+    batch.clear();
+    lock.lock();
+    dropped_ += dropped;
+    busy_ = false;
     if (queue_.empty()) idle_cv_.notify_all();
   }
 }

@@ -11,6 +11,7 @@
 // to the source's RunBuilder from the matcher's thread (RunBuilder is thread-safe).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -93,7 +94,7 @@ class LogMatcher {
 
  private:
   struct Item {
-    size_t source = 0;
+    LogPhaseTracker* tracker = nullptr;  // the source's, resolved when queued
     TimeNs t = 0;
     bool finish = false;
     std::string line;
@@ -114,11 +115,14 @@ class LogMatcher {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;   // the thread waits for items
   std::condition_variable idle_cv_;   // Drain waits for the queue to empty
+  // The thread takes everything queued at once (one lock for a batch, not one per line);
+  // what it took counts in queued_bytes_ until each line is matched.
   std::deque<Item> queue_;
-  size_t queued_bytes_ = 0;
-  bool busy_ = false;                 // the thread holds an item
-  bool dropping_ = false;             // Drain gave up: lines are dropped, finishes done
+  std::atomic<size_t> queued_bytes_{0};  // changed under mu_, or decreased by the thread
+  bool busy_ = false;                 // the thread holds a batch
+  std::atomic<bool> dropping_{false}; // Drain gave up: lines are dropped, finishes done
   bool stop_ = false;
+  std::atomic<bool> quitting_{false}; // the destructor: the batch under way is dropped
   uint64_t dropped_ = 0;
   std::vector<std::unique_ptr<LogPhaseTracker>> trackers_;
   std::vector<std::string> messages_;

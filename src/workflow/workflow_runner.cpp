@@ -40,6 +40,8 @@ struct StepRun {
   std::string partial[2];      // an unfinished line per stream
   size_t fed[2] = {0, 0};      // bytes of it already given to the log rules (\r-ended progress updates)
   std::optional<LogMatcher::Source> source;  // its lines' source in the run's LogMatcher
+  std::vector<std::string> to_match;         // lines of the read under way, for the matcher
+  TimeNs to_match_t = 0;                     // their time
   TimeNs start = 0, end = 0;
   int exit_code = 0;
   size_t stored_lines = 0;
@@ -412,8 +414,14 @@ class Runner {
   }
 
   // Reads what a stream has now, up to `max_reads` chunks (the loop gets back to signals and
-  // the other steps even while a step writes without pause); closes it at EOF.
+  // the other steps even while a step writes without pause); closes it at EOF. The lines read
+  // go to the matcher together (one lock, at most one wake-up of its thread).
   void ReadOutput(StepRun& s, int k, int max_reads = 16) {
+    ReadChunks(s, k, max_reads);
+    FlushMatch(s);
+  }
+
+  void ReadChunks(StepRun& s, int k, int max_reads) {
     char buf[65536];
     for (int reads = 0; s.fds[k] >= 0 && reads < max_reads;) {
       ssize_t n = read(s.fds[k], buf, sizeof buf);
@@ -439,7 +447,7 @@ class Runner {
       // comes, so that a bar's phase gets real times, not the time its line finally ends.
       size_t cr = part.rfind('\r');
       if (cr != std::string::npos && cr + 1 > s.fed[k] && s.source) {
-        matcher_->Line(*s.source, now, std::string_view(part).substr(s.fed[k], cr - s.fed[k]));
+        Match(s, now, std::string_view(part).substr(s.fed[k], cr - s.fed[k]));
         s.fed[k] = cr + 1;
       }
       if (part.size() > 4 * kMaxLineBytes) {  // a runaway line: cut it
@@ -460,11 +468,22 @@ class Runner {
     s.fed[k] = 0;
   }
 
+  // Queues a line for the log rules, with the others of its read (FlushMatch hands them over).
+  void Match(StepRun& s, TimeNs t, std::string_view text) {
+    if (!s.source) return;
+    if (!s.to_match.empty() && t != s.to_match_t) FlushMatch(s);
+    s.to_match_t = t;
+    s.to_match.emplace_back(text);
+  }
+  void FlushMatch(StepRun& s) {
+    if (s.source && !s.to_match.empty()) matcher_->Lines(*s.source, s.to_match_t, s.to_match);
+  }
+
   // One line of a step's output. Its first `fed` bytes went to the log rules already.
   void HandleLine(StepRun& s, int stream, std::string_view text, TimeNs t, size_t fed = 0) {
     if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
     console_.Output(s.shown, stream, text);
-    if (s.source && fed < text.size()) matcher_->Line(*s.source, t, text.substr(fed));
+    if (fed < text.size()) Match(s, t, text.substr(fed));
     // A progress bar's \r updates: keep the last one.
     std::string_view kept = text;
     if (size_t cr = kept.rfind('\r'); cr != std::string_view::npos) kept = kept.substr(cr + 1);
@@ -524,6 +543,7 @@ class Runner {
     s.tail.clear();
     s.end = now;
     s.exit_code = exit_code;
+    FlushMatch(s);
     if (s.source) matcher_->Finish(*s.source, now);
     builder.SetPhaseTag(s.phase, "exit_code", std::to_string(exit_code));
     builder.EndPhase(s.phase, now);
