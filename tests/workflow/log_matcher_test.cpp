@@ -118,6 +118,44 @@ TEST(LogMatcherTest, LinesAreMatchedOnItsThreadAndFinishEndsOpenPhases) {
   EXPECT_EQ(matcher->dropped_lines(), 0u);
 }
 
+// Two sources (two steps) whose lines come a read at a time, interleaved, many more than the
+// thread takes at once: each line goes to its own source's phases, in order, and each
+// source's Finish ends its own open phase.
+TEST(LogMatcherTest, InterleavedSourcesKeepTheirOwnPhases) {
+  auto rules = LogRuleSet::BuiltIn();
+  auto matcher = LogMatcher::Start(&rules).value();
+  model::RunBuilder builder{model::RunInfo{}};
+  model::PhaseId a = builder.BeginPhase({.name = "a", .type = "step", .start_ns = 1});
+  model::PhaseId b = builder.BeginPhase({.name = "b", .type = "step", .start_ns = 1});
+  LogMatcher::Source sa = matcher->AddSource(&builder, a, "h", 7);
+  LogMatcher::Source sb = matcher->AddSource(&builder, b, "h", 8);
+  constexpr int kEpochs = 3000;
+  for (int i = 1; i <= kEpochs; ++i) {
+    std::vector<std::string> lines = {"noise " + std::to_string(i), "Epoch " + std::to_string(i) + "/" +
+                                                                       std::to_string(kEpochs)};
+    EXPECT_EQ(matcher->Lines(i % 2 == 0 ? sa : sb, i * 10, lines), 0u);
+    EXPECT_TRUE(lines.empty());
+    EXPECT_TRUE(matcher->Line(i % 2 == 0 ? sb : sa, i * 10 + 5, "Epoch " + std::to_string(i) + "/" +
+                                                                   std::to_string(kEpochs)));
+  }
+  matcher->Finish(sa, 1'000'000);
+  matcher->Finish(sb, 2'000'000);
+  ASSERT_TRUE(matcher->Drain(LogMatcher::kDefaultDrainLimit));
+  for (model::PhaseId step : {a, b}) {
+    std::vector<model::Phase> epochs = builder.PhasesWhere(
+        [step](const model::Phase& p) { return p.leaf_type() == "epoch" && p.parent == step; });
+    ASSERT_EQ(epochs.size(), static_cast<size_t>(kEpochs));
+    // Epoch i of a step began at its line and ended where epoch i+1 began (5 or 15 ns later
+    // in the other source's order), the last at the step's Finish.
+    for (int i = 0; i + 1 < kEpochs; ++i) {
+      EXPECT_EQ(epochs[i].end_ns, epochs[i + 1].start_ns) << i;
+      EXPECT_LT(epochs[i].start_ns, epochs[i + 1].start_ns) << i;
+    }
+    EXPECT_EQ(epochs.back().end_ns, step == a ? 1'000'000 : 2'000'000);
+  }
+  EXPECT_EQ(matcher->dropped_lines(), 0u);
+}
+
 // A line larger than the whole queue cannot wait in it: it is dropped (counted, said once),
 // the lines that fit are matched.
 TEST(LogMatcherTest, WhatDoesNotFitTheQueueIsDroppedAndCounted) {
