@@ -99,7 +99,7 @@ SANITIZER_FLAGS_TYPE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELW
 # Also left out: the end-to-end tests that compare CPU or memory with the kernel's own figures
 # (ProcessTreeE2E, MemoryE2E, KernelTimeE2E, the validation): a sanitized helper spends CPU
 # and memory after writing its truth (LeakSanitizer at exit, shadow memory).
-SANITIZE_E2E := ^(RunCommandE2E\.(TwoProcesses|WritesRightBeforeExit|ArgumentsAreRecorded|ShortLivedChildren|ExitCodeAndStdin|MissingCommand|Sigterm|Sigkill|CorruptDatabase|BadFlag|LsListsRuns)|WorkflowE2E\.(AFailingStep|SpecErrors|JobsLimit|ProgressBars)|QueryE2E\.|AnalysisE2E\.|DiffE2E\.|ExportE2E\.|HtmlReportE2E\.|WhatifE2E\.BadChanges|InstrumentE2E\.CppThreads|EventTransportE2E\.|StoreReliabilityE2E\.(TwoSimultaneousRuns|DamagedStoreIsRefused|FullDiskUnderTheStore|OneOfTwoRecordersKilled)|SignalE2E\.|RunCliE2E\.|LogRulesCommandE2E\.|LeversE2E\.APinned|OutsideLoadE2E\.ABurner|InstrumentE2E\.CppPhasesLeftOpen|TraceStitchE2E\.(ImportGlob|StepOuts)|ImportCommandE2E\.|SparkImportE2E\.|GpuReportE2E\.GlooCollectivesOfACpuOnlyRank|QueryImportedE2E\.|DaskE2E\.(ImportALogOnItsOwn|ADamagedLogIsImportedInPart)|ReuseE2E\.|ReuseCliE2E\.)
+SANITIZE_E2E := ^(RunCommandE2E\.(TwoProcesses|WritesRightBeforeExit|ArgumentsAreRecorded|ShortLivedChildren|ExitCodeAndStdin|MissingCommand|Sigterm|Sigkill|CorruptDatabase|BadFlag|LsListsRuns)|WorkflowE2E\.(AFailingStep|SpecErrors|JobsLimit|ProgressBars)|QueryE2E\.|AnalysisE2E\.|DiffE2E\.|ExportE2E\.|HtmlReportE2E\.|WhatifE2E\.BadChanges|InstrumentE2E\.CppThreads|EventTransportE2E\.|StoreReliabilityE2E\.(TwoSimultaneousRuns|DamagedStoreIsRefused|FullDiskUnderTheStore|OneOfTwoRecordersKilled)|SignalE2E\.|RunCliE2E\.|LogRulesCommandE2E\.|LeversE2E\.APinned|OutsideLoadE2E\.ABurner|InstrumentE2E\.CppPhasesLeftOpen|TraceStitchE2E\.(ImportGlob|StepOuts)|ImportCommandE2E\.|SparkImportE2E\.|GpuReportE2E\.GlooCollectivesOfACpuOnlyRank|QueryImportedE2E\.|DaskE2E\.(ImportALogOnItsOwn|ADamagedLogIsImportedInPart)|ReuseE2E\.|ReuseCliE2E\.|StopE2E\.(ARuleOverItsCostBudget|ALockedStoreAtTheEndIsSaid|AStoreDeletedMidRun|SigtermReachesACommand))
 # Undefined behaviour and leaks fail; reports go to files (see above).
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer-reports/asan \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer-reports/ubsan
@@ -128,10 +128,11 @@ SANITIZE_EXCLUDE := ^(LogPhaseTrackerTest\.LongLinesFitA1MiBThreadStack|Concurre
 # (store_tests), log rules on a thread (workflow_tests), and, through TSAN_E2E, a sanitized
 # grademl whose sampling loop, background writer, output readers and step runner run
 # concurrently (single commands, SIGTERM, parallel workflow steps, an instrumented
-# multi-threaded program, steps hashed and restored on threads of their own with --reuse). Not the CPU-accounting tests (TwoProcesses, ShortLivedChildren):
+# multi-threaded program, steps hashed and restored on threads of their own with --reuse, log
+# rules matched on a thread of their own beside a single command's relay). Not the CPU-accounting tests (TwoProcesses, ShortLivedChildren):
 # TSan's own CPU cost in the instrumented helpers breaks their ground-truth comparison.
 TSAN_TESTS := collect_tests instrument_tests store_tests workflow_tests
-TSAN_E2E := ^(RunCommandE2E\.(Sigterm|ExitCodeAndStdin|Sigkill)|WorkflowE2E\.(JobsLimit|ProgressBars|AFailingStep)|InstrumentE2E\.CppThreads|EventTransportE2E\.EventMemoryTruncated|StoreReliabilityE2E\.TwoSimultaneousRuns|SignalE2E\.Sigterm|ReuseE2E\.FreshCheckoutsShareOneStore)
+TSAN_E2E := ^(RunCommandE2E\.(Sigterm|ExitCodeAndStdin|Sigkill)|WorkflowE2E\.(JobsLimit|ProgressBars|AFailingStep)|InstrumentE2E\.CppThreads|EventTransportE2E\.EventMemoryTruncated|StoreReliabilityE2E\.TwoSimultaneousRuns|SignalE2E\.Sigterm|ReuseE2E\.FreshCheckoutsShareOneStore|StopE2E\.(ARuleOverItsCostBudget|SigtermReachesACommand))
 # Left out of the TSan job besides SANITIZE_EXCLUDE: the workflow spec's size limits
 # (SpecLimitsTest), single-threaded parsing of large generated specs that takes 2 minutes
 # under TSan and has no thread to check; and the wrapper chains of the process tree monitor

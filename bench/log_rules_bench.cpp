@@ -1,6 +1,8 @@
 // Log rules: the cost per output line of LogPhaseTracker with the built-in rules (and one
 // user rule without a literal, which runs the regex engine on every line), over noise lines
-// that match nothing, tqdm bars and epoch lines. docs/log-rules.md (Cost) quotes the figures.
+// that match nothing, tqdm bars and epoch lines; the *Budget variants also measure each rule's
+// CPU time per line for the per-line cost budget (RuleCostBudget), as grademl run does.
+// docs/log-rules.md (Cost) quotes the figures.
 #include <benchmark/benchmark.h>
 
 #include <string>
@@ -52,12 +54,14 @@ LogRuleSet Rules(bool with_user_rule) {
   return rules;
 }
 
-void Run(benchmark::State& state, const std::vector<std::string>& lines, bool with_user_rule) {
+// `budget`: each rule's cost measured and charged to a RuleCostBudget, as grademl run does.
+void Run(benchmark::State& state, const std::vector<std::string>& lines, bool with_user_rule, bool budget = false) {
   const LogRuleSet rules = Rules(with_user_rule);
+  grademl::workflow::RuleCostBudget costs(&rules);
   grademl::model::RunBuilder builder{grademl::model::RunInfo{}};
   const auto run = builder.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 1});
   const auto step = builder.BeginPhase({.parent = run, .name = "s", .type = "step", .start_ns = 1});
-  LogPhaseTracker tracker(&rules, &builder, step, "host", 1);
+  LogPhaseTracker tracker(&rules, &builder, step, "host", 1, budget ? &costs : nullptr);
   int64_t t = 10;
   for (auto _ : state) {
     for (const std::string& line : lines) tracker.OnLine(++t, line);
@@ -72,7 +76,18 @@ void BM_EpochLines(benchmark::State& s) { Run(s, EpochLines(), false); }
 void BM_NoiseLinesUserRule(benchmark::State& s) { Run(s, NoiseLines(), true); }
 void BM_TqdmLinesUserRule(benchmark::State& s) { Run(s, TqdmLines(), true); }
 
+void BM_NoiseLinesBudget(benchmark::State& s) { Run(s, NoiseLines(), false, true); }
+void BM_TqdmLinesBudget(benchmark::State& s) { Run(s, TqdmLines(), false, true); }
+void BM_EpochLinesBudget(benchmark::State& s) { Run(s, EpochLines(), false, true); }
+void BM_NoiseLinesUserRuleBudget(benchmark::State& s) { Run(s, NoiseLines(), true, true); }
+void BM_TqdmLinesUserRuleBudget(benchmark::State& s) { Run(s, TqdmLines(), true, true); }
+
 BENCHMARK(BM_NoiseLines);
+BENCHMARK(BM_NoiseLinesBudget);
+BENCHMARK(BM_TqdmLinesBudget);
+BENCHMARK(BM_EpochLinesBudget);
+BENCHMARK(BM_NoiseLinesUserRuleBudget);
+BENCHMARK(BM_TqdmLinesUserRuleBudget);
 BENCHMARK(BM_TqdmLines);
 BENCHMARK(BM_EpochLines);
 BENCHMARK(BM_NoiseLinesUserRule);

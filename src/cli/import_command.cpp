@@ -3,6 +3,7 @@
 // and eventlog_v2_* directories, grademl's Dask task logs; plain, gzip or zstd) into a new run,
 // or into a stored run under one of its phases. Parsing and wiring only: the importers
 // (src/importers) build the model, the store writes it.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "core/machine.h"
+#include "core/stop.h"
 #include "core/text.h"
 #include "importers/importer.h"
 #include "model/run_builder.h"
@@ -23,6 +25,9 @@
 namespace grademl::cli {
 
 namespace {
+
+// "SIGTERM", "SIGINT", ... for a stop signal; "a signal" when unknown.
+std::string SignalWord(int signo) { return signo > 0 ? report::SignalName(signo) : "a signal"; }
 
 struct ImportOptions {
   std::vector<std::string> files;
@@ -157,6 +162,12 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
     reads.push_back(std::move(*read));
   }
 
+  // From here on the store is written: a stop signal (Ctrl-C, SIGTERM) no longer kills
+  // grademl mid-write but ends the import between two batches of phases (or two chunks of
+  // a file), and the run is stored as a partial import (a third signal kills).
+  StopSignalHandlers stop_handlers;
+  StopCheck stopped;
+
   // The run's end: a reopened run keeps its own; a new one spans its files. A new run is
   // stored without an end until the import finishes, so that one killed midway reads as
   // interrupted (store::Database's check after an unclean shutdown).
@@ -187,16 +198,30 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
                                         .start_ns = start,
                                         .host = info.host});
   }
-  target.flush = [&]() { return db.WriteDelta(run_id, builder->TakeDelta()); };
+  target.flush = [&]() -> Status {
+    if (stopped()) return FailedPrecondition("{}", "stopped (grademl was asked to stop)");
+    return db.WriteDelta(run_id, builder->TakeDelta());
+  };
 
   int exit_code = 0;
   std::string partial_error;
   for (size_t i = 0; i < reads.size(); ++i) {
+    if (stopped()) {
+      std::string why = fmt::format("stopped by {} before {} of {} files were imported", SignalWord(stopped.signo()),
+                                    reads.size() - i, reads.size());
+      PrintError(why);
+      if (partial_error.empty()) partial_error = why;
+      exit_code = 128 + (stopped.signo() > 0 ? stopped.signo() : SIGTERM);
+      break;
+    }
     auto result = reads[i]->Emit();
     if (!result.ok()) {
-      PrintError(result.status().message());
-      if (partial_error.empty()) partial_error = result.status().message();
-      exit_code = kExitFailure;
+      std::string why = result.status().message();
+      if (stopped()) why = fmt::format("{}: stopped by {} (what was imported before is kept)",
+                                       EscapeControl(options.files[i]), SignalWord(stopped.signo()));
+      PrintError(why);
+      if (partial_error.empty()) partial_error = why;
+      exit_code = stopped() ? 128 + (stopped.signo() > 0 ? stopped.signo() : SIGTERM) : kExitFailure;
       continue;
     }
     end = std::max(end, result->end_ns);
@@ -215,7 +240,7 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
     if (result->partial) {
       PrintError(result->error.message());
       if (partial_error.empty()) partial_error = result->error.message();
-      exit_code = kExitFailure;
+      exit_code = stopped() ? 128 + (stopped.signo() > 0 ? stopped.signo() : SIGTERM) : kExitFailure;
     }
   }
   std::fflush(stdout);
@@ -253,7 +278,8 @@ Action RegisterImportCommand(CLI::App& app, CommonOptions& common) {
       "process); plain, gzip or zstd, detected by content. "
       "Several files go into one run (e.g. the ranks of one job). A damaged file imports what came before "
       "the damage (a rolling Spark log with files missing: the other files), marks the run incomplete and exits "
-      "1; text that is not UTF-8 is kept, shown as U+FFFD (docs/import.md)");
+      "1; text that is not UTF-8 is kept, shown as U+FFFD; Ctrl-C or SIGTERM once the run is written stops the "
+      "import within a second, keeps what was imported as a partial import and exits 128+N (docs/import.md)");
   sub->add_option("FILE", options->files, "Trace files (or Spark eventlog_v2_* directories) to import")->required();
   auto* into = sub->add_option("--into", options->into,
                                "Add to this stored run (id, -N for the N-th latest) instead of making a new one");

@@ -6,11 +6,13 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "analysis/run_analysis.h"
 #include "cli/artifact_budget.h"
 #include "cli/commands.h"
 #include "cli/experiment_graph.h"
+#include "core/stop.h"
 #include "report/terminal_report.h"
 #include "store/database.h"
 #include "workflow/log_rules.h"
@@ -51,7 +53,10 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       "processes shorter than the interval are phases; otherwise by sampling /proc, and the report\n"
       "says so (GRADEML_PROCESS_EVENTS=sampling forces that; docs/metrics.md). The command runs in a process group of its own (given the terminal when grademl\n"
       "holds it); SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to grademl reach its whole tree, grademl records\n"
-      "until all of it is gone, and a third signal kills it. The report goes to stderr.\n"
+      "until all of it is gone, and a third signal kills it. A signal is acted on within a second whatever\n"
+      "grademl is doing (log rules are matched beside the output; once CMD has ended, a signal cuts short\n"
+      "importing traces, waiting for the store and the report: grademl exits with CMD's code). The report\n"
+      "goes to stderr.\n"
       "A workflow file (GradeML's pipeline YAML or DVC's dvc.yaml, see docs/workflows.md) runs its\n"
       "steps in dependency order, -j at a time, each step a phase; epochs and other phases are\n"
       "recognised in their output (docs/log-rules.md). grademl exits non-zero if a step failed.\n"
@@ -60,6 +65,8 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       "In-process events (phases, counters) written faster than the store can take them are dropped,\n"
       "whole phases at a time, once 64 MiB wait for the store: counted, said in one line at the end\n"
       "and kept as the run's tags (grademl.phases_dropped); grademl's memory and stop stay bounded.\n"
+      "A store locked or down when CMD ends is said at once and waited on for up to 2 min (Ctrl-C ends the\n"
+      "wait); an SQLite store deleted during the run is said at once and made again with the run in it.\n"
       "Traces written during the run are imported when it ends (docs/import.md), with no flag: those\n"
       "torch.profiler writes (export_chrome_trace, tensorboard_trace_handler, on_trace_ready; torch 1.13's\n"
       "torch.autograd.profiler too) under the process that wrote them and its iteration phases, on its\n"
@@ -122,7 +129,8 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
                   "A log rules file (docs/log-rules.md): for workflow steps; for a single command, its "
                   "output is then read too (stdout/stderr still passed through byte for byte, by a relay "
                   "that outlives grademl; a terminal is left as it is and not read) and matched by these "
-                  "rules and the built-in ones")
+                  "rules and the built-in ones, on a thread of their own; a rule that takes over 2 ms of CPU on a "
+                  "line is switched off for the run, with one line saying which (docs/log-rules.md)")
       ->check(CLI::ExistingFile);
   sub->add_option("--import", opts->imports,
                   "Trace files (Chrome trace JSON, PyTorch/Kineto; gzip/zstd) to import under the run when it "
@@ -223,6 +231,16 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     options.import_globs = opts->imports;
     options.join_uuid = opts->join;
     StatusOr<workflow::MonitoredCommandResult> result = Status(StatusCode::kInternal, "not run");
+    // Once the run is stored, a stop signal ends grademl at once with the workload's exit
+    // code (the artifact budget, the report are not worth waiting for); one that came while
+    // the run was being finished skips them.
+    std::optional<StopSignalHandlers> stop_handlers;
+    static std::string stopped_line;
+    auto arm_stop_exit = [&](const workflow::MonitoredCommandResult& r) {
+      stopped_line = fmt::format("[grademl] stopped: run {} is stored (grademl report {} shows it)\n", r.run_id, r.run_id);
+      stop_handlers.emplace();
+      StopSignalHandlers::ExitOnStop(r.exit_code, stopped_line.c_str());
+    };
     std::unique_ptr<workflow::OutputRelay> relay;  // a single command's output, for --rules
     std::string artifacts_dir;
     if (is_workflow && opts->reuse) {
@@ -252,15 +270,18 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
         PrintError(run.status().message());
         return kExitFailure;
       }
-      result = workflow::MonitoredCommandResult{.run_id = run->run_id, .exit_code = run->exit_code};
+      result = workflow::MonitoredCommandResult{
+          .run_id = run->run_id, .exit_code = run->exit_code, .error = "",
+          .stop_requests_at_end = run->stop_requests_at_end};
       if (!run->failed.empty()) {
         std::string list;
         for (const auto& f : run->failed) list += (list.empty() ? "" : ", ") + f;
         result->error = "step(s) failed: " + list;
       }
       if (!run->recording_error.empty()) PrintError(run->recording_error);
+      arm_stop_exit(*result);
       // The artifact store back within its budget: the least useful artifacts per byte go.
-      if (opts->reuse) {
+      if (opts->reuse && !StopCheck::Since(run->stop_requests_at_end)()) {
         auto artifacts = workflow::ArtifactStore::Open(artifacts_dir);
         auto applied = artifacts.ok() ? ApplyReuseBudget(options.db_path, **artifacts, reuse_budget, false)
                                       : StatusOr<BudgetResult>(artifacts.status());
@@ -294,6 +315,12 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     if (!result.ok()) {
       PrintError(result.status().message());
       return kExitFailure;
+    }
+    if (!stop_handlers) arm_stop_exit(*result);
+    if (StopCheck::Since(result->stop_requests_at_end)()) {
+      if (!result->error.empty()) PrintError(result->error);
+      std::fputs(stopped_line.c_str(), stderr);
+      return result->exit_code;
     }
     if (!result->error.empty()) PrintError(result->error);
     if (!opts->no_report) {

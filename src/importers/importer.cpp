@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,8 +21,39 @@ std::string ExpectedFormats() {
   return out;
 }
 
-StatusOr<std::unique_ptr<TraceRead>> Read(const std::string& name, const InputOpener& open, ImportTarget& target) {
+// An input that ends with an error at the next chunk once `stop` says so.
+class StoppableInput : public TraceInput {
+ public:
+  StoppableInput(std::unique_ptr<TraceInput> in, std::function<bool()> stop)
+      : TraceInput(in->path()), in_(std::move(in)), stop_(std::move(stop)) {}
+  StatusOr<std::span<const char>> Next() override {
+    if (stop_()) {
+      return Status(StatusCode::kFailedPrecondition,
+                    fmt::format("{}: byte {}: stopped (grademl was asked to stop)", path_, in_->offset()));
+    }
+    StatusOr<std::span<const char>> chunk = in_->Next();
+    offset_ = in_->offset();
+    return chunk;
+  }
+  std::string_view compression() const override { return in_->compression(); }
+  size_t part_index() const override { return in_->part_index(); }
+  const std::string& part_path() const override { return in_->part_path(); }
+
+ private:
+  std::unique_ptr<TraceInput> in_;
+  std::function<bool()> stop_;
+};
+
+StatusOr<std::unique_ptr<TraceRead>> Read(const std::string& name, const InputOpener& plain_open,
+                                          ImportTarget& target) {
   if (target.builder == nullptr) return InvalidArgument("{}: import target has no run builder", name);
+  InputOpener open = plain_open;
+  if (target.stop) {
+    open = [plain_open, stop = target.stop]() -> StatusOr<std::unique_ptr<TraceInput>> {
+      GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<TraceInput> in, plain_open());
+      return std::unique_ptr<TraceInput>(new StoppableInput(std::move(in), stop));
+    };
+  }
   // Sniff the format from the first uncompressed bytes.
   std::string head;
   {

@@ -52,6 +52,10 @@ struct ImportTarget {
   // names it elsewhere (its agent records it by hostname); "" when unknown. Unset: hosts keep
   // their addresses. `grademl run` resolves through the system's resolver (reverse lookup).
   std::function<std::string(const std::string& address)> host_name_of;
+  // Asked between chunks of the file as it is read: when it returns true, reading ends there
+  // as at damage ("PATH: byte N: stopped ..."; the import is partial). Unset: never. Callers
+  // that flush can also end an import from `flush` (return an error).
+  std::function<bool()> stop;
 };
 
 struct ImportResult {

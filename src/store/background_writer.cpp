@@ -60,6 +60,13 @@ Status BackgroundWriter::Flush(bool final) {
   if (st.ok()) {
     pending_ = model::RunDelta();
     held_bytes_.store(0, std::memory_order_relaxed);
+    if (!gone_said_) {
+      // A stat of the file: a store deleted under the recorder is said at once.
+      if (Status present = db_->CheckPresent(); !present.ok()) {
+        gone_said_ = true;
+        Notify({.kind = Event::kStoreGone, .status = present, .dropped_samples = dropped_});
+      }
+    }
     if (failing_) {
       failing_ = false;
       Notify({.kind = Event::kRecovered, .status = Status::Ok(), .dropped_samples = dropped_});
@@ -103,7 +110,7 @@ uint64_t BackgroundWriter::dropped_samples() {
   return dropped_;
 }
 
-Status BackgroundWriter::Stop() {
+Status BackgroundWriter::Stop(const FinalWrite& final_write) {
   std::lock_guard stop_lock(stop_mu_);
   if (stopped_) return final_status_;
   {
@@ -123,22 +130,40 @@ Status BackgroundWriter::Stop() {
   }
   using Clock = std::chrono::steady_clock;
   const auto busy_deadline = Clock::now() + std::chrono::nanoseconds(options_.final_busy_wait);
+  auto gave_up = [&] { return final_write.give_up && final_write.give_up(); };
+  // Sleeps `pause`, asking give_up every 50 ms; false when it said to give up.
+  auto pause_for = [&](std::chrono::milliseconds pause) {
+    for (auto until = Clock::now() + pause; Clock::now() < until;) {
+      if (gave_up()) return false;
+      std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(50), until - Clock::now()));
+    }
+    return !gave_up();
+  };
   int retries = 0;
+  bool stopped_waiting = false;
   Status st = Flush(/*final=*/true);
+  if (!st.ok() && final_write.on_wait) final_write.on_wait(st);
   while (!st.ok()) {
     if (st.code() == StatusCode::kUnavailable) {
       if (Clock::now() >= busy_deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!pause_for(std::chrono::milliseconds(100))) {
+        stopped_waiting = true;
+        break;
+      }
     } else {
       if (st.code() == StatusCode::kNotFound || ++retries > options_.final_retries) break;
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (!pause_for(std::chrono::seconds(1))) {
+        stopped_waiting = true;
+        break;
+      }
     }
     st = Flush(/*final=*/true);
   }
   stopped_ = true;
   std::lock_guard lock(flush_mu_);
   if (!st.ok()) {
-    final_status_ = Status(st.code(), fmt::format("{}; not stored: {} phases, {} samples, {} log lines and the run's end",
+    final_status_ = Status(st.code(), fmt::format("{}{}; not stored: {} phases, {} samples, {} log lines and the run's end",
+                                                  stopped_waiting ? "stopped waiting for the store: " : "",
                                                   st.message(), pending_.phases.size(), pending_.samples.size() + dropped_,
                                                   pending_.logs.size()));
   } else if (dropped_ > 0) {

@@ -38,6 +38,8 @@ class BackgroundWriter {
       kFailing,    // a write failed after the last one succeeded (or the first write); `status` says why
       kRecovered,  // a write succeeded after failures: everything held is stored
       kDropping,   // the held data passed the bound: `dropped_samples` so far are lost
+      kStoreGone,  // the store is no longer where it was opened (Database::CheckPresent): writes go
+                   // on into the open file, which nobody else will read; `status` says what happened
     };
     Kind kind;
     Status status;
@@ -70,10 +72,21 @@ class BackgroundWriter {
   // interval, without waiting for it (a flood of events: the store writes as fast as it can
   // while the backlog is large, instead of once an interval).
   void FlushSoon();
+  // How the final write may be waited on (Stop).
+  struct FinalWrite {
+    // Called once, when the final write fails for the first time (the store is locked,
+    // down, ...), with why: to say at once what grademl waits for.
+    std::function<void(const Status& why)> on_wait;
+    // Asked between attempts, every 50 ms at least while waiting: true stops retrying (what
+    // was not written is then said in Stop's status). The attempts themselves are as long
+    // as the store's lock wait (Database::SetLockWait): set it short to stay interruptible.
+    std::function<bool()> give_up;
+  };
   // Stops the thread and does the final flush (retried as Options say). OK when everything
   // recorded is in the store, even if some writes failed on the way (first_error() says
   // why); otherwise why, and what is missing. Later calls return the same.
-  Status Stop();
+  Status Stop(const FinalWrite& final_write);
+  Status Stop() { return Stop(FinalWrite{}); }
   // The first write error, OK if every write succeeded.
   Status first_error();
   // Samples and log lines dropped because the held data passed the bound.
@@ -99,6 +112,7 @@ class BackgroundWriter {
   model::RunDelta pending_;  // taken from the builder, not yet written
   Status first_error_;
   bool failing_ = false;     // the last write failed
+  bool gone_said_ = false;   // kStoreGone was sent
   uint64_t dropped_ = 0;     // samples and log lines dropped past the bound
   Status final_status_;
   std::atomic<size_t> held_bytes_{0};  // PendingBytes() of pending_, written under flush_mu_

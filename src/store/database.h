@@ -96,6 +96,24 @@ class Database {
   // this machine: its clock is this machine's.
   virtual StatusOr<TimeNs> StoreClockNs() = 0;
 
+  // How long a call may wait for a lock that another client of the store holds before it
+  // fails with kUnavailable (SQLite: its busy handler; PostgreSQL: lock_timeout, and the
+  // connect timeout of a reconnection, which libpq counts in whole seconds, at least 2).
+  // Takes effect at once, for a wait already under way on another thread too: a recorder's
+  // last write shortens it so that it can say what it waits for and stay interruptible.
+  // Default: a minute for writers, 10 s for readers.
+  virtual void SetLockWait(DurationNs wait) = 0;
+
+  // Whether the store this connection writes into is still where it was opened: an SQLite
+  // file deleted or replaced while open takes writes that nobody will read (kNotFound, naming
+  // the file, then). A PostgreSQL store always is (a dropped database fails the calls).
+  virtual Status CheckPresent() = 0;
+  // After CheckPresent failed: a new store, read-write, at this one's location (its folder
+  // made again when needed). The files the deleted store left beside its path (SQLite's WAL
+  // and shared memory, which a new file there would take for its own) are removed first when
+  // no store file is at the path.
+  virtual StatusOr<std::unique_ptr<Database>> OpenAnew() = 0;
+
  protected:
   Database(std::string path, Mode mode) : path_(std::move(path)), mode_(mode) {}
   Status CheckWritable() const {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -20,13 +21,18 @@
 #include "collect/process_tree_monitor.h"
 #include "collect/run_process_finder.h"
 #include "core/machine.h"
+#include "core/stop.h"
 #include "model/run_builder.h"
 #include "store/database.h"
 #include "store/spool.h"
+#include "workflow/recording.h"
 #include "workflow/store_clock.h"
 
 namespace grademl::workflow {
 namespace {
+
+// After a stop signal, how long the agent goes on uploading its spool before it exits.
+constexpr DurationNs kSignalledUploadWait = 700 * kNsPerMs;
 
 // One run this agent records into: its builder (with a writer number of its own), the phase
 // of this host under the run's root, and the monitors.
@@ -77,26 +83,33 @@ class AgentUploader {
     }
     cv_.notify_all();
   }
+  // Stops the thread; an upload under way that waits for the store (a lock) ends within
+  // about kFinalLockWait, and later ones wait that long at most.
   void Stop() {
     {
       std::lock_guard lock(mu_);
       stop_ = true;
     }
+    {
+      std::lock_guard lock(db_mu_);
+      if (db_ != nullptr) db_->SetLockWait(kFinalLockWait);
+    }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
-  // Uploads until the spool is empty or `deadline` (on the caller's thread, after Stop()).
-  void Drain(std::chrono::steady_clock::time_point deadline) {
-    while (std::chrono::steady_clock::now() < deadline) {
-      StatusOr<bool> more = UploadSome();
+  // Uploads until the spool is empty, `deadline`, or `stop` says so (asked between deltas and
+  // every 50 ms while the store fails), on the caller's thread, after Stop().
+  void Drain(std::chrono::steady_clock::time_point deadline, const std::function<bool()>& stop) {
+    while (std::chrono::steady_clock::now() < deadline && !stop()) {
+      StatusOr<bool> more = UploadSome(stop);
       if (more.ok() && !*more) return;
-      if (!more.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      for (int i = 0; !more.ok() && i < 4 && !stop(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
 
  private:
-  // True when entries are left.
-  StatusOr<bool> UploadSome() {
+  // True when entries are left. `stop` (may be empty) is asked between deltas.
+  StatusOr<bool> UploadSome(const std::function<bool()>& stop = nullptr) {
     GRADEML_ASSIGN_OR_RETURN(std::vector<store::Spool::Entry> entries, spool_->Oldest(32));
     if (entries.empty()) return false;
     if (db_ == nullptr) {
@@ -105,9 +118,12 @@ class AgentUploader {
         Report(db.status());
         return db.status();
       }
+      std::lock_guard lock(db_mu_);
       db_ = std::move(db).value();
+      if (stopping()) db_->SetLockWait(kFinalLockWait);
     }
     for (const store::Spool::Entry& e : entries) {
+      if (stop && stop()) return true;
       auto run = runs_.find(e.run_uuid);
       if (run == runs_.end()) {
         StatusOr<std::optional<model::RunId>> id = db_->FindRunByUuid(e.run_uuid);
@@ -154,8 +170,14 @@ class AgentUploader {
     }
   }
 
+  bool stopping() {
+    std::lock_guard lock(mu_);
+    return stop_;
+  }
+
   const AgentOptions& options_;
   store::Spool* spool_;
+  std::mutex db_mu_;  // guards db_ being replaced (Stop reads it from another thread)
   std::unique_ptr<store::Database> db_;
   std::map<std::string, model::RunId> runs_;
   bool failing_ = false;
@@ -334,13 +356,24 @@ int RunAgent(const AgentOptions& in) {
     int timeout_ms = static_cast<int>(options.interval / kNsPerMs);
     if (poll(&p, 1, std::max(1, timeout_ms)) > 0 && (p.revents & POLLIN)) {
       signalfd_siginfo info;
-      if (read(signal_fd, &info, sizeof info) > 0) stop = true;
+      if (read(signal_fd, &info, sizeof info) > 0) {
+        stop = true;
+        RequestStop(static_cast<int>(info.ssi_signo));
+      }
     }
   }
+  // Stopped by a signal, the agent exits within a second: what is not uploaded by then (the
+  // store slow, down or locked) waits in the spool for the next agent; another signal ends
+  // the upload at once. Stopped by --duration, it uploads for up to final_upload_wait.
+  const bool signalled = StopRequests() > 0;
+  StopCheck another;
+  const DurationNs upload_wait =
+      signalled ? std::min<DurationNs>(options.final_upload_wait, kSignalledUploadWait) : options.final_upload_wait;
+  const auto upload_deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(upload_wait);
   const TimeNs end = WallClock::Now();
   for (auto& [uuid, s] : sessions) end_session(*s, end);
   uploader.Stop();
-  uploader.Drain(std::chrono::steady_clock::now() + std::chrono::nanoseconds(options.final_upload_wait));
+  uploader.Drain(upload_deadline, another);
   StatusOr<int64_t> left = spool->Pending();
   if (left.ok() && *left > 0) {
     std::fprintf(stderr, "grademl agent: %lld deltas wait in %s for the store; the next agent uploads them\n",

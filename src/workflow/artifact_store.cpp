@@ -52,11 +52,14 @@ std::string RandomSuffix() {
 }
 
 // Copies in_fd to out_fd, hashing the bytes; an error when they do not hash to `expect`.
-Status CopyHashed(int in_fd, int out_fd, const std::string& expect, const std::string& what, int64_t* copied) {
+// `stop` (may be empty) is asked before each block.
+Status CopyHashed(int in_fd, int out_fd, const std::string& expect, const std::string& what, int64_t* copied,
+                  const std::function<bool()>& stop) {
   std::unique_ptr<char[]> buf(new char[kCopyBlock]);
   Sha256 h;
   int64_t total = 0;
   while (true) {
+    if (stop && stop()) return FailedPrecondition("copying {} stopped (grademl was asked to stop)", what);
     ssize_t n = read(in_fd, buf.get(), kCopyBlock);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoError("cannot read " + what);
@@ -183,7 +186,7 @@ Status ArtifactStore::StoreFile(const std::string& from, const std::string& hash
   std::string tmp = dir_ + "/tmp/" + hash.substr(0, 16) + "." + RandomSuffix();
   ArtifactFd out(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (out.get() < 0) return ErrnoError("cannot write " + EscapeControl(tmp));
-  Status copied = CopyHashed(in.get(), out.get(), hash, EscapeControl(from), written);
+  Status copied = CopyHashed(in.get(), out.get(), hash, EscapeControl(from), written, stop_);
   if (copied.ok() && fchmod(out.get(), executable ? 0555 : 0444) != 0) copied = ErrnoError("cannot chmod " + tmp);
   if (copied.ok()) GRADEML_RETURN_IF_ERROR(MakeDirs(fs::path(to).parent_path().string()));
   if (copied.ok() && rename(tmp.c_str(), to.c_str()) != 0) copied = ErrnoError("cannot store " + EscapeControl(to));
@@ -268,7 +271,7 @@ StatusOr<int64_t> ArtifactStore::Restore(const model::StepArtifact& a, const std
     if (object_bit) executable = (st.st_mode & S_IXUSR) != 0;
     ArtifactFd out(open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, executable ? 0777 : 0666));
     if (out.get() < 0) return ErrnoError("cannot write " + EscapeControl(to));
-    return CopyHashed(in.get(), out.get(), hash, "stored object " + hash.substr(0, 12), &written);
+    return CopyHashed(in.get(), out.get(), hash, "stored object " + hash.substr(0, 12), &written, stop_);
   };
   Status st = Status::Ok();
   if (!a.directory) {

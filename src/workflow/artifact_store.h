@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,10 @@ class ArtifactStore {
   StatusOr<int64_t> Restore(const model::StepArtifact& a, const std::string& abs_path,
                             const ContentHasher* hasher) const;
 
+  // Asked between blocks while copying (materialising, restoring): when it returns true, the
+  // copy ends with an error and, as for any error, nothing at the destination changed.
+  void SetStop(std::function<bool()> stop) { stop_ = std::move(stop); }
+
   // One materialised artifact.
   struct Stored {
     std::string hash;
@@ -98,6 +103,7 @@ class ArtifactStore {
   Status WriteSmallFile(const std::string& to, std::string_view content) const;
 
   std::string dir_;
+  std::function<bool()> stop_;
 };
 
 // Parses a size: "10G", "500M", "1.5T", "4096", "0" (K, M, G, T are powers of 1024; a "B"

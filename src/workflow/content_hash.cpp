@@ -188,6 +188,7 @@ StatusOr<std::string> ContentHasher::HashFile(const std::string& path, int64_t* 
   Sha256 h;
   int64_t total = 0;
   while (true) {
+    if (Stopped()) return FailedPrecondition("{}: hashing stopped (grademl was asked to stop)", EscapeControl(path));
     ssize_t n = read(fd, buf.get(), kHashBlock);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoError("cannot read " + EscapeControl(path));
@@ -259,6 +260,7 @@ StatusOr<ContentHash> ContentHasher::Hash(const std::string& path) const {
     while (dirent* ent = readdir(d)) {
       std::string_view name = ent->d_name;
       if (name == "." || name == "..") continue;
+      if (Stopped()) return FailedPrecondition("{}: hashing stopped (grademl was asked to stop)", EscapeControl(path));
       if (out.entries.size() >= kMaxTreeEntries) {
         return InvalidArgument("{}: more than {} entries", EscapeControl(path), kMaxTreeEntries);
       }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -73,6 +74,9 @@ class ContentHasher {
   void Remember(const std::string& path, const std::string& hash, TimeNs written_ns) const;
   // CLOCK_REALTIME now: the clock of file times.
   static TimeNs FileClockNow();
+  // Asked between blocks of a file and between a directory's entries: when it returns true,
+  // hashing ends with an error (grademl was asked to stop). Set before hashing starts.
+  void SetStop(std::function<bool()> stop) { stop_ = std::move(stop); }
 
   static constexpr size_t kMaxTreeEntries = 1'000'000;
   static constexpr int kMaxTreeDepth = 64;
@@ -88,7 +92,10 @@ class ContentHasher {
   std::optional<std::string> KnownHash(const std::string& path, const struct stat& st) const;
   void SetKnown(const std::string& path, const struct stat& st, const std::string& hash) const;
 
+  bool Stopped() const { return stop_ && stop_(); }
+
   FileHashCache* cache_;
+  std::function<bool()> stop_;
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, Known> known_;
 };

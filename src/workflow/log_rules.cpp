@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <ctime>
 
 #include "core/text.h"
 #include "workflow/yaml_bounds.h"
@@ -627,12 +628,85 @@ const LogRule* LogRuleSet::Find(std::string_view name) const {
 }
 
 // ---------------------------------------------------------------------------------------
+// RuleCostBudget
+
+RuleCostBudget::RuleCostBudget(const LogRuleSet* rules, DurationNs per_line)
+    : rules_(rules),
+      per_line_(per_line),
+      off_(rules->rules().size(), false),
+      suspect_(rules->rules().size(), false),
+      forced_(rules->rules().size()) {}
+
+void RuleCostBudget::ForceCost(const std::string& rule, DurationNs cost) {
+  if (rule == "*") {
+    forced_all_ = cost;
+    return;
+  }
+  const auto& rules = rules_->rules();
+  for (size_t i = 0; i < rules.size(); ++i) {
+    if (rules[i].name == rule) forced_[i] = cost;
+  }
+}
+
+Status RuleCostBudget::ForceCostsFrom(std::string_view spec) {
+  while (!spec.empty()) {
+    size_t comma = spec.find(',');
+    std::string_view item = spec.substr(0, comma);
+    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
+    size_t eq = item.rfind('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      return InvalidArgument("'{}' is not NAME=DURATION", EscapeControl(item));
+    }
+    std::string name(item.substr(0, eq)), value(item.substr(eq + 1));
+    DurationNs cost = 0;
+    if (value != "0") {
+      StatusOr<DurationNs> parsed = ParseDuration(value);
+      if (!parsed.ok()) return InvalidArgument("'{}': {}", EscapeControl(item), parsed.status().message());
+      cost = *parsed;
+    }
+    if (name != "*" && rules_->Find(name) == nullptr) return InvalidArgument("no rule named '{}'", EscapeControl(name));
+    ForceCost(name, cost);
+  }
+  return Status::Ok();
+}
+
+void RuleCostBudget::Charge(size_t rule, DurationNs measured, bool cpu) {
+  const bool forced = forced_[rule] || forced_all_;
+  DurationNs cost = forced_[rule] ? *forced_[rule] : forced_all_ ? *forced_all_ : measured;
+  if (off_[rule]) return;
+  if (!forced && !cpu) {
+    if (cost > per_line_) suspect_[rule] = true;  // measured again, in CPU time
+    return;
+  }
+  if (cost <= per_line_) {
+    suspect_[rule] = false;  // the wall time was the thread waiting, not the rule's cost
+    return;
+  }
+  off_[rule] = true;
+  ++switched_off_;
+  if (on_switched_off) on_switched_off(rules_->rules()[rule], cost);
+}
+
+// ---------------------------------------------------------------------------------------
 // LogPhaseTracker
 
+namespace {
+
+// CPU time of the calling thread: what a suspect rule's matching costs, not counting the time
+// the thread was preempted (a busy machine must not switch rules off).
+DurationNs LogRuleThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<DurationNs>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
+}
+
+}  // namespace
+
 LogPhaseTracker::LogPhaseTracker(const LogRuleSet* rules, model::RunBuilder* builder, model::PhaseId parent,
-                                 std::string host, int32_t pid)
-    : rules_(rules), builder_(builder), parent_(parent), host_(std::move(host)), pid_(pid) {
+                                 std::string host, int32_t pid, RuleCostBudget* budget)
+    : rules_(rules), builder_(builder), parent_(parent), host_(std::move(host)), pid_(pid), budget_(budget) {
   state_.resize(rules_->rules().size());
+  if (budget_ != nullptr && !budget_->measuring()) budget_ = nullptr;
 }
 
 void LogPhaseTracker::OnLine(TimeNs t, std::string_view line) {
@@ -670,25 +744,43 @@ void LogPhaseTracker::OnSegment(TimeNs t, std::string_view segment) {
   const auto& rules = rules_->rules();
   for (size_t i = 0; i < rules.size(); ++i) {
     const LogRule& rule = rules[i];
-    if (rule.disabled) continue;
+    if (rule.disabled || (budget_ != nullptr && budget_->off(i))) continue;
     RuleState& st = state_[i];
+    // With a budget: the clock when this rule's first expression ran on the segment (the
+    // thread's CPU clock for a suspect, else the monotonic one), and the charge of what both
+    // of its expressions took.
+    const bool cpu = budget_ != nullptr && budget_->suspect(i);
+    auto clock = [cpu] { return cpu ? LogRuleThreadCpuNs() : WallClock::MonotonicNow(); };
+    DurationNs clock_start = -1;
+    auto start_clock = [&] {
+      if (budget_ != nullptr && clock_start < 0) clock_start = clock();
+    };
+    auto charge = [&] {
+      if (clock_start >= 0) budget_->Charge(i, clock() - clock_start, cpu);
+    };
     if (rule.end && !st.open.empty() && Passes(rule.end_literal, haystack(rule))) {
+      start_clock();
       ++regex_runs_;
       if (rule.end->Match(re2::StringPiece(segment.data(), segment.size()), 0, segment.size(), re2::RE2::UNANCHORED,
                           nullptr, 0)) {
+        charge();
         for (const OpenPhase& open : st.open) builder_->EndPhase(open.id, t);
         st.open.clear();
         ++lines_matched_;
         return;
       }
     }
-    if (!Passes(rule.begin_literal, haystack(rule))) continue;
-    ++regex_runs_;
-    groups_.assign(static_cast<size_t>(rule.begin->NumberOfCapturingGroups()) + 1, re2::StringPiece());
-    if (!rule.begin->Match(re2::StringPiece(segment.data(), segment.size()), 0, segment.size(), re2::RE2::UNANCHORED,
-                           groups_.data(), static_cast<int>(groups_.size()))) {
+    if (!Passes(rule.begin_literal, haystack(rule))) {
+      charge();
       continue;
     }
+    start_clock();
+    ++regex_runs_;
+    groups_.assign(static_cast<size_t>(rule.begin->NumberOfCapturingGroups()) + 1, re2::StringPiece());
+    const bool matched = rule.begin->Match(re2::StringPiece(segment.data(), segment.size()), 0, segment.size(),
+                                           re2::RE2::UNANCHORED, groups_.data(), static_cast<int>(groups_.size()));
+    charge();
+    if (!matched) continue;
     ++lines_matched_;
     OnBegin(t, i, groups_);
     return;

@@ -11,8 +11,10 @@
 // and no lookaround; a rule that uses them is refused when the rules are loaded.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <memory>
 #include <string>
@@ -104,8 +106,60 @@ class LogRuleSet {
   std::vector<LogRule> rules_;
 };
 
+// The per-line cost budget of a run's log rules (docs/log-rules.md, "Cost"): a rule whose
+// expressions take more than `per_line` of CPU time on one line (a line's \r-separated
+// segment) is switched off for the rest of the run, and `on_switched_off` says so once.
+// RE2's time is linear in the line, but the constant can be large: an expression whose
+// automaton does not fit RE2's memory budget falls back to a slower engine, and 256 of them
+// took about a second a line. The trackers of one run share one budget; one thread at a time.
+class RuleCostBudget {
+ public:
+  static constexpr DurationNs kDefaultPerLine = 2 * kNsPerMs;
+
+  RuleCostBudget(const LogRuleSet* rules, DurationNs per_line = kDefaultPerLine);
+
+  // Tests: `rule`'s cost on each line it runs on is taken to be `cost` instead of what was
+  // measured (its expressions still run); "*" stands for every rule. From
+  // $GRADEML_TEST_RULE_COST, "NAME=DURATION[,NAME=DURATION...]" (e.g. "slow=50ms,*=0ns"): an
+  // error for a malformed value.
+  void ForceCost(const std::string& rule, DurationNs cost);
+  Status ForceCostsFrom(std::string_view spec);
+
+  DurationNs per_line() const { return per_line_; }
+  bool off(size_t rule) const { return off_[rule] || abandoned_.load(std::memory_order_relaxed); }
+  // Every rule matches nothing from now on, the line being matched included (between two
+  // rules): for a caller that stops waiting for the matching. Any thread.
+  void Abandon() { abandoned_.store(true); }
+  // Whether the costs are measured at all (an empty rule set's are not).
+  bool measuring() const { return !off_.empty(); }
+  // Costs are measured with the cheap monotonic clock first; a rule over the budget by that
+  // clock becomes a suspect, whose next lines are measured in CPU time of the thread (a
+  // syscall): only a CPU time over the budget switches it off, so that a matching thread
+  // preempted on a busy machine never switches a rule off.
+  bool suspect(size_t rule) const { return suspect_[rule]; }
+  // One rule's cost on one line, in CPU time (`cpu`) or wall time: switches it off when a CPU
+  // time (or a forced cost) is over the budget, makes it a suspect when a wall time is.
+  void Charge(size_t rule, DurationNs measured, bool cpu);
+  // Rules switched off so far.
+  size_t switched_off() const { return switched_off_; }
+
+  std::function<void(const LogRule& rule, DurationNs cost)> on_switched_off;
+
+ private:
+  const LogRuleSet* rules_;
+  DurationNs per_line_;
+  std::vector<bool> off_;
+  std::vector<bool> suspect_;
+  std::vector<std::optional<DurationNs>> forced_;
+  std::optional<DurationNs> forced_all_;
+  size_t switched_off_ = 0;
+  std::atomic<bool> abandoned_{false};
+};
+
 // Follows one step's output, line by line, and opens and closes phases under the step's
 // phase through the RunBuilder. One thread at a time; `rules` and `builder` must outlive it.
+// With a RuleCostBudget, each rule's cost on each line is measured and charged to it; the
+// rules it switched off are skipped.
 class LogPhaseTracker {
  public:
   // Segments longer than this are matched on their first kMaxMatchedBytes only, which
@@ -113,7 +167,7 @@ class LogPhaseTracker {
   static constexpr size_t kMaxMatchedBytes = 2048;
 
   LogPhaseTracker(const LogRuleSet* rules, model::RunBuilder* builder, model::PhaseId parent,
-                  std::string host, int32_t pid);
+                  std::string host, int32_t pid, RuleCostBudget* budget = nullptr);
 
   // One line without its newline, seen at t. Carriage returns separate progress-bar
   // updates: each \r-separated segment counts as a line. ANSI escape sequences are ignored.
@@ -153,6 +207,7 @@ class LogPhaseTracker {
   model::PhaseId parent_;
   std::string host_;
   int32_t pid_;
+  RuleCostBudget* budget_;
   bool finished_ = false;
   std::vector<RuleState> state_;
   std::string clean_;     // a segment without ANSI escapes

@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <unordered_set>
 
+#include "core/stop.h"
+#include "workflow/log_matcher.h"
 #include "workflow/log_rules.h"
 #include "workflow/output_relay.h"
 #include "workflow/recording.h"
@@ -16,17 +19,19 @@
 namespace grademl::workflow {
 namespace {
 
-// Reads a single command's output from the relay's taps and hands its lines to the log
-// rules. The phases go to a scratch builder first, and into the run only at the end, once
-// the in-process events are known (see AddPhasesTo).
+// Reads a single command's output from the relay's taps and hands its lines to a LogMatcher,
+// which matches them on a thread of its own (the loop reading signals is never held up).
+// The phases go to a scratch builder first, and into the run only at the end, once the
+// in-process events are known (see AddPhasesTo).
 class CommandLogReader {
  public:
-  CommandLogReader(const LogRuleSet* rules, OutputRelay* relay, model::PhaseId parent, TimeNs start,
+  CommandLogReader(LogMatcher* matcher, OutputRelay* relay, model::PhaseId parent, TimeNs start,
                    const std::string& host, pid_t pid)
-      : relay_(relay),
+      : matcher_(matcher),
+        relay_(relay),
         parent_(parent),
         scratch_parent_(scratch_.BeginPhase({.name = "run", .type = "run", .start_ns = start, .host = host})),
-        tracker_(rules, &scratch_, scratch_parent_, host, pid) {}
+        source_(matcher->AddSource(&scratch_, scratch_parent_, host, pid)) {}
 
   // The taps to poll.
   void AddFds(std::vector<pollfd>& fds) const {
@@ -34,14 +39,16 @@ class CommandLogReader {
       if (!eof_[k - 1] && relay_->tap_fd(k) >= 0) fds.push_back({relay_->tap_fd(k), POLLIN, 0});
     }
   }
-  // Reads whatever the taps hold now.
+  // Reads what the taps hold now, up to kReadsPerCall chunks each: the loop gets back to its
+  // signals even while the command writes without pause.
   void Read() {
     char buf[65536];
     for (int k = 0; k < 2; ++k) {
       int fd = relay_->tap_fd(k + 1);
-      while (fd >= 0 && !eof_[k]) {
+      for (int reads = 0; fd >= 0 && !eof_[k] && reads < kReadsPerCall;) {
         ssize_t n = read(fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
+        ++reads;
         if (n < 0) break;  // EAGAIN
         if (n == 0) {
           eof_[k] = true;
@@ -54,13 +61,14 @@ class CommandLogReader {
   // The last unfinished lines count as lines; every phase still open ends at `end`.
   void Finish(TimeNs end) {
     for (std::string& part : partial_) {
-      if (!part.empty()) tracker_.OnLine(end, part);
+      if (!part.empty()) matcher_->Line(source_, end, part);
       part.clear();
     }
-    tracker_.Finish(end);
+    matcher_->Finish(source_, end);
   }
   // Adds the log rules' phases to the run, but none of a type the run's in-process events
   // recorded already (auto-instrumented epochs): those are the same epochs seen twice.
+  // After Finish and the matcher's Drain.
   void AddPhasesTo(model::RunBuilder& builder) {
     std::unordered_set<std::string> recorded = builder.PhaseLeafTypes();
     for (const model::Phase& p : scratch_.TakeDelta(true).phases) {
@@ -78,27 +86,41 @@ class CommandLogReader {
 
  private:
   void Feed(int k, std::string_view text, TimeNs t) {
-    // Lines end at \n; a progress bar's \r redraws count as lines too (as for steps).
+    // Lines end at \n; a progress bar's \r redraws count as lines too (as for steps). What
+    // one read brought goes to the matcher at once.
     std::string& part = partial_[k];
-    for (char c : text) {
-      if (c == '\n' || c == '\r') {
-        tracker_.OnLine(t, part);
-        part.clear();
-      } else if (part.size() < kMaxLine) {
-        part.push_back(c);
-      }
+    while (!text.empty()) {
+      // A plain scan: find_first_of calls memchr over its set once per character.
+      size_t end = 0;
+      while (end < text.size() && text[end] != '\n' && text[end] != '\r') ++end;
+      if (end == text.size()) end = std::string_view::npos;
+      std::string_view piece = text.substr(0, end);
+      if (part.size() < kMaxLine) part.append(piece.substr(0, kMaxLine - part.size()));
+      if (end == std::string_view::npos) break;
+      batch_.push_back(std::move(part));
+      part.clear();
+      text.remove_prefix(end + 1);
     }
+    if (!batch_.empty()) matcher_->Lines(source_, t, batch_);
   }
 
   static constexpr size_t kMaxLine = 64 * 1024;
+  static constexpr int kReadsPerCall = 16;
+  LogMatcher* matcher_;
   OutputRelay* relay_;
   model::PhaseId parent_;
   model::RunBuilder scratch_{model::RunInfo{}};
   model::PhaseId scratch_parent_;  // stands for the run's phase in scratch_
-  LogPhaseTracker tracker_;
+  LogMatcher::Source source_;
   std::string partial_[2];
+  std::vector<std::string> batch_;  // the lines of one read
   bool eof_[2] = {false, false};
 };
+
+// Says the matcher's messages (a rule switched off, lines left out) on stderr.
+void SayMatcherMessages(LogMatcher& matcher) {
+  for (const std::string& line : matcher.TakeMessages()) std::fprintf(stderr, "grademl: %s\n", line.c_str());
+}
 
 }  // namespace
 
@@ -118,26 +140,45 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
     result.exit_code = 127;
     result.error = root.error;
     GRADEML_RETURN_IF_ERROR(recording->Finish(127, std::nullopt, root.error));
+    result.stop_requests_at_end = recording->stop_requests_at_end();
     return result;
   }
 
+  std::unique_ptr<LogMatcher> matcher;
   std::unique_ptr<CommandLogReader> log_reader;
   if (rules != nullptr && relay != nullptr && relay->relaying()) {
-    auto run_phase = recording->builder().GetPhase(recording->run_phase());
-    log_reader = std::make_unique<CommandLogReader>(rules, relay, recording->run_phase(),
-                                                    run_phase ? run_phase->start_ns : WallClock::Now(),
-                                                    recording->host(), root.pid);
-    recording->OnEventsFinal([&](TimeNs end) {
-      // What the command printed last may still be on its way through the relay.
-      for (int i = 0; i < 20; ++i) {
-        std::vector<pollfd> taps;
-        log_reader->AddFds(taps);
-        if (taps.empty() || poll(taps.data(), taps.size(), 50) <= 0) break;
-        log_reader->Read();
-      }
-      log_reader->Finish(end);
-      log_reader->AddPhasesTo(recording->builder());
-    });
+    auto started = LogMatcher::Start(rules);
+    if (!started.ok()) {
+      std::fprintf(stderr, "grademl: log rules off: %s\n", started.status().message().c_str());
+    } else {
+      matcher = std::move(*started);
+      auto run_phase = recording->builder().GetPhase(recording->run_phase());
+      log_reader = std::make_unique<CommandLogReader>(matcher.get(), relay, recording->run_phase(),
+                                                      run_phase ? run_phase->start_ns : WallClock::Now(),
+                                                      recording->host(), root.pid);
+      recording->OnEventsFinal([&](TimeNs end) {
+        // The command has ended: a stop from now on ends grademl's wait for its last lines.
+        StopCheck stopped;
+        // What the command printed last may still be on its way through the relay: read
+        // until the relay has taken everything written and its taps stay quiet for 50 ms
+        // (2 s at most).
+        for (TimeNs until = WallClock::Now() + 2 * kNsPerSec; WallClock::Now() < until && !stopped();) {
+          std::vector<pollfd> taps;
+          log_reader->AddFds(taps);
+          if (taps.empty()) break;
+          if (poll(taps.data(), taps.size(), 50) <= 0) {
+            if (relay->Unread() == 0) break;
+            continue;
+          }
+          log_reader->Read();
+        }
+        log_reader->Finish(end);
+        matcher->Drain(LogMatcher::DrainLimit(), stopped);
+        log_reader->AddPhasesTo(recording->builder());
+        matcher->RecordOutcome(recording->builder(), recording->run_phase(),
+                               [](const std::string& line) { std::fprintf(stderr, "grademl: %s\n", line.c_str()); });
+      });
+    }
   }
 
   // Wait for the command, reaping adopted orphans on the way and passing signals on to its
@@ -148,11 +189,13 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
   int forwarded = 0;
   while (!root_done || (stopping && recording->TreeRunning())) {
     std::vector<pollfd> fds = {{recording->signal_fd(), POLLIN, 0}};
+    if (matcher) fds.push_back({matcher->notify_fd(), POLLIN, 0});
     if (log_reader) log_reader->AddFds(fds);
     // Once stopping, look again now and then: the last process may be reaped by another.
     int ready = poll(fds.data(), fds.size(), stopping ? 200 : -1);
     if (ready < 0 && errno != EINTR) break;
     if (ready <= 0) continue;
+    if (matcher && (fds[1].revents & POLLIN)) SayMatcherMessages(*matcher);
     if (log_reader) log_reader->Read();
     if (!(fds[0].revents & POLLIN)) continue;
     std::optional<Recording::SignalEvent> sig = recording->NextSignal();
@@ -179,6 +222,8 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
   if (WIFEXITED(root_status)) code = WEXITSTATUS(root_status);
   if (WIFSIGNALED(root_status)) signal = WTERMSIG(root_status);
   Status st = recording->Finish(code, signal, "");
+  result.stop_requests_at_end = recording->stop_requests_at_end();
+  result.run_id = recording->run_id();  // another one when the store had to be made again
   result.exit_code = ShellExitCode(root_status);
   if (!st.ok()) result.error = "recording failed: " + st.message();
   return result;

@@ -20,6 +20,9 @@ struct MonitoredCommandResult {
   model::RunId run_id = 0;
   int exit_code = 0;        // the command's exit code, 128+N when killed by signal N, 127 when it could not start
   std::string error;        // why the command could not start, or why recording failed
+  // StopRequests() when the command had ended (Recording::stop_requests_at_end): a request
+  // counted after it asked grademl to stop while it finished the run, or later.
+  uint64_t stop_requests_at_end = 0;
 };
 
 // Errors that stop anything from running (an unusable database) come back as a Status; a

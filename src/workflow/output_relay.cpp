@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -128,6 +129,17 @@ StatusOr<std::unique_ptr<OutputRelay>> OutputRelay::Start() {
     relay->tap_[k] = tap[k][0];
   }
   return relay;
+}
+
+size_t OutputRelay::Unread() const {
+  size_t total = 0;
+  for (int k = 0; k < 2; ++k) {
+    int queued = 0;
+    // fds 1 and 2 are the write ends of the relay's input pipes (FIONREAD counts a pipe's
+    // unread bytes from either end).
+    if (saved_[k] >= 0 && ioctl(k + 1, FIONREAD, &queued) == 0 && queued > 0) total += static_cast<size_t>(queued);
+  }
+  return total;
 }
 
 void OutputRelay::Finish(DurationNs wait) {

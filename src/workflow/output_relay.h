@@ -38,6 +38,9 @@ class OutputRelay {
   // when that stream is not relayed.
   int tap_fd(int stream) const { return tap_[stream - 1]; }
   bool relaying() const { return tap_[0] >= 0 || tap_[1] >= 0; }
+  // Bytes written into the relay (by the command or grademl) that it has not read yet, over
+  // both streams: 0 once it has taken everything written so far.
+  size_t Unread() const;
 
   // Gives fds 1 and 2 back their original files (closing grademl's write ends) and waits up
   // to `wait` for the relay to copy what is left and end (it outlives the wait when a

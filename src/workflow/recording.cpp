@@ -1,6 +1,7 @@
 #include "workflow/recording.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -15,6 +16,7 @@
 
 #include "collect/event_collector.h"
 #include "core/machine.h"
+#include "core/stop.h"
 #include "core/text.h"
 #include "instrument/event_format.h"
 #include "collect/gpu_monitor.h"
@@ -80,6 +82,12 @@ void ReportStoreTrouble(const store::BackgroundWriter::Event& event) {
       break;
     case Event::kRecovered:
       std::fprintf(stderr, "grademl: writing to the store works again; what was held is stored\n");
+      break;
+    case Event::kStoreGone:
+      std::fprintf(stderr,
+                   "grademl: %s; the command goes on, the run is kept in the open file and written to a new store "
+                   "there when it ends\n",
+                   EscapeControl(event.status.message()).c_str());
       break;
     case Event::kDropping:
       std::fprintf(stderr, "grademl: the store still fails and the data held passed its bound: samples are dropped "
@@ -193,17 +201,34 @@ struct Recording::Impl {
   bool dask_env = false;           // Dask schedulers load grademl's plugin (dask_env.h)
   bool joined = false;             // recording into another host's run (--join)
   std::unique_ptr<TraceStitching> traces;  // imported when the run ends
+  uint64_t stop_requests_at_end = 0;       // StopRequests() when Finish began
 };
 
 Recording::Recording(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Recording::~Recording() {
   if (!impl_->finished) (void)Finish(std::nullopt, std::nullopt, "grademl stopped before the run ended");
+  // Everything closed first (the store's last checkpoint included), signals still blocked;
+  // then the signals still pending are read, not delivered: a stop signal's default action
+  // would end grademl with its own exit code, not the workload's.
+  const int signal_fd = impl_->signal_fd;
+  const sigset_t original_mask = impl_->original_mask;
+  impl_.reset();
+  if (signal_fd >= 0) {
+    for (pollfd p{signal_fd, POLLIN, 0}; poll(&p, 1, 0) > 0 && (p.revents & POLLIN);) {
+      signalfd_siginfo si{};
+      if (read(signal_fd, &si, sizeof si) != static_cast<ssize_t>(sizeof si)) break;
+      if (IsStopSignal(static_cast<int>(si.ssi_signo))) RequestStop(static_cast<int>(si.ssi_signo));
+    }
+    close(signal_fd);
+    pthread_sigmask(SIG_SETMASK, &original_mask, nullptr);
+  }
 }
 
 model::RunBuilder& Recording::builder() { return *impl_->builder; }
 model::PhaseId Recording::run_phase() const { return impl_->run_phase; }
 model::RunId Recording::run_id() const { return impl_->run_id; }
+uint64_t Recording::stop_requests_at_end() const { return impl_->stop_requests_at_end; }
 const std::string& Recording::host() const { return impl_->host; }
 int Recording::signal_fd() const { return impl_->signal_fd; }
 
@@ -571,6 +596,8 @@ std::optional<Recording::SignalEvent> Recording::NextSignal() {
     n = read(impl_->signal_fd, &si, sizeof si);
   } while (n < 0 && errno == EINTR);
   if (n != static_cast<ssize_t>(sizeof si)) return std::nullopt;
+  // Work on other threads (hashing, matching) learns of it through core/stop.h.
+  if (IsStopSignal(static_cast<int>(si.ssi_signo))) RequestStop(static_cast<int>(si.ssi_signo));
   return SignalEvent{.signo = static_cast<int>(si.ssi_signo), .from_terminal = si.ssi_code == SI_KERNEL};
 }
 
@@ -599,6 +626,21 @@ std::vector<Recording::Exit> Recording::ReapChildren() {
     exits.push_back({pid, status});
   }
   return exits;
+}
+
+Status Recording::WriteBackToNewStore(const Status& why) {
+  StatusOr<model::Run> run = impl_->db->LoadRun(impl_->run_id);
+  if (!run.ok()) return Status(run.status().code(), why.message() + "; the run cannot be read back: " + run.status().message());
+  StatusOr<std::unique_ptr<store::Database>> fresh = impl_->db->OpenAnew();
+  if (!fresh.ok()) return Status(fresh.status().code(), why.message() + "; not written back: " + fresh.status().message());
+  StatusOr<model::RunId> id = (*fresh)->CreateRun(run->info);
+  Status written = id.ok() ? (*fresh)->WriteDelta(*id, model::DeltaOfRun(*run)) : id.status();
+  if (!written.ok()) return Status(written.code(), why.message() + "; not written back: " + written.message());
+  std::fprintf(stderr, "grademl: %s; run %lld is written to a new store there, as run %lld\n",
+               EscapeControl(why.message()).c_str(), static_cast<long long>(impl_->run_id),
+               static_cast<long long>(*id));
+  impl_->run_id = *id;
+  return Status::Ok();
 }
 
 void Recording::StopLikeTheCommand() {
@@ -640,6 +682,15 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   impl_->finished = true;
   ReclaimTerminal();
   TimeNs end = WallClock::Now();
+  // The workload has ended: a signal from now on (or one not read yet) cuts short what is
+  // left to do (imports, the wait for the store): grademl exits within a second with the
+  // workload's exit code, after writing what the store takes at once.
+  impl_->stop_requests_at_end = StopRequests();
+  StopCheck stopped;
+  // From now on a call waiting for a lock on the store (a peer's, a table lock) gives up
+  // within kFinalLockWait, the background writer's included: Finish's own calls (the store's
+  // clock, the last write) are not held up behind it, and can be interrupted.
+  impl_->db->SetLockWait(kFinalLockWait);
   impl_->loop->Stop();
   impl_->processes->Finish(end);
   impl_->outside->Finish(end);
@@ -676,7 +727,7 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   // part of the run's error, never a different exit code.
   std::string run_error = error;
   if (impl_->dask_env) impl_->traces->AddEngineLogs(impl_->events_dir);
-  TraceStitching::Outcome imports = impl_->traces->ImportAll(end);
+  TraceStitching::Outcome imports = impl_->traces->ImportAll(end, stopped);
   impl_->events_folder.reset();  // everything is in the store now
   for (const std::string& line : imports.errors) {
     std::fprintf(stderr, "grademl: %s\n", line.c_str());
@@ -705,10 +756,24 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
       i.monitor_cpu_seconds = SelfCpuSeconds();
     });
   }
-  Status st = impl_->writer->Stop();
-  if (impl_->signal_fd >= 0) close(impl_->signal_fd);
-  impl_->signal_fd = -1;
-  pthread_sigmask(SIG_SETMASK, &impl_->original_mask, nullptr);
+  // The last write. A store that does not take it (locked by another process, a server
+  // down) is said at once, one line naming it and why, and retried for up to
+  // final_busy_wait in short attempts, so that a signal ends the wait at once.
+  const model::RunId run_id = impl_->run_id;
+  Status st = impl_->writer->Stop(store::BackgroundWriter::FinalWrite{
+      .on_wait =
+          [run_id](const Status& why) {
+            std::fprintf(stderr,
+                         "grademl: waiting for the store to take the end of run %lld: %s; retrying for up to 2 "
+                         "min (Ctrl-C stops waiting)\n",
+                         static_cast<long long>(run_id), EscapeControl(why.message()).c_str());
+          },
+      .give_up = stopped});
+  // A store deleted (or replaced) during the run took every write into a file nobody will
+  // read: the run, read back from that open file, goes to a store at the same path.
+  if (st.ok() && !impl_->joined) {
+    if (Status present = impl_->db->CheckPresent(); !present.ok()) st = WriteBackToNewStore(present);
+  }
   return st;
 }
 

@@ -37,6 +37,9 @@ inline constexpr DurationNs kMinSamplingInterval = kNsPerMs;
 // monitor's passes within the overhead budget (collect/sampling_loop.h).
 inline constexpr size_t kBackOffProcesses = 64;
 inline constexpr DurationNs kMaxSamplingInterval = 3600 * kNsPerSec;
+// The store's lock wait (Database::SetLockWait) for each attempt of the run's last write:
+// short, so that grademl can say what it waits for and a signal ends the wait at once.
+inline constexpr DurationNs kFinalLockWait = 500 * kNsPerMs;
 
 struct RecordingOptions {
   std::string db_path;
@@ -78,6 +81,7 @@ class Recording {
 
   model::RunBuilder& builder();
   model::PhaseId run_phase() const;
+  // The run's id in the store (after Finish: in the store it ended in, see Finish).
   model::RunId run_id() const;
   const std::string& host() const;
 
@@ -131,8 +135,18 @@ class Recording {
 
   // Ends the run: last pass, every phase closed, the traces written during the run imported
   // (trace_stitching.h; a failure is said on stderr and added to the run's error, never
-  // returned), info written, final flush. Idempotent.
+  // returned), info written, final flush. Idempotent. A store that does not take the final
+  // write (locked, down) is said at once and retried for up to 2 min in short attempts; a
+  // signal (core/stop.h) ends imports and that wait. An SQLite store deleted during the run
+  // is made again at its path with this run in it (run_id() changes). The signals stay
+  // blocked until the Recording is destroyed (its store closed): those still pending then
+  // are read and counted as stop requests, not delivered (a stop signal's default action
+  // would end grademl with an exit code that is not the workload's).
   Status Finish(std::optional<int> exit_code, std::optional<int> exit_signal, const std::string& error);
+  // StopRequests() (core/stop.h) when Finish began, i.e. when the workload had ended: a stop
+  // request counted after it came while grademl finished the run (Finish then cut short
+  // what it did: imports, waiting for the store) or later.
+  uint64_t stop_requests_at_end() const;
   // Called by Finish once the processes and in-process events are final, before the run's
   // phase ends and the store is flushed (log-rule phases are added there, see
   // monitored_command.cpp).
@@ -142,6 +156,9 @@ class Recording {
   struct Impl;
   std::function<void(TimeNs)> on_events_final_;
   void StopLikeTheCommand();
+  // The run, read back from a store deleted under it (`why`), into a store at its path
+  // (run_id() becomes the run's id there).
+  Status WriteBackToNewStore(const Status& why);
   explicit Recording(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

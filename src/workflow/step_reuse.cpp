@@ -11,6 +11,7 @@ namespace grademl::workflow {
 StepReuse::StepReuse(const ReuseOptions& options) : options_(options) {
   cache_ = std::make_unique<FileHashCache>(options.hash_cache);
   hasher_ = std::make_unique<ContentHasher>(cache_.get());
+  hasher_->SetStop(options.stop);
   environment_ = CurrentEnvironment();
 }
 
@@ -24,6 +25,7 @@ StatusOr<std::unique_ptr<StepReuse>> StepReuse::Create(const ReuseOptions& optio
     auto store = ArtifactStore::Open(options.artifacts_dir);
     if (!store.ok()) return Status(store.status().code(), "artifact store: " + store.status().message());
     r->artifacts_ = std::move(*store);
+    r->artifacts_->SetStop(options.stop);
   }
   return r;
 }
@@ -68,6 +70,10 @@ StepReuse::Before StepReuse::BeforeStep(const StepSpec& step) const {
       } else {
         st = written.status();
       }
+    }
+    if (!st.ok() && options_.stop && options_.stop()) {
+      b.note = "restoring run " + std::to_string(it->run) + "'s outputs stopped (grademl was asked to stop)";
+      return b;
     }
     if (!st.ok()) {
       b.note = "could not restore run " + std::to_string(it->run) + "'s outputs (" + st.message() + "): running it";

@@ -7,6 +7,7 @@
 // Thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,6 +28,9 @@ struct ReuseOptions {
   std::string db_path;         // the run store, for the lookups
   std::string artifacts_dir;   // the artifact store ("" with reuse off)
   std::string hash_cache;      // the FileHashCache file ("" for none)
+  // Asked between units of hashing, restoring and materialising (blocks of a file, entries of
+  // a directory): true ends that work early with a note (grademl was asked to stop).
+  std::function<bool()> stop;
 };
 
 class StepReuse {

@@ -269,9 +269,11 @@ void TraceStitching::Import(const Request& r, TimeNs end, Outcome& outcome) {
   } else {
     target.host = host_;
   }
-  if (hooks_.flush) {
-    target.flush = [this] {
-      hooks_.flush();
+  target.stop = hooks_.stop;
+  if (hooks_.flush || hooks_.stop) {
+    target.flush = [this]() -> Status {
+      if (hooks_.stop && hooks_.stop()) return FailedPrecondition("{}", "stopped (grademl was asked to stop)");
+      if (hooks_.flush) hooks_.flush();
       return Status::Ok();  // a failing store is the writer's to report; the import goes on
     };
   }
@@ -288,14 +290,24 @@ void TraceStitching::Import(const Request& r, TimeNs end, Outcome& outcome) {
   outcome.imported.push_back(fmt::format("{} ({}): {} phases", EscapeControl(r.path), r.origin, result->phases));
 }
 
-TraceStitching::Outcome TraceStitching::ImportAll(TimeNs end) {
+TraceStitching::Outcome TraceStitching::ImportAll(TimeNs end, std::function<bool()> stop) {
+  if (stop) hooks_.stop = std::move(stop);
   Outcome outcome;
   std::vector<Request> requests = ProfilerExports();
   for (Request& r : StepOutTraces()) requests.push_back(std::move(r));
   for (Request& r : GlobMatches(outcome.errors)) requests.push_back(std::move(r));
   for (Request& r : EngineLogs()) requests.push_back(std::move(r));
   std::set<std::string> done;
-  for (const Request& r : requests) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = requests[i];
+    if (hooks_.stop && hooks_.stop()) {
+      std::set<std::string> left;
+      for (size_t j = i; j < requests.size(); ++j) {
+        if (!done.count(Identity(requests[j].path))) left.insert(Identity(requests[j].path));
+      }
+      outcome.errors.push_back(fmt::format("{} trace file(s) not imported: grademl was asked to stop", left.size()));
+      break;
+    }
     if (!done.insert(Identity(r.path)).second) continue;
     Import(r, end, outcome);
   }

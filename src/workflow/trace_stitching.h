@@ -49,9 +49,13 @@ class TraceStitching {
   // What the recording offers: the resource of a recorded process phase (pid, phase; 0 when
   // unknown), where a stitched trace's counters go; and a way to write what the builder
   // holds now, called every few tens of thousands of imported phases (memory stays bounded).
+  // And `stop`, asked between files, between chunks of a file and at each flush: when it
+  // returns true, the import under way ends (what it added so far stays, said as a partial
+  // import) and the files left are not imported (said in one line).
   struct Hooks {
     std::function<model::ResourceId(int32_t pid, model::PhaseId phase)> process_resource;
     std::function<void()> flush;
+    std::function<bool()> stop;
   };
   TraceStitching(model::RunBuilder* builder, model::PhaseId run_phase, std::string host, Hooks hooks = {});
 
@@ -67,8 +71,9 @@ class TraceStitching {
     std::vector<std::string> errors;    // one escaped line per failure
   };
   // Imports everything; call once, when every process and in-process event is final.
-  // `end`: the run's end (phases still open count as ending there).
-  Outcome ImportAll(TimeNs end);
+  // `end`: the run's end (phases still open count as ending there). `stop` (may be empty)
+  // replaces the hooks' for this call.
+  Outcome ImportAll(TimeNs end, std::function<bool()> stop = nullptr);
 
  private:
   struct Request {

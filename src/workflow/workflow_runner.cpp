@@ -17,6 +17,8 @@
 
 #include "core/text.h"
 #include "core/units.h"
+#include "core/stop.h"
+#include "workflow/log_matcher.h"
 #include "workflow/log_rules.h"
 
 namespace grademl::workflow {
@@ -37,7 +39,9 @@ struct StepRun {
   int fds[2] = {-1, -1};       // stdout, stderr read ends
   std::string partial[2];      // an unfinished line per stream
   size_t fed[2] = {0, 0};      // bytes of it already given to the log rules (\r-ended progress updates)
-  std::unique_ptr<LogPhaseTracker> tracker;
+  std::optional<LogMatcher::Source> source;  // its lines' source in the run's LogMatcher
+  std::vector<std::string> to_match;         // lines of the read under way, for the matcher
+  TimeNs to_match_t = 0;                     // their time
   TimeNs start = 0, end = 0;
   int exit_code = 0;
   size_t stored_lines = 0;
@@ -99,9 +103,9 @@ std::string Elapsed(DurationNs ns) {
 // Runs the loop; one instance per RunWorkflow call.
 class Runner {
  public:
-  Runner(const WorkflowSpec& spec, const WorkflowRunOptions& options, Recording* recording, LogRuleSet rules,
+  Runner(const WorkflowSpec& spec, const WorkflowRunOptions& options, Recording* recording, LogMatcher* matcher,
          StepReuse* reuse)
-      : spec_(spec), options_(options), recording_(recording), rules_(std::move(rules)),
+      : spec_(spec), options_(options), recording_(recording), matcher_(matcher),
         console_(options.progress, LongestName(spec)), reuse_(reuse) {
     steps_.resize(spec.steps.size());
     for (size_t i = 0; i < spec.steps.size(); ++i) {
@@ -242,7 +246,9 @@ class Runner {
     StepRun& s = steps_[index];
     if (!s.before.note.empty()) console_.Status(fmt::format("reuse: {}: {}", s.shown, s.before.note));
     if (!s.before.restored) {
-      if (cancelled_) {
+      // A stop signal that is not read yet counts too: the job may have ended because of it
+      // (hashing or restoring stopped), its end read before the signal.
+      if (cancelled_ || StopCheck::Any()()) {
         s.state = StepState::kSkipped;
         s.skip_reason = "stopped";
         return;
@@ -284,7 +290,7 @@ class Runner {
     RecordExecution(s, "ran");
     s.state = StepState::kDone;
     console_.Status(fmt::format("done  {} ({})", s.shown, FormatDuration(s.end - s.start)));
-    if (reuse_->reuse()) {
+    if (reuse_->reuse() && !cancelled_) {
       StartJob(index, StepJob::kMaterialize, [this, &s] {
         s.materialize_ns = reuse_->Materialize(*s.spec, s.before.identity, s.after, &s.materialize_note);
       });
@@ -363,7 +369,7 @@ class Runner {
     s.pid = launched.pid;
     s.fds[0] = launched.stdout_fd;
     s.fds[1] = launched.stderr_fd;
-    s.tracker = std::make_unique<LogPhaseTracker>(&rules_, &builder, s.phase, recording_->host(), launched.pid);
+    if (matcher_ != nullptr) s.source = matcher_->AddSource(&builder, s.phase, recording_->host(), launched.pid);
     console_.Status(fmt::format("start {}", s.shown));
     if (!launched.error.empty()) {
       HandleLine(s, 2, EscapeControl(launched.error), WallClock::Now());
@@ -383,6 +389,8 @@ class Runner {
     owners.push_back({nullptr, 0});
     fds.push_back({job_pipe_[0], POLLIN, 0});  // -1 (ignored by poll) without reuse
     owners.push_back({nullptr, 0});
+    fds.push_back({matcher_ != nullptr ? matcher_->notify_fd() : -1, POLLIN, 0});
+    owners.push_back({nullptr, 0});
     for (StepRun& s : steps_) {
       if (s.state != StepState::kRunning) continue;
       for (int k = 0; k < 2; ++k) {
@@ -393,19 +401,32 @@ class Runner {
     }
     int ready = poll(fds.data(), fds.size(), 250);
     if (ready <= 0) return;
-    for (size_t i = 2; i < fds.size(); ++i) {
+    for (size_t i = 3; i < fds.size(); ++i) {
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) ReadOutput(*owners[i].first, owners[i].second);
     }
-    if (fds[1].revents & POLLIN) HandleFinishedJobs();
+    if (fds[2].revents & POLLIN) {
+      for (const std::string& line : matcher_->TakeMessages()) console_.Status(line);
+    }
+    // The signal first: a job that ended because of it (hashing or restoring stopped) must
+    // not launch its step.
     if (fds[0].revents & POLLIN) HandleSignal();
+    if (fds[1].revents & POLLIN) HandleFinishedJobs();
   }
 
-  // Reads what a stream has now; closes it at EOF.
-  void ReadOutput(StepRun& s, int k) {
+  // Reads what a stream has now, up to `max_reads` chunks (the loop gets back to signals and
+  // the other steps even while a step writes without pause); closes it at EOF. The lines read
+  // go to the matcher together (one lock, at most one wake-up of its thread).
+  void ReadOutput(StepRun& s, int k, int max_reads = 16) {
+    ReadChunks(s, k, max_reads);
+    FlushMatch(s);
+  }
+
+  void ReadChunks(StepRun& s, int k, int max_reads) {
     char buf[65536];
-    while (s.fds[k] >= 0) {
+    for (int reads = 0; s.fds[k] >= 0 && reads < max_reads;) {
       ssize_t n = read(s.fds[k], buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
+      ++reads;
       if (n < 0) return;  // EAGAIN: nothing more for now
       TimeNs now = WallClock::Now();
       if (n == 0) {
@@ -425,8 +446,8 @@ class Runner {
       // Progress bars redraw with \r and no newline: give each redraw to the log rules as it
       // comes, so that a bar's phase gets real times, not the time its line finally ends.
       size_t cr = part.rfind('\r');
-      if (cr != std::string::npos && cr + 1 > s.fed[k] && s.tracker) {
-        s.tracker->OnLine(now, std::string_view(part).substr(s.fed[k], cr - s.fed[k]));
+      if (cr != std::string::npos && cr + 1 > s.fed[k] && s.source) {
+        Match(s, now, std::string_view(part).substr(s.fed[k], cr - s.fed[k]));
         s.fed[k] = cr + 1;
       }
       if (part.size() > 4 * kMaxLineBytes) {  // a runaway line: cut it
@@ -447,11 +468,22 @@ class Runner {
     s.fed[k] = 0;
   }
 
+  // Queues a line for the log rules, with the others of its read (FlushMatch hands them over).
+  void Match(StepRun& s, TimeNs t, std::string_view text) {
+    if (!s.source) return;
+    if (!s.to_match.empty() && t != s.to_match_t) FlushMatch(s);
+    s.to_match_t = t;
+    s.to_match.emplace_back(text);
+  }
+  void FlushMatch(StepRun& s) {
+    if (s.source && !s.to_match.empty()) matcher_->Lines(*s.source, s.to_match_t, s.to_match);
+  }
+
   // One line of a step's output. Its first `fed` bytes went to the log rules already.
   void HandleLine(StepRun& s, int stream, std::string_view text, TimeNs t, size_t fed = 0) {
     if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
     console_.Output(s.shown, stream, text);
-    if (s.tracker && fed < text.size()) s.tracker->OnLine(t, text.substr(fed));
+    if (fed < text.size()) Match(s, t, text.substr(fed));
     // A progress bar's \r updates: keep the last one.
     std::string_view kept = text;
     if (size_t cr = kept.rfind('\r'); cr != std::string_view::npos) kept = kept.substr(cr + 1);
@@ -477,7 +509,9 @@ class Runner {
       for (const Recording::Exit& exit : recording_->ReapChildren()) {
         for (StepRun& s : steps_) {
           if (s.state == StepState::kRunning && s.pid == exit.pid) {
-            for (int k = 0; k < 2; ++k) ReadOutput(s, k);
+            // What is left in its pipes (a pipe holds 64 KiB; more only while a process
+            // that outlived the step still writes).
+            for (int k = 0; k < 2; ++k) ReadOutput(s, k, 64);
             EndStep(s, s.exit_code == 127 ? 127 : ShellExitCode(exit.status));
           }
         }
@@ -509,7 +543,8 @@ class Runner {
     s.tail.clear();
     s.end = now;
     s.exit_code = exit_code;
-    if (s.tracker) s.tracker->Finish(now);
+    FlushMatch(s);
+    if (s.source) matcher_->Finish(*s.source, now);
     builder.SetPhaseTag(s.phase, "exit_code", std::to_string(exit_code));
     builder.EndPhase(s.phase, now);
     if (reuse_ != nullptr) {
@@ -557,7 +592,7 @@ class Runner {
   std::mutex jobs_mu_;
   std::vector<std::pair<size_t, StepJob>> finished_jobs_;
   Recording* recording_;
-  LogRuleSet rules_;
+  LogMatcher* matcher_;  // null when the rules could not be started
   Console console_;
   StepReuse* reuse_;  // null with --no-hash
   std::vector<StepRun> steps_;
@@ -576,6 +611,8 @@ StatusOr<WorkflowRunResult> RunWorkflow(const WorkflowSpec& spec, const Workflow
     GRADEML_ASSIGN_OR_RETURN(rules, LogRuleSet::LoadFile(options.rules_file));
   }
   rules.Append(LogRuleSet::BuiltIn());
+  // The steps' lines are matched on a thread of its own (log_matcher.h).
+  GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<LogMatcher> matcher, LogMatcher::Start(&rules));
   std::string title = spec.name.empty() ? spec.path : spec.name;
   GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<Recording> recording,
                            Recording::Start(options.recording, {spec.path}, title));
@@ -586,6 +623,8 @@ StatusOr<WorkflowRunResult> RunWorkflow(const WorkflowSpec& spec, const Workflow
   if (options.hash) {
     ReuseOptions ropts = options.reuse;
     ropts.db_path = options.recording.db_path;
+    // A signal stops the workflow: hashing, restoring and materialising stop with it.
+    ropts.stop = StopCheck::Any();
     auto created = StepReuse::Create(ropts);
     if (!created.ok()) {
       if (ropts.reuse) return created.status();
@@ -594,16 +633,22 @@ StatusOr<WorkflowRunResult> RunWorkflow(const WorkflowSpec& spec, const Workflow
       reuse = std::move(*created);
     }
   }
-  Runner runner(spec, options, recording.get(), std::move(rules), reuse.get());
+  Runner runner(spec, options, recording.get(), matcher.get(), reuse.get());
   // The step concurrency limit, for the what-if simulation's replay of the schedule.
   recording->builder().SetPhaseTag(recording->run_phase(), "jobs", std::to_string(runner.jobs()));
   WorkflowRunResult result = runner.Run();
+  // The lines still queued are matched, unless grademl is asked to stop meanwhile.
+  matcher->Drain(LogMatcher::DrainLimit(), StopCheck());
+  matcher->RecordOutcome(recording->builder(), recording->run_phase(),
+                         [](const std::string& line) { std::fprintf(stderr, "[grademl] %s\n", line.c_str()); });
   std::string error;
   if (!result.failed.empty()) {
     error = "failed: ";
     for (const auto& f : result.failed) error += (error.size() > 8 ? ", " : "") + f;
   }
   Status st = recording->Finish(result.exit_code, std::nullopt, error);
+  result.stop_requests_at_end = recording->stop_requests_at_end();
+  result.run_id = recording->run_id();  // another one when the store had to be made again
   // A monitoring failure never changes the exit code: it is reported, the result stands.
   if (!st.ok()) result.recording_error = "recording failed: " + st.message();
   return result;

@@ -3,7 +3,8 @@
 // it, phases recognised in its output under that), and the spec's dependencies become
 // dataflow edges. A failing step stops the steps that need it; the others finish.
 // Each step's output is streamed to the terminal with a "step |" prefix, kept in the store
-// (bounded per step) and fed to the log rules; a live progress line shows done / running /
+// (bounded per step) and fed to the log rules (matched on a thread of their own,
+// log_matcher.h); a live progress line shows done / running /
 // pending steps when stderr is a terminal. Step names are printed escaped (EscapeControl).
 // Each step runs in a process group of its own, in the terminal's background; a signal to
 // grademl starts no new step and reaches every step's whole tree, and the run ends once
@@ -39,6 +40,7 @@ struct WorkflowRunResult {
   std::vector<std::string> skipped;  // steps not run because a step they need failed, or grademl was stopped
   std::vector<std::string> reused;   // steps whose outputs were restored instead of running them
   std::string recording_error;       // why part of the run is not in the store (the store failed)
+  uint64_t stop_requests_at_end = 0; // StopRequests() when the steps had ended (Recording::stop_requests_at_end)
 };
 
 // Lines of one step's output kept in the store: the first kMaxStoredLines, then only a

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -158,6 +159,67 @@ TEST(ConcurrencyTest, LastWriteWaitsForAPeerHoldingTheLock) {
   model::Run loaded = db->LoadRun(run).value();
   ASSERT_EQ(loaded.phases.size(), 1u);
   EXPECT_EQ(loaded.phases[0].end_ns, 2);
+}
+
+// A call waiting for a peer's lock (the default wait: a minute) ends soon after another
+// thread shortens the wait (Database::SetLockWait): what lets a recorder that is told to stop
+// give up its last write at once. The peer holds the lock until the end of the test.
+TEST(ConcurrencyTest, AShorterLockWaitEndsAWaitUnderWay) {
+  TempDir dir;
+  const std::string path = dir.File("g.db");
+  auto db = Database::Open(path, Database::Mode::kReadWrite).value();
+  model::RunId run = db->CreateRun(SampleInfo()).value();
+  RawDb peer(path);
+  peer.Exec("BEGIN IMMEDIATE");
+  std::atomic<bool> returned{false};
+  Status st;
+  std::thread waiter([&] {
+    model::RunDelta delta;
+    delta.info = SampleInfo();
+    st = db->WriteDelta(run, delta);
+    returned = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(returned) << "the write did not wait for the lock: " << st.message();
+  db->SetLockWait(50 * kNsPerMs);
+  for (int i = 0; i < 3000 && !returned; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(returned) << "the write still waits 30 s after its wait was shortened";
+  peer.Exec("COMMIT");  // lets a waiter that did not give up finish
+  waiter.join();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.message();
+  EXPECT_NE(st.message().find("database is locked"), std::string::npos) << st.message();
+}
+
+// The last write of a run to a store another process keeps locked: said once at its first
+// failure, retried, and given up when the owner says so, with what was not stored.
+TEST(ConcurrencyTest, TheLastWriteToALockedStoreIsSaidAndCanBeGivenUp) {
+  TempDir dir;
+  const std::string path = dir.File("g.db");
+  auto db = Database::Open(path, Database::Mode::kReadWrite).value();
+  model::RunId run = db->CreateRun(SampleInfo()).value();
+  model::RunBuilder builder(SampleInfo());
+  BackgroundWriter writer(db.get(), &builder, run, 3600 * kNsPerSec);
+  model::PhaseId root = builder.BeginPhase({.name = "run", .type = "run", .start_ns = 1});
+  builder.EndPhase(root, 2);
+  RawDb peer(path);
+  peer.Exec("BEGIN IMMEDIATE");
+  db->SetLockWait(100 * kNsPerMs);
+  std::vector<std::string> said;
+  std::atomic<bool> give_up{false};
+  std::thread owner([&] {
+    std::this_thread::sleep_for(700ms);  // several attempts
+    give_up = true;
+  });
+  Status st = writer.Stop({.on_wait = [&](const Status& why) { said.push_back(why.message()); },
+                           .give_up = [&] { return give_up.load(); }});
+  owner.join();
+  peer.Exec("COMMIT");
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_EQ(said[0], path + ": database is locked by another process (database is locked)");
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(st.message(), "stopped waiting for the store: " + path +
+                              ": database is locked by another process (database is locked); not stored: 1 phases, "
+                              "0 samples, 0 log lines and the run's end");
 }
 
 // Many processes opening one fresh store at the same moment: every one of them gets a

@@ -73,6 +73,25 @@ TEST(OpenTest, ReadWriteCreatesFileAndParentDirectories) {
   EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'phases_by_start'"), 1);
 }
 
+// A store file deleted or replaced while open takes writes nobody will read: CheckPresent
+// says so (the recorder then writes the run back, docs/store.md).
+TEST(OpenTest, CheckPresentSaysWhenTheFileIsDeletedOrReplaced) {
+  TempDir dir;
+  const std::string path = dir.File("g.db");
+  auto db = Database::Open(path, Mode::kReadWrite).value();
+  EXPECT_TRUE(db->CheckPresent().ok());
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    ASSERT_EQ(std::rename((path + suffix).c_str(), (dir.File("moved.db") + suffix).c_str()), 0);
+  }
+  Status gone = db->CheckPresent();
+  EXPECT_EQ(gone.code(), StatusCode::kNotFound);
+  EXPECT_EQ(gone.message(), path + ": the store was deleted while grademl had it open");
+  // Another file at the path (a new store made there) is not this one either.
+  auto other = Database::Open(path, Mode::kReadWrite).value();
+  EXPECT_TRUE(other->CheckPresent().ok());
+  EXPECT_EQ(db->CheckPresent().message(), path + ": the store was replaced by another file while grademl had it open");
+}
+
 TEST(OpenTest, ReopeningKeepsRuns) {
   TempDir dir;
   MakeDatabase(dir.File("g.db"));

@@ -269,6 +269,38 @@ TEST_F(ArtifactStoreTest, TamperedObjectIsRefusedAndTheDestinationKept) {
   EXPECT_EQ(ArtifactStoreTestNames(dir_.Path("dest")), std::vector<std::string>{"model.bin"});
 }
 
+// A restore told to stop (grademl was asked to) ends with an error after its first block,
+// and, as for any error, the destination is as it was.
+TEST_F(ArtifactStoreTest, AStoppedRestoreKeepsTheDestination) {
+  MakeModelDir();
+  ContentHash content;
+  const model::StepArtifact a = Hashed("model", &content);
+  ASSERT_TRUE(store_->Materialize(dir_.Path("work/model"), a, &content).ok());
+  dir_.Write("dest/model/old.txt", "previous\n");
+  int asked = 0;
+  store_->SetStop([&] { return ++asked > 1; });  // the first block goes, then stop
+  StatusOr<int64_t> r = store_->Restore(a, dir_.Path("dest/model"), nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("stopped (grademl was asked to stop)"), std::string::npos) << r.status().message();
+  EXPECT_EQ(ArtifactStoreTestRead(dir_.Path("dest/model/old.txt")), "previous\n");
+  EXPECT_EQ(ArtifactStoreTestNames(dir_.Path("dest")), std::vector<std::string>{"model"});
+  EXPECT_EQ(ArtifactStoreTestNames(dir_.Path("dest/model")), std::vector<std::string>{"old.txt"});
+  store_->SetStop(nullptr);
+  EXPECT_TRUE(store_->Restore(a, dir_.Path("dest/model"), nullptr).ok());
+}
+
+// Hashing told to stop ends with an error naming the file, between 1 MiB blocks.
+TEST_F(ArtifactStoreTest, AStoppedHashIsAnError) {
+  dir_.Write("work/big.bin", ArtifactStoreTestRandom(3 << 20, 9));
+  ContentHasher hasher(nullptr);
+  int asked = 0;
+  hasher.SetStop([&] { return ++asked > 2; });
+  StatusOr<ContentHash> h = hasher.Hash(dir_.Path("work/big.bin"));
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.status().message(), dir_.Path("work/big.bin") + ": hashing stopped (grademl was asked to stop)");
+  EXPECT_EQ(asked, 3);
+}
+
 TEST_F(ArtifactStoreTest, TamperedObjectOfADirectoryKeepsTheDestination) {
   MakeModelDir();
   ContentHash c;

@@ -42,7 +42,8 @@ const Loaded& LibpqLoaded() {
     }
     Status error = Status::Ok();
     Api& a = l.api;
-    bool ok = LibpqSymbol(handle, "PQclear", &a.clear, &error) &&
+    bool ok = LibpqSymbol(handle, "PQcancel", &a.cancel, &error) &&
+              LibpqSymbol(handle, "PQclear", &a.clear, &error) &&
               LibpqSymbol(handle, "PQcmdTuples", &a.cmd_tuples, &error) &&
               LibpqSymbol(handle, "PQconnectdb", &a.connectdb, &error) &&
               LibpqSymbol(handle, "PQconnectdbParams", &a.connectdb_params, &error) &&
@@ -50,6 +51,8 @@ const Loaded& LibpqLoaded() {
               LibpqSymbol(handle, "PQexec", &a.exec, &error) &&
               LibpqSymbol(handle, "PQexecParams", &a.exec_params, &error) &&
               LibpqSymbol(handle, "PQfinish", &a.finish, &error) &&
+              LibpqSymbol(handle, "PQfreeCancel", &a.free_cancel, &error) &&
+              LibpqSymbol(handle, "PQgetCancel", &a.get_cancel, &error) &&
               LibpqSymbol(handle, "PQgetResult", &a.get_result, &error) &&
               LibpqSymbol(handle, "PQgetisnull", &a.getisnull, &error) &&
               LibpqSymbol(handle, "PQgetlength", &a.getlength, &error) &&

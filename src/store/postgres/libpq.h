@@ -15,6 +15,7 @@
 namespace grademl::store::pq {
 
 struct Api {
+  decltype(&::PQcancel) cancel;
   decltype(&::PQclear) clear;
   decltype(&::PQcmdTuples) cmd_tuples;
   decltype(&::PQconnectdb) connectdb;
@@ -23,6 +24,8 @@ struct Api {
   decltype(&::PQexec) exec;
   decltype(&::PQexecParams) exec_params;
   decltype(&::PQfinish) finish;
+  decltype(&::PQfreeCancel) free_cancel;
+  decltype(&::PQgetCancel) get_cancel;
   decltype(&::PQgetResult) get_result;
   decltype(&::PQgetisnull) getisnull;
   decltype(&::PQgetlength) getlength;
@@ -46,6 +49,7 @@ const Api& api();
 
 }  // namespace grademl::store::pq
 
+#define PQcancel (::grademl::store::pq::api().cancel)
 #define PQclear (::grademl::store::pq::api().clear)
 #define PQcmdTuples (::grademl::store::pq::api().cmd_tuples)
 #define PQconnectdb (::grademl::store::pq::api().connectdb)
@@ -54,6 +58,8 @@ const Api& api();
 #define PQexec (::grademl::store::pq::api().exec)
 #define PQexecParams (::grademl::store::pq::api().exec_params)
 #define PQfinish (::grademl::store::pq::api().finish)
+#define PQfreeCancel (::grademl::store::pq::api().free_cancel)
+#define PQgetCancel (::grademl::store::pq::api().get_cancel)
 #define PQgetResult (::grademl::store::pq::api().get_result)
 #define PQgetisnull (::grademl::store::pq::api().getisnull)
 #define PQgetlength (::grademl::store::pq::api().getlength)

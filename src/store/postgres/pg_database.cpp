@@ -187,25 +187,70 @@ StatusOr<std::unique_ptr<Database>> PgDatabase::Open(const std::string& location
 }
 
 PgDatabase::PgDatabase(std::string location, std::string path, Mode mode)
-    : Database(std::move(path), mode), location_(std::move(location)) {}
+    : Database(std::move(path), mode),
+      location_(std::move(location)),
+      lock_wait_ns_((mode == Mode::kReadWrite ? 60 : 10) * kNsPerSec) {}
 
 PgDatabase::~PgDatabase() {
+  {
+    std::lock_guard lock(cancel_mu_);
+    if (cancel_ != nullptr) PQfreeCancel(cancel_);
+    cancel_ = nullptr;
+  }
   if (conn_ != nullptr) PQfinish(conn_);
 }
 
+void PgDatabase::SetLockWait(DurationNs wait) {
+  wait = std::max<DurationNs>(wait, kNsPerMs);
+  const int64_t before = lock_wait_ns_.exchange(wait);
+  if (wait >= before) return;
+  // A call under way (it holds mu_) may be waiting for a lock with the longer timeout:
+  // cancel its statement, which then fails as unavailable and is retried with the new one.
+  if (mu_.try_lock()) {
+    mu_.unlock();
+    return;
+  }
+  std::lock_guard lock(cancel_mu_);
+  if (cancel_ != nullptr) {
+    char error[256];
+    (void)PQcancel(cancel_, error, sizeof error);
+  }
+}
+
+Status PgDatabase::ApplyLockWait() {
+  const int64_t wait = lock_wait_ns_.load();
+  if (wait == applied_lock_wait_ns_) return Status::Ok();
+  GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, fmt::format("SET lock_timeout = {}", std::max<int64_t>(1, wait / kNsPerMs))));
+  applied_lock_wait_ns_ = wait;
+  return Status::Ok();
+}
+
 Status PgDatabase::Connect() {
+  {
+    std::lock_guard lock(cancel_mu_);
+    if (cancel_ != nullptr) PQfreeCancel(cancel_);
+    cancel_ = nullptr;
+  }
   if (conn_ != nullptr) {
     PQfinish(conn_);
     conn_ = nullptr;
   }
   staging_ready_ = false;
   partitions_.clear();
+  applied_lock_wait_ns_ = -1;
   // The location is expanded as a connection string; the keywords before it are defaults
-  // it may override (a URI's own connect_timeout wins).
+  // it may override (a URI's own connect_timeout wins). A short lock wait (SetLockWait)
+  // shortens the connect timeout too: whole seconds, at least 2 (libpq's minimum).
+  const int64_t wait_s = (lock_wait_ns_.load() + kNsPerSec - 1) / kNsPerSec;
+  const std::string connect_timeout = std::to_string(std::clamp<int64_t>(wait_s, 2, 10));
   const char* keys[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
-  const char* values[] = {"10", "grademl", location_.c_str(), nullptr};
+  const char* values[] = {connect_timeout.c_str(), "grademl", location_.c_str(), nullptr};
   conn_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) return pg::ConnectionError(conn_, path_, location_);
+  {
+    std::lock_guard lock(cancel_mu_);
+    cancel_ = PQgetCancel(conn_);
+  }
   const char* encoding = PQparameterStatus(conn_, "server_encoding");
   utf8_ = encoding == nullptr || std::string_view(encoding) != "SQL_ASCII";
   // Notices (a table that already exists, ...) are not the user's business.
@@ -229,8 +274,8 @@ Status PgDatabase::Connect() {
 }
 
 Status PgDatabase::EnsureConnected() {
-  if (conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
-  return Connect();
+  if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) GRADEML_RETURN_IF_ERROR(Connect());
+  return ApplyLockWait();
 }
 
 Status PgDatabase::InTransaction(const std::function<Status()>& body) {

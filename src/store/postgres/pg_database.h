@@ -4,6 +4,8 @@
 
 #include "store/postgres/libpq.h"
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -36,6 +38,9 @@ class PgDatabase final : public Database {
   StatusOr<model::Run> LoadRun(model::RunId id) override;
   StatusOr<std::vector<model::StoredStepExecution>> ListStepExecutions(std::string_view key) override;
   StatusOr<TimeNs> StoreClockNs() override;
+  void SetLockWait(DurationNs wait) override;
+  Status CheckPresent() override { return Status::Ok(); }
+  StatusOr<std::unique_ptr<Database>> OpenAnew() override { return Open(location_, Mode::kReadWrite); }
 
  protected:
   StatusOr<int64_t> CountRuns() override;
@@ -54,9 +59,16 @@ class PgDatabase final : public Database {
   Status EnsureSamplePartition(int64_t day);
   Status LoadRunLocked(model::RunId id, model::Run& run);
 
+  // Sets the session's lock_timeout to lock_wait_ns_ when it changed since it was last set.
+  Status ApplyLockWait();
+
   std::mutex mu_;
   const std::string location_;
   PGconn* conn_ = nullptr;
+  std::atomic<int64_t> lock_wait_ns_;
+  int64_t applied_lock_wait_ns_ = -1;  // the session's lock_timeout (under mu_)
+  std::mutex cancel_mu_;               // guards cancel_ (SetLockWait runs beside a call)
+  PGcancel* cancel_ = nullptr;
   bool utf8_ = true;                 // the server's encoding is UTF8 (else SQL_ASCII or another)
   bool staging_ready_ = false;       // this connection's staging tables exist
   std::set<int64_t> partitions_;     // sample partitions (days) known to exist

@@ -87,7 +87,9 @@ Status ResultError(PGconn* conn, const PGresult* result, const std::string& path
   std::string_view sqlstate = state != nullptr ? state : "";
   // Class 08: connection exceptions; 57P0x: the server shutting down; 40001/40P01:
   // serialization failures and deadlocks (retrying is the answer).
-  if (sqlstate.starts_with("08") || sqlstate.starts_with("57P0") || sqlstate == "40001" || sqlstate == "40P01") {
+  // 55P03: a lock not had within lock_timeout; 57014: a statement cancelled (SetLockWait).
+  if (sqlstate.starts_with("08") || sqlstate.starts_with("57P0") || sqlstate == "40001" || sqlstate == "40P01" ||
+      sqlstate == "55P03" || sqlstate == "57014") {
     return Unavailable("{}: {}", path, message);
   }
   if (sqlstate == "42501" || sqlstate == "25006") return FailedPrecondition("{}: {}", path, message);

@@ -262,6 +262,7 @@ StatusOr<std::unique_ptr<Database>> SqliteDatabase::Open(const std::string& path
   // Closes the handle unless the file passes every check (even a failed open returns one).
   std::unique_ptr<sqlite3, int (*)(sqlite3*)> raw(handle, sqlite3_close_v2);
   if (rc != SQLITE_OK) return sqlite::Error(handle, rc, path);
+  // Until the object exists (the checks below), SQLite's own busy timeout; then OnBusy.
   sqlite3_busy_timeout(handle, mode == Mode::kReadWrite ? kWriterBusyTimeoutMs : kReaderBusyTimeoutMs);
   sqlite3_db_config(handle, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   if (mode == Mode::kReadWrite && sqlite3_db_readonly(handle, "main") == 1) {
@@ -270,6 +271,13 @@ StatusOr<std::unique_ptr<Database>> SqliteDatabase::Open(const std::string& path
   GRADEML_RETURN_IF_ERROR(RetryWhileBusy([&] { return CheckSchema(handle, path, mode); }));
   GRADEML_RETURN_IF_ERROR(sqlite::Exec(handle, path, "PRAGMA synchronous = NORMAL"));
   std::unique_ptr<SqliteDatabase> db(new SqliteDatabase(path, mode, raw.release()));
+  db->SetLockWait(static_cast<DurationNs>(mode == Mode::kReadWrite ? kWriterBusyTimeoutMs : kReaderBusyTimeoutMs) *
+                  kNsPerMs);
+  sqlite3_busy_handler(db->db_, &SqliteDatabase::OnBusy, db.get());
+  if (struct stat st {}; ::stat(path.c_str(), &st) == 0) {
+    db->opened_dev_ = st.st_dev;
+    db->opened_ino_ = st.st_ino;
+  }
   if (mode == Mode::kReadWrite) GRADEML_RETURN_IF_ERROR(db->JoinWriters(hot_journal));
   return std::unique_ptr<Database>(std::move(db));
 }
@@ -286,13 +294,53 @@ SqliteDatabase::~SqliteDatabase() {
   if (last_writer) {
     sqlite3_busy_timeout(db_, 0);
     sqlite3_exec(db_, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
-    if (writers_fd_ >= 0) ::unlink(WritersLockPath(path_).c_str());  // a peer waiting on it re-opens it
+    // A peer waiting on it re-opens it. Only our own: a store deleted and made again there
+    // has a lock file of its own.
+    struct stat ours {}, named {};
+    if (writers_fd_ >= 0 && ::fstat(writers_fd_, &ours) == 0 && ::stat(WritersLockPath(path_).c_str(), &named) == 0 &&
+        ours.st_ino == named.st_ino && ours.st_dev == named.st_dev) {
+      ::unlink(WritersLockPath(path_).c_str());
+    }
   }
   if (writers_fd_ >= 0) ::close(writers_fd_);
   sqlite3_close_v2(db_);
 }
 
 std::string SqliteDatabase::WritersLockPath(const std::string& path) { return path + "-lock"; }
+
+Status SqliteDatabase::CheckPresent() {
+  if (opened_ino_ == 0) return Status::Ok();
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) return NotFound("{}: the store was deleted while grademl had it open", path_);
+  if (st.st_dev != opened_dev_ || st.st_ino != opened_ino_) {
+    return NotFound("{}: the store was replaced by another file while grademl had it open", path_);
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<Database>> SqliteDatabase::OpenAnew() {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    ::unlink((path_ + "-wal").c_str());
+    ::unlink((path_ + "-shm").c_str());
+  }
+  return Open(path_, Mode::kReadWrite);
+}
+
+void SqliteDatabase::SetLockWait(DurationNs wait) { lock_wait_ns_.store(std::max<DurationNs>(wait, 0)); }
+
+int SqliteDatabase::OnBusy(void* self, int count) {
+  auto* db = static_cast<SqliteDatabase*>(self);
+  const int64_t now = WallClock::MonotonicNow();
+  if (count == 0) db->busy_since_ns_ = now;
+  if (now - db->busy_since_ns_ >= db->lock_wait_ns_.load()) return 0;  // SQLITE_BUSY for the caller
+  // 1, 2, 5, 10, then 20 ms at a time (as SQLite's own handler, capped lower so that a
+  // shortened wait ends soon).
+  static constexpr int kSleepsMs[] = {1, 2, 5, 10, 20};
+  const int ms = kSleepsMs[std::min<size_t>(static_cast<size_t>(count), std::size(kSleepsMs) - 1)];
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return 1;
+}
 
 Status SqliteDatabase::JoinWriters(bool hot_journal) {
   const std::string lock_path = WritersLockPath(path_);

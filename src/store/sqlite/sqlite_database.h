@@ -2,7 +2,11 @@
 // docs/store.md) holding every run recorded in a project.
 #pragma once
 
+#include <sys/types.h>
+
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,6 +37,9 @@ class SqliteDatabase final : public Database {
   StatusOr<model::Run> LoadRun(model::RunId id) override;
   StatusOr<std::vector<model::StoredStepExecution>> ListStepExecutions(std::string_view key) override;
   StatusOr<TimeNs> StoreClockNs() override;
+  void SetLockWait(DurationNs wait) override;
+  Status CheckPresent() override;
+  StatusOr<std::unique_ptr<Database>> OpenAnew() override;
 
  protected:
   StatusOr<int64_t> CountRuns() override;
@@ -102,8 +109,16 @@ class SqliteDatabase final : public Database {
   // in errors.
   StatusOr<model::StepExecution> ReadStepExecutionRow(sqlite3_stmt* stmt, int first, model::RunId run) const;
 
+  // SQLite's busy handler: waits, sleeping a little at a time, until lock_wait_ns_ (read at
+  // every call, so that SetLockWait shortens a wait under way) has passed since the wait began.
+  static int OnBusy(void* self, int count);
+
   std::mutex mu_;
   sqlite3* db_;
+  std::atomic<int64_t> lock_wait_ns_{0};
+  dev_t opened_dev_ = 0;  // the file opened (CheckPresent); 0: not known
+  ino_t opened_ino_ = 0;
+  int64_t busy_since_ns_ = 0;  // monotonic; the wait under way (the busy handler's, under mu_)
   int writers_fd_ = -1;  // the writers' lock (kReadWrite), -1 when it could not be created
   std::array<sqlite3_stmt*, kNumQueries> stmts_{};
 };
