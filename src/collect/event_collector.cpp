@@ -902,14 +902,21 @@ void EventCollector::PollFile(File* f, bool final, TimeNs end) {
   bool drained = true;
   if (can_apply || final) {
     ClaimChunks(f);
-    ++pass_;
     Mode mode = !can_apply ? Mode::kDiscard : final ? Mode::kFinal : Mode::kPoll;
     // Threads one after the other, again while any moves on: a record waiting for a name
-    // that a thread read later defines goes on in the next round.
-    for (bool progress = true; progress;) {
-      progress = false;
-      for (Thread* t : f->thread_order) progress |= PumpThread(f, t, mode);
-    }
+    // that a thread read later defines goes on in the next round. At the end, the same
+    // rounds first as a poll (a name defined in another thread's chunk, read later in this
+    // very pass, is waited for), then once more where nothing waits (placeholders for the
+    // names never defined).
+    auto pump_all = [&](Mode m) {
+      ++pass_;
+      for (bool progress = true; progress;) {
+        progress = false;
+        for (Thread* t : f->thread_order) progress |= PumpThread(f, t, m);
+      }
+    };
+    if (mode == Mode::kFinal) pump_all(Mode::kPoll);
+    pump_all(mode);
     for (Thread* t : f->thread_order) {
       if (!t->records.empty()) {
         ++t->stall_polls;

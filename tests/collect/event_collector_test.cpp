@@ -443,6 +443,36 @@ TEST_F(EventCollectorTest, NameDefinedLaterInAnotherChunk) {
   EXPECT_EQ(c->stats().pending, 0u);
 }
 
+// A short program is read only at the end: a thread's records that use a name another
+// thread defined (in a chunk read after it) still get that name, not a placeholder
+// (InstrumentE2E.CppThreadsPhasesNestPerThread lost a thread's tag and "work" names so).
+TEST_F(EventCollectorTest, NameDefinedInAnotherThreadsChunkIsFoundAtTheEnd) {
+  AddProcess(100);
+  auto c = MakeCollector();
+  TestWriter w(dir_, 100);
+  int a = w.NewChunk(1);
+  int b = w.NewChunk(2);
+  w.Name(a, 1, "worker");
+  w.Begin(a, 1, 100);
+  w.Begin(a, 2, 110);  // "work", defined by thread 2
+  w.End(a, 120);
+  w.End(a, 130);
+  w.Name(b, 2, "work");
+  w.Begin(b, 1, 105);
+  w.Begin(b, 2, 106);
+  w.End(b, 107);
+  w.End(b, 108);
+  c->Finish(0);
+  Model& m = Take();
+  int work = 0;
+  for (auto& [id, p] : m.phases) {
+    EXPECT_NE(p.name, "#2");
+    work += p.name == "work";
+  }
+  EXPECT_EQ(work, 2);
+  EXPECT_EQ(c->stats().pending, 0u);
+}
+
 TEST_F(EventCollectorTest, NameNeverDefinedGetsAPlaceholder) {
   AddProcess(100);
   EventCollectorOptions options;
