@@ -176,6 +176,12 @@ struct EventCollector::Thread {
 constexpr int kUnknownWriterPolls = 10;
 
 struct EventCollector::File {
+  File() = default;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  ~File() {
+    if (fd >= 0) close(fd);  // whichever way it was refused or closed
+  }
   enum class State { kOpening, kReading, kClosed };
   State state = State::kOpening;
   int fd = -1;        // the writer's memory (owned)
@@ -224,9 +230,6 @@ EventCollector::EventCollector(model::RunBuilder* builder, std::string dir, std:
 }
 
 EventCollector::~EventCollector() {
-  for (auto& f : files_) {
-    if (f->fd >= 0) close(f->fd);
-  }
   for (Connection& c : connections_) close(c.fd);
   if (listen_fd_ >= 0) {
     close(listen_fd_);

@@ -698,6 +698,47 @@ TEST_F(EventCollectorTest, MemoryThatCouldShrinkIsRefused) {
   close(pipe_fds[1]);
 }
 
+// Finding (event_file_fuzz ran out of descriptors): a memory whose header was refused (too
+// small, a bad magic, version or clock) was forgotten without closing its descriptor, so a
+// writer sending bad memories made grademl leak one descriptor each.
+TEST_F(EventCollectorTest, RefusedMemoriesLeaveNoDescriptorOpen) {
+  auto open_fds = [] {
+    size_t n = 0;
+    for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+  };
+  AddProcess(100);
+  size_t before = open_fds();
+  {
+    auto c = MakeCollector();
+    size_t with_collector = open_fds();  // its socket
+    for (int kind = 0; kind < 4; ++kind) {
+      for (int i = 0; i < 50; ++i) {
+        int fd = memfd_create("bad-events", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        ASSERT_GE(fd, 0);
+        uint64_t size = kind == 0 ? 16 : ev::kHeaderBytes + ev::kChunkBytes;
+        ASSERT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
+        if (kind > 0) {
+          ev::FileHeader h{};
+          std::memcpy(h.magic, ev::kFileMagic, sizeof h.magic);
+          if (kind == 1) h.magic[0] ^= 1;
+          h.version = uint32_t(ev::kFormatVersion) + (kind == 2 ? 7u : 0u);
+          h.clock = kind == 3 ? 99u : uint32_t(ev::kClockMonotonic);
+          h.pid = 100;
+          ASSERT_EQ(pwrite(fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
+        }
+        ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+        EXPECT_TRUE(c->AddWriterMemory(fd));
+      }
+      for (int p = 0; p < 40; ++p) c->Poll(0);  // a bad magic is believed after some polls
+      EXPECT_EQ(c->stats().files, 0u) << "kind " << kind;
+      EXPECT_EQ(open_fds(), with_collector) << "kind " << kind;
+    }
+    c->Finish(kAnchorEpoch + 1);
+  }
+  EXPECT_EQ(open_fds(), before);
+}
+
 // Finding: a record was validated when scanned and re-read from shared memory when applied;
 // a writer changing it in between made the apply loop stop advancing (a hang). Records are
 // copied once; what the writer does afterwards does not matter.
