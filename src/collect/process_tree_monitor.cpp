@@ -71,7 +71,8 @@ struct ProcessTreeMonitor::Proc {
   bool cpu_final = false;   // stat was read after the exit: CPU counters are final
   bool io_final = false;    // io was read after the exit: I/O counters are final
   TimeNs last_t = 0;        // time of the last successful read
-  TimeNs exit_t = 0;        // when the exit was noticed (exact with pidfds)
+  TimeNs exit_t = 0;        // when the exit was noticed (exact with pidfds); never before start_t
+  TimeNs start_t = 0;       // its phase's start
   double own_user = 0, own_system = 0;
   double cut_user = 0, cut_system = 0;  // reaped children's CPU as the kernel reports it
   std::array<double, 4> reported_io{};  // read, write bytes; read, write chars (incl. reaped children)
@@ -223,6 +224,11 @@ size_t ProcessTreeMonitor::alive() const {
 }
 
 namespace {
+// Whether a read of a process's open /proc/PID/stat says the process is gone (reaped): an
+// error (ESRCH), or no bytes at all, which is what some kernels return for a reaped task.
+// The one rule for every call site (a zombie still reads its stat).
+bool StatSaysGone(const StatusOr<std::string_view>& text) { return !text.ok() || text->empty(); }
+
 // Whether a followed process has exited (a zombie counts as exited).
 bool HasExited(pid_t pid, int pidfd) {
   if (pidfd >= 0) {
@@ -311,6 +317,7 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   // Never read yet: its unread tail is its whole life (a process followed from its fork
   // event may exit before any pass reads it).
   p->last_t = start;
+  p->start_t = start;
   p->phase = builder_->BeginPhase({.parent = under,
                                    .name = name,
                                    .type = std::string(model::kPhaseTypeProcess),
@@ -410,7 +417,7 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited, b
   };
   if (exited && read_io()) p->io_final = true;
   auto text = p->stat_file.Read();
-  if (!text.ok() || (p->seen && text->empty())) {
+  if (StatSaysGone(text)) {
     // Reaped after the io read: keep what io told if it is final.
     if (p->io_final) p->reported_io = {std::max(p->reported_io[0], io[0]), std::max(p->reported_io[1], io[1]),
                                        std::max(p->reported_io[2], io[2]), std::max(p->reported_io[3], io[3])};
@@ -586,6 +593,8 @@ void ProcessTreeMonitor::MarkGone(Proc* p, TimeNs t) {
   if (p->state != State::kAlive) return;
   p->state = State::kGone;
   if (p->exit_t == 0) p->exit_t = t;
+  // Never before what was seen of it alive (its last read, its start).
+  p->exit_t = std::max({p->exit_t, p->last_t, p->start_t});
   alive_.erase(p->pid);
   gone_[p->pid] = p;
   Unwatch(p);
@@ -599,13 +608,14 @@ void ProcessTreeMonitor::MarkGone(Proc* p, TimeNs t) {
 
 bool ProcessTreeMonitor::Reaped(Proc* p) {
   if (!p->stat_file.is_open()) return true;
-  if (p->stat_file.Read().ok()) return false;  // still a zombie: its parent has not waited yet
+  if (!StatSaysGone(p->stat_file.Read())) return false;  // still a zombie: its parent has not waited yet
   p->stat_file = ProcFile();
   return true;
 }
 
 void ProcessTreeMonitor::EndPhase(Proc* p) {
   p->rss = 0;
+  p->exit_t = std::max(p->exit_t, p->start_t);  // a phase never ends before it began
   EmitSamples(p, p->exit_t);
   builder_->EndPhase(p->phase, p->exit_t);
 }
@@ -658,9 +668,19 @@ void ProcessTreeMonitor::Discover(TimeNs now) {
   if (pass_ % 100 == 0) foreign_.clear();
 }
 
+TimeNs ProcessTreeMonitor::AfterLock(TimeNs now) { return std::max(now, WallClock::Now()); }
+
 void ProcessTreeMonitor::Sample(TimeNs now) {
   std::lock_guard lock(mu_);
+  SampleLocked(AfterLock(now));
+}
+
+void ProcessTreeMonitor::SampleLocked(TimeNs now) {
   if (roots_.empty()) return;
+  // Forks and exits the kernel reported first: a process whose exit this pass notices (a
+  // zombie root among them) has its children followed while it is still known. A fork event
+  // is queued before the fork returns, so before the child or the parent can exit.
+  DrainProcessEvents(now);
   ++pass_;
   pass_dt_ = last_pass_t_ != 0 && now > last_pass_t_ ? now - last_pass_t_ : 0;
   last_pass_t_ = now;
@@ -784,6 +804,10 @@ DurationNs ProcessTreeMonitor::pss_spent_ns() const {
 
 void ProcessTreeMonitor::HandleExitNotifications(TimeNs now) {
   std::lock_guard lock(mu_);
+  HandleExitNotificationsLocked(AfterLock(now));
+}
+
+void ProcessTreeMonitor::HandleExitNotificationsLocked(TimeNs now) {
   if (epoll_fd_ < 0) return;
   epoll_event events[64];
   int n = epoll_wait(epoll_fd_, events, 64, 0);
@@ -813,8 +837,13 @@ void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
   for (const ProcessEvents::Event& ev : events) {
     switch (ev.kind) {
       case ProcessEvents::Event::Kind::kFork: {
-        auto parent = alive_.find(ev.parent);
-        if (parent == alive_.end() || ev.parent == self_pid_ || alive_.count(ev.pid)) break;
+        // The parent may have exited since it forked (events are read late on a busy
+        // machine): a fork is never dropped for that, it goes under the parent as recorded.
+        Proc* parent = nullptr;
+        if (auto a = alive_.find(ev.parent); a != alive_.end()) parent = a->second;
+        else if (auto g = gone_.find(ev.parent); g != gone_.end()) parent = g->second;
+        else if (auto r = recently_resolved_.find(ev.parent); r != recently_resolved_.end()) parent = r->second;
+        if (!parent || ev.parent == self_pid_ || alive_.count(ev.pid)) break;
         // Already found (and gone) by a pass that ran before this event was read.
         if (gone_.count(ev.pid) || recently_resolved_.count(ev.pid)) break;
         if (followed_by_events_ >= options_.max_event_processes) {
@@ -822,9 +851,12 @@ void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
           break;
         }
         ++followed_by_events_;
-        Proc* c = Follow(ev.pid, parent->second, now, "", 0, 0);
+        Proc* c = Follow(ev.pid, parent, now, "", 0, 0);
         // Already gone (and reaped): its parent's counters tell its CPU, as for one unseen.
         if (!c->stat_file.is_open() || c->starttime == 0) MarkGone(c, now);
+        // Alive under a parent already resolved (and maybe dropped from the tree the passes
+        // walk): it was re-parented to grademl, a root of its own as adopted orphans are.
+        else if (parent->state == State::kResolved) roots_.push_back(c);
         break;
       }
       case ProcessEvents::Event::Kind::kExec:
@@ -853,6 +885,7 @@ void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
 
 void ProcessTreeMonitor::OnExited(pid_t pid, TimeNs t) {
   std::lock_guard lock(mu_);
+  t = AfterLock(t);
   // Forks first: children this process forked before it exited are followed while it is
   // still alive here (a fork event whose parent is gone is not followed).
   DrainProcessEvents(t);
@@ -938,19 +971,32 @@ void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs now) {
   for (Proc* c : parent->children)
     if (c->state == State::kGone && c->ppid == parent->pid && Reaped(c)) gone.push_back(c);
   if (!gone.empty()) {
-    if (options_.test_stage) options_.test_stage("reread_parent");
-    if (!ReadProc(parent, now, false, false)) {
-      MarkGone(parent, now);
-      return;  // the parent died too: its own exit resolves them
-    }
-    // Children read as alive before this read may have exited and been reaped since: their
-    // counters are in the parent's now, so they are handed out with the others (else the
-    // parent's share would include them, and they would claim them again once noticed).
-    for (Proc* c : parent->children) {
-      if (c->state != State::kAlive || c->ppid != parent->pid || !c->stat_file.is_open()) continue;
-      if (auto text = c->stat_file.Read(); text.ok() && !text->empty()) continue;
-      MarkGone(c, now);
-      if (Reaped(c)) gone.push_back(c);
+    // The parent's counters hold exactly the children reaped before they were read. The
+    // children are looked at again after each read of the parent: one reaped since the
+    // look before (just before or just after the read: nothing tells which) means the
+    // parent is read again, until a read is bracketed by two looks that agree. Then the
+    // counters hold every child handed out here and no other: none is counted twice, none
+    // handed to the wrong process.
+    constexpr int kMaxRereads = 8;
+    for (int attempt = 0;; ++attempt) {
+      if (options_.test_stage) options_.test_stage("reread_parent");
+      if (!ReadProc(parent, now, false, false)) {
+        MarkGone(parent, now);
+        return;  // the parent died too: its own exit resolves them
+      }
+      if (options_.test_stage) options_.test_stage("parent_read_again");
+      size_t before = gone.size();
+      for (Proc* c : parent->children) {
+        if (c->ppid != parent->pid || std::find(gone.begin(), gone.end(), c) != gone.end()) continue;
+        if (c->state == State::kAlive) {
+          if (!c->stat_file.is_open() || !StatSaysGone(c->stat_file.Read())) continue;
+          MarkGone(c, now);
+        }
+        if (c->state == State::kGone && Reaped(c)) gone.push_back(c);
+      }
+      // Past the bound (a parent reaping without pause), the last ones found may not be in
+      // the read yet: the next pass finds their totals in the parent's counters.
+      if (gone.size() == before || attempt + 1 >= kMaxRereads) break;
     }
   }
   // Their descendants' exits may not have been noticed yet (they died between passes):
@@ -1106,6 +1152,7 @@ void ProcessTreeMonitor::PruneResolved(Proc* p) {
 
 void ProcessTreeMonitor::OnReaped(pid_t pid, TimeNs t, const struct rusage& usage) {
   std::lock_guard lock(mu_);
+  t = AfterLock(t);
   DrainProcessEvents(t);  // forks first, as in OnExited
   Proc* p = nullptr;
   for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) {
@@ -1155,13 +1202,11 @@ void ProcessTreeMonitor::ResolveOrphansAtEnd(TimeNs end) {
 }
 
 void ProcessTreeMonitor::Finish(TimeNs end) {
-  {
-    std::lock_guard lock(mu_);
-    if (roots_.empty()) return;
-  }
-  HandleExitNotifications(end);
-  Sample(end);
   std::lock_guard lock(mu_);
+  if (roots_.empty()) return;
+  // At the run's end exactly (nothing of the run is after it).
+  HandleExitNotificationsLocked(end);
+  SampleLocked(end);
   ResolveOrphansAtEnd(end);
 }
 

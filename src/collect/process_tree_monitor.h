@@ -65,7 +65,8 @@ class ProcessTreeMonitor {
     // in processes_dropped().
     size_t max_event_processes = 20000;
     // Tests only: called at named points of a pass ("reread_parent": a parent whose children
-    // were reaped is about to be read again; "resolved": every live parent was resolved),
+    // were reaped is about to be read again; "parent_read_again": it was, and its children
+    // are about to be looked at again; "resolved": every live parent was resolved),
     // under the monitor's lock, so that a test can make a process exit or be reaped exactly
     // there. Must not call into the monitor.
     std::function<void(const char* stage)> test_stage;
@@ -171,6 +172,12 @@ class ProcessTreeMonitor {
   std::unordered_map<pid_t, Proc*> recently_resolved_;  // for exit events that come late
   uint64_t processes_dropped_ = 0;
 
+  // `now` for work done under the lock: never before the moment the lock was taken
+  // (LaunchRoot holds it through a fork and exec; a time read before waiting for it could
+  // stamp an exit before it happened, or a phase's end before its start).
+  static TimeNs AfterLock(TimeNs now);
+  void SampleLocked(TimeNs now);
+  void HandleExitNotificationsLocked(TimeNs now);
   Proc* Follow(pid_t pid, Proc* parent, TimeNs now, const std::string& fallback_name, TimeNs start_hint,
                model::PhaseId root_phase);
   void AddRootLocked(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns, model::PhaseId parent_phase);
