@@ -183,6 +183,7 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
       pss_budget_(options_.pss),
       cpu_limits_(std::make_unique<CpuLimitsReader>(CpuLimitsReader::Paths{options_.proc_root, options_.cgroup_root})) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  exits_only_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (!options_.process_events) {
     events_error_ = "turned off";
   } else if (options_.proc_root != "/proc") {
@@ -216,6 +217,7 @@ ProcessTreeMonitor::~ProcessTreeMonitor() {
   for (auto& p : procs_)
     if (p->pidfd >= 0) close(p->pidfd);
   if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (exits_only_fd_ >= 0) close(exits_only_fd_);
 }
 
 size_t ProcessTreeMonitor::alive() const {
@@ -365,6 +367,8 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
       if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, p->pidfd, &ev) != 0) {
         close(p->pidfd);
         p->pidfd = -1;
+      } else if (exits_only_fd_ >= 0) {
+        (void)epoll_ctl(exits_only_fd_, EPOLL_CTL_ADD, p->pidfd, &ev);
       }
     }
   }
@@ -584,6 +588,7 @@ void ProcessTreeMonitor::RecordCpuLimits(Proc* p, TimeNs t) {
 void ProcessTreeMonitor::Unwatch(Proc* p) {
   if (p->pidfd >= 0) {
     if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p->pidfd, nullptr);
+    if (exits_only_fd_ >= 0) epoll_ctl(exits_only_fd_, EPOLL_CTL_DEL, p->pidfd, nullptr);
     close(p->pidfd);
     p->pidfd = -1;
   }
@@ -809,11 +814,11 @@ void ProcessTreeMonitor::HandleExitNotifications(TimeNs now) {
 
 void ProcessTreeMonitor::HandleExitNotificationsLocked(TimeNs now) {
   if (epoll_fd_ < 0) return;
+  // Forks first, whatever woke us: a child that was forked and exited since is followed
+  // before exits are read (a fork event is queued before the fork returns).
+  DrainProcessEvents(now);
   epoll_event events[64];
   int n = epoll_wait(epoll_fd_, events, 64, 0);
-  // Forks first: a child that was forked and exited since is followed before exits are read.
-  for (int i = 0; i < n; ++i)
-    if (events[i].data.ptr == nullptr) DrainProcessEvents(now);
   for (int i = 0; i < n; ++i)
     if (events[i].data.ptr != nullptr) ReadFinal(static_cast<Proc*>(events[i].data.ptr), now);
 }
