@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "collect/process_events.h"
+#include "collect/task_exit_stats.h"
 #include "collect/process_stat.h"
 #include "model/metric_names.h"
 
@@ -75,6 +76,13 @@ struct ProcessTreeMonitor::Proc {
   TimeNs start_t = 0;       // its phase's start
   double own_user = 0, own_system = 0;
   double cut_user = 0, cut_system = 0;  // reaped children's CPU as the kernel reports it
+  // The kernel's exit records of its threads (TaskExitStats), summed: its own CPU and I/O,
+  // exact whoever reaps it. Believed once it is gone (every record of a process is queued
+  // before it can be reaped), when no record was lost meanwhile and the run time was there.
+  Totals exit_own{};
+  int exit_records = 0;
+  bool exit_cpu_exact = true;    // every record carried the exact run time
+  uint64_t exits_lost_at_follow = 0;  // the exit records' overflows when it was followed
   std::array<double, 4> reported_io{};  // read, write bytes; read, write chars (incl. reaped children)
   Totals rate{};                        // own rates over the last interval, per second
   int64_t threads = 1;
@@ -186,10 +194,14 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
   exits_only_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (!options_.process_events) {
     events_error_ = "turned off";
+    exits_error_ = "the kernel's process events are not used";
   } else if (options_.proc_root != "/proc") {
     events_error_ = "not for a /proc elsewhere";
+    exits_error_ = events_error_;
   } else if (epoll_fd_ >= 0) {
     events_ = ProcessEvents::Open(&events_error_);
+    if (events_ && options_.exit_records) exits_ = TaskExitStats::Open(&exits_error_);
+    else exits_error_ = events_ ? "turned off" : "the kernel's process events are not used";
     if (events_) {
       // Woken like exits: data.ptr null stands for the event socket (a Proc never is).
       epoll_event ev{};
@@ -206,6 +218,18 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
 uint64_t ProcessTreeMonitor::processes_dropped() const {
   std::lock_guard lock(mu_);
   return processes_dropped_;
+}
+
+std::string ProcessTreeMonitor::process_accounting() const { return exits_ ? "exit_records" : "share_out"; }
+
+uint64_t ProcessTreeMonitor::exit_records_lost() const {
+  std::lock_guard lock(mu_);
+  return exits_ ? exits_->lost() : 0;
+}
+
+uint64_t ProcessTreeMonitor::processes_exact() const {
+  std::lock_guard lock(mu_);
+  return processes_exact_;
 }
 
 uint64_t ProcessTreeMonitor::process_events_lost() const {
@@ -320,6 +344,7 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   // event may exit before any pass reads it).
   p->last_t = start;
   p->start_t = start;
+  p->exits_lost_at_follow = exits_ ? exits_->lost() : 0;
   p->phase = builder_->BeginPhase({.parent = under,
                                    .name = name,
                                    .type = std::string(model::kPhaseTypeProcess),
@@ -835,6 +860,47 @@ void ProcessTreeMonitor::RenameFromCmdline(Proc* p) {
   builder_->RenamePhase(p->phase, name.empty() ? "[" + p->comm + "]" : name);
 }
 
+void ProcessTreeMonitor::DrainExitRecords() {
+  if (!exits_) return;
+  exit_batch_.clear();
+  exits_->Drain(&exit_batch_);
+  for (const TaskExitStats::Record& r : exit_batch_) {
+    pid_t pid = r.tgid != 0 ? r.tgid : r.tid;  // before struct version 12: single-threaded only
+    Proc* p = nullptr;
+    if (auto a = alive_.find(pid); a != alive_.end()) p = a->second;
+    else if (auto g = gone_.find(pid); g != gone_.end()) p = g->second;
+    if (!p) continue;  // not of the run (the records are the whole machine's)
+    // A record of an earlier process with the same pid, read late: it started before this
+    // one (start times are whole seconds).
+    if (r.start_epoch_s > 0 && p->start_t > 0 && r.start_epoch_s + 2 < p->start_t / kNsPerSec) continue;
+    ++p->exit_records;
+    p->exit_own[kUser] += r.utime_s;
+    p->exit_own[kSystem] += r.stime_s;
+    p->exit_own[kReadBytes] += static_cast<double>(r.read_bytes);
+    p->exit_own[kWriteBytes] += static_cast<double>(r.write_bytes);
+    p->exit_own[kReadChars] += static_cast<double>(r.read_chars);
+    p->exit_own[kWriteChars] += static_cast<double>(r.write_chars);
+    if (!r.exact_cpu || r.tgid == 0) p->exit_cpu_exact = false;
+    ++exit_records_used_;
+  }
+}
+
+bool ProcessTreeMonitor::ExitRecordsExact(const Proc* p, Metric m) const {
+  if (!exits_ || p->state == State::kAlive || p->exit_records == 0) return false;
+  if (exits_->lost() != p->exits_lost_at_follow) return false;  // some may be missing
+  if (m <= kSystem) {
+    if (!p->exit_cpu_exact) return false;
+    // Threads that ended before it was followed are in what was read of it, not in the
+    // records: then the records are short of it.
+    double seen = p->own_user + p->own_system;
+    if (p->exit_own[kUser] + p->exit_own[kSystem] + 2 * seconds_per_tick_ < seen) return false;
+    return true;
+  }
+  // I/O: what a read of the zombie said is exact to the byte (the records are rounded
+  // down to KiB, per thread); records short of what was already seen as its own are not whole.
+  return !p->io_final && p->emitted_io[m - kReadBytes] <= p->exit_own[m] + 1024.0 * p->exit_records;
+}
+
 void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
   if (!events_) return;
   std::vector<ProcessEvents::Event> events;
@@ -886,6 +952,8 @@ void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
       }
     }
   }
+  // Then the exit records: a process is known (from its fork) before its records are read.
+  DrainExitRecords();
 }
 
 void ProcessTreeMonitor::OnExited(pid_t pid, TimeNs t) {
@@ -918,7 +986,7 @@ void ProcessTreeMonitor::ReadFinal(Proc* p, TimeNs now) {
 // timeout's own tail (capped by timeout's one thread x its unread time), most of them were
 // left to sh's own tail and "unseen children", while prog kept what was seen of it: the
 // same CPU counted twice.
-Claim ProcessTreeMonitor::TailClaim(const Proc* c, Metric m) {
+Claim ProcessTreeMonitor::TailClaim(const Proc* c, Metric m) const {
   Claim claim = OwnTailClaim(c, m);
   // Exited children of c that c had not reaped when last read (or whose share of c's
   // counters was not handed out yet): their totals are on their way into c's.
@@ -947,7 +1015,18 @@ Claim ProcessTreeMonitor::TailClaim(const Proc* c, Metric m) {
   return claim;
 }
 
-Claim ProcessTreeMonitor::OwnTailClaim(const Proc* c, Metric m) {
+Claim ProcessTreeMonitor::OwnTailClaim(const Proc* c, Metric m) const {
+  if (ExitRecordsExact(c, m)) {
+    // Its own part is known from the kernel's exit records: no tail to guess. What it holds
+    // of its reaped children is what was seen of them (the rest comes with their claims).
+    if (m <= kSystem) {
+      double own = std::max(m == kUser ? c->own_user : c->own_system, c->exit_own[m]);
+      return {.need = own + (m == kUser ? c->cut_user : c->cut_system), .weight = 0, .cap = 0};
+    }
+    int i = m - kReadBytes;
+    double kids = std::max(0.0, c->reported_io[i] - c->emitted_io[i]);
+    return {.need = std::max(c->exit_own[m], c->emitted_io[i]) + kids, .weight = 0, .cap = 0};
+  }
   double dt = NsToSeconds(std::max<TimeNs>(c->exit_t - c->last_t, 0));
   double cap = m <= kSystem ? static_cast<double>(c->threads) * dt : std::numeric_limits<double>::infinity();
   bool final = m <= kSystem ? c->cpu_final : c->io_final;
@@ -1007,6 +1086,8 @@ void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs now) {
   // Their descendants' exits may not have been noticed yet (they died between passes):
   // what they did is on its way into the parent's counters through the exited children.
   for (Proc* c : gone) SettleExitedSubtree(c, c->exit_t);
+  // Every exit record of a process that is gone is queued by now: read them before claims.
+  if (!gone.empty()) DrainExitRecords();
 
   // CPU: the reaped-children counters not yet handed out.
   double credit_user = parent->cut_user - parent->children_explained[kUser] - parent->unseen_user;
@@ -1076,11 +1157,18 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
   // A descendant still thought alive may have died just before p (p's exit can be reported
   // before a pass noticed it): look again. Survivors are orphans re-parented away.
   SettleExitedSubtree(p, p->exit_t);
+  DrainExitRecords();  // all of p's (and its gone children's) are queued by now
   // Children of p that exited with it (not re-parented away while p lived).
   std::vector<Proc*> gone;
   for (Proc* c : p->children)
     if (c->state == State::kGone && c->ppid == p->pid) gone.push_back(c);
   double dt = NsToSeconds(std::max<TimeNs>(p->exit_t - p->last_t, 0));
+  // Its own part from the kernel's exit records, where they are whole: no own tail to guess.
+  bool exact[kNumMetrics];
+  for (int m = 0; m < kNumMetrics; ++m) exact[m] = ExitRecordsExact(p, static_cast<Metric>(m));
+  if (exact[kUser]) p->own_user = std::max(p->own_user, p->exit_own[kUser]);
+  if (exact[kSystem]) p->own_system = std::max(p->own_system, p->exit_own[kSystem]);
+  if (exact[kUser] || exact[kSystem]) ++processes_exact_;
   std::vector<Totals> child_finals(gone.size());
   double own_cpu_tail = 0;
   for (int m = 0; m < kNumMetrics; ++m) {
@@ -1100,7 +1188,7 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
     for (Proc* c : gone) claims.push_back(TailClaim(c, metric_id));
     // p's own unread tail.
     double own_rate = m <= kSystem ? p->rate[m] : p->own_io_rate[m - kReadBytes];
-    bool own_final = m <= kSystem ? p->cpu_final : p->io_final;
+    bool own_final = (m <= kSystem ? p->cpu_final : p->io_final) || exact[m];
     claims.push_back({.need = 0, .weight = own_final ? 0 : std::max(own_rate, 1e-9),
                       .cap = m >= kReadBytes ? std::numeric_limits<double>::infinity()
                              : own_final     ? 0
@@ -1134,6 +1222,10 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
       default:
         // I/O left over is p's own: the kernel counted it in p.
         p->reported_io[m - kReadBytes] = std::max(p->reported_io[m - kReadBytes], inclusive_final[m]);
+        if (exact[m]) {
+          p->reported_io[m - kReadBytes] =
+              std::max(p->reported_io[m - kReadBytes], p->children_explained[m] + p->exit_own[m]);
+        }
         break;
     }
   }

@@ -36,6 +36,7 @@
 #include "collect/cpu_limits.h"
 #include "collect/proc_file.h"
 #include "collect/pss_budget.h"
+#include "collect/task_exit_stats.h"
 #include "model/run_builder.h"
 
 namespace grademl::collect {
@@ -60,6 +61,10 @@ class ProcessTreeMonitor {
     std::string cgroup_root = "/sys/fs/cgroup";  // where CPU quotas are read (collect/cpu_limits.h)
     // Follow forks and execs through the kernel's process events where allowed.
     bool process_events = true;
+    // With them, each process's own CPU and I/O at its end from the kernel's exit records
+    // (taskstats, collect/task_exit_stats.h), whoever reaps it; without, they are shared out
+    // of the parent's reaped-children counters (the rule above).
+    bool exit_records = true;
     // The most processes followed through process events (a fork bomb must not grow
     // memory without bound); beyond it, processes are found by sampling only, and counted
     // in processes_dropped().
@@ -140,6 +145,15 @@ class ProcessTreeMonitor {
   // and how many times the kernel's event buffer overflowed.
   uint64_t processes_dropped() const;
   uint64_t process_events_lost() const;
+  // How the CPU and I/O of processes that ended are known: "exit_records" (the kernel's
+  // per-task exit records: exact) or "share_out" (shared out of their parents' reaped-
+  // children counters by rule: exact only for a process read as a zombie), and why not the
+  // records ("" when used). And how often the records' buffer overflowed (records lost:
+  // those processes fell back to the share-out), and how many processes ended exactly so.
+  std::string process_accounting() const;
+  const std::string& process_accounting_error() const { return exits_error_; }
+  uint64_t exit_records_lost() const;
+  uint64_t processes_exact() const;
 
   // Counters shared out between a parent and its exited children, in this order.
   enum Metric { kUser, kSystem, kReadBytes, kWriteBytes, kReadChars, kWriteChars, kNumMetrics };
@@ -175,6 +189,11 @@ class ProcessTreeMonitor {
   std::unique_ptr<CpuLimitsReader> cpu_limits_;
   std::unique_ptr<class ProcessEvents> events_;
   std::string events_error_;
+  std::unique_ptr<TaskExitStats> exits_;
+  std::string exits_error_;
+  std::vector<TaskExitStats::Record> exit_batch_;  // DrainExitRecords's buffer
+  uint64_t exit_records_used_ = 0;
+  uint64_t processes_exact_ = 0;
   size_t followed_by_events_ = 0;
   std::unordered_map<pid_t, Proc*> recently_resolved_;  // for exit events that come late
   uint64_t processes_dropped_ = 0;
@@ -211,8 +230,15 @@ class ProcessTreeMonitor {
   bool Reaped(Proc* p);
   void ResolveLiveParent(Proc* parent, TimeNs now);
   // An exited process's claim on its parent's counters, its exited descendants included.
-  static Claim TailClaim(const Proc* c, Metric m);
-  static Claim OwnTailClaim(const Proc* c, Metric m);
+  Claim TailClaim(const Proc* c, Metric m) const;
+  Claim OwnTailClaim(const Proc* c, Metric m) const;
+  // Reads the kernel's exit records waiting (after the process events: a process is known
+  // from its fork before its records are read) into the processes they belong to.
+  void DrainExitRecords();
+  // Whether a process's own value of `m` is known exactly from its exit records: it is gone,
+  // none of the records can be missing (no overflow since it was followed, none short of
+  // what was read of it), and for CPU the kernel gave its exact run time.
+  bool ExitRecordsExact(const Proc* p, Metric m) const;
   // Reads again the descendants of an exited process that are still thought alive, so that
   // those that died with it are known as exited before its counters are shared out.
   void SettleExitedSubtree(Proc* p, TimeNs t);

@@ -615,6 +615,8 @@ json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analys
   run_json["peak_rss_bytes"] = Bytes(summary.peak_rss_bytes);
   std::string process_events = ProcessEventsMode(run);
   run_json["process_events"] = process_events.empty() ? json(nullptr) : json(Text(process_events));
+  std::string accounting = ProcessAccountingMode(run);
+  run_json["process_accounting"] = accounting.empty() ? json(nullptr) : json(Text(accounting));
 
   std::unordered_map<model::PhaseId, const analysis::PhaseCoreUse*> core_use;
   for (const analysis::PhaseCoreUse& u : analysis.core_use.phases) core_use[u.phase] = &u;

@@ -131,6 +131,7 @@ void RenderHeader(const model::Run& run, const RunSummary& summary, const Styler
   if (!overhead.empty()) lines.Add("overhead", overhead);
   if (summary.noisy) lines.Add("noisy", style(kYellow, "yes: " + Sanitize(summary.noisy_reason)));
   if (std::string notice = ProcessEventsNotice(run); !notice.empty()) lines.Add("processes", style(kYellow, notice));
+  if (std::string notice = ProcessAccountingNotice(run); !notice.empty()) lines.Add("accounting", style(kYellow, notice));
   if (std::string notice = InProcessEventsNotice(run); !notice.empty()) lines.Add("events", style(kYellow, notice));
   lines.Render(out, style);
 }

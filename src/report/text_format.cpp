@@ -191,6 +191,35 @@ std::string ProcessEventsNotice(const model::Run& run) {
                      : "the kernel's process events need root or CAP_NET_ADMIN");
 }
 
+std::string ProcessAccountingMode(const model::Run& run) {
+  const model::Phase* root = run.Root();
+  if (!root) return "";
+  for (const auto& [key, value] : root->tags)
+    if (key == "grademl.process_accounting") return value;
+  return "";
+}
+
+std::string ProcessAccountingNotice(const model::Run& run) {
+  const model::Phase* root = run.Root();
+  if (!root) return "";
+  std::string mode = ProcessAccountingMode(run);
+  std::string interval = run.info.interval_ns > 0 ? FormatDuration(run.info.interval_ns) : "a sampling interval";
+  const std::string bound = "each may be off by up to its threads x " + interval + " of CPU, and its unread I/O";
+  if (mode == "share_out") {
+    std::string why;
+    for (const auto& [key, value] : root->tags)
+      if (key == "grademl.process_accounting_error") why = value;
+    return "the CPU and I/O of processes that ended between two reads are shared out of their parents' counters (" +
+           bound + "): the kernel's exit records were not used" + (why.empty() ? "" : " (" + why + ")");
+  }
+  if (int64_t lost = analysis::IntTag(*root, "grademl.exit_records_lost"); lost > 0 && mode == "exit_records") {
+    return fmt::format("the kernel's exit records overflowed {} time{}: processes that ended then are shared out of "
+                       "their parents' counters ({})",
+                       lost, lost == 1 ? "" : "s", bound);
+  }
+  return "";
+}
+
 std::string InProcessEventsNotice(const model::Run& run) {
   const model::Phase* root = run.Root();
   if (!root) return "";

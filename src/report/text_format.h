@@ -58,6 +58,14 @@ std::string WrapText(std::string_view text, size_t width, size_t indent);
 std::string ProcessEventsMode(const model::Run& run);
 // The reports' one line when processes shorter than a pass may be missing ("" when not).
 std::string ProcessEventsNotice(const model::Run& run);
+// How the CPU and I/O of ended processes are known (the root phase's tag
+// grademl.process_accounting): "exit_records" (the kernel's per-task exit records: exact),
+// "share_out" (shared out of their parents' counters by rule), or "" for a run recorded
+// before this was kept.
+std::string ProcessAccountingMode(const model::Run& run);
+// The reports' one line when ended processes' CPU and I/O are estimated, with the bound
+// ("" when they are exact, or for an older run).
+std::string ProcessAccountingNotice(const model::Run& run);
 // The reports' one line on in-process events that were not recorded ("" when none were
 // lost): libgrademl.so not found, events dropped (the run root's grademl.events_* tags), and
 // the processes whose events stopped because the program closed grademl's descriptor.

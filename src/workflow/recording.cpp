@@ -385,8 +385,19 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
       v && (std::string_view(v) == "sampling" || std::string_view(v) == "0" || std::string_view(v) == "off")) {
     monitor_options.process_events = false;
   }
+  // The kernel's exit records (each ended process's own CPU and I/O, exact) where allowed;
+  // GRADEML_PROCESS_ACCOUNTING=share_out turns them off (the parents' counters are then
+  // shared out by rule). Kept with the run: root-phase tag grademl.process_accounting.
+  if (const char* v = getenv("GRADEML_PROCESS_ACCOUNTING"); v && std::string_view(v) == "share_out") {
+    monitor_options.exit_records = false;
+  }
   impl->processes = std::make_unique<collect::ProcessTreeMonitor>(&builder, impl->run_phase, host_resource,
                                                                   info.host, monitor_options);
+  builder.SetPhaseTag(impl->run_phase, "grademl.process_accounting", impl->processes->process_accounting());
+  if (impl->processes->process_accounting() != "exit_records") {
+    builder.SetPhaseTag(impl->run_phase, "grademl.process_accounting_error",
+                        impl->processes->process_accounting_error());
+  }
   builder.SetPhaseTag(impl->run_phase, "grademl.process_events", impl->processes->process_events());
   if (impl->processes->process_events() != "proc_connector") {
     builder.SetPhaseTag(impl->run_phase, "grademl.process_events_error", impl->processes->process_events_error());
@@ -714,6 +725,10 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   }
   if (uint64_t lost = impl_->processes->process_events_lost(); lost > 0) {
     impl_->builder->SetPhaseTag(impl_->run_phase, "grademl.process_events_lost", std::to_string(lost));
+  }
+  // The exit records' buffer overflowed: the processes alive then were shared out by rule.
+  if (uint64_t lost = impl_->processes->exit_records_lost(); lost > 0) {
+    impl_->builder->SetPhaseTag(impl_->run_phase, "grademl.exit_records_lost", std::to_string(lost));
   }
   if (impl_->events) {
     // After the processes: open phases end when their process ended.
