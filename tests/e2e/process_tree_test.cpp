@@ -270,5 +270,48 @@ TEST(ProcessTreeE2E, WithoutProcessEventsTheReportSaysShortProcessesMayBeMissing
   }
 }
 
+// How ended processes' CPU and I/O are known is said: with the kernel's exit records (root or
+// CAP_NET_ADMIN), run.process_accounting is "exit_records" and every short burner's own CPU
+// is within 2% + 10 ms of its getrusage, whoever reaped it; turned off
+// (GRADEML_PROCESS_ACCOUNTING=share_out, as without the privilege), "share_out", and the text
+// report gives the share-out's bound.
+TEST(ProcessTreeE2E, EndedProcessesAreExactWithExitRecordsAndTheReportSaysWhichAccounting) {
+  std::string dir = FreshDir("process_accounting");
+  std::string burn = HelperBinary("burn_and_write");
+  std::string script = "i=0; while [ $i -lt 8 ]; do " + burn + " --cpu 0.05 --truth " + dir +
+                       "/t$i; i=$((i+1)); done";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/bin/sh", "-c", script});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = ReportJson(db);
+  if (report["run"]["process_accounting"] != "exit_records") {
+    std::string why = report["phases"][0]["tags"].value("grademl.process_accounting_error", "?");
+    if (MustHaveProcessEvents()) FAIL() << "CI=true as root, yet the kernel's exit records were not used: " << why;
+    GTEST_SKIP() << "the kernel's exit records are not available here (" << why << ")";
+  }
+  std::map<int, const json*> by_pid;
+  for (const json& p : report["phases"])
+    if (p["pid"].is_number()) by_pid[p["pid"].get<int>()] = &p;
+  for (int i = 0; i < 8; ++i) {
+    std::string truth = dir + "/t" + std::to_string(i);
+    int pid = static_cast<int>(ReadTruth(truth, "pid"));
+    double cpu = ReadTruth(truth, "cpu_seconds");
+    ASSERT_TRUE(by_pid.count(pid)) << "no phase for burner " << pid;
+    EXPECT_NEAR((*by_pid[pid])["self_cpu_seconds"].get<double>(), cpu, 0.02 * cpu + 0.010) << truth;
+  }
+  CommandResult text = RunCommand({GrademlBinary(), "--db", db, "report"});
+  EXPECT_EQ(text.out.find("shared out of their parents"), std::string::npos) << text.out;
+
+  std::string db2 = dir + "/g2.db";
+  r = RunCommand({"/usr/bin/env", "GRADEML_PROCESS_ACCOUNTING=share_out", GrademlBinary(), "--db", db2, "run",
+                  "--no-report", "--", "/bin/sh", "-c", "/bin/true; /bin/true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReportJson(db2)["run"]["process_accounting"], "share_out");
+  text = RunCommand({GrademlBinary(), "--db", db2, "report"});
+  EXPECT_NE(text.out.find("shared out of their parents' counters (each may be off by up to its threads x 100 ms"),
+            std::string::npos)
+      << text.out;
+}
+
 }  // namespace
 }  // namespace grademl::testing
