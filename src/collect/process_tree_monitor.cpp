@@ -82,6 +82,7 @@ struct ProcessTreeMonitor::Proc {
   Totals exit_own{};
   int exit_records = 0;
   bool exit_cpu_exact = true;    // every record carried the exact run time
+  double leader_elapsed_s = -1;  // its main thread's record: from its start to that record
   uint64_t exits_lost_at_follow = 0;  // the exit records' overflows when it was followed
   std::array<double, 4> reported_io{};  // read, write bytes; read, write chars (incl. reaped children)
   Totals rate{};                        // own rates over the last interval, per second
@@ -881,6 +882,7 @@ void ProcessTreeMonitor::DrainExitRecords() {
     p->exit_own[kReadChars] += static_cast<double>(r.read_chars);
     p->exit_own[kWriteChars] += static_cast<double>(r.write_chars);
     if (!r.exact_cpu || r.tgid == 0) p->exit_cpu_exact = false;
+    if (r.tid == pid) p->leader_elapsed_s = r.elapsed_s;
     ++exit_records_used_;
   }
 }
@@ -1015,13 +1017,27 @@ Claim ProcessTreeMonitor::TailClaim(const Proc* c, Metric m) const {
   return claim;
 }
 
+double ProcessTreeMonitor::AfterRecordWindow(const Proc* p) const {
+  // The kernel sends a task's record before it releases its memory and files: the CPU of
+  // that (a large address space takes a while) is in its parent's reaped-children counters
+  // only. It fits between the main thread's record (its start plus the record's elapsed
+  // time) and the exit as noticed, on one thread. (Not a tick more for the start's rounding:
+  // what is left of a parent's counters is also their own rounding to ticks, which is no
+  // one's CPU.)
+  if (p->leader_elapsed_s < 0 || p->start_t == 0) return 0;
+  TimeNs record_t = p->start_t + static_cast<TimeNs>(p->leader_elapsed_s * 1e9);
+  return NsToSeconds(std::max<TimeNs>(p->exit_t - record_t, 0));
+}
+
 Claim ProcessTreeMonitor::OwnTailClaim(const Proc* c, Metric m) const {
   if (ExitRecordsExact(c, m)) {
-    // Its own part is known from the kernel's exit records: no tail to guess. What it holds
-    // of its reaped children is what was seen of them (the rest comes with their claims).
+    // Its own part is known from the kernel's exit records: no tail to guess but the CPU
+    // of its exit after the record (bounded by that window). What it holds of its reaped
+    // children is what was seen of them (the rest comes with their claims).
     if (m <= kSystem) {
       double own = std::max(m == kUser ? c->own_user : c->own_system, c->exit_own[m]);
-      return {.need = own + (m == kUser ? c->cut_user : c->cut_system), .weight = 0, .cap = 0};
+      double window = AfterRecordWindow(c);
+      return {.need = own + (m == kUser ? c->cut_user : c->cut_system), .weight = window, .cap = window};
     }
     int i = m - kReadBytes;
     double kids = std::max(0.0, c->reported_io[i] - c->emitted_io[i]);
@@ -1193,6 +1209,12 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
                       .cap = m >= kReadBytes ? std::numeric_limits<double>::infinity()
                              : own_final     ? 0
                                              : static_cast<double>(p->threads) * dt});
+    if (m <= kSystem && exact[m] && !p->cpu_final) {
+      // Exact up to its record: what it used exiting after it is its own too.
+      double window = AfterRecordWindow(p);
+      claims.back().weight = window;
+      claims.back().cap = window;
+    }
     if (m >= kReadBytes) {
       // As for live parents: CPU activity in the tail breaks ties between I/O claimants.
       for (size_t i = 0; i < gone.size(); ++i) {

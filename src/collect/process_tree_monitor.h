@@ -239,6 +239,9 @@ class ProcessTreeMonitor {
   // none of the records can be missing (no overflow since it was followed, none short of
   // what was read of it), and for CPU the kernel gave its exact run time.
   bool ExitRecordsExact(const Proc* p, Metric m) const;
+  // The seconds in which a process with exact exit records can have used CPU after its
+  // record (releasing its memory): from its main thread's record to its exit, plus a tick.
+  double AfterRecordWindow(const Proc* p) const;
   // Reads again the descendants of an exited process that are still thought alive, so that
   // those that died with it are known as exited before its counters are shared out.
   void SettleExitedSubtree(Proc* p, TimeNs t);
