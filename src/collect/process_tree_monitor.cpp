@@ -346,6 +346,7 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   p->last_t = start;
   p->start_t = start;
   p->exits_lost_at_follow = exits_ ? exits_->lost() : 0;
+  if (exits_ && !recent_exit_records_.empty()) ClaimRecentExitRecords(p);
   p->phase = builder_->BeginPhase({.parent = under,
                                    .name = name,
                                    .type = std::string(model::kPhaseTypeProcess),
@@ -865,15 +866,41 @@ void ProcessTreeMonitor::DrainExitRecords() {
   if (!exits_) return;
   exit_batch_.clear();
   exits_->Drain(&exit_batch_);
-  for (const TaskExitStats::Record& r : exit_batch_) {
+  for (TaskExitStats::Record& r : exit_batch_) {
     pid_t pid = r.tgid != 0 ? r.tgid : r.tid;  // before struct version 12: single-threaded only
     Proc* p = nullptr;
     if (auto a = alive_.find(pid); a != alive_.end()) p = a->second;
     else if (auto g = gone_.find(pid); g != gone_.end()) p = g->second;
-    if (!p) continue;  // not of the run (the records are the whole machine's)
-    // A record of an earlier process with the same pid, read late: it started before this
-    // one (start times are whole seconds).
-    if (r.start_epoch_s > 0 && p->start_t > 0 && r.start_epoch_s + 2 < p->start_t / kNsPerSec) continue;
+    if (p) {
+      ApplyExitRecord(p, r);
+    } else {
+      // Not of the run (the records are the whole machine's), or of a process whose fork
+      // event is read after its record (the two sockets are read one after the other): the
+      // latest few are kept for Follow.
+      if (recent_exit_records_.size() >= kRecentExitRecords) recent_exit_records_.pop_front();
+      recent_exit_records_.push_back(std::move(r));
+    }
+  }
+}
+
+void ProcessTreeMonitor::ClaimRecentExitRecords(Proc* p) {
+  for (auto it = recent_exit_records_.begin(); it != recent_exit_records_.end();) {
+    pid_t pid = it->tgid != 0 ? it->tgid : it->tid;
+    if (pid == p->pid) {
+      ApplyExitRecord(p, *it);
+      it = recent_exit_records_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ProcessTreeMonitor::ApplyExitRecord(Proc* p, const TaskExitStats::Record& r) {
+  const pid_t pid = p->pid;
+  {
+    // A record of an earlier process with the same pid: it started well before this one
+    // (start times are whole seconds).
+    if (r.start_epoch_s > 0 && p->start_t > 0 && r.start_epoch_s + 2 < p->start_t / kNsPerSec) return;
     ++p->exit_records;
     p->exit_own[kUser] += r.utime_s;
     p->exit_own[kSystem] += r.stime_s;
@@ -882,7 +909,14 @@ void ProcessTreeMonitor::DrainExitRecords() {
     p->exit_own[kReadChars] += static_cast<double>(r.read_chars);
     p->exit_own[kWriteChars] += static_cast<double>(r.write_chars);
     if (!r.exact_cpu || r.tgid == 0) p->exit_cpu_exact = false;
-    if (r.tid == pid) p->leader_elapsed_s = r.elapsed_s;
+    if (r.tid == pid) {
+      p->leader_elapsed_s = r.elapsed_s;
+      // Reaped before anything of it could be read ("[pid N]"): its command name at least.
+      if (p->comm.empty() && !r.comm.empty()) {
+        p->comm = r.comm;
+        builder_->RenamePhase(p->phase, "[" + r.comm + "]");
+      }
+    }
     ++exit_records_used_;
   }
 }

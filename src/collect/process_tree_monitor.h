@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -193,6 +194,8 @@ class ProcessTreeMonitor {
   std::string exits_error_;
   std::vector<TaskExitStats::Record> exit_batch_;  // DrainExitRecords's buffer
   uint64_t exit_records_used_ = 0;
+  static constexpr size_t kRecentExitRecords = 4096;
+  std::deque<TaskExitStats::Record> recent_exit_records_;  // of no followed process, the latest
   uint64_t processes_exact_ = 0;
   size_t followed_by_events_ = 0;
   std::unordered_map<pid_t, Proc*> recently_resolved_;  // for exit events that come late
@@ -235,6 +238,9 @@ class ProcessTreeMonitor {
   // Reads the kernel's exit records waiting (after the process events: a process is known
   // from its fork before its records are read) into the processes they belong to.
   void DrainExitRecords();
+  void ApplyExitRecord(Proc* p, const TaskExitStats::Record& r);
+  // Takes the kept records of a process just followed (its record read before its fork).
+  void ClaimRecentExitRecords(Proc* p);
   // Whether a process's own value of `m` is known exactly from its exit records: it is gone,
   // none of the records can be missing (no overflow since it was followed, none short of
   // what was read of it), and for CPU the kernel gave its exact run time.
