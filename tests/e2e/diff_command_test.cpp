@@ -1,6 +1,8 @@
 // End-to-end tests of `grademl diff`: two real workflow runs in one database, one step made
 // slower; and the verb's one-line errors.
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <fstream>
 #include <map>
 
@@ -24,51 +26,163 @@ std::string Pipeline(const std::string& train_sleep, bool evaluate) {
 }
 
 // A database with two runs of the same workflow: in the second, train sleeps 0.6 s longer
-// and an evaluate step is new.
-std::string TwoRuns(const std::string& name) {
+// and an evaluate step is new. `wall_s`: each run's wall time as the test saw it (around the
+// whole `grademl run`), an upper bound of what grademl can have recorded.
+std::string TwoRuns(const std::string& name, double wall_s[2] = nullptr) {
   std::string dir = FreshDir(name);
-  std::ofstream(dir + "/pipeline.yaml") << Pipeline("0.2", false);
   std::string db = dir + "/g.db";
-  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", dir + "/pipeline.yaml"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  std::ofstream(dir + "/pipeline.yaml") << Pipeline("0.8", true);
-  r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", dir + "/pipeline.yaml"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (int i = 0; i < 2; ++i) {
+    std::ofstream(dir + "/pipeline.yaml") << (i == 0 ? Pipeline("0.2", false) : Pipeline("0.8", true));
+    auto t0 = std::chrono::steady_clock::now();
+    CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", dir + "/pipeline.yaml"});
+    if (wall_s != nullptr) wall_s[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
   return db;
 }
 
+// What run `run` recorded, by the same keys as the diff: each top-level step and the sleep
+// under it (its shell is a wrapper), with its duration from the phase's own start and end;
+// and the run's duration.
+std::map<std::string, double> DiffRecorded(const std::string& db, int run) {
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "report", std::to_string(run), "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  json report = json::parse(r.out);
+  std::map<std::string, double> out;
+  out[""] = report["run"]["duration_s"].get<double>();
+  std::map<int64_t, std::string> step_of;  // phase id -> step name
+  const json& phases = report["phases"];
+  for (const json& p : phases) {
+    if (p["type"].get<std::string>().ends_with("step")) step_of[p["id"].get<int64_t>()] = p["name"];
+  }
+  auto seconds = [](const json& p) {
+    return p["end_ns"].is_null() ? -1.0 : static_cast<double>(p["end_ns"].get<int64_t>() - p["start_ns"].get<int64_t>()) / 1e9;
+  };
+  std::map<int64_t, const json*> by_id;
+  for (const json& p : phases) by_id[p["id"].get<int64_t>()] = &p;
+  for (const json& p : phases) {
+    int64_t id = p["id"].get<int64_t>();
+    if (step_of.count(id)) out[step_of[id]] = seconds(p);
+    if (p["pid"].is_null() || p["name"].get<std::string>().rfind("sleep", 0) != 0) continue;
+    // The step above the sleep (through its shell).
+    for (const json* q = &p; !(*q)["parent"].is_null();) {
+      int64_t parent = (*q)["parent"].get<int64_t>();
+      if (step_of.count(parent)) {
+        out[step_of[parent] + "/sleep"] = seconds(p);
+        break;
+      }
+      if (!by_id.count(parent)) break;
+      q = by_id[parent];
+    }
+  }
+  return out;
+}
+
+// The diff of two real runs. Their durations are wall-clock time, which depends on the
+// machine's load; so every figure of the diff is checked against what the two runs
+// recorded (`grademl report RUN --json`, phase start and end), and what the runs recorded
+// against what cannot be otherwise: a sleep lasts at least what it was asked, a run at most
+// what the test waited for it. Which keys changed follows from those figures and the
+// noise floor the diff applied (min_change_s), not from an assumption that the machine
+// was quiet enough for `prepare` to take the same time twice.
 TEST(DiffE2E, TwoRunsOfAWorkflow) {
-  std::string db = TwoRuns("diff_workflow");
+  double wall_s[2] = {0, 0};
+  std::string db = TwoRuns("diff_workflow", wall_s);
+  std::map<std::string, double> a = DiffRecorded(db, 1), b = DiffRecorded(db, 2);
+  ASSERT_TRUE(a.count("train/sleep") && b.count("train/sleep") && a.count("prepare") && b.count("prepare") &&
+              b.count("evaluate"))
+      << "recorded: run 1 " << json(a).dump() << ", run 2 " << json(b).dump();
+  // What the runs recorded, against the truth.
+  EXPECT_GE(a["train/sleep"], 0.2);
+  EXPECT_GE(b["train/sleep"], 0.8);
+  EXPECT_GE(a["prepare"], 0.1);
+  EXPECT_GE(b["prepare"], 0.1);
+  EXPECT_GE(a[""], 0.1 + 0.2);
+  EXPECT_GE(b[""], 0.1 + 0.8 + 0.2);
+  EXPECT_LE(a[""], wall_s[0]);
+  EXPECT_LE(b[""], wall_s[1]);
+  for (const char* key : {"prepare", "train", "train/sleep"}) {
+    EXPECT_LE(a[key], a[""]) << key;
+    EXPECT_LE(b[key], b[""]) << key;
+  }
+  EXPECT_LE(a["train/sleep"], a["train"]);
+  EXPECT_LE(b["train/sleep"], b["train"]);
+
   CommandResult r = RunCommand({GrademlBinary(), "--db", db, "diff", "1", "2", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json j = json::parse(r.out);
   EXPECT_EQ(j["schema"], "grademl.diff/1");
   EXPECT_EQ(j["a"]["id"], 1);
   EXPECT_EQ(j["b"]["id"], 2);
-  EXPECT_NEAR(j["makespan"]["delta_s"].get<double>(), 0.8, 0.25);
+  // The diff's figures are the runs' (rounded to the microsecond).
+  const double us = 2e-6;
+  EXPECT_NEAR(j["makespan"]["a_s"].get<double>(), a[""], us);
+  EXPECT_NEAR(j["makespan"]["b_s"].get<double>(), b[""], us);
+  EXPECT_NEAR(j["makespan"]["delta_s"].get<double>(), b[""] - a[""], us);
   std::map<std::string, json> by_key;
   for (const json& p : j["phases"]) by_key[p["key"].get<std::string>()] = p;
   ASSERT_TRUE(by_key.count("train")) << j.dump(2);
   const json& train = by_key["train"];
   EXPECT_EQ(train["kind"], "step");
-  EXPECT_EQ(train["status"], "changed");
-  EXPECT_NEAR(train["delta_s"].get<double>(), 0.6, 0.15);
+  EXPECT_NEAR(train["delta_s"].get<double>(), b["train"] - a["train"], us);
+  // At least the second sleep's 0.8 s less all of the first step.
+  EXPECT_GE(train["delta_s"].get<double>(), 0.8 - a["train"] - us);
   EXPECT_EQ(train["main_change"]["resource"], "waiting");  // sleep: waiting on nothing measured
-  EXPECT_LE(train["rank"].get<int>(), 3) << j.dump(2);  // with its process and the sleep, about as much
+  // Nothing but train's own keys (its sleep, its shell) changed more than train.
+  std::string ranked;
+  for (const json& p : j["phases"])
+    ranked += " " + p["rank"].dump() + ". " + p["key"].dump() + " " + p["status"].dump() + " " + p["delta_s"].dump() + ";";
+  for (const json& p : j["phases"]) {
+    if (p["rank"].is_number() && p["rank"].get<int>() < train["rank"].get<int>()) {
+      EXPECT_EQ(p["key"].get<std::string>().rfind("train/", 0), 0u) << "ranked above train:" << ranked;
+    }
+  }
   // The step's sleep matched; its shell (a wrapper: one child) is left out of the key.
   ASSERT_TRUE(by_key.count("train/sleep")) << j.dump(2);
-  EXPECT_EQ(by_key["train/sleep"]["status"], "changed");
+  EXPECT_NEAR(by_key["train/sleep"]["delta_s"].get<double>(), b["train/sleep"] - a["train/sleep"], us);
   ASSERT_TRUE(by_key.count("evaluate"));
   EXPECT_EQ(by_key["evaluate"]["status"], "added");
+  EXPECT_NEAR(by_key["evaluate"]["b"]["total_s"].get<double>(), b["evaluate"], us);
   ASSERT_TRUE(by_key.count("prepare"));
-  EXPECT_EQ(by_key["prepare"]["status"], "unchanged");
+  EXPECT_NEAR(by_key["prepare"]["delta_s"].get<double>(), b["prepare"] - a["prepare"], us);
   EXPECT_EQ(j["top_level"], json({"prepare", "train", "evaluate"}));
+  // Changed or not: by the noise floor the diff applied (the larger of 1% of the longer run
+  // and 50 ms), whatever the load made of `prepare`'s 0.1 s.
+  const double floor_s = j["min_change_s"].get<double>();
+  EXPECT_NEAR(floor_s, std::max(0.05, 0.01 * std::max(a[""], b[""])), us);
+  for (const char* key : {"prepare", "train", "train/sleep"}) {
+    double delta = b[key] - a[key];
+    EXPECT_EQ(by_key[key]["status"], std::abs(delta) >= floor_s ? "changed" : "unchanged")
+        << key << ": " << a[key] << " s, then " << b[key] << " s; noise floor " << floor_s << " s";
+  }
+  // A noise floor between prepare's change and train's, given: prepare is unchanged, train
+  // changed (the same work twice against 0.6 s more of it).
+  const double prepare_change = std::abs(b["prepare"] - a["prepare"]), train_change = b["train"] - a["train"];
+  ASSERT_GT(train_change, prepare_change) << "0.6 s more of sleep changed train by less than the same 0.1 s "
+                                          << "changed prepare: the runs say " << json(a).dump() << ", "
+                                          << json(b).dump();
+  const double between = (prepare_change + train_change) / 2;
+  CommandResult given = RunCommand(
+      {GrademlBinary(), "--db", db, "diff", "1", "2", "--json", "--min-change", std::to_string(between)});
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  const json given_diff = json::parse(given.out);
+  std::map<std::string, json> given_by_key;
+  for (const json& p : given_diff["phases"]) given_by_key[p["key"].get<std::string>()] = p;
+  EXPECT_EQ(given_by_key["prepare"]["status"], "unchanged") << "noise floor " << between;
+  EXPECT_EQ(given_by_key["train"]["status"], "changed") << "noise floor " << between;
+  EXPECT_EQ(given_by_key["evaluate"]["status"], "added");
 
   // The text, with runs named relative to the latest; the same diff.
   CommandResult text = RunCommand({GrademlBinary(), "--db", db, "diff", "--", "-2", "-1"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("Run 1 → run 2: the run took"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find(" 1. Step train got "), std::string::npos) << text.out;
+  // First, train's change: the step's, or its sleep's when the shell's start-up under load
+  // made the two differ by more than the noise floor (then each is listed on its own).
+  size_t first = text.out.find(" 1. ");
+  ASSERT_NE(first, std::string::npos) << text.out;
+  EXPECT_TRUE(text.out.compare(first, 19, " 1. Step train got ") == 0 ||
+              text.out.compare(first, 28, " 1. Process train/sleep got ") == 0)
+      << text.out;
   EXPECT_NE(text.out.find(" slower (+"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("Step evaluate is new in run 2"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("more time waiting on nothing measured"), std::string::npos) << text.out;
