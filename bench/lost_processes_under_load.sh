@@ -21,6 +21,6 @@ rc=0
 for _ in $(seq "$repeats"); do
   out=$(GRADEML_LOST_PROCESS_RUNS=$runs "$bin" --gtest_filter=LostProcessE2E.ShortChildrenUnderLoadAreNeverLost 2>&1)
   grep -E '^lost:' <<<"$out" || { echo "$out" | tail -20; rc=1; continue; }
-  grep -q '^\[  PASSED  \]' <<<"$out" || rc=1
+  grep -q '^\[  FAILED  \]' <<<"$out" && rc=1
 done
 exit $rc
