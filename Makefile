@@ -129,10 +129,15 @@ SANITIZE_EXCLUDE := ^(LogPhaseTrackerTest\.LongLinesFitA1MiBThreadStack|Concurre
 # grademl whose sampling loop, background writer, output readers and step runner run
 # concurrently (single commands, SIGTERM, parallel workflow steps, an instrumented
 # multi-threaded program, steps hashed and restored on threads of their own with --reuse, log
-# rules matched on a thread of their own beside a single command's relay). Not the CPU-accounting tests (TwoProcesses, ShortLivedChildren):
+# rules matched on a thread of their own beside a single command's relay), and under the load
+# of tests/e2e/load.h (issue 25: a busy loop per core and a storm of 200 short processes a
+# second beside the run) a sanitized grademl following short children whose exit events race
+# its passes: ProcessPhasesSayHowTheyEnded.under_load and LostProcessE2E (20 runs of the
+# issue's command; about 30 s in all, measured without TSan at 5-20 s on the shared VM).
+# Not the CPU-accounting tests (TwoProcesses, ShortLivedChildren):
 # TSan's own CPU cost in the instrumented helpers breaks their ground-truth comparison.
 TSAN_TESTS := collect_tests instrument_tests store_tests workflow_tests
-TSAN_E2E := ^(RunCommandE2E\.(Sigterm|ExitCodeAndStdin|Sigkill)|WorkflowE2E\.(JobsLimit|ProgressBars|AFailingStep)|InstrumentE2E\.CppThreads|EventTransportE2E\.EventMemoryTruncated|StoreReliabilityE2E\.TwoSimultaneousRuns|SignalE2E\.Sigterm|ReuseE2E\.FreshCheckoutsShareOneStore|StopE2E\.(ARuleOverItsCostBudget|SigtermReachesACommand))
+TSAN_E2E := ^(RunCommandE2E\.(Sigterm|ExitCodeAndStdin|Sigkill)|WorkflowE2E\.(JobsLimit|ProgressBars|AFailingStep)|InstrumentE2E\.CppThreads|EventTransportE2E\.EventMemoryTruncated|StoreReliabilityE2E\.TwoSimultaneousRuns|SignalE2E\.Sigterm|ReuseE2E\.FreshCheckoutsShareOneStore|StopE2E\.(ARuleOverItsCostBudget|SigtermReachesACommand)|ProcessTreeE2E\.ProcessPhasesSayHowTheyEnded\.under_load|LostProcessE2E\.)
 # Left out of the TSan job besides SANITIZE_EXCLUDE: the workflow spec's size limits
 # (SpecLimitsTest), single-threaded parsing of large generated specs that takes 2 minutes
 # under TSan and has no thread to check; and the wrapper chains of the process tree monitor

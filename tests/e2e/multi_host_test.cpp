@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -92,20 +94,42 @@ TEST(MultiHostE2E, AgentOnASecondHostSurvivesAKillAndAStoreOutageAndAlignsItsClo
                                 "/done ]; do sleep 0.1; done"});
   ASSERT_TRUE(MultiHostWaitForFile(dir + "/uuid", std::chrono::seconds(30)));
   const std::string agent = "'" + g + "' --db '" + url + "' agent --spool " + dir + "/spool --test-clock-skew 250ms";
+  // Each step waits for what it needs, not for a time: the first agent is killed once its
+  // spool holds the worker's phase (it has found the worker and spooled it; under load that
+  // can take seconds), the store is stopped once the second agent's spool holds it too, the
+  // worker stops once the store is back, and the second agent once its part of the run has
+  // ended and its spool is uploaded. Each wait gives up after 120 s (exit 7, saying which).
+  // launched, seen1, seen2: this host's clock (the real one) before the worker started, and
+  // when each agent's phases were seen in the spool.
+  const std::string spool_stats = "'" + g + "' agent --spool " + dir + "/spool --stats";
   const std::string script =
-      agent + " & A=$!; sleep 1; "
-      "GRADEML_RUN=$(cat " + dir + "/uuid) /usr/bin/python3 -c 'import time\nt = time.time()\n"
-      "while time.time() - t < 16: sum(range(1000))' & W=$!; "
-      "sleep 2; kill -9 $A; sleep 0.5; " + agent + " & A=$!; touch " + dir + "/restarted; "
-      "wait $W; sleep 3.5; kill -TERM $A; wait $A";
+      "stat_of() { " + spool_stats + " 2>/dev/null | sed -n \"s/.*\\\"$1\\\": \\([0-9]*\\).*/\\1/p\"; }; "
+      "wait_for() { i=0; while ! eval \"$1\"; do i=$((i+1)); if [ $i -gt 1200 ]; then echo \"gave up waiting for: $1\" >&2; "
+      "cat " + dir + "/agents.log >&2; exit 7; fi; sleep 0.1; done; }; "
+      "spooled_at_least() { n=$(stat_of spooled_phases); [ \"${n:-0}\" -ge \"$1\" ]; }; " +
+      agent + " 2>>" + dir + "/agents.log & A=$!; date +%s%N > " + dir + "/launched; "
+      "GRADEML_RUN=$(cat " + dir + "/uuid) /usr/bin/python3 -c 'import os\n"
+      "while not os.path.exists(\"" + dir + "/worker_stop\"): sum(range(1000))' & W=$!; "
+      "wait_for 'spooled_at_least 2'; date +%s%N > " + dir + "/seen1; "
+      "kill -9 $A; wait $A; " + agent + " 2>>" + dir + "/agents.log & A=$!; touch " + dir + "/restarted; "
+      "wait_for 'spooled_at_least 4'; date +%s%N > " + dir + "/seen2; "
+      "wait_for '[ -e " + dir + "/outage_over ]'; touch " + dir + "/worker_stop; wait $W; "
+      "wait_for 'grep -q \"has no process left\" " + dir + "/agents.log'; "
+      "wait_for '[ \"$(stat_of pending)\" = 0 ]'; kill -TERM $A; wait $A; rc=$?; cat " + dir + "/agents.log >&2; exit $rc";
+  std::atomic<bool> script_over{false};
   std::thread outage([&] {
-    if (!MultiHostWaitForFile(dir + "/restarted", std::chrono::seconds(60))) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    while (!std::filesystem::exists(dir + "/seen2")) {
+      if (script_over) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
     RunCommand({pg, "halt", pg_dir});
     std::this_thread::sleep_for(std::chrono::seconds(10));
     RunCommand({pg, "start", pg_dir});
+    std::ofstream(dir + "/outage_over") << "1";
   });
-  CommandResult remote = RunCommand({"/usr/bin/timeout", "120", sim, "exec", name, "0", "--", "/bin/sh", "-c", script});
+  CommandResult remote = RunCommand({"/usr/bin/timeout", "300", sim, "exec", name, "0", "--", "/bin/sh", "-c", script});
+  script_over = true;
   outage.join();
   std::filesystem::path done = dir + "/done";
   { std::ofstream(done.string()) << "1"; }
@@ -165,11 +189,27 @@ TEST(MultiHostE2E, AgentOnASecondHostSurvivesAKillAndAStoreOutageAndAlignsItsClo
   EXPECT_GE(estimates, 2);
   EXPECT_LT(best_error, 1e6);
   EXPECT_LT(best_uncertainty, 1'000'000);
+  // Each agent's phase of the worker starts, on the store's clock, after the worker was
+  // launched (this host's real clock: the skew is the agents' alone) and before that agent's
+  // phases were seen in the spool; a phase starts no earlier than its host's (the agent's
+  // session), so the second agent's starts late. Slack: a clock tick of /proc's start time
+  // and the clock estimate's uncertainty (under 1 ms, above).
+  auto clock_file = [&](const std::string& f) { return std::atoll(ReadFile(dir + "/" + f).c_str()); };
+  const int64_t launched = clock_file("launched"), seen1 = clock_file("seen1"), seen2 = clock_file("seen2");
+  const int64_t slack = 20 * kNsPerMs;
+  std::vector<TimeNs> worker_starts;
   for (const model::Phase& p : r.phases) {
     if (p.host != host || p.name.find("python3") == std::string::npos) continue;
+    worker_starts.push_back(p.start_ns);
     EXPECT_GT(p.start_ns, r.info.start_ns);
-    EXPECT_LT(p.start_ns, r.info.start_ns + 5 * kNsPerSec);
   }
+  std::sort(worker_starts.begin(), worker_starts.end());
+  ASSERT_EQ(worker_starts.size(), 2u);
+  ASSERT_GT(launched, 0);
+  EXPECT_GE(worker_starts[0], launched - slack);
+  EXPECT_LE(worker_starts[0], seen1 + slack);
+  EXPECT_GE(worker_starts[1], seen1 - slack);
+  EXPECT_LE(worker_starts[1], seen2 + slack);
 }
 
 }  // namespace
@@ -216,10 +256,14 @@ TEST(MultiHostE2E, DaskWorkerOnASecondHostIsPartOfTheRun) {
       "echo \"$GRADEML_RUN\" > " + dir + "/uuid; " + py + " -m distributed.cli.dask_scheduler --host " + a0 +
       " --port 8786 --no-dashboard > " + dir + "/scheduler.log 2>&1 & S=$!; " + py + " " + src +
       "/tests/hosts/dask_two_hosts_client.py " + scheduler + " " + a1 + " " + h1 + "; rc=$?; kill $S; wait $S; exit $rc'";
-  // h1: the agent, then (once the run exists) a worker of the run; the agent stops after.
+  // h1: the agent, then (once the run exists and its scheduler listens) a worker of the run;
+  // the agent stops after. The worker gives up on a scheduler after 5 s (--death-timeout: so
+  // it ends soon after the scheduler does), so it is not started before the scheduler is
+  // there: on a loaded machine the scheduler can take longer than that to start.
   const std::string remote =
       "'" + g + "' --db '" + url + "' agent --spool " + dir + "/spool & A=$!; "
       "while [ ! -s " + dir + "/uuid ]; do sleep 0.1; done; "
+      "while ! grep -q 'Scheduler at:' " + dir + "/scheduler.log 2>/dev/null; do sleep 0.1; done; "
       "GRADEML_RUN=$(cat " + dir + "/uuid) " + py + " -m distributed.cli.dask_worker " + scheduler +
       " --host " + a1 + " --nthreads 1 --nworkers 1 --no-nanny --no-dashboard --death-timeout 5 > " + dir +
       "/worker.log 2>&1; sleep 3; kill -TERM $A; wait $A";

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bench", "validation"))
@@ -216,6 +217,30 @@ class RealworldChecks(unittest.TestCase):
         rep["issues"] = [{"kind": "cpu", "phase": rep["phases"][3]["id"]}]
         c = [c for c in rw.check_text(rw.Report(rep), self.text_truths()) if "underused" in c.name][0]
         self.assertFalse(c.ok)
+
+    def test_underused_cores_is_skipped_on_a_busy_machine_except_in_ci(self):
+        rep = self.text_report(4.15, 9.15)
+        rep["issues"] = []
+
+        def underused(idle_cores, ci):
+            env = dict(os.environ)
+            env.pop("CI", None)
+            if ci:
+                env["CI"] = "true"
+            with mock.patch.dict(os.environ, env, clear=True):
+                checks = rw.check_text(rw.Report(rep, idle_cores), self.text_truths())
+            return [c for c in checks if "underused" in c.name][0]
+
+        busy = underused(0.1, ci=False)
+        self.assertTrue(busy.ok)
+        self.assertTrue(busy.skipped)
+        self.assertTrue(busy.line().startswith("skip"), busy.line())
+        self.assertIn("0.10 idle cores", busy.detail)
+        self.assertFalse(underused(0.1, ci=True).ok)  # CI: checked anyway
+        quiet = underused(1.0, ci=False)
+        self.assertFalse(quiet.ok)  # quiet, and no issue: a real failure
+        self.assertFalse(quiet.skipped)
+        self.assertFalse(underused(None, ci=False).ok)  # not measured: checked
 
     def test_cpu_tolerance_is_5_percent_with_a_floor_of_50_ms(self):
         self.assertTrue(rw.cpu_check("w", "x", 10.49, 10.0).ok)
