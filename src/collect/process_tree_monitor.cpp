@@ -346,7 +346,6 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   p->last_t = start;
   p->start_t = start;
   p->exits_lost_at_follow = exits_ ? exits_->lost() : 0;
-  if (exits_ && !recent_exit_records_.empty()) ClaimRecentExitRecords(p);
   p->phase = builder_->BeginPhase({.parent = under,
                                    .name = name,
                                    .type = std::string(model::kPhaseTypeProcess),
@@ -402,6 +401,8 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
   if (parent) parent->children.push_back(p);
   alive_[pid] = p;
   procs_.push_back(std::move(owned));
+  // Its exit records read before its fork event (its phase exists now: they may name it).
+  if (exits_ && !recent_exit_records_.empty()) ClaimRecentExitRecords(p);
   return p;
 }
 
@@ -912,7 +913,7 @@ void ProcessTreeMonitor::ApplyExitRecord(Proc* p, const TaskExitStats::Record& r
     if (r.tid == pid) {
       p->leader_elapsed_s = r.elapsed_s;
       // Reaped before anything of it could be read ("[pid N]"): its command name at least.
-      if (p->comm.empty() && !r.comm.empty()) {
+      if (p->comm.empty() && !r.comm.empty() && p->phase != 0 && p->state != State::kResolved) {
         p->comm = r.comm;
         builder_->RenamePhase(p->phase, "[" + r.comm + "]");
       }
