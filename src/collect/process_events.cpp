@@ -93,18 +93,22 @@ void ParseProcessEventDatagram(const char* data, size_t size, std::vector<Proces
         if (ev.event_data.fork.child_pid != ev.event_data.fork.child_tgid) continue;  // a thread
         out->push_back({.kind = ProcessEvents::Event::Kind::kFork,
                         .pid = ev.event_data.fork.child_tgid,
-                        .parent = ev.event_data.fork.parent_tgid});
+                        .parent = ev.event_data.fork.parent_tgid,
+                        .monotonic_ns = static_cast<int64_t>(ev.timestamp_ns)});
         break;
       case proc_event::PROC_EVENT_EXEC:
         if (event_size < kHead + sizeof ev.event_data.exec) continue;
-        out->push_back({.kind = ProcessEvents::Event::Kind::kExec, .pid = ev.event_data.exec.process_tgid});
+        out->push_back({.kind = ProcessEvents::Event::Kind::kExec,
+                        .pid = ev.event_data.exec.process_tgid,
+                        .monotonic_ns = static_cast<int64_t>(ev.timestamp_ns)});
         break;
       case proc_event::PROC_EVENT_EXIT:
         if (event_size < offsetof(proc_event, event_data.exit.parent_pid)) continue;
         if (ev.event_data.exit.process_pid != ev.event_data.exit.process_tgid) continue;  // a thread
         out->push_back({.kind = ProcessEvents::Event::Kind::kExit,
                         .pid = ev.event_data.exit.process_tgid,
-                        .exit_status = static_cast<int>(ev.event_data.exit.exit_code)});
+                        .exit_status = static_cast<int>(ev.event_data.exit.exit_code),
+                        .monotonic_ns = static_cast<int64_t>(ev.timestamp_ns)});
         break;
       default:
         break;

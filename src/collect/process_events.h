@@ -27,6 +27,7 @@ class ProcessEvents {
     pid_t pid = 0;     // the process (thread group id)
     pid_t parent = 0;  // kFork: the parent process
     int exit_status = 0;  // kExit: as wait() reports it (exit code << 8, or the signal)
+    int64_t monotonic_ns = 0;  // when it happened, as the kernel stamped it (CLOCK_MONOTONIC)
   };
 
   // Subscribes; null with `*error` set when the kernel refuses (no CAP_NET_ADMIN, no

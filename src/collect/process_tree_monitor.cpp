@@ -74,6 +74,7 @@ struct ProcessTreeMonitor::Proc {
   TimeNs last_t = 0;        // time of the last successful read
   TimeNs exit_t = 0;        // when the exit was noticed (exact with pidfds); never before start_t
   TimeNs start_t = 0;       // its phase's start
+  TimeNs exit_event_t = 0;  // its exit as the kernel's exit event stamped it (0: none read)
   double own_user = 0, own_system = 0;
   double cut_user = 0, cut_system = 0;  // reaped children's CPU as the kernel reports it
   // The kernel's exit records of its threads (TaskExitStats), summed: its own CPU and I/O,
@@ -648,7 +649,10 @@ bool ProcessTreeMonitor::Reaped(Proc* p) {
 
 void ProcessTreeMonitor::EndPhase(Proc* p) {
   p->rss = 0;
-  p->exit_t = std::max(p->exit_t, p->start_t);  // a phase never ends before it began
+  // Its end as the kernel's exit event stamped it where one was read (exact: a pass can
+  // notice an exit late on a busy machine), else as noticed; never before it began.
+  if (p->exit_event_t != 0 && p->exit_event_t <= p->exit_t) p->exit_t = p->exit_event_t;
+  p->exit_t = std::max(p->exit_t, p->start_t);
   EmitSamples(p, p->exit_t);
   builder_->EndPhase(p->phase, p->exit_t);
 }
@@ -959,7 +963,10 @@ void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
           break;
         }
         ++followed_by_events_;
-        Proc* c = Follow(ev.pid, parent, now, "", 0, 0);
+        // Started when the kernel stamped its fork (exact, where /proc's start is in ticks
+        // and gone for one already reaped).
+        TimeNs forked = ev.monotonic_ns > 0 ? WallClock::FromMonotonic(ev.monotonic_ns) : 0;
+        Proc* c = Follow(ev.pid, parent, now, "", forked > 0 && forked <= now ? forked : 0, 0);
         // Already gone (and reaped): its parent's counters tell its CPU, as for one unseen.
         if (!c->stat_file.is_open() || c->starttime == 0) MarkGone(c, now);
         // Alive under a parent already resolved (and maybe dropped from the tree the passes
@@ -980,6 +987,7 @@ void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
         else if (auto g = gone_.find(ev.pid); g != gone_.end()) p = g->second;
         else if (auto r = recently_resolved_.find(ev.pid); r != recently_resolved_.end()) p = r->second;
         if (!p || p->never_started) break;
+        if (ev.monotonic_ns > 0) p->exit_event_t = WallClock::FromMonotonic(ev.monotonic_ns);
         if (WIFSIGNALED(ev.exit_status)) {
           builder_->SetPhaseTag(p->phase, "exit_signal", std::to_string(WTERMSIG(ev.exit_status)));
         } else {

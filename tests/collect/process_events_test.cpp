@@ -3,6 +3,7 @@
 // child's fork and exit are reported; and ProcessTreeMonitor follows at most
 // max_event_processes processes through events, counting the rest.
 #include "collect/process_events.h"
+#include "core/time.h"
 
 #include <linux/cn_proc.h>
 #include <linux/connector.h>
@@ -106,27 +107,39 @@ TEST(ProcessEventsTest, TheKernelReportsAChildsForkAndExit) {
   std::string why;
   std::unique_ptr<ProcessEvents> events = OpenOrSkipReason(&why);
   if (!events) GTEST_SKIP() << "the kernel's process events are not available: " << why;
+  int64_t before = WallClock::MonotonicNow();
   pid_t child = fork();
   if (child == 0) _exit(5);
   ASSERT_GT(child, 0);
   int status = 0;
   waitpid(child, &status, 0);
+  int64_t after = WallClock::MonotonicNow();
   bool forked = false, exited = false;
+  int64_t fork_t = 0, exit_t = 0;
   for (int i = 0; i < 200 && !(forked && exited); ++i) {
     pollfd fd{events->fd(), POLLIN, 0};
     poll(&fd, 1, 10);
     std::vector<ProcessEvents::Event> got;
     events->Drain(&got);
     for (const auto& e : got) {
-      if (e.kind == Kind::kFork && e.pid == child && e.parent == getpid()) forked = true;
+      if (e.kind == Kind::kFork && e.pid == child && e.parent == getpid()) {
+        forked = true;
+        fork_t = e.monotonic_ns;
+      }
       if (e.kind == Kind::kExit && e.pid == child) {
         exited = true;
+        exit_t = e.monotonic_ns;
         EXPECT_EQ(WEXITSTATUS(e.exit_status), 5);
       }
     }
   }
   EXPECT_TRUE(forked);
   EXPECT_TRUE(exited);
+  // Stamped by the kernel when they happened (CLOCK_MONOTONIC): the monitor's phase start
+  // and end for a process it could not read in time.
+  EXPECT_GE(fork_t, before);
+  EXPECT_LE(fork_t, exit_t);
+  EXPECT_LE(exit_t, after);
 }
 
 // A fork bomb must not grow the monitor without bound: past max_event_processes, forks

@@ -614,7 +614,9 @@ TEST(ProcessTreeMonitorTest, AnExitNoticedAfterWaitingForTheLockIsNotStampedBefo
   Fixture f;
   ProcessTreeMonitor monitor(&f.builder, f.run, f.host, "h", {});
   std::atomic<bool> forked{false};
-  std::atomic<TimeNs> exited_by{0};
+  std::atomic<TimeNs> told{0};
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
   TimeNs stale = WallClock::Now();  // as the sampling loop read it, before the launch
   usleep(5000);
   pid_t root = 0;
@@ -622,10 +624,14 @@ TEST(ProcessTreeMonitorTest, AnExitNoticedAfterWaitingForTheLockIsNotStampedBefo
     root = monitor.LaunchRoot(
         [&] {
           pid_t r = fork();
-          if (r == 0) _exit(0);
+          if (r == 0) {
+            char c;
+            _exit(read(go[0], &c, 1) == 1 ? 0 : 1);
+          }
+          told = WallClock::Now();  // it exits after this
+          if (write(go[1], "x", 1) != 1) return r;
           siginfo_t info{};
           (void)waitid(P_PID, static_cast<id_t>(r), &info, WEXITED | WNOWAIT);  // a zombie now
-          exited_by = WallClock::Now();
           forked = true;
           usleep(50000);  // the rest of a slow exec, with the lock held
           return r;
@@ -644,7 +650,9 @@ TEST(ProcessTreeMonitorTest, AnExitNoticedAfterWaitingForTheLockIsNotStampedBefo
   std::vector<model::Phase> processes = f.Processes();
   ASSERT_EQ(processes.size(), 1u);
   EXPECT_GE(processes[0].end_ns, processes[0].start_ns);
-  EXPECT_GE(processes[0].end_ns, exited_by.load()) << "the exit was stamped before it happened";
+  EXPECT_GE(processes[0].end_ns, told.load()) << "the exit was stamped before it happened";
+  close(go[0]);
+  close(go[1]);
 }
 
 }  // namespace
