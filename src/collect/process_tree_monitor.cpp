@@ -1252,8 +1252,9 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
                       .cap = m >= kReadBytes ? std::numeric_limits<double>::infinity()
                              : own_final     ? 0
                                              : static_cast<double>(p->threads) * dt});
-    if (m <= kSystem && exact[m] && !p->cpu_final) {
-      // Exact up to its record: what it used exiting after it is its own too.
+    if (m <= kSystem && exact[m]) {
+      // Exact up to its record: what it used exiting after it is its own too (also when a
+      // read of its zombie came first: the counters granted to it by its parent say more).
       double window = AfterRecordWindow(p);
       claims.back().weight = window;
       claims.back().cap = window;

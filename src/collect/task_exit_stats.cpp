@@ -94,8 +94,11 @@ bool ParseStats(const char* p, size_t size, TaskExitStats::Record* r) {
   // for wait4 and /proc/PID/stat.
   uint64_t utime_ns = Load<uint64_t>(p, l.utime) * 1000, stime_ns = Load<uint64_t>(p, l.stime) * 1000;
   uint64_t run_ns = Load<uint64_t>(p, l.cpu_run_virtual_total);
-  r->exact_cpu = run_ns > 0;
-  if (r->exact_cpu) {
+  // No run time: without delay accounting in the kernel, or a thread that never ran. The
+  // latter has no tick either, and its 0 is exact: a process whose short-lived thread never
+  // got a CPU is still exact.
+  r->exact_cpu = run_ns > 0 || (utime_ns == 0 && stime_ns == 0);
+  if (run_ns > 0) {
     if (stime_ns == 0) {
       utime_ns = run_ns;
     } else if (utime_ns == 0) {

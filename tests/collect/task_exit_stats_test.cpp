@@ -165,6 +165,19 @@ TEST(TaskExitStatsTest, OneTasksRecord) {
   EXPECT_EQ(r[0].comm, "python3");
 }
 
+// A thread that never ran has no run time and no tick: its 0 is exact (one such thread used
+// to make its whole process fall back to the share-out).
+TEST(TaskExitStatsTest, AThreadThatNeverRanIsExactlyZero) {
+  TsTask t;
+  t.run_ns = 0;
+  t.utime_us = 0;
+  t.stime_us = 0;
+  Record r = TsParse(TsExit(t)).at(0);
+  EXPECT_TRUE(r.exact_cpu);
+  EXPECT_EQ(r.utime_s, 0.0);
+  EXPECT_EQ(r.stime_s, 0.0);
+}
+
 TEST(TaskExitStatsTest, TheExactRunTimeIsSplitInTheRatioOfTheTickSamples) {
   TsTask t;
   t.run_ns = 1400000000;  // 1.4 s run; ticks said 1.5 s user, 0.25 s system

@@ -211,13 +211,19 @@ def check_cnn(report, truths):
     c = main["counts"]
     out = process_cpu_checks(w, report, truths)
     worker_phases = [report.process(t["pid"]) for t in workers]
-    # 15%, not 5%: a worker that its parent reaps before grademl reads it as a zombie has
-    # its last tail estimated from its rate and what the parent's reaped-children counters
-    # grew by (docs/metrics.md); here 5-12% of the workers' CPU went to the parent that way
-    # (known gap, issue 12's closing note). The run's total below stays within 5%.
-    out.append(cpu_check(w, f"CPU of the {len(workers)} forked DataLoader workers together",
+    # 7.5% with the kernel's exit records (each worker's own CPU exact whoever reaps it, and
+    # the CPU of its exit after the record given to it: docs/process-accounting.md): the
+    # issue's 5% held in 10 of 11 runs on the loaded 2-core VM (-5.6% to +3.2%); what is
+    # still short then is in the parent's cpu.unseen_children. 15%
+    # without them (run.process_accounting "share_out"): a worker its parent reaps before
+    # grademl reads it as a zombie has its last tail estimated from its rate and what the
+    # parent's counters grew by; 5-12% of the workers' CPU went to the parent that way
+    # (issue 12's closing note). The run's total below stays within 5% either way.
+    exact = report.doc.get("run", {}).get("process_accounting") == "exit_records"
+    out.append(cpu_check(w, f"CPU of the {len(workers)} forked DataLoader workers together"
+                         + ("" if exact else " (shared out: 15%)"),
                          sum(p["self_cpu_seconds"] for p in worker_phases if p) if all(worker_phases) else None,
-                         main["cpu_children_s"], rel=0.15))
+                         main["cpu_children_s"], rel=0.075 if exact else 0.15))
     out.append(cpu_check(w, "CPU of the whole run (no double count)", report.root["cpu_seconds"],
                          main["cpu_self_s"] + main["cpu_children_s"]))
     out.append(pss_check(w, "peak PSS of the process tree (parent + workers sharing the data set)", proc,
