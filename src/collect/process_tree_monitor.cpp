@@ -1060,6 +1060,19 @@ Claim ProcessTreeMonitor::TailClaim(const Proc* c, Metric m) const {
   return claim;
 }
 
+std::array<double, 2> ProcessTreeMonitor::ExactOwnCpu(const Proc* p) {
+  // The records' total, never less than what was read (a read of the zombie after the
+  // record holds its exit too), and per metric never below what was read (a counter). The
+  // two splits of user and system can differ (the tick ratio at two moments): taking the
+  // larger of each would count more than either total.
+  double user = p->own_user, system = p->own_system;
+  double extra = p->exit_own[kUser] + p->exit_own[kSystem] - user - system;
+  if (extra <= 0) return {user, system};
+  double du = std::max(0.0, p->exit_own[kUser] - user), ds = std::max(0.0, p->exit_own[kSystem] - system);
+  double scale = du + ds > extra ? extra / (du + ds) : 1.0;
+  return {user + du * scale, system + ds * scale};
+}
+
 double ProcessTreeMonitor::AfterRecordWindow(const Proc* p) const {
   // The kernel sends a task's record before it releases its memory and files: the CPU of
   // that (a large address space takes a while) is in its parent's reaped-children counters
@@ -1078,7 +1091,7 @@ Claim ProcessTreeMonitor::OwnTailClaim(const Proc* c, Metric m) const {
     // of its exit after the record (bounded by that window). What it holds of its reaped
     // children is what was seen of them (the rest comes with their claims).
     if (m <= kSystem) {
-      double own = std::max(m == kUser ? c->own_user : c->own_system, c->exit_own[m]);
+      double own = ExactOwnCpu(c)[m];
       double window = AfterRecordWindow(c);
       return {.need = own + (m == kUser ? c->cut_user : c->cut_system), .weight = window, .cap = window};
     }
@@ -1225,8 +1238,11 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
   // Its own part from the kernel's exit records, where they are whole: no own tail to guess.
   bool exact[kNumMetrics];
   for (int m = 0; m < kNumMetrics; ++m) exact[m] = ExitRecordsExact(p, static_cast<Metric>(m));
-  if (exact[kUser]) p->own_user = std::max(p->own_user, p->exit_own[kUser]);
-  if (exact[kSystem]) p->own_system = std::max(p->own_system, p->exit_own[kSystem]);
+  if (exact[kUser] && exact[kSystem]) {
+    auto [user, system] = ExactOwnCpu(p);
+    p->own_user = user;
+    p->own_system = system;
+  }
   if (exact[kUser] || exact[kSystem]) ++processes_exact_;
   std::vector<Totals> child_finals(gone.size());
   double own_cpu_tail = 0;

@@ -248,6 +248,9 @@ class ProcessTreeMonitor {
   // The seconds in which a process with exact exit records can have used CPU after its
   // record (releasing its memory): from its main thread's record to its exit, plus a tick.
   double AfterRecordWindow(const Proc* p) const;
+  // A process's own user and system CPU from its exit records and what was read of it: the
+  // records' total (or the read's, when larger), each never below what was read.
+  static std::array<double, 2> ExactOwnCpu(const Proc* p);
   // Reads again the descendants of an exited process that are still thought alive, so that
   // those that died with it are known as exited before its counters are shared out.
   void SettleExitedSubtree(Proc* p, TimeNs t);
