@@ -193,7 +193,6 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
       pss_budget_(options_.pss),
       cpu_limits_(std::make_unique<CpuLimitsReader>(CpuLimitsReader::Paths{options_.proc_root, options_.cgroup_root})) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  exits_only_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (!options_.process_events) {
     events_error_ = "turned off";
     exits_error_ = "the kernel's process events are not used";
@@ -243,7 +242,6 @@ ProcessTreeMonitor::~ProcessTreeMonitor() {
   for (auto& p : procs_)
     if (p->pidfd >= 0) close(p->pidfd);
   if (epoll_fd_ >= 0) close(epoll_fd_);
-  if (exits_only_fd_ >= 0) close(exits_only_fd_);
 }
 
 size_t ProcessTreeMonitor::alive() const {
@@ -394,8 +392,6 @@ ProcessTreeMonitor::Proc* ProcessTreeMonitor::Follow(pid_t pid, Proc* parent, Ti
       if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, p->pidfd, &ev) != 0) {
         close(p->pidfd);
         p->pidfd = -1;
-      } else if (exits_only_fd_ >= 0) {
-        (void)epoll_ctl(exits_only_fd_, EPOLL_CTL_ADD, p->pidfd, &ev);
       }
     }
   }
@@ -617,7 +613,6 @@ void ProcessTreeMonitor::RecordCpuLimits(Proc* p, TimeNs t) {
 void ProcessTreeMonitor::Unwatch(Proc* p) {
   if (p->pidfd >= 0) {
     if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p->pidfd, nullptr);
-    if (exits_only_fd_ >= 0) epoll_ctl(exits_only_fd_, EPOLL_CTL_DEL, p->pidfd, nullptr);
     close(p->pidfd);
     p->pidfd = -1;
   }

@@ -101,10 +101,7 @@ class ProcessTreeMonitor {
   // and, where the kernel's process events are used, when any process of the machine forks,
   // execs or exits (so that a short process is named while its command line can be read).
   int exit_notification_fd() const { return epoll_fd_; }
-  // Readable only when a followed process exits: for a caller that would rather not wake for
-  // every process of a busy machine (`grademl agent`); its process events are read then and
-  // at each pass.
-  int followed_exit_fd() const { return exits_only_fd_; }
+
   // Reads the final counters of processes that just exited, while they are zombies.
   void HandleExitNotifications(TimeNs now);
   // A followed process exited and is a zombie that grademl is about to reap (the root, or
@@ -180,7 +177,6 @@ class ProcessTreeMonitor {
   std::unordered_map<pid_t, uint64_t> foreign_;        // pid -> start time, not in the tree
   std::vector<Proc*> roots_;  // launched commands and adopted orphans
   int epoll_fd_ = -1;
-  int exits_only_fd_ = -1;  // the pidfds alone
   int pass_ = 0;
   TimeNs last_pass_t_ = 0;  // when the latest pass ran
   DurationNs pass_dt_ = 0;  // the time between the latest two passes

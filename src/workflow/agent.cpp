@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -16,7 +15,6 @@
 #include <mutex>
 #include <set>
 #include <thread>
-#include <vector>
 
 #include "collect/host_monitor.h"
 #include "collect/proc_file.h"
@@ -354,36 +352,13 @@ int RunAgent(const AgentOptions& in) {
       last_flush = now;
     }
     if (options.duration > 0 && now - started >= options.duration) break;
-    // Until the next pass: a signal, or the exit of a followed process, which is read at
-    // once, as `grademl run` does: its final counters while it is a zombie, its exit stamped
-    // when it happened rather than at the next pass. (Not woken by every fork of the machine:
-    // the kernel's process events are read then and at each pass.)
-    const auto pass_deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(options.interval);
-    while (!stop) {
-      std::vector<pollfd> fds{{.fd = signal_fd, .events = POLLIN, .revents = 0}};
-      std::vector<collect::ProcessTreeMonitor*> monitors;
-      for (auto& [uuid, s] : sessions) {
-        if (int fd = s->processes->followed_exit_fd(); fd >= 0) {
-          fds.push_back({.fd = fd, .events = POLLIN, .revents = 0});
-          monitors.push_back(s->processes.get());
-        }
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(pass_deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      int ready = poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(1, left.count())));
-      if (ready <= 0) {
-        if (ready < 0 && errno != EINTR) break;
-        continue;
-      }
-      if (fds[0].revents & POLLIN) {
-        signalfd_siginfo info;
-        if (read(signal_fd, &info, sizeof info) > 0) {
-          stop = true;
-          RequestStop(static_cast<int>(info.ssi_signo));
-        }
-      }
-      for (size_t i = 1; i < fds.size(); ++i) {
-        if (fds[i].revents & POLLIN) monitors[i - 1]->HandleExitNotifications(WallClock::Now());
+    pollfd p{.fd = signal_fd, .events = POLLIN, .revents = 0};
+    int timeout_ms = static_cast<int>(options.interval / kNsPerMs);
+    if (poll(&p, 1, std::max(1, timeout_ms)) > 0 && (p.revents & POLLIN)) {
+      signalfd_siginfo info;
+      if (read(signal_fd, &info, sizeof info) > 0) {
+        stop = true;
+        RequestStop(static_cast<int>(info.ssi_signo));
       }
     }
   }
