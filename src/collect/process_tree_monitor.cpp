@@ -228,11 +228,6 @@ uint64_t ProcessTreeMonitor::exit_records_lost() const {
   return exits_ ? exits_->lost() : 0;
 }
 
-uint64_t ProcessTreeMonitor::processes_exact() const {
-  std::lock_guard lock(mu_);
-  return processes_exact_;
-}
-
 uint64_t ProcessTreeMonitor::process_events_lost() const {
   std::lock_guard lock(mu_);
   return events_ ? events_->lost() : 0;
@@ -896,28 +891,24 @@ void ProcessTreeMonitor::ClaimRecentExitRecords(Proc* p) {
 }
 
 void ProcessTreeMonitor::ApplyExitRecord(Proc* p, const TaskExitStats::Record& r) {
-  const pid_t pid = p->pid;
-  {
-    // A record of an earlier process with the same pid: it started well before this one
-    // (start times are whole seconds).
-    if (r.start_epoch_s > 0 && p->start_t > 0 && r.start_epoch_s + 2 < p->start_t / kNsPerSec) return;
-    ++p->exit_records;
-    p->exit_own[kUser] += r.utime_s;
-    p->exit_own[kSystem] += r.stime_s;
-    p->exit_own[kReadBytes] += static_cast<double>(r.read_bytes);
-    p->exit_own[kWriteBytes] += static_cast<double>(r.write_bytes);
-    p->exit_own[kReadChars] += static_cast<double>(r.read_chars);
-    p->exit_own[kWriteChars] += static_cast<double>(r.write_chars);
-    if (!r.exact_cpu || r.tgid == 0) p->exit_cpu_exact = false;
-    if (r.tid == pid) {
-      p->leader_elapsed_s = r.elapsed_s;
-      // Reaped before anything of it could be read ("[pid N]"): its command name at least.
-      if (p->comm.empty() && !r.comm.empty() && p->phase != 0 && p->state != State::kResolved) {
-        p->comm = r.comm;
-        builder_->RenamePhase(p->phase, "[" + r.comm + "]");
-      }
+  // A record of an earlier process with the same pid: it started well before this one
+  // (start times are whole seconds).
+  if (r.start_epoch_s > 0 && p->start_t > 0 && r.start_epoch_s + 2 < p->start_t / kNsPerSec) return;
+  ++p->exit_records;
+  p->exit_own[kUser] += r.utime_s;
+  p->exit_own[kSystem] += r.stime_s;
+  p->exit_own[kReadBytes] += static_cast<double>(r.read_bytes);
+  p->exit_own[kWriteBytes] += static_cast<double>(r.write_bytes);
+  p->exit_own[kReadChars] += static_cast<double>(r.read_chars);
+  p->exit_own[kWriteChars] += static_cast<double>(r.write_chars);
+  if (!r.exact_cpu || r.tgid == 0) p->exit_cpu_exact = false;
+  if (r.tid == p->pid) {
+    p->leader_elapsed_s = r.elapsed_s;
+    // Reaped before anything of it could be read ("[pid N]"): its command name at least.
+    if (p->comm.empty() && !r.comm.empty() && p->phase != 0 && p->state != State::kResolved) {
+      p->comm = r.comm;
+      builder_->RenamePhase(p->phase, "[" + r.comm + "]");
     }
-    ++exit_records_used_;
   }
 }
 
@@ -1238,7 +1229,6 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
     p->own_user = user;
     p->own_system = system;
   }
-  if (exact[kUser] || exact[kSystem]) ++processes_exact_;
   std::vector<Totals> child_finals(gone.size());
   double own_cpu_tail = 0;
   for (int m = 0; m < kNumMetrics; ++m) {

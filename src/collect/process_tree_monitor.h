@@ -101,7 +101,6 @@ class ProcessTreeMonitor {
   // and, where the kernel's process events are used, when any process of the machine forks,
   // execs or exits (so that a short process is named while its command line can be read).
   int exit_notification_fd() const { return epoll_fd_; }
-
   // Reads the final counters of processes that just exited, while they are zombies.
   void HandleExitNotifications(TimeNs now);
   // A followed process exited and is a zombie that grademl is about to reap (the root, or
@@ -147,11 +146,10 @@ class ProcessTreeMonitor {
   // per-task exit records: exact) or "share_out" (shared out of their parents' reaped-
   // children counters by rule: exact only for a process read as a zombie), and why not the
   // records ("" when used). And how often the records' buffer overflowed (records lost:
-  // those processes fell back to the share-out), and how many processes ended exactly so.
+  // those processes fell back to the share-out).
   std::string process_accounting() const;
   const std::string& process_accounting_error() const { return exits_error_; }
   uint64_t exit_records_lost() const;
-  uint64_t processes_exact() const;
 
   // Counters shared out between a parent and its exited children, in this order.
   enum Metric { kUser, kSystem, kReadBytes, kWriteBytes, kReadChars, kWriteChars, kNumMetrics };
@@ -189,10 +187,8 @@ class ProcessTreeMonitor {
   std::unique_ptr<TaskExitStats> exits_;
   std::string exits_error_;
   std::vector<TaskExitStats::Record> exit_batch_;  // DrainExitRecords's buffer
-  uint64_t exit_records_used_ = 0;
   static constexpr size_t kRecentExitRecords = 4096;
   std::deque<TaskExitStats::Record> recent_exit_records_;  // of no followed process, the latest
-  uint64_t processes_exact_ = 0;
   size_t followed_by_events_ = 0;
   std::unordered_map<pid_t, Proc*> recently_resolved_;  // for exit events that come late
   uint64_t processes_dropped_ = 0;
