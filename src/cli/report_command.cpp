@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <set>
@@ -129,9 +131,17 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
       return 0;
     }
     if (opts->json) {
-      nlohmann::json report = report::RenderJsonReport(*run, analysis);
-      if (breakdown) report["level_breakdown"] = report::LevelBreakdownJson(*breakdown);
-      out = report.dump(2) + "\n";
+      // Streamed: a run of a million phases is a gigabyte of JSON, never held whole.
+      {
+        report::JsonStream w([](std::string_view chunk) { std::fwrite(chunk.data(), 1, chunk.size(), stdout); });
+        report::WriteJsonReport(*run, analysis, breakdown ? &*breakdown : nullptr, w);
+      }
+      std::fputc('\n', stdout);
+      if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        PrintError(std::string("could not write the report: ") + std::strerror(errno));
+        return kExitFailure;
+      }
+      return 0;
     } else {
       report::TerminalReportOptions ropts;
       ropts.color = !opts->no_color && (opts->color || isatty(STDOUT_FILENO) != 0);

@@ -11,6 +11,8 @@ namespace grademl {
 
 // The string as valid UTF-8: each byte of an invalid sequence becomes U+FFFD.
 std::string ValidUtf8(std::string_view text);
+// Whether the string is valid UTF-8 already (ValidUtf8 would return it unchanged).
+bool IsValidUtf8(std::string_view text);
 
 // The string as valid UTF-8 on one line, with every control character shown as an escape:
 // "\n", "\r", "\t", and "\xNN" for the others (ESC is "\x1b", DEL "\x7f", a C1 control such

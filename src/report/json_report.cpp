@@ -1,10 +1,14 @@
 #include "report/json_report.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <unordered_map>
+#include <vector>
 
 #include "model/phase_level.h"
 #include "report/text_format.h"
+#include "core/text.h"
 
 namespace grademl::report {
 namespace {
@@ -19,39 +23,104 @@ json Bytes(double bytes) {
 json NumberOrNull(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 json Text(std::string_view s) { return ValidUtf8(s); }
 
-json PhaseJson(const model::Phase& phase, const analysis::PhaseSummary& ps) {
-  json tags = json::object();
-  for (const auto& [key, value] : phase.tags) tags[ValidUtf8(key)] = Text(value);
-  return {
-      {"id", phase.id},
-      {"parent", phase.parent == 0 ? json(nullptr) : json(phase.parent)},
-      {"name", Text(phase.name)},
-      {"type", Text(phase.type)},
-      {"level", std::string(model::PhaseLevelName(model::LevelOf(phase)))},
-      {"tags", tags},
-      {"start_ns", phase.start_ns},
-      {"end_ns", phase.ended() ? json(phase.end_ns) : json(nullptr)},
-      {"host", Text(phase.host)},
-      {"pid", phase.pid == 0 ? json(nullptr) : json(phase.pid)},
-      {"track", phase.track == 0 ? json(nullptr) : json(phase.track)},
-      {"duration_s", ps.duration_s},
-      {"cpu_seconds", ps.cpu_seconds},
-      {"self_cpu_seconds", ps.self_cpu_seconds},
-      {"user_cpu_seconds", ps.user_cpu_seconds},
-      {"system_cpu_seconds", ps.system_cpu_seconds},
-      {"self_user_cpu_seconds", ps.self_user_cpu_seconds},
-      {"self_system_cpu_seconds", ps.self_system_cpu_seconds},
-      {"avg_cores", ps.avg_cores},
-      {"peak_rss_bytes", Bytes(ps.peak_rss_bytes)},
-      {"self_peak_rss_bytes", Bytes(ps.self_peak_rss_bytes)},
-      {"peak_pss_bytes", Bytes(ps.peak_pss_bytes)},
-      {"self_peak_pss_bytes", Bytes(ps.self_peak_pss_bytes)},
-      {"read_bytes", Bytes(ps.read_bytes)},
-      {"write_bytes", Bytes(ps.write_bytes)},
-      {"self_read_bytes", Bytes(ps.self_read_bytes)},
-      {"self_write_bytes", Bytes(ps.self_write_bytes)},
-      {"process_count", ps.process_count},
-  };
+// A phase's tags as the object nlohmann's std::map would make of them: keys sorted, the last
+// value of a repeated key kept, invalid UTF-8 replaced.
+void WriteTags(const model::Tags& tags, JsonStream& w) {
+  bool valid = true;
+  for (const auto& [key, value] : tags) valid = valid && IsValidUtf8(key);
+  if (!valid) {
+    json object = json::object();
+    for (const auto& [key, value] : tags) object[ValidUtf8(key)] = Text(value);
+    w.Value(object);
+    return;
+  }
+  w.BeginObject();
+  if (tags.size() == 1) {
+    w.Key(tags[0].first);
+    w.Text(tags[0].second);
+  } else if (!tags.empty()) {
+    std::vector<const std::pair<std::string, std::string>*> sorted;
+    sorted.reserve(tags.size());
+    for (const auto& tag : tags) sorted.push_back(&tag);
+    std::stable_sort(sorted.begin(), sorted.end(), [](const auto* x, const auto* y) { return x->first < y->first; });
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      if (i + 1 < sorted.size() && sorted[i + 1]->first == sorted[i]->first) continue;  // a later value wins
+      w.Key(sorted[i]->first);
+      w.Text(sorted[i]->second);
+    }
+  }
+  w.EndObject();
+}
+
+// Byte counts are whole numbers in JSON; an unknown capacity is null.
+void WriteBytes(JsonStream& w, std::string_view key, double bytes) {
+  w.Key(key);
+  if (std::isfinite(bytes)) {
+    w.Int(static_cast<int64_t>(std::llround(bytes)));
+  } else {
+    w.Null();
+  }
+}
+
+void WriteIdOrNull(JsonStream& w, std::string_view key, int64_t id) {
+  w.Key(key);
+  if (id == 0) {
+    w.Null();
+  } else {
+    w.Int(id);
+  }
+}
+
+json CoreUseJson(const analysis::PhaseCoreUse& u);
+
+// One entry of "phases" (docs/json-report.md), its keys in nlohmann's sorted order.
+void WritePhase(const model::Phase& phase, const analysis::PhaseSummary& ps, const analysis::PhaseCoreUse* cores,
+                JsonStream& w) {
+  w.BeginObject();
+  w.MemberDouble("avg_cores", ps.avg_cores);
+  w.Key("cores");
+  if (cores != nullptr) {
+    w.Value(CoreUseJson(*cores));
+  } else {
+    w.Null();
+  }
+  w.MemberDouble("cpu_seconds", ps.cpu_seconds);
+  w.MemberDouble("duration_s", ps.duration_s);
+  w.Key("end_ns");
+  if (phase.ended()) {
+    w.Int(phase.end_ns);
+  } else {
+    w.Null();
+  }
+  w.Key("host");
+  w.Text(phase.host);
+  w.MemberInt("id", phase.id);
+  w.MemberString("level", model::PhaseLevelName(model::LevelOf(phase)));
+  w.Key("name");
+  w.Text(phase.name);
+  WriteIdOrNull(w, "parent", phase.parent);
+  WriteBytes(w, "peak_pss_bytes", ps.peak_pss_bytes);
+  WriteBytes(w, "peak_rss_bytes", ps.peak_rss_bytes);
+  WriteIdOrNull(w, "pid", phase.pid);
+  w.MemberInt("process_count", ps.process_count);
+  WriteBytes(w, "read_bytes", ps.read_bytes);
+  w.MemberDouble("self_cpu_seconds", ps.self_cpu_seconds);
+  WriteBytes(w, "self_peak_pss_bytes", ps.self_peak_pss_bytes);
+  WriteBytes(w, "self_peak_rss_bytes", ps.self_peak_rss_bytes);
+  WriteBytes(w, "self_read_bytes", ps.self_read_bytes);
+  w.MemberDouble("self_system_cpu_seconds", ps.self_system_cpu_seconds);
+  w.MemberDouble("self_user_cpu_seconds", ps.self_user_cpu_seconds);
+  WriteBytes(w, "self_write_bytes", ps.self_write_bytes);
+  w.MemberInt("start_ns", phase.start_ns);
+  w.MemberDouble("system_cpu_seconds", ps.system_cpu_seconds);
+  w.Key("tags");
+  WriteTags(phase.tags, w);
+  WriteIdOrNull(w, "track", phase.track);
+  w.Key("type");
+  w.Text(phase.type);
+  w.MemberDouble("user_cpu_seconds", ps.user_cpu_seconds);
+  WriteBytes(w, "write_bytes", ps.write_bytes);
+  w.EndObject();
 }
 
 // Threads and cores of a step or process (analysis/core_use.h).
@@ -440,36 +509,37 @@ json RunInfoJson(const model::RunInfo& info) {
   };
 }
 
-// The analyses' sections: bottlenecks, critical_path, slack, imbalance, issues.
-static void AnalysisJson(const analysis::RunAnalysis& a, json& out) {
-  json bottlenecks = json::array();
+// "bottlenecks": per phase, each resource that bound it, then waiting and unknown.
+void WriteBottlenecks(const analysis::RunAnalysis& a, JsonStream& w) {
+  auto entry = [&](int64_t phase, std::string_view resource, double saturated, double seconds) {
+    w.BeginObject();
+    w.MemberInt("phase", phase);
+    w.MemberString("resource", resource);
+    w.MemberDouble("saturated_seconds", saturated);
+    w.MemberDouble("seconds", seconds);
+  };
+  w.BeginArray();
   for (const analysis::PhaseBottlenecks& b : a.bottlenecks.phases) {
     for (int r = 0; r < analysis::kBoundResourceCount; ++r) {
       if (b.bound_s[r] <= 0) continue;
-      json entry = {{"phase", b.phase},
-                    {"resource", analysis::BoundResourceName(static_cast<analysis::BoundResource>(r))},
-                    {"seconds", b.bound_s[r]},
-                    {"saturated_seconds", b.saturated_s[r]}};
-      if (r == static_cast<int>(analysis::BoundResource::kCpu)) entry["system_seconds"] = b.cpu_system_s;
-      bottlenecks.push_back(std::move(entry));
+      entry(b.phase, analysis::BoundResourceName(static_cast<analysis::BoundResource>(r)), b.saturated_s[r], b.bound_s[r]);
+      if (r == static_cast<int>(analysis::BoundResource::kCpu)) w.MemberDouble("system_seconds", b.cpu_system_s);
+      w.EndObject();
     }
     double waiting = b.total_waiting_s();
     if (waiting > 0) {
-      bottlenecks.push_back({{"phase", b.phase}, {"resource", "waiting"}, {"seconds", waiting}, {"saturated_seconds", 0.0}});
+      entry(b.phase, "waiting", 0.0, waiting);
+      w.EndObject();
     }
     if (b.unknown_s > 0) {
-      bottlenecks.push_back({{"phase", b.phase}, {"resource", "unknown"}, {"seconds", b.unknown_s}, {"saturated_seconds", 0.0}});
+      entry(b.phase, "unknown", 0.0, b.unknown_s);
+      w.EndObject();
     }
   }
-  out["bottlenecks"] = std::move(bottlenecks);
-  json path = json::array();
-  for (const analysis::CriticalLink& l : a.critical_path.path.links) path.push_back(l.id);
-  out["critical_path"] = std::move(path);
-  json slack = json::array();
-  for (const analysis::StepSlack& s : a.critical_path.slack) {
-    slack.push_back({{"phase", s.id}, {"slack_s", s.slack_s}, {"critical", s.critical}});
-  }
-  out["slack"] = std::move(slack);
+  w.EndArray();
+}
+
+json ImbalanceJson(const analysis::RunAnalysis& a) {
   json imbalance = json::array();
   for (const analysis::Imbalance& g : a.imbalance) {
     imbalance.push_back({{"kind", analysis::ImbalanceKindName(g.kind)},
@@ -485,7 +555,10 @@ static void AnalysisJson(const analysis::RunAnalysis& a, json& out) {
                          {"median_s", g.median_s},
                          {"mean_s", g.mean_s}});
   }
-  out["imbalance"] = std::move(imbalance);
+  return imbalance;
+}
+
+json IssuesJson(const analysis::RunAnalysis& a) {
   json issues = json::array();
   for (const analysis::Issue& i : a.issues) {
     issues.push_back({{"phase", i.phase == 0 ? json(nullptr) : json(i.phase)},
@@ -495,11 +568,7 @@ static void AnalysisJson(const analysis::RunAnalysis& a, json& out) {
                       {"change", Text(i.change)},
                       {"text", Text(i.text)}});
   }
-  out["issues"] = std::move(issues);
-  out["gpu"] = GpuJson(a.gpu);
-  out["spark"] = SparkJson(a.spark);
-  out["communication"] = CommunicationJson(a.communication);
-  out["communication_summary"] = CommunicationSummaryJson(a.communication);
+  return issues;
 }
 
 json GpuReportJson(const analysis::GpuAnalysis& gpu) { return GpuJson(gpu); }
@@ -605,43 +674,106 @@ json TracksJson(const model::Run& run) {
   return out;
 }
 
-json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analysis) {
+void WriteJsonReport(const model::Run& run, const analysis::RunAnalysis& analysis,
+                     const analysis::LevelBreakdown* level_breakdown, JsonStream& w) {
   const analysis::RunSummary& summary = analysis.summary;
-  json run_json = RunInfoJson(run.info);
-  run_json["duration_s"] = summary.duration_s;
-  run_json["noisy"] = summary.noisy;
-  run_json["noisy_reason"] = summary.noisy ? Text(summary.noisy_reason) : json(nullptr);
-  run_json["peak_pss_bytes"] = Bytes(summary.peak_pss_bytes);
-  run_json["peak_rss_bytes"] = Bytes(summary.peak_rss_bytes);
-  std::string process_events = ProcessEventsMode(run);
-  run_json["process_events"] = process_events.empty() ? json(nullptr) : json(Text(process_events));
-  std::string accounting = ProcessAccountingMode(run);
-  run_json["process_accounting"] = accounting.empty() ? json(nullptr) : json(Text(accounting));
-
-  std::unordered_map<model::PhaseId, const analysis::PhaseCoreUse*> core_use;
-  for (const analysis::PhaseCoreUse& u : analysis.core_use.phases) core_use[u.phase] = &u;
-  json phases = json::array();
-  for (size_t i = 0; i < run.phases.size(); ++i) {
-    analysis::PhaseSummary empty{.id = run.phases[i].id};
-    const analysis::PhaseSummary& ps = i < summary.phases.size() ? summary.phases[i] : empty;
-    phases.push_back(PhaseJson(run.phases[i], ps));
-    auto it = core_use.find(run.phases[i].id);
-    phases.back()["cores"] = it != core_use.end() ? CoreUseJson(*it->second) : json(nullptr);
+  // The top-level members, written in nlohmann's key order; the large ones (per phase, per
+  // edge) streamed, the others built whole.
+  std::vector<std::pair<std::string_view, std::function<void()>>> members;
+  auto value = [&](std::string_view key, std::function<json()> make) {
+    members.emplace_back(key, [&w, make = std::move(make)] { w.Value(make()); });
+  };
+  members.emplace_back("schema", [&] { w.String(kReportSchema); });
+  value("run", [&] {
+    json run_json = RunInfoJson(run.info);
+    run_json["duration_s"] = summary.duration_s;
+    run_json["noisy"] = summary.noisy;
+    run_json["noisy_reason"] = summary.noisy ? Text(summary.noisy_reason) : json(nullptr);
+    run_json["peak_pss_bytes"] = Bytes(summary.peak_pss_bytes);
+    run_json["peak_rss_bytes"] = Bytes(summary.peak_rss_bytes);
+    std::string process_events = ProcessEventsMode(run);
+    run_json["process_events"] = process_events.empty() ? json(nullptr) : json(Text(process_events));
+    std::string accounting = ProcessAccountingMode(run);
+    run_json["process_accounting"] = accounting.empty() ? json(nullptr) : json(Text(accounting));
+    return run_json;
+  });
+  members.emplace_back("phases", [&] {
+    std::unordered_map<model::PhaseId, const analysis::PhaseCoreUse*> core_use;
+    for (const analysis::PhaseCoreUse& u : analysis.core_use.phases) core_use[u.phase] = &u;
+    w.BeginArray();
+    for (size_t i = 0; i < run.phases.size(); ++i) {
+      analysis::PhaseSummary empty{.id = run.phases[i].id};
+      const analysis::PhaseSummary& ps = i < summary.phases.size() ? summary.phases[i] : empty;
+      auto it = core_use.empty() ? core_use.end() : core_use.find(run.phases[i].id);
+      WritePhase(run.phases[i], ps, it != core_use.end() ? it->second : nullptr, w);
+    }
+    w.EndArray();
+  });
+  members.emplace_back("edges", [&] {
+    w.BeginArray();
+    for (const model::Edge& e : run.edges) {
+      w.BeginObject();
+      w.MemberInt("from", e.from);
+      w.Key("kind");
+      w.Text(e.kind);
+      w.MemberInt("to", e.to);
+      w.EndObject();
+    }
+    w.EndArray();
+  });
+  value("hosts", [&] {
+    json hosts = json::array();
+    for (const analysis::HostSummary& host : summary.hosts) hosts.push_back(HostJson(host));
+    return hosts;
+  });
+  value("sources", [&] { return SourcesJson(run); });
+  value("tracks", [&] { return TracksJson(run); });
+  members.emplace_back("bottlenecks", [&] { WriteBottlenecks(analysis, w); });
+  members.emplace_back("critical_path", [&] {
+    w.BeginArray();
+    for (const analysis::CriticalLink& l : analysis.critical_path.path.links) w.Int(l.id);
+    w.EndArray();
+  });
+  members.emplace_back("slack", [&] {
+    w.BeginArray();
+    for (const analysis::StepSlack& s : analysis.critical_path.slack) {
+      w.BeginObject();
+      w.Key("critical");
+      w.Bool(s.critical);
+      w.MemberInt("phase", s.id);
+      w.MemberDouble("slack_s", s.slack_s);
+      w.EndObject();
+    }
+    w.EndArray();
+  });
+  value("imbalance", [&] { return ImbalanceJson(analysis); });
+  value("issues", [&] { return IssuesJson(analysis); });
+  value("gpu", [&] { return GpuJson(analysis.gpu); });
+  value("spark", [&] { return SparkJson(analysis.spark); });
+  value("communication", [&] { return CommunicationJson(analysis.communication); });
+  value("communication_summary", [&] { return CommunicationSummaryJson(analysis.communication); });
+  value("dask", [&] { return DaskReportJson(run, analysis.dask); });
+  value("multi_host", [&] { return MultiHostJson(run, analysis.hosts); });
+  value("fine_sampling", [&] { return FineSamplingJson(analysis.fine_sampling); });
+  value("deep_profile", [&] { return DeepProfileJson(analysis.deep_profile); });
+  value("reuse", [&] { return ReuseJson(analysis.reuse); });
+  if (level_breakdown != nullptr) value("level_breakdown", [&] { return LevelBreakdownJson(*level_breakdown); });
+  std::sort(members.begin(), members.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  w.BeginObject();
+  for (const auto& [key, write] : members) {
+    w.Key(key);
+    write();
   }
-  json edges = json::array();
-  for (const model::Edge& e : run.edges) edges.push_back({{"from", e.from}, {"to", e.to}, {"kind", Text(e.kind)}});
-  json hosts = json::array();
-  for (const analysis::HostSummary& host : summary.hosts) hosts.push_back(HostJson(host));
-  json out = {{"schema", kReportSchema}, {"run", run_json},         {"phases", phases},
-              {"edges", edges},          {"hosts", hosts},            {"sources", SourcesJson(run)},
-              {"tracks", TracksJson(run)}};
-  AnalysisJson(analysis, out);
-  out["dask"] = DaskReportJson(run, analysis.dask);
-  out["multi_host"] = MultiHostJson(run, analysis.hosts);
-  out["fine_sampling"] = FineSamplingJson(analysis.fine_sampling);
-  out["deep_profile"] = DeepProfileJson(analysis.deep_profile);
-  out["reuse"] = ReuseJson(analysis.reuse);
-  return out;
+  w.EndObject();
+}
+
+json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analysis) {
+  std::string text;
+  {
+    JsonStream w([&](std::string_view chunk) { text.append(chunk); });
+    WriteJsonReport(run, analysis, nullptr, w);
+  }
+  return json::parse(text);
 }
 
 json ReuseJson(const analysis::ReuseAnalysis& r) {

@@ -7,12 +7,20 @@
 #include "analysis/level_breakdown.h"
 #include "analysis/run_analysis.h"
 #include "model/run.h"
+#include "report/json_stream.h"
 
 namespace grademl::report {
 
 inline constexpr const char* kReportSchema = "grademl.report/1";
 
-// The report as a JSON value. Every string in it is valid UTF-8, so dump() cannot throw.
+// Writes the report to `out` as it is computed (the per-phase and per-edge parts never exist
+// as a DOM): byte for byte what nlohmann's dump(2) makes of RenderJsonReport's value, with
+// "level_breakdown" (LevelBreakdownJson) added when `level_breakdown` is given. Every string
+// in it is valid UTF-8.
+void WriteJsonReport(const model::Run& run, const analysis::RunAnalysis& analysis,
+                     const analysis::LevelBreakdown* level_breakdown, JsonStream& out);
+
+// The report as a JSON value (WriteJsonReport's output, parsed): for tests and small runs.
 nlohmann::json RenderJsonReport(const model::Run& run, const analysis::RunAnalysis& analysis);
 
 // The "run" object of the report; also used for the entries of `grademl ls --json`.

@@ -4,6 +4,8 @@
 
 #include "golden.h"
 #include "sample_runs.h"
+#include "analysis/level_breakdown.h"
+#include "model/phase_level.h"
 
 namespace grademl::report {
 namespace {
@@ -19,6 +21,43 @@ TEST(JsonReportTest, BasicRunGolden) { ExpectMatchesGolden(Render(BasicRun()).du
 
 TEST(JsonReportTest, IncompleteRunGolden) {
   ExpectMatchesGolden(Render(IncompleteRun()).dump(2) + "\n", "incomplete_run.json");
+}
+
+// The streamed report, bytes as written (not parsed and dumped again), against the goldens
+// nlohmann's dump(2) of the DOM wrote before the report streamed; and every sample run's
+// streamed bytes against nlohmann's own dump of their parse.
+std::string Streamed(const model::Run& run, const analysis::LevelBreakdown* breakdown = nullptr) {
+  std::string out;
+  {
+    JsonStream w([&](std::string_view chunk) { out.append(chunk); });
+    WriteJsonReport(run, analysis::AnalyzeRun(run), breakdown, w);
+  }
+  return out + "\n";
+}
+
+TEST(JsonReportTest, StreamedBytesAreTheGoldens) {
+  if (testing::UpdatingGoldens()) GTEST_SKIP() << "goldens being rewritten";
+  ExpectMatchesGolden(Streamed(BasicRun()), "basic_run.json");
+  ExpectMatchesGolden(Streamed(IncompleteRun()), "incomplete_run.json");
+}
+
+TEST(JsonReportTest, StreamedBytesAreNlohmannsDumpOfThem) {
+  model::Run run = BasicRun();
+  // Tags out of order, repeated, with invalid UTF-8 in a key and a value, control bytes.
+  run.phases[3].tags = {{"zeta", "1"}, {"alpha", "x\n\"y\""}, {"zeta", "2"}, {"m\xFF", "v\xC3"}, {"", "\x01"}};
+  run.phases[2].tags = {{"b", "1"}, {"a", "2"}, {"b", "3"}};
+  run.phases[1].name = "evil\x1b[31m\xFF";
+  for (const model::Run& r : {BasicRun(), IncompleteRun(), run}) {
+    std::string text = Streamed(r);
+    EXPECT_EQ(text, json::parse(text).dump(2) + "\n");
+  }
+  analysis::LevelBreakdown breakdown = *analysis::BreakDownByLevel(run, model::PhaseLevel::kProcess, nullptr);
+  std::string text = Streamed(run, &breakdown);
+  json parsed = json::parse(text);
+  EXPECT_EQ(text, parsed.dump(2) + "\n");
+  EXPECT_EQ(parsed.at("level_breakdown"), LevelBreakdownJson(breakdown));
+  EXPECT_EQ(parsed["phases"][3]["tags"], (json{{"alpha", "x\n\"y\""}, {"zeta", "2"}, {"m\xEF\xBF\xBD", "v\xEF\xBF\xBD"}, {"", "\x01"}}));
+  EXPECT_EQ(parsed["phases"][2]["tags"], (json{{"a", "2"}, {"b", "3"}}));
 }
 
 TEST(JsonReportTest, Structure) {
