@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "core/text.h"
 
@@ -25,6 +27,20 @@ struct EscapeTable {
   }
 };
 constexpr EscapeTable kEscape;
+
+// Whether none of 8 bytes needs escaping: no byte below 0x20, no '"', no '\\' (the classic
+// "has a byte less than n" and "has a zero byte" word tricks; exact for "any").
+inline bool EightClean(const char* p) {
+  uint64_t x;
+  std::memcpy(&x, p, sizeof x);
+  constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+  uint64_t below_space = (x - kOnes * 0x20) & ~x & kHigh;
+  uint64_t q = x ^ (kOnes * '"');
+  uint64_t quote = (q - kOnes) & ~q & kHigh;
+  uint64_t b = x ^ (kOnes * '\\');
+  uint64_t backslash = (b - kOnes) & ~b & kHigh;
+  return (below_space | quote | backslash) == 0;
+}
 
 }  // namespace
 
@@ -169,7 +185,9 @@ void JsonStream::Text(std::string_view text) {
 void JsonStream::Escaped(std::string_view s) {
   buf_.push_back('"');
   size_t plain = 0;  // start of the run of bytes written as they are
-  for (size_t i = 0; i < s.size(); ++i) {
+  size_t i = 0;
+  while (i + 8 <= s.size() && EightClean(s.data() + i)) i += 8;
+  for (; i < s.size(); ++i) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     if (!kEscape.needs[c]) continue;
     buf_.append(s.data() + plain, i - plain);
