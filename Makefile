@@ -12,7 +12,7 @@ LAUNCHER := $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_CXX_COM
 # cores busy. A build tree configured earlier keeps its own generator.
 GENERATOR = $$(command -v ninja >/dev/null && echo "-G Ninja")
 
-.PHONY: all build test test-postgres demo demo-engines bench bench-html validate bootstrap clean \
+.PHONY: all build test test-postgres demo demo-engines bench bench-check bench-html validate bootstrap clean \
         test-sanitize test-asan test-tsan fuzz
 
 all: build
@@ -60,8 +60,19 @@ demo-engines: build
 	@echo
 	@echo "Recorded in .grademl/grademl.db; the HTML report is .grademl/engines.html."
 
+# Every benchmark (human-readable), then the cost figures against their peers, machine-readable
+# in bench/results.json (the baselines bench-check compares with: changing them needs a commit
+# that says why) and as the table in docs/PERFORMANCE.md.
 bench: build
 	bench/run_all.sh $(BUILD)
+	$(PYTHON) bench/cost.py --build $(BUILD) --full --out bench/results.json
+	$(PYTHON) bench/cost.py --render bench/results.json docs/PERFORMANCE.md
+
+# The regression guard (under 3 minutes): 100k-phase report/export vs sqlite3, Python start and
+# fixed cost, the small-op PyTorch loop, import vs json.load; fails when a ratio is more than
+# 1.5x the one in bench/results.json. Its figures: $(BUILD)/bench-check.json.
+bench-check: build
+	$(PYTHON) bench/cost.py --build $(BUILD) --quick --check bench/results.json --out $(BUILD)/bench-check.json
 
 # The HTML report's size and opening time in headless Chromium (example workflow, 1M phases).
 bench-html: build
