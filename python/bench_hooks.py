@@ -1,7 +1,7 @@
 """Cost of the PyTorch auto-instrumentation's hot path: ns of CPU time per hooked call, and
 the small-op training loop of bench/mlp_digits.py with and without the hooks, in the same run.
 
-    /usr/bin/python3 python/bench_hooks.py [--pairs N] [--calls-only | --loop-only] [path/to/libgrademl.so]
+    /usr/bin/python3 python/bench_hooks.py [--pairs=N] [--epochs=E] [--calls-only | --loop-only] [--profiler] [path/to/libgrademl.so]
 
 Per hooked call (child processes, hooks installed and recording, a listening socket standing
 in for grademl's collector as in bench_phase.py; thread CPU time, medians of 9 rounds), minus
@@ -175,7 +175,7 @@ def main():
         lib = found[0]
     lib = os.path.abspath(lib)
     if "--loop-only" not in opts:
-        calls(lib, max(3, pairs // 2))
+        calls(lib, pairs if "--calls-only" in opts else max(3, pairs // 2))
     if "--calls-only" not in opts:
         loop(lib, pairs, epochs, "--profiler" in opts)
 
