@@ -291,6 +291,9 @@ def _tag_process(key, value):
 def _set_backend(backend):
     """Install a backend (None disables). Used at import and by tests (fake recorders)."""
     global _b, _on, _ids, _native, phase
+    prev = _b
+    if prev is not backend and prev is not None and hasattr(prev, "set_active"):
+        prev.set_active(False)  # its auto-instrumentation hooks stop recording
     _b = backend
     _on = backend is not None
     _native = _on and hasattr(backend, "Phase") and hasattr(backend, "ids")
@@ -298,6 +301,8 @@ def _set_backend(backend):
         _ids = backend.ids
         _ids.clear()
         backend.set_decorator(_decorate)
+        if hasattr(backend, "set_active"):
+            backend.set_active(True)  # its hooks record (once grademl.auto configured them)
         phase = backend.Phase
     else:
         _ids = {}

@@ -9,6 +9,7 @@
  * C call each. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
@@ -232,6 +233,619 @@ static PyTypeObject PhaseType = {
     .tp_vectorcall = phase_vectorcall,
 };
 
+/* ---- the auto-instrumentation's hot path (grademl/auto/torch.py, tuning.py) ----
+ *
+ * Hook: a wrapper around a function (nn.Module.__call__, Tensor.backward, an optimizer's
+ * step, ...) that records a phase for the outermost call on each thread, as
+ * grademl.auto.torch._outermost does in Python for other backends. Its name and type are
+ * interned once, when the hook is made. Per call, in C: the active / disabled checks, the
+ * per-thread nesting depth, the tags (forward: grad mode, torch_threads; backward / step:
+ * the train signal), the overhead budget's sampling (a call in an iteration whose fine
+ * phases are not recorded is timed only and accumulated per type for the epoch), the
+ * 1-in-MEASURE_EVERY timing of a recorded phase's begin and end, and begin / end.
+ * ModuleCall dispatches nn.Module.__call__ to the hook of the module's class (forward, or
+ * the loss hook of a loss class). The per-thread state (HookThread) is read and written from
+ * Python through the `fine` and `signals` objects (tuning.py's and torch.py's counters). */
+
+#include <time.h>
+
+#define HOOK_SLOTS 8
+
+enum { TAGS_NONE = 0, TAGS_TRAIN = 1, TAGS_FORWARD = 2 };
+
+typedef struct {
+  uint32_t depth[HOOK_SLOTS]; /* nesting depth of each hook slot (fwd, bwd, opt, ...) */
+  int skip;                   /* fine phases are not recorded now (fine.record is False) */
+  long long recorded, timed, waits, ops;
+  int measure_used;           /* fine.measure == g_measure_every - measure_used */
+  long long sig_train, sig_eval;
+  PyObject *acc;              /* dict: type -> [count, ns] for the open epoch, or NULL */
+} HookThread;
+
+/* Always with the GIL held; one per OS thread (a Python thread is one). */
+static _Thread_local HookThread t_hook;
+
+static int g_active;                /* the native backend is grademl's backend */
+static int g_measure_every = 16;
+static PyObject *g_disabled;        /* set of hook names switched off (grademl.auto._disabled) */
+static PyObject *g_guard;           /* guard(name, exc) */
+static PyObject *g_observe;         /* costs.observe(ns) */
+static PyObject *g_is_grad_enabled; /* torch.is_grad_enabled */
+static PyObject *g_get_num_threads; /* torch.get_num_threads */
+static PyObject *g_str_training;
+static PyObject *g_one;
+static long g_threads_tagged = -1;  /* torch_threads last tagged on a forward phase */
+static uint32_t g_id_mode, g_id_eval, g_id_torch_threads, g_id_data_wait_name, g_id_data_wait_type,
+    g_id_deep, g_id_ops;
+
+static inline uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts); /* time.perf_counter_ns's clock */
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject *func;
+  PyObject *hook;   /* str: the name guard() and _disabled know it by */
+  PyObject *ptype;  /* str: the phase type (key of the epoch's accumulator) */
+  PyObject *dict;   /* __dict__ (functools.update_wrapper's attributes) */
+  uint32_t name_id, type_id;
+  int slot;
+  int tags;         /* TAGS_* */
+} HookObject;
+
+static PyTypeObject HookType;
+
+/* Calls guard(hook, exc) for the exception being raised, and clears it. */
+static void hook_guard(PyObject *hook) {
+  PyObject *t, *v, *tb;
+  PyErr_Fetch(&t, &v, &tb);
+  PyErr_NormalizeException(&t, &v, &tb);
+  if (g_guard) {
+    PyObject *r = PyObject_CallFunctionObjArgs(g_guard, hook, v ? v : Py_None, NULL);
+    Py_XDECREF(r);
+    PyErr_Clear();
+  }
+  Py_XDECREF(t);
+  Py_XDECREF(v);
+  Py_XDECREF(tb);
+}
+
+/* Accumulates a timed-only call of type `ptype` into the epoch's dict (tuning.accumulate). */
+static void hook_accumulate(PyObject *ptype, uint64_t ns) {
+  PyObject *acc = t_hook.acc;
+  if (!acc || !PyDict_Check(acc)) return;
+  PyObject *c = PyDict_GetItemWithError(acc, ptype);
+  if (c && PyList_Check(c) && PyList_GET_SIZE(c) == 2) {
+    PyObject *n = PyNumber_Add(PyList_GET_ITEM(c, 0), g_one);
+    PyObject *d = PyLong_FromUnsignedLongLong(ns);
+    PyObject *s = d ? PyNumber_Add(PyList_GET_ITEM(c, 1), d) : NULL;
+    Py_XDECREF(d);
+    if (n && s) {
+      PyList_SetItem(c, 0, n); /* steals */
+      PyList_SetItem(c, 1, s);
+    } else {
+      Py_XDECREF(n);
+      Py_XDECREF(s);
+    }
+  } else if (!c && !PyErr_Occurred()) {
+    PyObject *l = Py_BuildValue("[iK]", 1, (unsigned long long)ns);
+    if (l) {
+      PyDict_SetItem(acc, ptype, l);
+      Py_DECREF(l);
+    }
+  }
+  PyErr_Clear();
+}
+
+/* The forward tags (torch.py's module tags): grad mode and torch_threads; counts the eval
+ * signal. Writes up to two (key, value) id pairs; -1 with an exception set on error. */
+static int forward_tags(PyObject *const *args, Py_ssize_t nargs, uint32_t *tags, int *ntags, int *threads) {
+  *ntags = 0;
+  *threads = 0;
+  PyObject *g = PyObject_CallNoArgs(g_is_grad_enabled);
+  if (!g) return -1;
+  int grad = PyObject_IsTrue(g);
+  Py_DECREF(g);
+  if (grad < 0) return -1;
+  if (grad) {
+    if (nargs > 0) {
+      PyObject *tr = PyObject_GetAttr(args[0], g_str_training);
+      if (!tr) {
+        PyErr_Clear(); /* getattr(m, "training", True) */
+      } else {
+        if (tr == Py_False) t_hook.sig_eval++;
+        Py_DECREF(tr);
+      }
+    }
+  } else {
+    t_hook.sig_eval++;
+    tags[0] = g_id_mode;
+    tags[1] = g_id_eval;
+    *ntags = 1;
+  }
+  PyObject *nt = PyObject_CallNoArgs(g_get_num_threads);
+  if (!nt) return -1;
+  long n = PyLong_AsLong(nt);
+  if (n == -1 && PyErr_Occurred()) {
+    Py_DECREF(nt);
+    return -1;
+  }
+  if (n != g_threads_tagged) {
+    uint32_t vid;
+    int rc = intern_any(nt, &vid);
+    Py_DECREF(nt);
+    if (rc < 0) return -1;
+    g_threads_tagged = n;
+    tags[2 * *ntags] = g_id_torch_threads;
+    tags[2 * *ntags + 1] = vid;
+    (*ntags)++;
+    *threads = 1;
+  } else {
+    Py_DECREF(nt);
+  }
+  return 0;
+}
+
+static PyObject *hook_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  HookObject *h = (HookObject *)op;
+  if (!g_active) return PyObject_Vectorcall(h->func, args, nargsf, kwnames);
+  if (PySet_GET_SIZE(g_disabled) > 0) {
+    int off = PySet_Contains(g_disabled, h->hook);
+    if (off != 0) {
+      PyErr_Clear();
+      return PyObject_Vectorcall(h->func, args, nargsf, kwnames);
+    }
+  }
+  HookThread *ts = &t_hook;
+  uint32_t depth = ts->depth[h->slot];
+  if (depth) {
+    ts->depth[h->slot] = depth + 1;
+    PyObject *r = PyObject_Vectorcall(h->func, args, nargsf, kwnames);
+    t_hook.depth[h->slot] = depth;
+    return r;
+  }
+  uint32_t tags[4];
+  int ntags = 0, threads = 0;
+  if (h->tags == TAGS_TRAIN) {
+    ts->sig_train++;
+  } else if (h->tags == TAGS_FORWARD) {
+    if (forward_tags(args, PyVectorcall_NARGS(nargsf), tags, &ntags, &threads) < 0) {
+      hook_guard(h->hook);
+      return PyObject_Vectorcall(h->func, args, nargsf, kwnames);
+    }
+  }
+  if (ts->skip && !threads) { /* sampled out: timed only */
+    ts->timed++;
+    ts->depth[h->slot] = 1;
+    uint64_t t0 = mono_ns();
+    PyObject *r = PyObject_Vectorcall(h->func, args, nargsf, kwnames);
+    uint64_t dt = mono_ns() - t0;
+    t_hook.depth[h->slot] = 0;
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    hook_accumulate(h->ptype, dt);
+    PyErr_Restore(et, ev, etb);
+    return r;
+  }
+  int timed = ++ts->measure_used >= g_measure_every;
+  if (timed) ts->measure_used = 0;
+  uint64_t t0 = timed ? mono_ns() : 0;
+  p_begin_typed(h->name_id, h->type_id);
+  for (int i = 0; i < ntags; i++) p_tag(tags[2 * i], tags[2 * i + 1]);
+  uint64_t begin_ns = timed ? mono_ns() - t0 : 0;
+  ts->recorded++;
+  ts->depth[h->slot] = 1;
+  PyObject *r = PyObject_Vectorcall(h->func, args, nargsf, kwnames);
+  t_hook.depth[h->slot] = 0;
+  if (timed) {
+    uint64_t t1 = mono_ns();
+    p_end();
+    uint64_t ns = begin_ns + (mono_ns() - t1);
+    if (g_observe) {
+      PyObject *et, *ev, *etb;
+      PyErr_Fetch(&et, &ev, &etb);
+      PyObject *o = PyObject_CallFunction(g_observe, "K", (unsigned long long)(ns ? ns : 1));
+      Py_XDECREF(o);
+      PyErr_Clear();
+      PyErr_Restore(et, ev, etb);
+    }
+  } else {
+    p_end();
+  }
+  return r;
+}
+
+static PyObject *hook_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+  return PyVectorcall_Call(self, args, kwargs);
+}
+
+static PyObject *hook_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+  (void)type;
+  if (obj == NULL || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+static int hook_traverse(HookObject *self, visitproc visit, void *arg) {
+  Py_VISIT(self->func);
+  Py_VISIT(self->dict);
+  return 0;
+}
+
+static int hook_clear(HookObject *self) {
+  Py_CLEAR(self->func);
+  Py_CLEAR(self->dict);
+  Py_CLEAR(self->hook);
+  Py_CLEAR(self->ptype);
+  return 0;
+}
+
+static void hook_dealloc(HookObject *self) {
+  PyObject_GC_UnTrack(self);
+  hook_clear(self);
+  PyObject_GC_Del(self);
+}
+
+/* Hook(func, name, ptype, slot, hook, tags): tags 0 none, 1 train signal, 2 forward. */
+static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  PyObject *func, *name, *ptype, *hook;
+  int slot, tags;
+  static char *kw[] = {"func", "name", "ptype", "slot", "hook", "tags", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OUUiUi", kw, &func, &name, &ptype, &slot, &hook, &tags))
+    return NULL;
+  if (slot < 0 || slot >= HOOK_SLOTS || tags < TAGS_NONE || tags > TAGS_FORWARD) {
+    PyErr_SetString(PyExc_ValueError, "Hook: slot or tags out of range");
+    return NULL;
+  }
+  if (tags == TAGS_FORWARD && (!g_is_grad_enabled || !g_get_num_threads)) {
+    PyErr_SetString(PyExc_RuntimeError, "Hook: configure_hooks() has not set torch's functions");
+    return NULL;
+  }
+  HookObject *self = (HookObject *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  self->vectorcall = hook_vectorcall;
+  Py_INCREF(func);
+  self->func = func;
+  Py_INCREF(hook);
+  self->hook = hook;
+  Py_INCREF(ptype);
+  self->ptype = ptype;
+  self->slot = slot;
+  self->tags = tags;
+  if (intern_obj(name, &self->name_id) < 0 || intern_obj(ptype, &self->type_id) < 0) {
+    Py_DECREF(self);
+    return NULL;
+  }
+  return (PyObject *)self;
+}
+
+static PyMemberDef hook_members[] = {
+    {"__wrapped_func__", T_OBJECT, offsetof(HookObject, func), READONLY, NULL},
+    {"__dictoffset__", T_PYSSIZET, offsetof(HookObject, dict), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(HookObject, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef hook_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject HookType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "grademl._native.Hook",
+    .tp_basicsize = sizeof(HookObject),
+    .tp_dealloc = (destructor)hook_dealloc,
+    .tp_vectorcall_offset = offsetof(HookObject, vectorcall),
+    .tp_call = hook_call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "Hook(func, name, ptype, slot, hook, tags): the outermost-call phase wrapper",
+    .tp_traverse = (traverseproc)hook_traverse,
+    .tp_clear = (inquiry)hook_clear,
+    .tp_members = hook_members,
+    .tp_getset = hook_getset,
+    .tp_descr_get = hook_descr_get,
+    .tp_dictoffset = offsetof(HookObject, dict),
+    .tp_new = hook_new,
+};
+
+/* ModuleCall(forward, factory): nn.Module.__call__, sent to the hook of the module's class:
+ * factory(cls) makes it the first time a class is seen (a loss class gets its own). */
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject *by_class; /* dict: class -> hook */
+  PyObject *factory;
+  PyObject *dict;
+} ModuleCallObject;
+
+static PyTypeObject ModuleCallType;
+
+static PyObject *modcall_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  ModuleCallObject *m = (ModuleCallObject *)op;
+  if (PyVectorcall_NARGS(nargsf) < 1) {
+    PyErr_SetString(PyExc_TypeError, "Module.__call__ needs the module");
+    return NULL;
+  }
+  PyObject *cls = (PyObject *)Py_TYPE(args[0]);
+  PyObject *w = PyDict_GetItemWithError(m->by_class, cls);
+  if (w) Py_INCREF(w);
+  else {
+    if (PyErr_Occurred()) return NULL;
+    w = PyObject_CallOneArg(m->factory, cls);
+    if (!w) return NULL;
+    if (PyDict_SetItem(m->by_class, cls, w) < 0) {
+      Py_DECREF(w);
+      return NULL;
+    }
+  }
+  PyObject *r = Py_TYPE(w) == &HookType ? hook_vectorcall(w, args, nargsf, kwnames)
+                                        : PyObject_Vectorcall(w, args, nargsf, kwnames);
+  Py_DECREF(w);
+  return r;
+}
+
+static PyObject *modcall_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  PyObject *factory;
+  static char *kw[] = {"factory", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kw, &factory)) return NULL;
+  ModuleCallObject *self = (ModuleCallObject *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  self->vectorcall = modcall_vectorcall;
+  self->by_class = PyDict_New();
+  if (!self->by_class) {
+    Py_DECREF(self);
+    return NULL;
+  }
+  Py_INCREF(factory);
+  self->factory = factory;
+  return (PyObject *)self;
+}
+
+static int modcall_traverse(ModuleCallObject *self, visitproc visit, void *arg) {
+  Py_VISIT(self->by_class);
+  Py_VISIT(self->factory);
+  Py_VISIT(self->dict);
+  return 0;
+}
+
+static int modcall_clear(ModuleCallObject *self) {
+  Py_CLEAR(self->by_class);
+  Py_CLEAR(self->factory);
+  Py_CLEAR(self->dict);
+  return 0;
+}
+
+static void modcall_dealloc(ModuleCallObject *self) {
+  PyObject_GC_UnTrack(self);
+  modcall_clear(self);
+  PyObject_GC_Del(self);
+}
+
+static PyTypeObject ModuleCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "grademl._native.ModuleCall",
+    .tp_basicsize = sizeof(ModuleCallObject),
+    .tp_dealloc = (destructor)modcall_dealloc,
+    .tp_vectorcall_offset = offsetof(ModuleCallObject, vectorcall),
+    .tp_call = hook_call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "ModuleCall(factory): nn.Module.__call__ through the hook of the module's class",
+    .tp_traverse = (traverseproc)modcall_traverse,
+    .tp_clear = (inquiry)modcall_clear,
+    .tp_getset = hook_getset,
+    .tp_descr_get = hook_descr_get,
+    .tp_dictoffset = offsetof(ModuleCallObject, dict),
+    .tp_new = modcall_new,
+};
+
+/* data_wait(next, iterator, deep): the DataLoader's data wait: a phase "dataloader.next" of
+ * type data_wait (tagged deep=ops when the iteration is profiled) around next(iterator),
+ * ended whatever next() does (StopIteration included); counts fine.waits. */
+static PyObject *m_data_wait(PyObject *m, PyObject *const *a, Py_ssize_t n) {
+  (void)m;
+  if (n != 3) {
+    PyErr_SetString(PyExc_TypeError, "data_wait(next, iterator, deep)");
+    return NULL;
+  }
+  int deep = PyObject_IsTrue(a[2]);
+  if (deep < 0) return NULL;
+  p_begin_typed(g_id_data_wait_name, g_id_data_wait_type);
+  if (deep) p_tag(g_id_deep, g_id_ops);
+  t_hook.waits++;
+  PyObject *r = PyObject_CallOneArg(a[0], a[1]);
+  p_end();
+  return r;
+}
+
+/* ---- fine / signals: the calling thread's HookThread, from Python ---- */
+
+typedef struct {
+  PyObject_HEAD
+} ThreadViewObject;
+
+#define LL_GETSET(field)                                                                   \
+  static PyObject *get_##field(PyObject *s, void *c) {                                    \
+    (void)s; (void)c;                                                                      \
+    return PyLong_FromLongLong(t_hook.field);                                              \
+  }                                                                                        \
+  static int set_##field(PyObject *s, PyObject *v, void *c) {                             \
+    (void)s; (void)c;                                                                      \
+    if (!v) { PyErr_SetString(PyExc_AttributeError, "cannot delete"); return -1; }       \
+    long long x = PyLong_AsLongLong(v);                                                    \
+    if (x == -1 && PyErr_Occurred()) return -1;                                            \
+    t_hook.field = x;                                                                      \
+    return 0;                                                                              \
+  }
+LL_GETSET(recorded)
+LL_GETSET(timed)
+LL_GETSET(waits)
+LL_GETSET(ops)
+LL_GETSET(sig_train)
+LL_GETSET(sig_eval)
+
+static PyObject *get_record(PyObject *s, void *c) { (void)s; (void)c; return PyBool_FromLong(!t_hook.skip); }
+static int set_record(PyObject *s, PyObject *v, void *c) {
+  (void)s; (void)c;
+  if (!v) { PyErr_SetString(PyExc_AttributeError, "cannot delete"); return -1; }
+  int b = PyObject_IsTrue(v);
+  if (b < 0) return -1;
+  t_hook.skip = !b;
+  return 0;
+}
+static PyObject *get_measure(PyObject *s, void *c) {
+  (void)s; (void)c;
+  return PyLong_FromLong(g_measure_every - t_hook.measure_used);
+}
+static int set_measure(PyObject *s, PyObject *v, void *c) {
+  (void)s; (void)c;
+  if (!v) { PyErr_SetString(PyExc_AttributeError, "cannot delete"); return -1; }
+  long x = PyLong_AsLong(v);
+  if (x == -1 && PyErr_Occurred()) return -1;
+  if (x < 1) x = 1;
+  if (x > g_measure_every) x = g_measure_every;
+  t_hook.measure_used = g_measure_every - (int)x;
+  return 0;
+}
+static PyObject *get_acc(PyObject *s, void *c) {
+  (void)s; (void)c;
+  PyObject *a = t_hook.acc ? t_hook.acc : Py_None;
+  Py_INCREF(a);
+  return a;
+}
+static int set_acc(PyObject *s, PyObject *v, void *c) {
+  (void)s; (void)c;
+  PyObject *old = t_hook.acc;
+  t_hook.acc = (v && v != Py_None) ? v : NULL;
+  Py_XINCREF(t_hook.acc);
+  Py_XDECREF(old);
+  return 0;
+}
+
+static PyGetSetDef fine_getset[] = {
+    {"record", get_record, set_record, "fine phases are recorded now (this thread)", NULL},
+    {"acc", get_acc, set_acc, "type -> [count, ns] of unrecorded fine calls, or None", NULL},
+    {"recorded", get_recorded, set_recorded, "fine phases recorded", NULL},
+    {"timed", get_timed, set_timed, "fine calls timed only", NULL},
+    {"waits", get_waits, set_waits, "data wait phases", NULL},
+    {"ops", get_ops, set_ops, "operator phases", NULL},
+    {"measure", get_measure, set_measure, "recorded phases until one is timed", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyGetSetDef signals_getset[] = {
+    {"train", get_sig_train, set_sig_train, "backward passes and optimizer steps (this thread)", NULL},
+    {"eval", get_sig_eval, set_sig_eval, "forward / loss calls with grad off or a model in eval mode", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyObject *m_clock_cost(PyObject *m, PyObject *a);
+static PyObject *fine_clock_cost(PyObject *self, PyObject *a) { (void)self; return m_clock_cost(NULL, a); }
+
+static PyMethodDef fine_methods[] = {
+    {"clock_cost", fine_clock_cost, METH_NOARGS, "ns of two clock reads in C (as the hooks read it)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject FineType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "grademl._native.Fine",
+    .tp_basicsize = sizeof(ThreadViewObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The calling thread's fine-phase state (tuning.py's `fine`)",
+    .tp_getset = fine_getset,
+    .tp_methods = fine_methods,
+};
+
+static PyTypeObject SignalsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "grademl._native.Signals",
+    .tp_basicsize = sizeof(ThreadViewObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The calling thread's train / eval signals (torch.py's `_signals`)",
+    .tp_getset = signals_getset,
+};
+
+static int intern_cstr(const char *s, uint32_t *out) {
+  PyObject *o = PyUnicode_FromString(s);
+  if (!o) return -1;
+  int rc = intern_obj(o, out);
+  Py_DECREF(o);
+  return rc;
+}
+
+/* configure_hooks(disabled, guard, observe, measure_every, is_grad_enabled, get_num_threads) */
+static PyObject *m_configure_hooks(PyObject *m, PyObject *args, PyObject *kwds) {
+  (void)m;
+  PyObject *disabled, *guard, *observe, *ige = Py_None, *gnt = Py_None;
+  int every;
+  static char *kw[] = {"disabled", "guard", "observe", "measure_every", "is_grad_enabled", "get_num_threads", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOi|OO", kw, &PySet_Type, &disabled, &guard, &observe, &every,
+                                   &ige, &gnt))
+    return NULL;
+  if (every < 1) every = 1;
+  if (intern_cstr("mode", &g_id_mode) < 0 || intern_cstr("eval", &g_id_eval) < 0 ||
+      intern_cstr("torch_threads", &g_id_torch_threads) < 0 ||
+      intern_cstr("dataloader.next", &g_id_data_wait_name) < 0 ||
+      intern_cstr("data_wait", &g_id_data_wait_type) < 0 || intern_cstr("deep", &g_id_deep) < 0 ||
+      intern_cstr("ops", &g_id_ops) < 0)
+    return NULL;
+  Py_INCREF(disabled);
+  Py_XSETREF(g_disabled, disabled);
+  Py_INCREF(guard);
+  Py_XSETREF(g_guard, guard);
+  Py_INCREF(observe);
+  Py_XSETREF(g_observe, observe);
+  if (ige != Py_None) {
+    Py_INCREF(ige);
+    Py_XSETREF(g_is_grad_enabled, ige);
+  }
+  if (gnt != Py_None) {
+    Py_INCREF(gnt);
+    Py_XSETREF(g_get_num_threads, gnt);
+  }
+  g_measure_every = every;
+  if (t_hook.measure_used >= every) t_hook.measure_used = 0;
+  Py_RETURN_NONE;
+}
+
+/* clock_cost(): ns of two clock reads, as the hooks take them (the median of 9 rounds). */
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static PyObject *m_clock_cost(PyObject *m, PyObject *a) {
+  (void)m; (void)a;
+  uint64_t rounds[9];
+  volatile uint64_t sink = 0;
+  for (int r = 0; r < 9; r++) {
+    uint64_t t0 = mono_ns();
+    for (int i = 0; i < 200; i++) sink += mono_ns() - mono_ns();
+    rounds[r] = mono_ns() - t0;
+  }
+  (void)sink;
+  qsort(rounds, 9, sizeof(rounds[0]), cmp_u64);
+  return PyFloat_FromDouble((double)rounds[4] / 200.0);
+}
+
+static PyObject *m_set_active(PyObject *m, PyObject *o) {
+  (void)m;
+  int b = PyObject_IsTrue(o);
+  if (b < 0) return NULL;
+  g_active = b && g_disabled != NULL;
+  Py_RETURN_NONE;
+}
+
 /* ---- module functions (the backend interface) ---- */
 
 static int get_u32(PyObject *o, uint32_t *out) {
@@ -391,6 +1005,10 @@ static PyMethodDef module_methods[] = {
     {"tag_process", (PyCFunction)(void (*)(void))m_tag_process, METH_FASTCALL, NULL},
     {"tag_int", (PyCFunction)(void (*)(void))m_tag_int, METH_FASTCALL, NULL},
     {"set_decorator", m_set_decorator, METH_O, NULL},
+    {"configure_hooks", (PyCFunction)(void (*)(void))m_configure_hooks, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"set_active", m_set_active, METH_O, NULL},
+    {"clock_cost", m_clock_cost, METH_NOARGS, NULL},
+    {"data_wait", (PyCFunction)(void (*)(void))m_data_wait, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -435,13 +1053,26 @@ static PyObject *init_module(void) {
   LOAD(p_end_at, "grademl_end_at");
   LOAD(p_tag_process, "grademl_tag_process");
   LOAD(p_tag_int, "grademl_tag_int");
-  if (PyType_Ready(&PhaseType) < 0) return NULL;
+  if (PyType_Ready(&PhaseType) < 0 || PyType_Ready(&HookType) < 0 || PyType_Ready(&ModuleCallType) < 0 ||
+      PyType_Ready(&FineType) < 0 || PyType_Ready(&SignalsType) < 0)
+    return NULL;
+  g_str_training = PyUnicode_InternFromString("training");
+  g_one = PyLong_FromLong(1);
+  if (!g_str_training || !g_one) return NULL;
   g_str_phase_type = PyUnicode_InternFromString("phase_type");
   g_ids = PyDict_New();
   if (!g_str_phase_type || !g_ids) return NULL;
   PyObject *m = PyModule_Create(&module_def);
   if (!m) return NULL;
   Py_INCREF(&PhaseType);
+  PyObject *fine = PyType_GenericNew(&FineType, NULL, NULL);
+  PyObject *signals = PyType_GenericNew(&SignalsType, NULL, NULL);
+  if (!fine || !signals || PyModule_AddObject(m, "fine", fine) < 0 || PyModule_AddObject(m, "signals", signals) < 0 ||
+      PyModule_AddObjectRef(m, "Hook", (PyObject *)&HookType) < 0 ||
+      PyModule_AddObjectRef(m, "ModuleCall", (PyObject *)&ModuleCallType) < 0) {
+    Py_DECREF(m);
+    return NULL;
+  }
   if (PyModule_AddObject(m, "Phase", (PyObject *)&PhaseType) < 0 ||
       PyModule_AddObjectRef(m, "ids", g_ids) < 0 ||
       PyModule_AddStringConstant(m, "library", path) < 0) {

@@ -103,7 +103,12 @@ struct ThreadState {
   int32_t tid;
   bool full;            // no chunk could be had: the file is full
 };
-constinit thread_local ThreadState t_state{};
+// Not initial-exec TLS (tried for issue 26): libgrademl.so is dlopen'ed by Python, often after
+// torch, and glibc's surplus of static TLS for such libraries is then used up: the dlopen
+// fails ("cannot allocate memory in static TLS block", measured after importing torch,
+// sklearn and pandas, for this 40-byte struct) and the program's events would be lost.
+// The default model costs a __tls_get_addr call per event call (a few ns).
+[[gnu::tls_model("global-dynamic")]] constinit thread_local ThreadState t_state{};
 
 // Its destructor ends the phases a thread left open when the thread exits (see the top).
 pthread_key_t g_thread_exit_key;

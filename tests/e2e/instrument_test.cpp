@@ -623,6 +623,105 @@ TEST(InstrumentE2E, DeepProfilesOperatorsOnSampledIterationsOnly) {
   EXPECT_NE(all.find("removed from the figures below"), std::string::npos) << all;
 }
 
+// The auto-instrumentation's hot path in C (grademl._native.Hook, ModuleCall, data_wait)
+// records what the Python wrappers record (the reference, taken with the ctypes backend,
+// GRADEML_CTYPES=1): the same phases in the same order, with the same names, parents and tags,
+// for training and evaluation loops (grad off, a model in eval mode), nested modules, a loss
+// module, a forward that raises (its depth unwound), and calls outside any loop; and the
+// counts the script implies. Every fine phase recorded (--overhead-budget 100%): no sampling.
+TEST(InstrumentE2E, NativeHooksRecordWhatThePythonWrappersDo) {
+  REQUIRE_PYTHON_ML();
+  std::string dir = FreshDir("instrument_native_hooks");
+  std::ofstream(dir + "/script.py") << R"(
+import sys, torch
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+ds = TensorDataset(torch.randn(24, 4), torch.randint(0, 2, (24,)))
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.act, self.l2 = torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)
+    def forward(self, x):
+        if x.shape[0] == 1:
+            raise ValueError("one row")
+        return self.l2(self.act(self.l1(x)))
+m = Net(); opt = torch.optim.SGD(m.parameters(), lr=0.1); lossf = torch.nn.CrossEntropyLoss()
+for _ in range(2):
+    for x, y in DataLoader(ds, batch_size=4):  # 6 training iterations per epoch
+        opt.zero_grad(); lossf(m(x), y).backward(); opt.step()
+m.eval()
+for x, y in DataLoader(ds, batch_size=8):  # 3 evaluation iterations: eval mode
+    m(x)
+m.train()
+with torch.no_grad():
+    for x, y in DataLoader(ds, batch_size=12):  # 2 evaluation iterations: grad off
+        m(x)
+for _ in range(3):
+    try:
+        m(torch.randn(1, 4))  # raises: the depth must unwind
+    except ValueError:
+        pass
+m(torch.randn(2, 4)); m(torch.randn(2, 4))  # outside any loop: two forward phases
+import grademl
+with open(sys.argv[1], "w") as f:
+    f.write("%s %s\n" % (grademl._native, type(torch.nn.Module.__call__).__name__))
+)";
+  auto record = [&](const std::string& name, bool python_wrappers) {
+    std::string db = dir + "/" + name + ".db";
+    std::vector<std::string> argv = {"/usr/bin/env"};
+    if (python_wrappers) argv.push_back("GRADEML_CTYPES=1");
+    argv.insert(argv.end(), {GrademlBinary(), "--db", db, "run", "--no-report", "--overhead-budget", "100%", "--",
+                             "/usr/bin/python3", dir + "/script.py", dir + "/" + name + ".txt"});
+    CommandResult r = RunCommand(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return ReportJson(db);
+  };
+  json reference = record("python", true);
+  json native = record("native", false);
+  EXPECT_EQ(ReadFile(dir + "/python.txt"), "False function\n");
+  EXPECT_EQ(ReadFile(dir + "/native.txt"), "True ModuleCall\n");
+  // Each framework phase as (type, name, parent's name, tags but the measured ones), in order.
+  auto outline = [](const json& report) {
+    std::map<int64_t, const json*> by_id;
+    for (const json& p : report["phases"]) by_id[p["id"].get<int64_t>()] = &p;
+    std::vector<const json*> phases;
+    for (const json& p : report["phases"]) {  // below the process: what the program recorded
+      const std::string type = p["type"].get<std::string>();
+      if (std::count(type.begin(), type.end(), '/') >= 2) phases.push_back(&p);
+    }
+    std::stable_sort(phases.begin(), phases.end(), [](const json* a, const json* b) {
+      return (*a)["start_ns"].get<int64_t>() < (*b)["start_ns"].get<int64_t>();
+    });
+    std::vector<std::string> out;
+    for (const json* p : phases) {
+      const json& parent = *by_id.at((*p)["parent"].get<int64_t>());
+      std::string line = (*p)["type"].get<std::string>() + " " + (*p)["name"].get<std::string>() + " in " +
+                         (LeafType(parent) == "process" ? std::string("the process") : parent["name"].get<std::string>());
+      for (const auto& [k, v] : (*p)["tags"].items())
+        if (k.rfind("overhead.", 0) != 0 && k.find(".ns") == std::string::npos) line += " " + k + "=" + v.get<std::string>();
+      out.push_back(line);
+    }
+    return out;
+  };
+  std::vector<std::string> want = outline(reference), got = outline(native);
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(got, want);
+  // What the script implies, counted independently of both.
+  auto counts = CountByLeafType(native);
+  EXPECT_EQ(counts["epoch"], 4);
+  EXPECT_EQ(counts["iteration"], 12 + 3 + 2);
+  EXPECT_EQ(counts["data_wait"], 2 * 7 + 4 + 3);  // one more per loop: the one that ends it
+  EXPECT_EQ(counts["forward"], 12 + 3 + 2 + 3 + 2);
+  EXPECT_EQ(counts["loss"], 12);
+  EXPECT_EQ(counts["backward"], 12);
+  EXPECT_EQ(counts["optimizer_step"], 12);
+  std::map<std::string, int> modes;
+  for (const json& p : native["phases"])
+    if (LeafType(p) == "iteration") ++modes[Tag(p, "mode")];
+  EXPECT_EQ(modes["train"], 12);
+  EXPECT_EQ(modes["eval"], 5);
+}
+
 // A loop too fine for the budget (a recorded phase forced to cost 1 ms through the test hook):
 // fine phases recorded in the first 20 iterations only, every iteration still recorded, and
 // the report's counts exact for all 200 (one forward, loss, backward and optimizer step per

@@ -58,7 +58,19 @@ class _Signals(threading.local):
         self.eval = 0
 
 
-_signals = _Signals()
+# The C extension's hooks (grademl._native.Hook) when it is grademl's backend: the per-call
+# work of the wrappers below runs in C, with these per-thread counters; else Python wrappers.
+_native = _g._b if _tuning.fine is not None and _tuning.fine is getattr(_g._b, "fine", None) else None
+_signals = _native.signals if _native is not None else _Signals()
+_FORWARD = object()  # tags_fn of the forward / loss hooks, in C: grad mode and torch_threads
+_SLOTS = {}          # depth attribute -> the native hooks' depth slot
+
+
+def _slot(attr):
+    s = _SLOTS.get(attr)
+    if s is None:
+        s = _SLOTS[attr] = len(_SLOTS)
+    return s
 
 
 def _count_train(args=None):
@@ -123,6 +135,13 @@ def _outermost(func, name, ptype, attr, tags_fn=None, hook=None):
     Inside an iteration whose fine phases are not recorded (tuning.py), the call is timed
     only, for the epoch's exact counts and totals."""
     hook = hook or name
+    if _native is not None and (tags_fn is None or tags_fn is _count_train or tags_fn is _FORWARD) \
+            and (attr in _SLOTS or len(_SLOTS) < 8):
+        kind = 0 if tags_fn is None else 1 if tags_fn is _count_train else 2
+        w = _native.Hook(func, _g._safe(name), _g._safe(ptype), _slot(attr), hook, kind)
+        functools.update_wrapper(w, func)
+        w._grademl_wrapped = True
+        return w
     fine = _tuning.fine
     pc = _tuning._pc
     accumulate = _tuning.accumulate
@@ -214,11 +233,29 @@ def _patch_module_call(torch):
     call = orig
     if "modules" in _detail():
         call = _every_module(orig)
+    if _native is not None:
+        tags = _FORWARD  # the same tags, computed in C
     forward = _outermost(call, "forward", "forward", "fwd", tags)
     try:
         Loss = torch.nn.modules.loss._Loss
     except AttributeError:
         Loss = None
+
+    if _native is not None:
+        def hook_of(cls):
+            try:
+                if Loss is not None and issubclass(cls, Loss):
+                    return _outermost(call, cls.__name__, "loss", "fwd", tags, hook="loss")
+            except Exception as e:
+                guard("loss", e)
+            return forward
+
+        module_call = _native.ModuleCall(hook_of)  # the class's hook, found in C
+        functools.update_wrapper(module_call, orig)
+        module_call._grademl_wrapped = True
+        Module.__call__ = module_call
+        return
+
     wrapper_of = {}  # module class -> its wrapper
 
     # A loss module's outermost call is a phase "<LossClass>" of type "loss", not a
@@ -299,6 +336,10 @@ _deep = None  # _DeepOps under --deep, once torch is patched
 def _setup_tuning(torch):
     """Measures the cost of a timed-only call (tuning.py); sets up --deep."""
     global _deep
+    if _native is not None:
+        _native.configure_hooks(_disabled, guard, _tuning.costs.observe, _tuning.MEASURE_EVERY,
+                                torch.is_grad_enabled, torch.get_num_threads)
+        _native.set_active(_g._b is _native)
     _tuning.costs.calibrate(_outermost)
     if _tuning.DEEP and "ops" not in _detail():
         _deep = _DeepOps(torch)
@@ -534,6 +575,7 @@ def _patch_dataloader(torch):
         return it
 
     fine = _tuning.fine
+    data_wait = _native.data_wait if _native is not None else None
 
     @functools.wraps(orig_next)
     def __next__(self):
@@ -548,12 +590,29 @@ def _patch_dataloader(torch):
             if deep:
                 _deep.start()
                 st.deep = True
-            # The data wait is never sampled (the DataLoader analyses need every one).
-            _g._begin_typed("dataloader.next", "data_wait", _DEEP_TAG if deep else ())
-            fine.waits += 1
+            if data_wait is not None:
+                pass  # begun in C, around the call below
+            else:
+                # The data wait is never sampled (the DataLoader analyses need every one).
+                _g._begin_typed("dataloader.next", "data_wait", _DEEP_TAG if deep else ())
+                fine.waits += 1
         except Exception as e:
             guard("dataloader", e)
             return orig_next(self)
+        if data_wait is not None:
+            try:
+                batch = data_wait(orig_next, self, deep)  # begin, next(), end, in C
+            except StopIteration:
+                st.close()
+                raise
+            try:
+                tun.epoch_iters += 1
+                if record:
+                    tun.epoch_recorded += 1
+                st.begin_iteration(is_grad_enabled())
+            except Exception as e:
+                guard("dataloader", e)
+            return batch
         try:
             batch = orig_next(self)
         except StopIteration:
