@@ -67,10 +67,14 @@ def peak_rss_mb(cmd):
     return ru.ru_maxrss / 1024
 
 
+def sig(x, digits=6):
+    return float(f"{x:.{digits}g}")
+
+
 def result(name, what, figure, unit, peer, peer_figure, goal, command, **extra):
-    r = {"name": name, "what": what, "figure": round(figure, 6), "unit": unit, "peer": peer,
-         "peer_figure": round(peer_figure, 6) if peer_figure is not None else None,
-         "ratio": round(figure / peer_figure, 4) if peer_figure else None, "goal": goal, "command": command}
+    r = {"name": name, "what": what, "figure": sig(figure), "unit": unit, "peer": peer,
+         "peer_figure": sig(peer_figure) if peer_figure is not None else None,
+         "ratio": sig(figure / peer_figure, 4) if peer_figure else None, "goal": goal, "command": command}
     r.update(extra)
     return r
 
@@ -176,7 +180,8 @@ class Bench:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             for line in reversed(p.stdout.splitlines()):
                 if line.startswith("{"):
-                    return json.loads(line)["train_s"]
+                    figures = json.loads(line)
+                    return figures.get("train_cpu_s", figures["train_s"])
             raise RuntimeError(f"{cmd}: no figures (exit {p.returncode}): {p.stderr[-300:]}")
 
         def measure_all():
@@ -194,9 +199,28 @@ class Bench:
                 again = measure_all()
                 return again[m], again["plain"]
             out.append((result(f"small_op_loop_{m}", f"small-op PyTorch loop (bench/mlp_digits.py, {epochs} epoch(s)), "
-                               f"training s: {'grademl run' + (' --deep' if m == 'deep' else '') if m != 'profiler' else 'torch.profiler'}",
+                               f"training loop's CPU s: {'grademl run' + (' --deep' if m == 'deep' else '') if m != 'profiler' else 'torch.profiler'}",
                                med[m], "s", "the plain loop", med["plain"], goals[m], " ".join(cmds[m])), measure))
         return out
+
+    # One hooked outermost nn.Module call (python/bench_hooks.py): thread CPU ns, hooked vs the same call plain.
+    def hooked_call(self):
+        lib = os.path.join(self.build, "libgrademl.so")
+        cmd = [PY, os.path.join(ROOT, "python", "bench_hooks.py"), "--pairs=1", "--calls-only", lib]
+
+        def measure():
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=os.path.join(ROOT, "python"))
+            for line in p.stdout.splitlines():
+                if line.strip().startswith("outermost forward"):
+                    inner = line[line.index("(") + 1:line.index(")")]
+                    plain = float(inner.split("plain")[1].split("ns")[0])
+                    hooked = float(inner.split("hooked")[1].split("ns")[0])
+                    return hooked * 1e-9, plain * 1e-9
+            raise RuntimeError(f"bench_hooks.py printed no figures (exit {p.returncode}): {p.stderr[-300:]}")
+        g, p = measure()
+        return [(result("hooked_forward", "an outermost nn.Module call with grademl's hooks (python/bench_hooks.py), thread CPU s",
+                        g, "s", "the same call without hooks", p, None, " ".join(cmd[:-1]) + " build/libgrademl.so",
+                        added_ns=round(1e9 * (g - p), 1)), measure)]
 
     # Whole import of a Chrome/Kineto trace vs json.load of the same file (CPU, best of pairs).
     def trace_import(self, size_mb):
@@ -296,20 +320,27 @@ def main():
     tmp = tempfile.mkdtemp(prefix="grademl-cost-")
     try:
         b = Bench(build, tmp, args.pairs)
-        plan = [lambda: b.reports(100000), b.python_start, b.fixed_cost, lambda: b.small_op_loop(5, ["default", "deep"]),
-                lambda: b.trace_import(20)]
+        # (the names each step's results start with, the step)
+        plan = [("report_,export_", lambda: b.reports(100000)), ("python_start", b.python_start),
+                ("fixed_cost", b.fixed_cost), ("hooked_", b.hooked_call),
+                ("small_op_loop_", lambda: b.small_op_loop(5, ["default", "deep"])),
+                ("import_", lambda: b.trace_import(20))]
         if args.full:
-            plan += [lambda: b.reports(1000000), lambda: b.small_op_loop(3, ["default", "deep", "profiler"]),
-                     lambda: b.trace_import(200)]
+            plan += [("report_,export_", lambda: b.reports(1000000)),
+                     ("small_op_loop_", lambda: b.small_op_loop(3, ["default", "deep", "profiler"])),
+                     ("import_", lambda: b.trace_import(200))]
         results = []
         only = args.only.split(",") if args.only else None
-        for step in plan:
+        for prefixes, step in plan:
+            if only and not any(p.startswith(o) or o.startswith(p) for p in prefixes.split(",") for o in only):
+                continue
             for r, again in step():
                 if only and not any(r["name"].startswith(o) for o in only):
                     continue
                 results.append([r, again])
-                print(f"{r['name']:32s} {r['figure']:10.4f} {r['unit']:3s} peer {r['peer_figure'] if r['peer_figure'] is not None else '-'!s:>10} "
-                      f"ratio {r['ratio'] if r['ratio'] is not None else '-'}", flush=True)
+                peer = f"{r['peer_figure']:.4g}" if r["peer_figure"] is not None else "-"
+                ratio = f"{r['ratio']:.3f}" if r["ratio"] is not None else "-"
+                print(f"{r['name']:32s} {r['figure']:10.4g} {r['unit']:3s} peer {peer:>10} ratio {ratio}", flush=True)
         failed = []
         if args.check:
             base = {r["name"]: r for r in json.load(open(args.check))["results"]}
@@ -322,7 +353,7 @@ def main():
                 if r["ratio"] > limit and again is not None:
                     g, p = again()
                     if g / p < r["ratio"]:
-                        r["figure"], r["peer_figure"], r["ratio"] = round(g, 6), round(p, 6), round(g / p, 4)
+                        r["figure"], r["peer_figure"], r["ratio"] = sig(g), sig(p), sig(g / p, 4)
                         r["remeasured"] = True
                 verdict = "ok" if r["ratio"] <= limit else "WORSE"
                 print(f"check {r['name']:32s} ratio {r['ratio']:.3f} vs baseline {old['ratio']:.3f} (limit {limit:.3f}): {verdict}")
