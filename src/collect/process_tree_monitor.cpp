@@ -201,8 +201,11 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
     exits_error_ = events_error_;
   } else if (epoll_fd_ >= 0) {
     events_ = ProcessEvents::Open(&events_error_);
-    if (events_ && options_.exit_records) exits_ = TaskExitStats::Open(&exits_error_);
-    else exits_error_ = events_ ? "turned off" : "the kernel's process events are not used";
+    if (events_ && options_.exit_records) {
+      exits_ = options_.exit_records_opening ? TaskExitStats::FinishOpen(std::move(options_.exit_records_opening), &exits_error_)
+                                             : TaskExitStats::Open(&exits_error_);
+    }
+    if (!events_ || !options_.exit_records) exits_error_ = events_ ? "turned off" : "the kernel's process events are not used";
     if (events_) {
       // Woken like exits: data.ptr null stands for the event socket (a Proc never is).
       epoll_event ev{};
@@ -214,6 +217,7 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
       }
     }
   }
+  options_.exit_records_opening.reset();  // unused, deregistered (or finished above)
 }
 
 uint64_t ProcessTreeMonitor::processes_dropped() const {
