@@ -31,22 +31,22 @@ def one(argv, env):
 
 
 def pairs(n, plain, binaries, env):
-    """binaries: [(name, grademl, db)]. Each round runs plain, then each binary."""
-    unders = [(name, [g, "--db", db, "run", "--no-report", "--"] + plain) for name, g, db in binaries]
-    for _, under in unders:
-        one(under, env)  # warm: the store created, the page cache filled
-    wall = {name: [] for name, _ in unders}
-    cpu = {name: [] for name, _ in unders}
+    """binaries: [(name, grademl, db, env)]. Each round runs plain, then each binary."""
+    unders = [(name, [g, "--db", db, "run", "--no-report", "--"] + plain, e) for name, g, db, e in binaries]
+    for _, under, e in unders:
+        one(under, e)  # warm: the store created, the page cache filled
+    wall = {name: [] for name, _, _ in unders}
+    cpu = {name: [] for name, _, _ in unders}
     for _ in range(n):
         a = one(plain, env)
-        for name, under in unders:
-            b = one(under, env)
+        for name, under, e in unders:
+            b = one(under, e)
             if a[2] != b[2]:
                 raise SystemExit(f"exit codes differ: {a[2]} plain, {b[2]} under grademl")
             wall[name].append((b[0] - a[0]) * 1e3)
             cpu[name].append((b[1] - a[1]) * 1e3)
     out = {}
-    for name, _ in unders:
+    for name, _, _ in unders:
         q = statistics.quantiles(wall[name], n=4)
         out[name] = {"wall_ms": statistics.median(wall[name]), "wall_q1_ms": q[0], "wall_q3_ms": q[2],
                      "cpu_ms": statistics.median(cpu[name]), "pairs": n}
@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=15)
     ap.add_argument("--grademl", default=os.path.join(HERE, "..", "build", "grademl"))
     ap.add_argument("--before", default="")
+    ap.add_argument("--before-python-dir", default="", help="GRADEML_PYTHON_DIR for --before's runs")
     ap.add_argument("--db", default="")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -65,9 +66,12 @@ def main():
     try:
         db = args.db or os.path.join(tmp, "grademl.db")
         env = dict(os.environ)
-        binaries = [("grademl", os.path.abspath(args.grademl), db)]
+        binaries = [("grademl", os.path.abspath(args.grademl), db, env)]
         if args.before:
-            binaries.insert(0, ("before", os.path.abspath(args.before), os.path.join(tmp, "before.db")))
+            before_env = dict(env)
+            if args.before_python_dir:
+                before_env["GRADEML_PYTHON_DIR"] = args.before_python_dir
+            binaries.insert(0, ("before", os.path.abspath(args.before), os.path.join(tmp, "before.db"), before_env))
         results = {
             "fixed_cost": pairs(args.pairs, ["/bin/true"], binaries, env),
             "python_startup": pairs(args.pairs, ["/usr/bin/python3", "-c", "pass"], binaries, env),
