@@ -421,6 +421,18 @@ pid_t ProcessTreeMonitor::LaunchRoot(const std::function<pid_t()>& launch, const
   // Under the lock, so that no pass sees the new child before it is known as a root (it
   // would be taken for an orphan re-parented to grademl).
   std::lock_guard lock(mu_);
+  if (roots_.empty() && !launched_before_) {
+    // Before the first launch no process of the tree exists: every process alive now is
+    // foreign. Listed here (names only), they spare the first pass a read of every process's
+    // stat on the host, which ran beside the workload's start and, for a short workload,
+    // held its reaping and the run's end (the pass holds mu_). A pid of these reused later by
+    // a process of the tree is found as for any foreign pid: by the kernel's events, or once
+    // foreign_ is forgotten (every 100 passes).
+    proc_dir_->ForEachPid([&](pid_t present) {
+      if (!alive_.count(present)) foreign_.emplace(present, 0);
+    });
+  }
+  launched_before_ = true;
   pid_t pid = launch();
   if (pid > 0) {
     AddRootLocked(pid, argv, start_ns, parent_phase);

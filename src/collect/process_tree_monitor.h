@@ -176,6 +176,7 @@ class ProcessTreeMonitor {
   std::unordered_map<pid_t, Proc*> alive_;             // followed and not known to be gone
   std::unordered_map<pid_t, Proc*> gone_;              // exited, not resolved yet (zombies among them)
   std::unordered_map<pid_t, uint64_t> foreign_;        // pid -> start time, not in the tree
+  bool launched_before_ = false;  // LaunchRoot was called (the first call marks the host's processes foreign)
   std::vector<Proc*> roots_;  // launched commands and adopted orphans
   int epoll_fd_ = -1;
   int pass_ = 0;
