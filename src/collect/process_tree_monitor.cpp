@@ -201,8 +201,11 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
     exits_error_ = events_error_;
   } else if (epoll_fd_ >= 0) {
     events_ = ProcessEvents::Open(&events_error_);
-    if (events_ && options_.exit_records) exits_ = TaskExitStats::Open(&exits_error_);
-    else exits_error_ = events_ ? "turned off" : "the kernel's process events are not used";
+    if (events_ && options_.exit_records) {
+      exits_ = options_.exit_records_opening ? TaskExitStats::FinishOpen(std::move(options_.exit_records_opening), &exits_error_)
+                                             : TaskExitStats::Open(&exits_error_);
+    }
+    if (!events_ || !options_.exit_records) exits_error_ = events_ ? "turned off" : "the kernel's process events are not used";
     if (events_) {
       // Woken like exits: data.ptr null stands for the event socket (a Proc never is).
       epoll_event ev{};
@@ -214,6 +217,7 @@ ProcessTreeMonitor::ProcessTreeMonitor(model::RunBuilder* builder, model::PhaseI
       }
     }
   }
+  options_.exit_records_opening.reset();  // unused, deregistered (or finished above)
 }
 
 uint64_t ProcessTreeMonitor::processes_dropped() const {
@@ -417,6 +421,18 @@ pid_t ProcessTreeMonitor::LaunchRoot(const std::function<pid_t()>& launch, const
   // Under the lock, so that no pass sees the new child before it is known as a root (it
   // would be taken for an orphan re-parented to grademl).
   std::lock_guard lock(mu_);
+  if (roots_.empty() && !launched_before_) {
+    // Before the first launch no process of the tree exists: every process alive now is
+    // foreign. Listed here (names only), they spare the first pass a read of every process's
+    // stat on the host, which ran beside the workload's start and, for a short workload,
+    // held its reaping and the run's end (the pass holds mu_). A pid of these reused later by
+    // a process of the tree is found as for any foreign pid: by the kernel's events, or once
+    // foreign_ is forgotten (every 100 passes).
+    proc_dir_->ForEachPid([&](pid_t present) {
+      if (!alive_.count(present)) foreign_.emplace(present, 0);
+    });
+  }
+  launched_before_ = true;
   pid_t pid = launch();
   if (pid > 0) {
     AddRootLocked(pid, argv, start_ns, parent_phase);

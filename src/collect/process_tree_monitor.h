@@ -66,6 +66,9 @@ class ProcessTreeMonitor {
     // (taskstats, collect/task_exit_stats.h), whoever reaps it; without, they are shared out
     // of the parent's reaped-children counters (the rule above).
     bool exit_records = true;
+    // With them: the registration begun earlier by TaskExitStats::StartOpen (its delivery
+    // check overlapping the caller's other work), finished here instead of opening anew.
+    std::shared_ptr<TaskExitStats::Opening> exit_records_opening;
     // The most processes followed through process events (a fork bomb must not grow
     // memory without bound); beyond it, processes are found by sampling only, and counted
     // in processes_dropped().
@@ -173,6 +176,7 @@ class ProcessTreeMonitor {
   std::unordered_map<pid_t, Proc*> alive_;             // followed and not known to be gone
   std::unordered_map<pid_t, Proc*> gone_;              // exited, not resolved yet (zombies among them)
   std::unordered_map<pid_t, uint64_t> foreign_;        // pid -> start time, not in the tree
+  bool launched_before_ = false;  // LaunchRoot was called (the first call marks the host's processes foreign)
   std::vector<Proc*> roots_;  // launched commands and adopted orphans
   int epoll_fd_ = -1;
   int pass_ = 0;

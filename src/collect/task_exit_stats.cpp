@@ -7,6 +7,7 @@
 #include <linux/taskstats.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
@@ -354,31 +355,33 @@ void ParseTaskstatsDatagram(const char* data, size_t size, uint16_t family_id,
   });
 }
 
-std::unique_ptr<TaskExitStats> TaskExitStats::Open(std::string* error, int receive_buffer) {
+std::unique_ptr<TaskExitStats::Opening> TaskExitStats::StartOpen(int receive_buffer) {
+  auto opening = std::unique_ptr<Opening>(new Opening);
+  std::string* error = &opening->error;
   if (InAnotherNetNamespace()) {
     *error = "the kernel sends taskstats exit records to the initial network namespace only, and grademl runs in another";
-    return nullptr;
+    return opening;
   }
   int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_GENERIC);
   if (fd < 0) {
     *error = std::string("no generic netlink socket: ") + std::strerror(errno);
-    return nullptr;
+    return opening;
   }
   sockaddr_nl addr{};
   addr.nl_family = AF_NETLINK;  // nl_pid 0: the kernel picks a port id
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     *error = std::string("could not bind a generic netlink socket: ") + std::strerror(errno);
     close(fd);
-    return nullptr;
+    return opening;
   }
   if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &receive_buffer, sizeof receive_buffer) != 0) {
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
   }
-  uint64_t overflows = 0;
+  uint64_t& overflows = opening->overflows;
   uint16_t family = ResolveFamily(fd, &overflows, error);
   if (family == 0) {
     close(fd);
-    return nullptr;
+    return opening;
   }
   std::string cpus = PossibleCpus();
   constexpr uint32_t kSeq = 2;
@@ -387,10 +390,10 @@ std::unique_ptr<TaskExitStats> TaskExitStats::Open(std::string* error, int recei
   if (!req.Send(fd)) {
     *error = std::string("could not register for the kernel's taskstats exit records (") + std::strerror(errno) + ")";
     close(fd);
-    return nullptr;
+    return opening;
   }
   // Records may come before the ack (registration is per CPU): they are kept for Drain.
-  std::vector<Record> pending;
+  std::vector<Record>& pending = opening->pending;
   int err = 0;
   bool ok = AwaitAnswer(fd, &overflows, [&](const char* data, size_t size) {
     bool acked = false;
@@ -417,16 +420,53 @@ std::unique_ptr<TaskExitStats> TaskExitStats::Open(std::string* error, int recei
       *error = "the kernel refused a taskstats listener for CPUs " + cpus + " (" + std::strerror(err) + ")";
     }
     close(fd);
-    return nullptr;
+    return opening;
   }
   // The kernel accepts a listener in another network namespace but sends to the initial
   // one only, and /proc/1/ns/net may be unreadable even to root: a thread that exits at
-  // once proves delivery. Its record is queued before pthread_join returns (the kernel
-  // sends it before the thread's exit wakes the joiner), so this waits only on failure.
-  pid_t probe = 0;
-  pthread_t thread;
-  if (pthread_create(&thread, nullptr, ProbeThread, &probe) == 0) {
-    pthread_join(thread, nullptr);
+  // once proves delivery (FinishOpen). Started here, joined there: on a loaded machine the
+  // new thread may wait a scheduler's period to run, beside the caller's other work.
+  opening->fd = fd;
+  opening->family = family;
+  opening->cpus = std::move(cpus);
+  // With every signal blocked: it must never take one meant for grademl (a SIGINT's
+  // default action would end grademl) while it waits to run.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  opening->probe_started = pthread_create(&opening->probe, nullptr, ProbeThread, &opening->probe_tid) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return opening;
+}
+
+TaskExitStats::Opening::~Opening() {
+  if (probe_started) pthread_join(probe, nullptr);
+  if (fd >= 0) {
+    Deregister(fd, family, cpus);
+    close(fd);
+  }
+}
+
+std::unique_ptr<TaskExitStats> TaskExitStats::Open(std::string* error, int receive_buffer) {
+  return FinishOpen(StartOpen(receive_buffer), error);
+}
+
+std::unique_ptr<TaskExitStats> TaskExitStats::FinishOpen(std::shared_ptr<Opening> opening, std::string* error) {
+  if (opening == nullptr || opening->fd < 0) {
+    *error = opening != nullptr ? opening->error : "not opened";
+    return nullptr;
+  }
+  const int fd = opening->fd;
+  const uint16_t family = opening->family;
+  const std::string& cpus = opening->cpus;
+  std::vector<Record>& pending = opening->pending;
+  uint64_t& overflows = opening->overflows;
+  // The probe's record is queued before pthread_join returns (the kernel sends it before
+  // the thread's exit wakes the joiner), so this waits only on failure.
+  if (opening->probe_started) {
+    opening->probe_started = false;
+    pthread_join(opening->probe, nullptr);
+    const pid_t probe = opening->probe_tid;
     bool seen = false;
     auto find = [&](size_t from) {
       for (size_t i = from; i < pending.size() && !seen; ++i) seen = pending[i].tid == probe;
@@ -442,13 +482,12 @@ std::unique_ptr<TaskExitStats> TaskExitStats::Open(std::string* error, int recei
       if (!seen && overflows == 0) {  // after an overflow, the probe's record may be one of those lost
         *error = "no taskstats exit record reaches this process (the kernel sends them to the initial network "
                  "namespace only: is grademl in another?)";
-        Deregister(fd, family, cpus);
-        close(fd);
-        return nullptr;
+        return nullptr;  // ~Opening deregisters and closes
       }
     }
   }
-  std::unique_ptr<TaskExitStats> stats(new TaskExitStats(fd, family, std::move(cpus)));
+  std::unique_ptr<TaskExitStats> stats(new TaskExitStats(fd, family, cpus));
+  opening->fd = -1;  // the TaskExitStats's now
   stats->pending_ = std::move(pending);
   stats->lost_ = overflows;
   if (overflows > 0) stats->ReadDrops();

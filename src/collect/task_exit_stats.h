@@ -32,6 +32,7 @@
 //   exit_notify), unless the buffer overflowed.
 #pragma once
 
+#include <pthread.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -85,6 +86,23 @@ class TaskExitStats {
   // the kernel has no taskstats or refuses. `receive_buffer` is the socket's buffer in bytes
   // (SO_RCVBUFFORCE where allowed, else SO_RCVBUF within net.core.rmem_max).
   static std::unique_ptr<TaskExitStats> Open(std::string* error, int receive_buffer = kDefaultReceiveBuffer);
+  // Open in two steps, so that the wait for the delivery check's probe thread overlaps
+  // other work: StartOpen registers and starts the probe, FinishOpen checks that its
+  // record came (Open is both at once). An Opening dropped unfinished deregisters.
+  struct Opening {
+    ~Opening();
+    int fd = -1;  // -1: failed, see error
+    uint16_t family = 0;
+    std::string cpus;
+    std::string error;
+    std::vector<Record> pending;
+    uint64_t overflows = 0;
+    pthread_t probe{};
+    pid_t probe_tid = 0;
+    bool probe_started = false;
+  };
+  static std::unique_ptr<Opening> StartOpen(int receive_buffer = kDefaultReceiveBuffer);
+  static std::unique_ptr<TaskExitStats> FinishOpen(std::shared_ptr<Opening> opening, std::string* error);
   // Deregisters and closes.
   ~TaskExitStats();
   TaskExitStats(const TaskExitStats&) = delete;

@@ -24,6 +24,7 @@
 #include "collect/outside_process_monitor.h"
 #include "collect/process_tree_monitor.h"
 #include "collect/sampling_loop.h"
+#include "collect/task_exit_stats.h"
 #include "store/background_writer.h"
 #include "store/database.h"
 #include "workflow/dask_env.h"
@@ -238,6 +239,26 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   if (options.interval < kMinSamplingInterval || options.interval > kMaxSamplingInterval) {
     return InvalidArgument("sampling interval {} is outside 1ms to 1h", options.interval);
   }
+  // The kernel's process events (every process a phase, however short) where allowed;
+  // GRADEML_PROCESS_EVENTS=sampling (or 0, off) turns them off. How processes were found is
+  // kept with the run (root-phase tag grademl.process_events: proc_connector or sampling).
+  collect::ProcessTreeMonitor::Options monitor_options;
+  if (const char* v = getenv("GRADEML_PROCESS_EVENTS");
+      v && (std::string_view(v) == "sampling" || std::string_view(v) == "0" || std::string_view(v) == "off")) {
+    monitor_options.process_events = false;
+  }
+  // The kernel's exit records (each ended process's own CPU and I/O, exact) where allowed;
+  // GRADEML_PROCESS_ACCOUNTING=share_out turns them off (the parents' counters are then
+  // shared out by rule). Kept with the run: root-phase tag grademl.process_accounting.
+  if (const char* v = getenv("GRADEML_PROCESS_ACCOUNTING"); v && std::string_view(v) == "share_out") {
+    monitor_options.exit_records = false;
+  }
+  // Registered first: their delivery check (a thread that exits) then runs beside the
+  // store's opening instead of after it (a new thread may wait a scheduler's period to run
+  // on a loaded machine). The monitor finishes it below.
+  if (monitor_options.process_events && monitor_options.exit_records) {
+    monitor_options.exit_records_opening = collect::TaskExitStats::StartOpen();
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   GRADEML_ASSIGN_OR_RETURN(impl->db, store::Database::Open(options.db_path, store::Database::Mode::kReadWrite));
@@ -376,20 +397,6 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
     std::fprintf(stderr, "grademl: events in %s, library %s, python %s\n", impl->events_dir.c_str(),
                  paths.library.empty() ? "(not found)" : paths.library.c_str(),
                  paths.python_dir.empty() ? "(not found)" : paths.python_dir.c_str());
-  }
-  // The kernel's process events (every process a phase, however short) where allowed;
-  // GRADEML_PROCESS_EVENTS=sampling (or 0, off) turns them off. How processes were found is
-  // kept with the run (root-phase tag grademl.process_events: proc_connector or sampling).
-  collect::ProcessTreeMonitor::Options monitor_options;
-  if (const char* v = getenv("GRADEML_PROCESS_EVENTS");
-      v && (std::string_view(v) == "sampling" || std::string_view(v) == "0" || std::string_view(v) == "off")) {
-    monitor_options.process_events = false;
-  }
-  // The kernel's exit records (each ended process's own CPU and I/O, exact) where allowed;
-  // GRADEML_PROCESS_ACCOUNTING=share_out turns them off (the parents' counters are then
-  // shared out by rule). Kept with the run: root-phase tag grademl.process_accounting.
-  if (const char* v = getenv("GRADEML_PROCESS_ACCOUNTING"); v && std::string_view(v) == "share_out") {
-    monitor_options.exit_records = false;
   }
   impl->processes = std::make_unique<collect::ProcessTreeMonitor>(&builder, impl->run_phase, host_resource,
                                                                   info.host, monitor_options);

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -650,6 +651,41 @@ TEST(TaskExitStatsTest, AnOverflowingBufferIsCountedAndRecordsResume) {
       stats.get(), [&](const Record& x) { return x.tid == p; }, [](const auto& k) { return !k.empty(); });
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(WEXITSTATUS(r[0].exit_status), 4);
+}
+
+// Opened in two steps (Recording starts it before the store is opened): the delivery
+// check's thread runs meanwhile, and FinishOpen still finds its record; a child's exit after
+// FinishOpen is read as with Open. An Opening dropped unfinished joins its thread and closes
+// (deregisters) its socket.
+TEST(TaskExitStatsTest, OpenedInTwoSteps) {
+  std::shared_ptr<TaskExitStats::Opening> opening = TaskExitStats::StartOpen();
+  if (opening->fd < 0) {
+    if (TsMustHaveExitRecords()) ADD_FAILURE() << "CI=true as root, yet: " << opening->error;
+    GTEST_SKIP() << "the kernel's taskstats exit records are not available: " << opening->error;
+  }
+  ASSERT_TRUE(opening->probe_started);
+  usleep(20000);  // other work meanwhile (the store's opening, in grademl)
+  std::string why;
+  std::unique_ptr<TaskExitStats> stats = TaskExitStats::FinishOpen(opening, &why);
+  ASSERT_NE(stats, nullptr) << why;
+  EXPECT_LT(opening->fd, 0) << "the socket is the TaskExitStats's now";
+  pid_t child = fork();
+  if (child == 0) _exit(7);
+  int status = 0;
+  waitpid(child, &status, 0);
+  std::vector<TaskExitStats::Record> records;
+  for (int i = 0; i < 200; ++i) {
+    stats->Drain(&records);
+    if (std::any_of(records.begin(), records.end(), [&](const auto& r) { return r.tid == child; })) break;
+    usleep(5000);
+  }
+  EXPECT_TRUE(std::any_of(records.begin(), records.end(), [&](const auto& r) { return r.tid == child; }));
+
+  std::shared_ptr<TaskExitStats::Opening> dropped = TaskExitStats::StartOpen();
+  ASSERT_GE(dropped->fd, 0) << dropped->error;
+  const int fd = dropped->fd;
+  dropped.reset();
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1) << "the socket of an Opening dropped unfinished stays open";
 }
 
 // Runs `fn` in a child (as root, it may drop privileges or change namespaces); returns its

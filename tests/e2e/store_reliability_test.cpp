@@ -70,6 +70,51 @@ void ExpectRefused(const CommandResult& r, const std::string& db, const std::str
   EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
 }
 
+// --- cost: when the store is synced (issue 26) ----------------------------------------------
+
+// A run's store is synced at its end only, once the run is in it, and never before the
+// workload starts: the start's WAL switch and first commit used to cost six fdatasyncs
+// (journal, directory, journal again, file, WAL header, directory) before the workload was
+// launched, and the end five. Counted with strace, on a new store and on one that exists;
+// the run is then complete and the file back in rollback mode (no -wal, no -shm): durable.
+TEST(StoreReliabilityE2E, TheStoreIsSyncedOnlyAtTheEndOfARun) {
+  if (access("/usr/bin/strace", X_OK) != 0) {
+    const char* ci = std::getenv("CI");
+    if (ci != nullptr && std::string(ci) == "true") FAIL() << "CI: /usr/bin/strace is missing (apt install strace)";
+    GTEST_SKIP() << "/usr/bin/strace is missing";
+  }
+  std::string dir = FreshDir("store_syncs");
+  std::string db = dir + "/grademl.db";
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "a new store" : "a store that exists");
+    std::string log = dir + "/strace" + std::to_string(round) + ".txt";
+    CommandResult r = RunCommand({"/usr/bin/timeout", "120", "/usr/bin/strace", "-f", "-qq", "-o", log, "-e",
+                                  "trace=fsync,fdatasync,execve", GrademlBinary(), "--db", db, "run", "--no-report",
+                                  "--", "/bin/sh", "-c", "exit 3"});
+    ASSERT_EQ(r.exit_code, 3) << r.err;
+    std::istringstream lines(ReadFile(log));
+    int syncs = 0, syncs_before_workload = 0;
+    bool workload_started = false;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("execve(\"/bin/sh\"") != std::string::npos) workload_started = true;
+      if (line.find("fsync(") != std::string::npos || line.find("fdatasync(") != std::string::npos) {
+        ++syncs;
+        if (!workload_started) ++syncs_before_workload;
+      }
+    }
+    ASSERT_TRUE(workload_started) << ReadFile(log);
+    EXPECT_EQ(syncs_before_workload, 0) << ReadFile(log);
+    // The checkpoint's WAL, the directory that holds it, the file; the file once more after
+    // the switch back to rollback mode.
+    EXPECT_GE(syncs, 1) << ReadFile(log);
+    EXPECT_LE(syncs, 4) << ReadFile(log);
+    EXPECT_EQ(SqlInt(db, "SELECT count(*) FROM runs WHERE complete = 1 AND exit_code = 3"), round + 1);
+    struct stat st {};
+    EXPECT_NE(::stat((db + "-wal").c_str(), &st), 0) << "the WAL was left behind";
+    EXPECT_NE(::stat((db + "-shm").c_str(), &st), 0) << "the WAL index was left behind";
+  }
+}
+
 // --- contention ---------------------------------------------------------------------------
 
 // The finding: of two runs started at once on a fresh store, one was refused and its

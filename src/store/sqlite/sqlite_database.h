@@ -98,6 +98,10 @@ class SqliteDatabase final : public Database {
   // check runs once per unclean shutdown, not on every start.
   Status CheckAfterUncleanShutdown(bool hot_journal);
 
+  // A writer's start is unsynced (synchronous=OFF, see Open) until its first write:
+  // CreateRun's row, or before any other write. Under mu_.
+  Status EndUnsyncedStart();
+
   StatusOr<sqlite3_stmt*> Prepared(Query query);
   Status SqlError(int rc) const;
   // Steps a statement that returns no rows.
@@ -120,6 +124,7 @@ class SqliteDatabase final : public Database {
   ino_t opened_ino_ = 0;
   int64_t busy_since_ns_ = 0;  // monotonic; the wait under way (the busy handler's, under mu_)
   int writers_fd_ = -1;  // the writers' lock (kReadWrite), -1 when it could not be created
+  bool unsynced_start_ = false;  // synchronous=OFF until the first write (EndUnsyncedStart)
   std::array<sqlite3_stmt*, kNumQueries> stmts_{};
 };
 
