@@ -12,6 +12,9 @@ the same call without hooks:
   loss       an outermost loss-module call
   timed      the forward call inside a DataLoader iteration whose fine phases are not
              recorded (sampling: the call is timed only)
+  iteration  a DataLoader iteration whose loop body does nothing (a loader of ints, no
+             collation): the iterator's __next__ with the iteration's end and mode tag, the
+             tuning's decision, the data wait and the next iteration's begin
 
 Loop: bench/mlp_digits.py --epochs E in alternating children: plain (no hooks), hooked
 (default), hooked with --deep (GRADEML_DEEP=1), and under torch.profiler; process CPU time of
@@ -91,6 +94,14 @@ for (b,) in loader:
         m(x)
     timed.append((tt() - t) / 200)
 out["timed"] = statistics.median(timed[-300:])
+# Per DataLoader iteration: a loader of plain ints (no collation), its loop doing nothing: the
+# iterator's __next__ with the hooks (the previous iteration's end and mode tag, the tuning's
+# decision, the data wait, the next iteration's begin) against without.
+ints = torch.utils.data.DataLoader(list(range(1000)), batch_size=None)
+def iterate():
+    for _ in ints:
+        pass
+out["iteration"] = per(iterate, n=1) / 1000
 print(__import__("json").dumps(out))
 """
 
@@ -120,7 +131,8 @@ def calls(lib, rounds):
           f"{rounds} children x 9 rounds:")
     for k, label in (("forward", "outermost forward"), ("outer2", "forward + one nested module call"),
                      ("step", "outermost optimizer step"), ("loss", "outermost loss call"),
-                     ("timed", "forward, timed only (sampled-out iteration)")):
+                     ("timed", "forward, timed only (sampled-out iteration)"),
+                     ("iteration", "DataLoader iteration (end, data wait, begin)")):
         p, h = med["plain"][k], med["hooked"][k]
         print(f"  {label:<44} {h - p:8.0f} ns   (plain {p:.0f} ns, hooked {h:.0f} ns)")
 

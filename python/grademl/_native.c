@@ -667,6 +667,456 @@ static PyObject *m_data_wait(PyObject *m, PyObject *const *a, Py_ssize_t n) {
   return r;
 }
 
+/* ---- the DataLoader's per-iteration path (torch.py's _LoaderState, tuning.py's LoaderTuning) ----
+ *
+ * Tuning: the C half of a DataLoader's LoaderTuning (tuning.py): the per-iteration counters
+ * and paces, and next_iteration() (whether the iteration's fine phases are recorded, whether
+ * its operators are profiled under --deep). The rare decisions stay in Python, called from
+ * here: _retune() every RETUNE_EVERY iterations and _deep_update(period) after a profiled
+ * iteration. Loader: the C half of a DataLoader's _LoaderState (torch.py): what is open, on
+ * which thread, and what the open iteration saw so far. LoaderNext: the iterator's __next__,
+ * in one C call per batch: the previous iteration's mode tag and end, the tuning's decision,
+ * the data wait around next(), and the new iteration's begin with its tags; names interned
+ * when the hooks are configured. */
+
+typedef struct {
+  PyObject_HEAD
+  long long index, every, last_fine, last_ops, deep_next, deep_count, epoch_iters, epoch_recorded;
+  long long last_next, deep_stride;
+  double period, fine_per_it;
+  char has_last_next, has_deep_stride, has_period, has_fine_per_it, last_deep;
+} TuningObject;
+
+static PyTypeObject TuningType;
+static long long g_warmup = 20, g_retune_every = 16;
+static uint32_t g_id_iteration, g_id_train;
+static PyObject *g_str_retune, *g_str_deep_update, *g_str_close, *g_str_start, *g_str_stop, *g_str_dataloader,
+    *g_str_state;
+
+/* next_iteration, in C (tuning.py's LoaderTuning.next_iteration, the same arithmetic). */
+static int tuning_next(TuningObject *t, int deep_possible, int *record, int *deep) {
+  uint64_t now = mono_ns();
+  HookThread *ts = &t_hook;
+  if (t->has_last_next) {
+    long long period = (long long)(now - (uint64_t)t->last_next);
+    long long calls = ts->recorded + ts->timed - t->last_fine;
+    if (t->last_deep) {
+      PyObject *p = PyLong_FromLongLong(period);
+      PyObject *r = p ? PyObject_CallMethodOneArg((PyObject *)t, g_str_deep_update, p) : NULL;
+      Py_XDECREF(p);
+      if (!r) return -1;
+      Py_DECREF(r);
+    } else {
+      t->period = t->has_period ? 0.9 * t->period + 0.1 * (double)period : (double)period;
+      t->fine_per_it = t->has_fine_per_it ? 0.9 * t->fine_per_it + 0.1 * (double)calls : (double)calls;
+      t->has_period = t->has_fine_per_it = 1;
+    }
+  }
+  t->last_next = (long long)now;
+  t->has_last_next = 1;
+  t->last_fine = ts->recorded + ts->timed;
+  t->last_ops = ts->ops;
+  long long i = t->index++;
+  if (i >= g_warmup && (i - g_warmup) % g_retune_every == 0) {
+    PyObject *r = PyObject_CallMethodNoArgs((PyObject *)t, g_str_retune);
+    if (!r) return -1;
+    Py_DECREF(r);
+  }
+  int d = deep_possible && i >= t->deep_next;
+  if (d) {
+    t->deep_count++;
+    t->deep_next = i + (t->has_deep_stride && t->deep_stride ? t->deep_stride : 1000000000LL);
+  }
+  t->last_deep = (char)d;
+  long long every = t->every > 0 ? t->every : 1;
+  int rec = d || i < g_warmup || i % every == 0;
+  ts->skip = !rec;
+  *record = rec;
+  *deep = d;
+  return 0;
+}
+
+static PyObject *tuning_next_iteration(PyObject *self, PyObject *arg) {
+  int possible = PyObject_IsTrue(arg);
+  if (possible < 0) return NULL;
+  int record, deep;
+  if (tuning_next((TuningObject *)self, possible, &record, &deep) < 0) return NULL;
+  return Py_BuildValue("(OO)", record ? Py_True : Py_False, deep ? Py_True : Py_False);
+}
+
+/* An optional value (None until set): period, fine_per_it, last_next, deep_stride. */
+#define OPT_GETSET(field, ctype, to_py, from_py)                                           \
+  static PyObject *tuning_get_##field(PyObject *s, void *c) {                             \
+    (void)c;                                                                               \
+    TuningObject *t = (TuningObject *)s;                                                   \
+    if (!t->has_##field) Py_RETURN_NONE;                                                   \
+    return to_py(t->field);                                                                \
+  }                                                                                        \
+  static int tuning_set_##field(PyObject *s, PyObject *v, void *c) {                      \
+    (void)c;                                                                               \
+    TuningObject *t = (TuningObject *)s;                                                   \
+    if (!v || v == Py_None) {                                                              \
+      t->has_##field = 0;                                                                  \
+      return 0;                                                                            \
+    }                                                                                      \
+    ctype x = from_py(v);                                                                  \
+    if (x == (ctype)-1 && PyErr_Occurred()) return -1;                                     \
+    t->field = x;                                                                          \
+    t->has_##field = 1;                                                                    \
+    return 0;                                                                              \
+  }
+OPT_GETSET(period, double, PyFloat_FromDouble, PyFloat_AsDouble)
+OPT_GETSET(fine_per_it, double, PyFloat_FromDouble, PyFloat_AsDouble)
+OPT_GETSET(last_next, long long, PyLong_FromLongLong, PyLong_AsLongLong)
+OPT_GETSET(deep_stride, long long, PyLong_FromLongLong, PyLong_AsLongLong)
+
+static PyGetSetDef tuning_getset[] = {
+    {"period", tuning_get_period, tuning_set_period, "ns per iteration (EWMA, unprofiled ones), or None", NULL},
+    {"fine_per_it", tuning_get_fine_per_it, tuning_set_fine_per_it, "fine calls per iteration (EWMA), or None", NULL},
+    {"last_next", tuning_get_last_next, tuning_set_last_next, "when the previous data wait began, or None", NULL},
+    {"deep_stride", tuning_get_deep_stride, tuning_set_deep_stride, "iterations between profiled ones, or None", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef tuning_members[] = {
+    {"index", T_LONGLONG, offsetof(TuningObject, index), 0, NULL},
+    {"every", T_LONGLONG, offsetof(TuningObject, every), 0, NULL},
+    {"last_fine", T_LONGLONG, offsetof(TuningObject, last_fine), 0, NULL},
+    {"last_ops", T_LONGLONG, offsetof(TuningObject, last_ops), 0, NULL},
+    {"last_deep", T_BOOL, offsetof(TuningObject, last_deep), 0, NULL},
+    {"deep_next", T_LONGLONG, offsetof(TuningObject, deep_next), 0, NULL},
+    {"deep_count", T_LONGLONG, offsetof(TuningObject, deep_count), 0, NULL},
+    {"epoch_iters", T_LONGLONG, offsetof(TuningObject, epoch_iters), 0, NULL},
+    {"epoch_recorded", T_LONGLONG, offsetof(TuningObject, epoch_recorded), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef tuning_methods[] = {
+    {"next_iteration", tuning_next_iteration, METH_O,
+     "next_iteration(deep_possible) -> (record, deep): before an iteration's data wait"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *tuning_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  (void)args; (void)kwds;
+  TuningObject *t = (TuningObject *)type->tp_alloc(type, 0);
+  if (t) t->every = 1;
+  return (PyObject *)t;
+}
+
+/* A Python subclass's dealloc (subtype_dealloc) untracks, clears its slots and drops the
+ * reference to its type around this. */
+static void tuning_dealloc(PyObject *self) { Py_TYPE(self)->tp_free(self); }
+
+static PyTypeObject TuningType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "grademl._native.Tuning",
+    .tp_basicsize = sizeof(TuningObject),
+    .tp_dealloc = tuning_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The per-iteration half of a DataLoader's LoaderTuning (tuning.py), in C",
+    .tp_members = tuning_members,
+    .tp_getset = tuning_getset,
+    .tp_methods = tuning_methods,
+    .tp_new = tuning_new,
+};
+
+typedef struct {
+  PyObject_HEAD
+  PyObject *tuning;      /* a Tuning */
+  PyObject *workers_tag; /* ("num_workers", "N") or NULL */
+  uint32_t workers_key, workers_value;
+  unsigned long thread;  /* the thread that opened the epoch (threading.get_ident()) */
+  long long epoch, train_iters, eval_iters, iter_train0, iter_eval0;
+  char epoch_open, iter_open, epoch_grad, iter_grad, deep;
+} LoaderObject;
+
+static PyTypeObject LoaderType;
+
+static PyObject *loader_get_workers_tag(PyObject *s, void *c) {
+  (void)c;
+  LoaderObject *l = (LoaderObject *)s;
+  PyObject *v = l->workers_tag ? l->workers_tag : Py_None;
+  Py_INCREF(v);
+  return v;
+}
+
+/* ("num_workers", "N") or None: interned here, once per epoch. */
+static int loader_set_workers_tag(PyObject *s, PyObject *v, void *c) {
+  (void)c;
+  LoaderObject *l = (LoaderObject *)s;
+  if (!v || v == Py_None) {
+    Py_CLEAR(l->workers_tag);
+    return 0;
+  }
+  uint32_t k, val;
+  if (!PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2) {
+    PyErr_SetString(PyExc_TypeError, "workers_tag: a (key, value) pair or None");
+    return -1;
+  }
+  if (intern_any(PyTuple_GET_ITEM(v, 0), &k) < 0 || intern_any(PyTuple_GET_ITEM(v, 1), &val) < 0) return -1;
+  Py_INCREF(v);
+  Py_XSETREF(l->workers_tag, v);
+  l->workers_key = k;
+  l->workers_value = val;
+  return 0;
+}
+
+static PyGetSetDef loader_getset[] = {
+    {"workers_tag", loader_get_workers_tag, loader_set_workers_tag, "(\"num_workers\", \"N\") or None", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef loader_members[] = {
+    {"tuning", T_OBJECT, offsetof(LoaderObject, tuning), 0, NULL},
+    {"thread", T_ULONG, offsetof(LoaderObject, thread), 0, NULL},
+    {"epoch", T_LONGLONG, offsetof(LoaderObject, epoch), 0, NULL},
+    {"train_iters", T_LONGLONG, offsetof(LoaderObject, train_iters), 0, NULL},
+    {"eval_iters", T_LONGLONG, offsetof(LoaderObject, eval_iters), 0, NULL},
+    {"iter_train0", T_LONGLONG, offsetof(LoaderObject, iter_train0), 0, NULL},
+    {"iter_eval0", T_LONGLONG, offsetof(LoaderObject, iter_eval0), 0, NULL},
+    {"epoch_open", T_BOOL, offsetof(LoaderObject, epoch_open), 0, NULL},
+    {"iter_open", T_BOOL, offsetof(LoaderObject, iter_open), 0, NULL},
+    {"epoch_grad", T_BOOL, offsetof(LoaderObject, epoch_grad), 0, NULL},
+    {"iter_grad", T_BOOL, offsetof(LoaderObject, iter_grad), 0, NULL},
+    {"deep", T_BOOL, offsetof(LoaderObject, deep), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  (void)args; (void)kwds;
+  LoaderObject *l = (LoaderObject *)type->tp_alloc(type, 0);
+  if (l) l->epoch_grad = l->iter_grad = 1;
+  return (PyObject *)l;
+}
+
+static int loader_traverse(PyObject *self, visitproc visit, void *arg) {
+  LoaderObject *l = (LoaderObject *)self;
+  Py_VISIT(l->tuning);
+  Py_VISIT(l->workers_tag);
+  return 0;
+}
+
+static int loader_clear(PyObject *self) {
+  LoaderObject *l = (LoaderObject *)self;
+  Py_CLEAR(l->tuning);
+  Py_CLEAR(l->workers_tag);
+  return 0;
+}
+
+static void loader_dealloc(PyObject *self) {
+  PyObject_GC_UnTrack(self);
+  loader_clear(self);
+  Py_TYPE(self)->tp_free(self);
+}
+
+static PyTypeObject LoaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "grademl._native.Loader",
+    .tp_basicsize = sizeof(LoaderObject),
+    .tp_dealloc = loader_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The per-iteration half of a DataLoader's _LoaderState (torch.py), in C",
+    .tp_traverse = loader_traverse,
+    .tp_clear = loader_clear,
+    .tp_members = loader_members,
+    .tp_getset = loader_getset,
+    .tp_new = loader_new,
+};
+
+/* LoaderNext(next, fallback, deep): the DataLoader iterator's __next__ (next is the original,
+ * fallback the Python wrapper, used while the native backend is not grademl's, deep the
+ * --deep operator mode or None). */
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject *next, *fallback, *deep;
+  PyObject *dict;
+} LoaderNextObject;
+
+static PyTypeObject LoaderNextType;
+
+/* Calls obj.name(); 0, or -1 with an exception set. */
+static int call_method0(PyObject *obj, PyObject *name) {
+  PyObject *r = PyObject_CallMethodNoArgs(obj, name);
+  if (!r) return -1;
+  Py_DECREF(r);
+  return 0;
+}
+
+/* The open iteration's mode tag and end (torch.py's _LoaderState.end_iteration). */
+static int loader_end_iteration(LoaderObject *st, PyObject *deep_mode) {
+  HookThread *ts = &t_hook;
+  st->iter_open = 0;
+  int train = ts->sig_train != st->iter_train0 ? 1 : (!st->iter_grad || ts->sig_eval != st->iter_eval0) ? 0 : 1;
+  if (train)
+    st->train_iters++;
+  else
+    st->eval_iters++;
+  p_tag(g_id_mode, train ? g_id_train : g_id_eval);
+  int rc = 0;
+  if (st->deep) {
+    st->deep = 0;
+    if (deep_mode != Py_None) rc = call_method0(deep_mode, g_str_stop);
+  }
+  p_end();
+  return rc;
+}
+
+static PyObject *lnext_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  LoaderNextObject *w = (LoaderNextObject *)op;
+  if (!g_active) return PyObject_Vectorcall(w->fallback, args, nargsf, kwnames);
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs != 1 || (kwnames && PyTuple_GET_SIZE(kwnames)))
+    return PyObject_Vectorcall(w->next, args, nargsf, kwnames);
+  PyObject *it = args[0];
+  /* self.__dict__.get("_grademl_state") */
+  PyObject *d = PyObject_GenericGetDict(it, NULL);
+  if (!d) {
+    PyErr_Clear();
+    return PyObject_CallOneArg(w->next, it);
+  }
+  PyObject *sto = PyDict_GetItemWithError(d, g_str_state);
+  Py_XINCREF(sto);
+  Py_DECREF(d);
+  if (!sto) {
+    PyErr_Clear();
+    return PyObject_CallOneArg(w->next, it);
+  }
+  LoaderObject *st = (LoaderObject *)sto;
+  if (!PyObject_TypeCheck(sto, &LoaderType) || !st->epoch_open || st->thread != PyThread_get_thread_ident() ||
+      !st->tuning || !PyObject_TypeCheck(st->tuning, &TuningType) ||
+      (PySet_GET_SIZE(g_disabled) > 0 && PySet_Contains(g_disabled, g_str_dataloader) != 0)) {
+    PyErr_Clear();
+    Py_DECREF(sto);
+    return PyObject_CallOneArg(w->next, it);
+  }
+  TuningObject *tun = (TuningObject *)st->tuning;
+  Py_INCREF(tun);
+  PyObject *batch = NULL;
+  int record = 0, deep = 0;
+  /* Before the data wait: the previous iteration's end, the decision, --deep's mode. */
+  if ((st->iter_open && loader_end_iteration(st, w->deep) < 0) ||
+      tuning_next(tun, w->deep != Py_None, &record, &deep) < 0 ||
+      (deep && call_method0(w->deep, g_str_start) < 0)) {
+    hook_guard(g_str_dataloader);
+    batch = PyObject_CallOneArg(w->next, it);
+    goto done;
+  }
+  if (deep) st->deep = 1;
+  /* The data wait: never sampled (the DataLoader analyses need every one). */
+  p_begin_typed(g_id_data_wait_name, g_id_data_wait_type);
+  if (deep) p_tag(g_id_deep, g_id_ops);
+  t_hook.waits++;
+  batch = PyObject_CallOneArg(w->next, it);
+  p_end();
+  if (!batch) {
+    if (PyErr_ExceptionMatches(PyExc_StopIteration)) {
+      PyObject *et, *ev, *etb;
+      PyErr_Fetch(&et, &ev, &etb);
+      if (call_method0(sto, g_str_close) < 0) hook_guard(g_str_dataloader);
+      PyErr_Restore(et, ev, etb);
+    }
+    goto done;
+  }
+  /* The new iteration. */
+  tun->epoch_iters++;
+  if (record) tun->epoch_recorded++;
+  PyObject *g = PyObject_CallNoArgs(g_is_grad_enabled);
+  int grad = g ? PyObject_IsTrue(g) : -1;
+  Py_XDECREF(g);
+  if (grad < 0) {
+    hook_guard(g_str_dataloader);
+    goto done;
+  }
+  p_begin_typed(g_id_iteration, g_id_iteration);
+  if (st->workers_tag) p_tag(st->workers_key, st->workers_value);
+  if (st->deep) p_tag(g_id_deep, g_id_ops);
+  st->iter_open = 1;
+  st->iter_grad = (char)grad;
+  st->iter_train0 = t_hook.sig_train;
+  st->iter_eval0 = t_hook.sig_eval;
+done:
+  Py_DECREF(tun);
+  Py_DECREF(sto);
+  return batch;
+}
+
+static PyObject *lnext_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  PyObject *next, *fallback, *deep;
+  static char *kw[] = {"next", "fallback", "deep", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO", kw, &next, &fallback, &deep)) return NULL;
+  if (!g_is_grad_enabled || !g_disabled) {
+    PyErr_SetString(PyExc_RuntimeError, "LoaderNext: configure_hooks() has not been called");
+    return NULL;
+  }
+  LoaderNextObject *self = (LoaderNextObject *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  self->vectorcall = lnext_vectorcall;
+  Py_INCREF(next);
+  self->next = next;
+  Py_INCREF(fallback);
+  self->fallback = fallback;
+  Py_INCREF(deep);
+  self->deep = deep;
+  return (PyObject *)self;
+}
+
+static int lnext_traverse(LoaderNextObject *self, visitproc visit, void *arg) {
+  Py_VISIT(self->next);
+  Py_VISIT(self->fallback);
+  Py_VISIT(self->deep);
+  Py_VISIT(self->dict);
+  return 0;
+}
+
+static int lnext_clear(LoaderNextObject *self) {
+  Py_CLEAR(self->next);
+  Py_CLEAR(self->fallback);
+  Py_CLEAR(self->deep);
+  Py_CLEAR(self->dict);
+  return 0;
+}
+
+static void lnext_dealloc(LoaderNextObject *self) {
+  PyObject_GC_UnTrack(self);
+  lnext_clear(self);
+  PyObject_GC_Del(self);
+}
+
+static PyTypeObject LoaderNextType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "grademl._native.LoaderNext",
+    .tp_basicsize = sizeof(LoaderNextObject),
+    .tp_dealloc = (destructor)lnext_dealloc,
+    .tp_vectorcall_offset = offsetof(LoaderNextObject, vectorcall),
+    .tp_call = hook_call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "LoaderNext(next, fallback, deep): a DataLoader iterator's __next__, one C call per batch",
+    .tp_traverse = (traverseproc)lnext_traverse,
+    .tp_clear = (inquiry)lnext_clear,
+    .tp_getset = hook_getset,
+    .tp_descr_get = hook_descr_get,
+    .tp_dictoffset = offsetof(LoaderNextObject, dict),
+    .tp_new = lnext_new,
+};
+
+/* configure_loader(warmup, retune_every): tuning.py's constants. */
+static PyObject *m_configure_loader(PyObject *m, PyObject *const *a, Py_ssize_t n) {
+  (void)m;
+  if (n != 2) {
+    PyErr_SetString(PyExc_TypeError, "configure_loader(warmup, retune_every)");
+    return NULL;
+  }
+  long long w = PyLong_AsLongLong(a[0]), r = PyLong_AsLongLong(a[1]);
+  if ((w == -1 || r == -1) && PyErr_Occurred()) return NULL;
+  g_warmup = w < 0 ? 0 : w;
+  g_retune_every = r < 1 ? 1 : r;
+  Py_RETURN_NONE;
+}
+
 /* ---- fine / signals: the calling thread's HookThread, from Python ---- */
 
 typedef struct {
@@ -797,7 +1247,8 @@ static PyObject *m_configure_hooks(PyObject *m, PyObject *args, PyObject *kwds) 
       intern_cstr("torch_threads", &g_id_torch_threads) < 0 ||
       intern_cstr("dataloader.next", &g_id_data_wait_name) < 0 ||
       intern_cstr("data_wait", &g_id_data_wait_type) < 0 || intern_cstr("deep", &g_id_deep) < 0 ||
-      intern_cstr("ops", &g_id_ops) < 0)
+      intern_cstr("ops", &g_id_ops) < 0 || intern_cstr("iteration", &g_id_iteration) < 0 ||
+      intern_cstr("train", &g_id_train) < 0)
     return NULL;
   Py_INCREF(disabled);
   Py_XSETREF(g_disabled, disabled);
@@ -1009,6 +1460,7 @@ static PyMethodDef module_methods[] = {
     {"set_active", m_set_active, METH_O, NULL},
     {"clock_cost", m_clock_cost, METH_NOARGS, NULL},
     {"data_wait", (PyCFunction)(void (*)(void))m_data_wait, METH_FASTCALL, NULL},
+    {"configure_loader", (PyCFunction)(void (*)(void))m_configure_loader, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1054,7 +1506,18 @@ static PyObject *init_module(void) {
   LOAD(p_tag_process, "grademl_tag_process");
   LOAD(p_tag_int, "grademl_tag_int");
   if (PyType_Ready(&PhaseType) < 0 || PyType_Ready(&HookType) < 0 || PyType_Ready(&ModuleCallType) < 0 ||
-      PyType_Ready(&FineType) < 0 || PyType_Ready(&SignalsType) < 0)
+      PyType_Ready(&FineType) < 0 || PyType_Ready(&SignalsType) < 0 || PyType_Ready(&TuningType) < 0 ||
+      PyType_Ready(&LoaderType) < 0 || PyType_Ready(&LoaderNextType) < 0)
+    return NULL;
+  g_str_retune = PyUnicode_InternFromString("_retune");
+  g_str_deep_update = PyUnicode_InternFromString("_deep_update");
+  g_str_close = PyUnicode_InternFromString("close");
+  g_str_start = PyUnicode_InternFromString("start");
+  g_str_stop = PyUnicode_InternFromString("stop");
+  g_str_dataloader = PyUnicode_InternFromString("dataloader");
+  g_str_state = PyUnicode_InternFromString("_grademl_state");
+  if (!g_str_retune || !g_str_deep_update || !g_str_close || !g_str_start || !g_str_stop || !g_str_dataloader ||
+      !g_str_state)
     return NULL;
   g_str_training = PyUnicode_InternFromString("training");
   g_one = PyLong_FromLong(1);
@@ -1069,7 +1532,10 @@ static PyObject *init_module(void) {
   PyObject *signals = PyType_GenericNew(&SignalsType, NULL, NULL);
   if (!fine || !signals || PyModule_AddObject(m, "fine", fine) < 0 || PyModule_AddObject(m, "signals", signals) < 0 ||
       PyModule_AddObjectRef(m, "Hook", (PyObject *)&HookType) < 0 ||
-      PyModule_AddObjectRef(m, "ModuleCall", (PyObject *)&ModuleCallType) < 0) {
+      PyModule_AddObjectRef(m, "ModuleCall", (PyObject *)&ModuleCallType) < 0 ||
+      PyModule_AddObjectRef(m, "Tuning", (PyObject *)&TuningType) < 0 ||
+      PyModule_AddObjectRef(m, "Loader", (PyObject *)&LoaderType) < 0 ||
+      PyModule_AddObjectRef(m, "LoaderNext", (PyObject *)&LoaderNextType) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -339,6 +339,7 @@ def _setup_tuning(torch):
     if _native is not None:
         _native.configure_hooks(_disabled, guard, _tuning.costs.observe, _tuning.MEASURE_EVERY,
                                 torch.is_grad_enabled, torch.get_num_threads)
+        _native.configure_loader(_tuning.WARMUP, _tuning.RETUNE_EVERY)
         _native.set_active(_g._b is _native)
     _tuning.costs.calibrate(_outermost)
     if _tuning.DEEP and "ops" not in _detail():
@@ -424,29 +425,13 @@ def _tag_innermost(key, value):
         guard("dataloader:tag", e)
 
 
-class _LoaderState:
-    """Per DataLoader object: epoch count, what is open (on which thread), and what the open
-    epoch and iteration saw so far (for their mode tag)."""
+class _LoaderMethods:
+    """What a DataLoader's state does outside the per-batch path (ending an epoch, closing
+    what is open when the loop ends), and the per-batch steps for the Python __next__; shared
+    by the Python class and the C one (grademl._native.Loader, whose fields the C __next__,
+    grademl._native.LoaderNext, reads and writes)."""
 
-    __slots__ = ("epoch", "epoch_open", "iter_open", "thread", "it_ref", "epoch_grad", "train_iters",
-                 "eval_iters", "iter_grad", "iter_train0", "iter_eval0", "workers_tag", "tuning", "deep",
-                 "__weakref__")
-
-    def __init__(self):
-        self.epoch = 0
-        self.epoch_open = False
-        self.iter_open = False
-        self.thread = None
-        self.it_ref = None
-        self.epoch_grad = True   # grad enabled when the epoch began
-        self.train_iters = 0     # iterations of the open epoch found train / eval
-        self.eval_iters = 0
-        self.iter_grad = True    # grad enabled when the open iteration began
-        self.iter_train0 = 0     # _signals at the open iteration's start
-        self.iter_eval0 = 0
-        self.workers_tag = None  # ("num_workers", "N")
-        self.tuning = _tuning.LoaderTuning()
-        self.deep = False        # the open iteration's operators are profiled (--deep)
+    __slots__ = ()
 
     def begin_iteration(self, grad_enabled):
         tags = (self.workers_tag,) if self.workers_tag else ()
@@ -507,6 +492,44 @@ class _LoaderState:
         self.tuning.after_iterations()
         if self.epoch_open:
             self.end_epoch()
+
+
+class _PyLoaderState(_LoaderMethods):
+    """Per DataLoader object: epoch count, what is open (on which thread), and what the open
+    epoch and iteration saw so far (for their mode tag)."""
+
+    __slots__ = ("epoch", "epoch_open", "iter_open", "thread", "it_ref", "epoch_grad", "train_iters",
+                 "eval_iters", "iter_grad", "iter_train0", "iter_eval0", "workers_tag", "tuning", "deep",
+                 "__weakref__")
+
+    def __init__(self):
+        self.epoch = 0
+        self.epoch_open = False
+        self.iter_open = False
+        self.thread = None
+        self.it_ref = None
+        self.epoch_grad = True   # grad enabled when the epoch began
+        self.train_iters = 0     # iterations of the open epoch found train / eval
+        self.eval_iters = 0
+        self.iter_grad = True    # grad enabled when the open iteration began
+        self.iter_train0 = 0     # _signals at the open iteration's start
+        self.iter_eval0 = 0
+        self.workers_tag = None  # ("num_workers", "N")
+        self.tuning = _tuning.LoaderTuning()
+        self.deep = False        # the open iteration's operators are profiled (--deep)
+
+
+class _NativeLoaderState(_LoaderMethods, *([_native.Loader] if _native is not None else [])):
+    """The same, its fields in C (grademl._native.Loader): the C __next__ reads and writes them."""
+
+    __slots__ = ("it_ref", "__weakref__")
+
+    def __init__(self):
+        self.it_ref = None
+        self.tuning = _tuning.LoaderTuning()
+
+
+_LoaderState = _NativeLoaderState if _native is not None else _PyLoaderState
 
 
 _DEEP_TAG = (("deep", "ops"),)
@@ -575,7 +598,6 @@ def _patch_dataloader(torch):
         return it
 
     fine = _tuning.fine
-    data_wait = _native.data_wait if _native is not None else None
 
     @functools.wraps(orig_next)
     def __next__(self):
@@ -590,29 +612,12 @@ def _patch_dataloader(torch):
             if deep:
                 _deep.start()
                 st.deep = True
-            if data_wait is not None:
-                pass  # begun in C, around the call below
-            else:
-                # The data wait is never sampled (the DataLoader analyses need every one).
-                _g._begin_typed("dataloader.next", "data_wait", _DEEP_TAG if deep else ())
-                fine.waits += 1
+            # The data wait is never sampled (the DataLoader analyses need every one).
+            _g._begin_typed("dataloader.next", "data_wait", _DEEP_TAG if deep else ())
+            fine.waits += 1
         except Exception as e:
             guard("dataloader", e)
             return orig_next(self)
-        if data_wait is not None:
-            try:
-                batch = data_wait(orig_next, self, deep)  # begin, next(), end, in C
-            except StopIteration:
-                st.close()
-                raise
-            try:
-                tun.epoch_iters += 1
-                if record:
-                    tun.epoch_recorded += 1
-                st.begin_iteration(is_grad_enabled())
-            except Exception as e:
-                guard("dataloader", e)
-            return batch
         try:
             batch = orig_next(self)
         except StopIteration:
@@ -635,5 +640,14 @@ def _patch_dataloader(torch):
     __iter__._grademl_wrapped = True
     __next__._grademl_wrapped = True
     DataLoader.__iter__ = __iter__
-    BaseIter.__next__ = __next__
+    if _native is not None:
+        # One C call per batch: the previous iteration's mode tag and end, the tuning's
+        # decision, the data wait, the new iteration's begin (the Python __next__ above while
+        # the C extension is not grademl's backend).
+        native_next = _native.LoaderNext(orig_next, __next__, _deep)
+        functools.update_wrapper(native_next, orig_next)
+        native_next._grademl_wrapped = True
+        BaseIter.__next__ = native_next
+    else:
+        BaseIter.__next__ = __next__
 

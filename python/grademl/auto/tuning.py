@@ -88,6 +88,17 @@ def _thread_state():
 
 fine = _thread_state()
 
+
+def _native_tuning_base():
+    """grademl._native.Tuning when the hooks run in C (fine is the C extension's), else None."""
+    import grademl as g
+
+    b = g._b
+    return getattr(b, "Tuning", None) if fine is getattr(b, "fine", None) else None
+
+
+_native_tuning = _native_tuning_base()
+
 # Why fine phases are recorded in every iteration whatever the budget ("" while they may be
 # sampled): set once for the process (keep_every_fine_phase).
 keep_all_reason = ""
@@ -182,7 +193,80 @@ def accumulate(ptype, ns):
             c[1] += ns
 
 
-class LoaderTuning:
+class _TuningMethods:
+    """What LoaderTuning does per epoch and on its rare decisions (re-tuning the sampling step,
+    spacing --deep's profiled iterations): shared by the Python class below and the C one
+    (grademl._native.Tuning, whose next_iteration calls _retune and _deep_update)."""
+
+    __slots__ = ()
+
+    # --- epochs
+    def begin_epoch(self):
+        self.prev_acc = fine.acc
+        self.epoch_acc = {}
+        fine.acc = self.epoch_acc
+        self.epoch_iters = self.epoch_recorded = 0
+        self.epoch_rec0, self.epoch_timed0, self.epoch_waits0 = fine.recorded, fine.timed, fine.waits
+
+    def end_epoch_tags(self):
+        """The epoch's tags (key, int or str), and restores the enclosing accumulator."""
+        acc = self.epoch_acc or {}
+        fine.acc = self.prev_acc
+        self.epoch_acc = None
+        recorded = fine.recorded - self.epoch_rec0
+        timed = fine.timed - self.epoch_timed0
+        # Iteration phases and data waits are recorded phases too.
+        overhead = (recorded + fine.waits - self.epoch_waits0 + self.epoch_iters) * costs.recorded + timed * costs.timed
+        tags = [("fine.every", self.every), ("fine.iterations", self.epoch_iters),
+                ("fine.recorded_iterations", self.epoch_recorded)]
+        for t in FINE_TYPES:
+            c = acc.get(t)
+            if c:
+                tags.append((f"unrecorded.{t}.count", c[0]))
+                tags.append((f"unrecorded.{t}.ns", int(c[1])))
+        tags.append(("overhead.ns", int(overhead)))
+        tags.append(("overhead.budget", repr(BUDGET)))
+        return tags
+
+    def _deep_update(self, period):
+        """After a profiled iteration that took `period` ns: the spacing of the next ones."""
+        base = self.period if self.period is not None else period
+        # At least what recording its operator phases cost, as measured: a profiled
+        # iteration that happened to run faster than the pace (noise) must not make
+        # profiling look free and every other iteration profiled.
+        extra = max(period - base, (fine.ops - self.last_ops) * costs.recorded)
+        self.deep_cost = extra if self.deep_cost is None else 0.7 * self.deep_cost + 0.3 * extra
+        ratio = self.deep_cost / max(base, 1)
+        self.deep_stride = max(2, min(100000, math.ceil(ratio / DEEP_BUDGET)))
+        if self.deep_count < MIN_DEEP and self.epoch_len:
+            # Enough samples for an interval: the first MIN_DEEP spread over the
+            # first epoch at most, then the budget's spacing.
+            self.deep_stride = min(self.deep_stride, max(2, (self.epoch_len - WARMUP_DEEP) // MIN_DEEP))
+        self.deep_next = self.index + self.deep_stride - 1
+
+    def _retune(self):
+        if self.period is None or self.fine_per_it is None:
+            return
+        if keep_all_reason:
+            self.every = 1
+            return
+        c_rec, c_timed = costs.recorded, costs.timed
+        always = 2 * c_rec + self.fine_per_it * c_timed          # the iteration and data wait phases, fine calls timed
+        extra = self.fine_per_it * max(c_rec - c_timed, 0.0)     # recording them too
+        allowed = BUDGET * self.period - always
+        if extra <= allowed:
+            self.every = 1
+        elif allowed <= 0:
+            self.every = MAX_EVERY
+        else:
+            self.every = min(MAX_EVERY, math.ceil(extra / allowed))
+
+    def after_iterations(self):
+        """Outside iterations (the loop ended or broke): fine phases are recorded again."""
+        fine.record = True
+
+
+class _PyLoaderTuning(_TuningMethods):
     """Per DataLoader: iterations so far, the sampling step k, the loop's pace, and --deep's
     schedule. Decides, before each iteration's data wait, whether its fine phases are
     recorded and whether its operators are profiled."""
@@ -213,34 +297,6 @@ class LoaderTuning:
         self.epoch_len = None    # len(DataLoader), when it has one
         self.deep_count = 0      # iterations profiled so far
 
-    # --- epochs
-    def begin_epoch(self):
-        self.prev_acc = fine.acc
-        self.epoch_acc = {}
-        fine.acc = self.epoch_acc
-        self.epoch_iters = self.epoch_recorded = 0
-        self.epoch_rec0, self.epoch_timed0, self.epoch_waits0 = fine.recorded, fine.timed, fine.waits
-
-    def end_epoch_tags(self):
-        """The epoch's tags (key, int or str), and restores the enclosing accumulator."""
-        acc = self.epoch_acc or {}
-        fine.acc = self.prev_acc
-        self.epoch_acc = None
-        recorded = fine.recorded - self.epoch_rec0
-        timed = fine.timed - self.epoch_timed0
-        # Iteration phases and data waits are recorded phases too.
-        overhead = (recorded + fine.waits - self.epoch_waits0 + self.epoch_iters) * costs.recorded + timed * costs.timed
-        tags = [("fine.every", self.every), ("fine.iterations", self.epoch_iters),
-                ("fine.recorded_iterations", self.epoch_recorded)]
-        for t in FINE_TYPES:
-            c = acc.get(t)
-            if c:
-                tags.append((f"unrecorded.{t}.count", c[0]))
-                tags.append((f"unrecorded.{t}.ns", int(c[1])))
-        tags.append(("overhead.ns", int(overhead)))
-        tags.append(("overhead.budget", repr(BUDGET)))
-        return tags
-
     # --- iterations
     def next_iteration(self, deep_possible):
         """Before an iteration's data wait: (record fine phases, profile operators)."""
@@ -249,19 +305,7 @@ class LoaderTuning:
             period = now - self.last_next
             calls = fine.recorded + fine.timed - self.last_fine
             if self.last_deep:
-                base = self.period if self.period is not None else period
-                # At least what recording its operator phases cost, as measured: a profiled
-                # iteration that happened to run faster than the pace (noise) must not make
-                # profiling look free and every other iteration profiled.
-                extra = max(period - base, (fine.ops - self.last_ops) * costs.recorded)
-                self.deep_cost = extra if self.deep_cost is None else 0.7 * self.deep_cost + 0.3 * extra
-                ratio = self.deep_cost / max(base, 1)
-                self.deep_stride = max(2, min(100000, math.ceil(ratio / DEEP_BUDGET)))
-                if self.deep_count < MIN_DEEP and self.epoch_len:
-                    # Enough samples for an interval: the first MIN_DEEP spread over the
-                    # first epoch at most, then the budget's spacing.
-                    self.deep_stride = min(self.deep_stride, max(2, (self.epoch_len - WARMUP_DEEP) // MIN_DEEP))
-                self.deep_next = self.index + self.deep_stride - 1
+                self._deep_update(period)
             else:
                 self.period = period if self.period is None else 0.9 * self.period + 0.1 * period
                 self.fine_per_it = calls if self.fine_per_it is None else 0.9 * self.fine_per_it + 0.1 * calls
@@ -281,23 +325,24 @@ class LoaderTuning:
         fine.record = record
         return record, deep
 
-    def _retune(self):
-        if self.period is None or self.fine_per_it is None:
-            return
-        if keep_all_reason:
-            self.every = 1
-            return
-        c_rec, c_timed = costs.recorded, costs.timed
-        always = 2 * c_rec + self.fine_per_it * c_timed          # the iteration and data wait phases, fine calls timed
-        extra = self.fine_per_it * max(c_rec - c_timed, 0.0)     # recording them too
-        allowed = BUDGET * self.period - always
-        if extra <= allowed:
-            self.every = 1
-        elif allowed <= 0:
-            self.every = MAX_EVERY
-        else:
-            self.every = min(MAX_EVERY, math.ceil(extra / allowed))
 
-    def after_iterations(self):
-        """Outside iterations (the loop ended or broke): fine phases are recorded again."""
-        fine.record = True
+class _NativeLoaderTuning(_TuningMethods, *([_native_tuning] if _native_tuning else [])):
+    """LoaderTuning with its per-iteration fields and next_iteration in C
+    (grademl._native.Tuning): one C call per iteration, from grademl._native.LoaderNext."""
+
+    __slots__ = ("deep_cost", "epoch_acc", "prev_acc", "epoch_rec0", "epoch_timed0", "epoch_waits0", "epoch_len")
+
+    def __init__(self):
+        self.deep_next = WARMUP_DEEP
+        self.deep_cost = None
+        self.epoch_acc = None
+        self.prev_acc = None
+        self.epoch_rec0 = 0
+        self.epoch_timed0 = 0
+        self.epoch_waits0 = 0
+        self.epoch_len = None
+
+
+# Per DataLoader: the C class when the hooks run in C (its fields are read and written from
+# the C __next__), else the Python one.
+LoaderTuning = _NativeLoaderTuning if _native_tuning else _PyLoaderTuning
