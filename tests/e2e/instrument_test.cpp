@@ -722,6 +722,123 @@ with open(sys.argv[1], "w") as f:
   EXPECT_EQ(modes["eval"], 5);
 }
 
+// The DataLoader's per-iteration path in C (grademl._native.LoaderNext: the iteration's end and
+// mode tag, the tuning's decision, the data wait, the next iteration's begin) records what the
+// Python __next__ does (GRADEML_CTYPES=1), sampling and --deep included. A recorded phase
+// forced to cost 1 ms makes the sampling deterministic: fine phases in the first 20 iterations
+// of each DataLoader only (no loop fits the 1% budget), then 1 in 1000. Under --deep, in one
+// epoch of 20 iterations, the first 5 profiled iterations are spread over the epoch: every
+// other one from the 11th (the first 10 are never profiled).
+TEST(InstrumentE2E, NativeIterationPathRecordsWhatThePythonNextDoes) {
+  REQUIRE_PYTHON_ML();
+  std::string dir = FreshDir("instrument_native_iterations");
+  std::ofstream(dir + "/script.py") << R"(
+import sys, torch
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+ds = TensorDataset(torch.randn(60, 4), torch.randint(0, 2, (60,)))
+m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+opt = torch.optim.SGD(m.parameters(), lr=0.1); lossf = torch.nn.CrossEntropyLoss()
+deep = len(sys.argv) > 2
+for _ in range(1 if deep else 2):
+    for x, y in DataLoader(ds, batch_size=3 if deep else 2):  # 20 / 30 training iterations per epoch
+        opt.zero_grad(); lossf(m(x), y).backward(); opt.step()
+if not deep:
+    with torch.no_grad():
+        for x, y in DataLoader(ds, batch_size=2):  # 30 evaluation iterations: grad off
+            m(x)
+    for i, (x, y) in enumerate(DataLoader(ds, batch_size=4)):  # a loop left early: 5 iterations
+        m(x)
+        if i == 4:
+            break
+    m(torch.randn(2, 4))
+import grademl
+with open(sys.argv[1], "w") as f:
+    f.write("%s %s\n" % (grademl._native, type(torch.utils.data.dataloader._BaseDataLoaderIter.__next__).__name__))
+)";
+  auto record = [&](const std::string& name, bool python_next, bool deep) {
+    std::string db = dir + "/" + name + ".db";
+    std::vector<std::string> argv = {"/usr/bin/env", "GRADEML_TEST_PHASE_COST_NS=1000000"};
+    if (python_next) argv.push_back("GRADEML_CTYPES=1");
+    argv.insert(argv.end(), {GrademlBinary(), "--db", db, "run", "--no-report"});
+    if (deep) argv.push_back("--deep");
+    argv.insert(argv.end(), {"--", "/usr/bin/python3", dir + "/script.py", dir + "/" + name + ".txt"});
+    if (deep) argv.push_back("deep");
+    CommandResult r = RunCommand(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return ReportJson(db);
+  };
+  // Each phase below the process as (type, name, parent's name, tags but the measured ones), in order.
+  auto outline = [](const json& report) {
+    std::map<int64_t, const json*> by_id;
+    for (const json& p : report["phases"]) by_id[p["id"].get<int64_t>()] = &p;
+    std::vector<const json*> phases;
+    for (const json& p : report["phases"]) {
+      const std::string type = p["type"].get<std::string>();
+      if (std::count(type.begin(), type.end(), '/') >= 2) phases.push_back(&p);
+    }
+    std::stable_sort(phases.begin(), phases.end(), [](const json* a, const json* b) {
+      return (*a)["start_ns"].get<int64_t>() < (*b)["start_ns"].get<int64_t>();
+    });
+    std::vector<std::string> out;
+    for (const json* p : phases) {
+      const json& parent = *by_id.at((*p)["parent"].get<int64_t>());
+      std::string line = (*p)["type"].get<std::string>() + " " + (*p)["name"].get<std::string>() + " in " +
+                         (LeafType(parent) == "process" ? std::string("the process") : parent["name"].get<std::string>());
+      for (const auto& [k, v] : (*p)["tags"].items())
+        if (k.rfind("overhead.", 0) != 0 && k.find(".ns") == std::string::npos) line += " " + k + "=" + v.get<std::string>();
+      out.push_back(line);
+    }
+    return out;
+  };
+
+  json reference = record("python", true, false);
+  json native = record("native", false, false);
+  EXPECT_EQ(ReadFile(dir + "/python.txt"), "False function\n");
+  EXPECT_EQ(ReadFile(dir + "/native.txt"), "True LoaderNext\n");
+  std::vector<std::string> want = outline(reference), got = outline(native);
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(got, want);
+  // What the script and the budget imply, counted independently of both.
+  auto counts = CountByLeafType(native);
+  EXPECT_EQ(counts["epoch"], 4);
+  EXPECT_EQ(counts["iteration"], 2 * 30 + 30 + 5);
+  EXPECT_EQ(counts["data_wait"], 2 * 31 + 31 + 5);  // one more per loop run to its end
+  // Fine phases: in the first 20 iterations of each DataLoader (each loop makes its own), then
+  // in 1 in 1000 (none of the later ones here); the forward call after the loops too.
+  EXPECT_EQ(counts["backward"], 2 * 20);
+  EXPECT_EQ(counts["optimizer_step"], 2 * 20);
+  EXPECT_EQ(counts["loss"], 2 * 20);
+  EXPECT_EQ(counts["forward"], 2 * 20 + 20 + 5 + 1);
+  std::map<std::string, int> modes;
+  for (const json& p : native["phases"])
+    if (LeafType(p) == "iteration") ++modes[Tag(p, "mode")];
+  EXPECT_EQ(modes["train"], 60 + 5);  // the loop left early: grad on, a model in train mode
+  EXPECT_EQ(modes["eval"], 30);
+  for (const json& p : native["phases"])
+    if (LeafType(p) == "epoch" && Tag(p, "fine.iterations") == "30") {
+      EXPECT_EQ(Tag(p, "fine.recorded_iterations"), "20");
+      EXPECT_EQ(Tag(p, "fine.every"), "1000");
+    }
+
+  json deep_reference = record("python_deep", true, true);
+  json deep_native = record("native_deep", false, true);
+  EXPECT_EQ(ReadFile(dir + "/native_deep.txt"), "True LoaderNext\n");
+  std::vector<std::string> deep_want = outline(deep_reference), deep_got = outline(deep_native);
+  ASSERT_FALSE(deep_want.empty());
+  EXPECT_EQ(deep_got, deep_want);
+  std::vector<int> profiled;  // 1-based positions of the iterations tagged deep=ops
+  int n = 0;
+  for (const std::string& line : deep_got)
+    if (line.rfind("iteration", 0) == 0 || line.find("/iteration ") != std::string::npos) {
+      ++n;
+      if (line.find(" deep=ops") != std::string::npos) profiled.push_back(n);
+    }
+  EXPECT_EQ(n, 20);
+  EXPECT_EQ(profiled, (std::vector<int>{11, 13, 15, 17, 19}));
+  EXPECT_GT(CountByLeafType(deep_native)["op"], 0);
+}
+
 // A loop too fine for the budget (a recorded phase forced to cost 1 ms through the test hook):
 // fine phases recorded in the first 20 iterations only, every iteration still recorded, and
 // the report's counts exact for all 200 (one forward, loss, backward and optimizer step per
