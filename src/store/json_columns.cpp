@@ -6,11 +6,18 @@
 namespace grademl::store {
 namespace {
 
+// JSON string text of `s`, appended. Runs of characters that need no escape are appended
+// at once (nearly every tag and command is one such run).
 void AppendString(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
-  for (char c : s) {
+  size_t plain = 0;  // start of the run not yet appended
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
     auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s.data() + plain, i - plain);
+    plain = i + 1;
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -20,15 +27,12 @@ void AppendString(std::string& out, std::string_view s) {
       case '\b': out += "\\b"; break;
       case '\f': out += "\\f"; break;
       default:
-        if (u < 0x20) {
-          out += "\\u00";
-          out += kHex[u >> 4];
-          out += kHex[u & 0xf];
-        } else {
-          out += c;
-        }
+        out += "\\u00";
+        out += kHex[u >> 4];
+        out += kHex[u & 0xf];
     }
   }
+  out.append(s.data() + plain, s.size() - plain);
   out += '"';
 }
 
@@ -205,7 +209,13 @@ StatusOr<std::vector<std::string>> DecodeStringArray(std::string_view json) {
 }
 
 std::string EncodeTags(const model::Tags& tags) {
-  std::string out = "{";
+  std::string out;
+  EncodeTagsInto(out, tags);
+  return out;
+}
+
+void EncodeTagsInto(std::string& out, const model::Tags& tags) {
+  out.assign(1, '{');
   for (size_t i = 0; i < tags.size(); ++i) {
     if (i > 0) out += ',';
     AppendString(out, tags[i].first);
@@ -213,7 +223,6 @@ std::string EncodeTags(const model::Tags& tags) {
     AppendString(out, tags[i].second);
   }
   out += '}';
-  return out;
 }
 
 StatusOr<model::Tags> DecodeTags(std::string_view json) {

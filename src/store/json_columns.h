@@ -23,6 +23,8 @@ StatusOr<std::vector<std::string>> DecodeStringArray(std::string_view json);
 
 // Duplicate keys are kept as they are, in order, both ways.
 std::string EncodeTags(const model::Tags& tags);
+// The same into `out` (replacing its text, keeping its buffer): for writers encoding many rows.
+void EncodeTagsInto(std::string& out, const model::Tags& tags);
 StatusOr<model::Tags> DecodeTags(std::string_view json);
 
 // A step execution's artifacts, in order: [{"path":"data/x","hash":"ab12...","size":42,

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "store/database.h"
 
@@ -84,6 +85,9 @@ class SqliteDatabase final : public Database {
     kSelectStepExecutions,
     kListStepExecutionsByKey,
     kListAllStepExecutions,
+    kUpsertPhaseRows,   // kUpsertPhase for kPhaseRows rows at once
+    kInsertSampleRows,  // kInsertSample for kSampleRows rows at once
+    kInsertEdgeRows,    // kInsertEdge for kEdgeRows rows at once
     kNumQueries,
   };
 
@@ -126,6 +130,9 @@ class SqliteDatabase final : public Database {
   int writers_fd_ = -1;  // the writers' lock (kReadWrite), -1 when it could not be created
   bool unsynced_start_ = false;  // synchronous=OFF until the first write (EndUnsyncedStart)
   std::array<sqlite3_stmt*, kNumQueries> stmts_{};
+  // The tags text of each row of one kUpsertPhaseRows statement (bound without copying;
+  // kept between deltas so that their buffers are reused).
+  std::vector<std::string> phase_tags_;
 };
 
 }  // namespace grademl::store
