@@ -95,20 +95,30 @@ PhaseId RunBuilder::AddPhase(const PhaseSpec& spec, TimeNs end_ns) {
   phase.id = next_phase_id_++;
   phase.parent = spec.parent;
   phase.name = spec.name;
-  if (spec.parent != 0) {
-    const std::string* parent_type = TypeOfLocked(spec.parent);
-    GRADEML_CHECK_MSG(parent_type != nullptr, "AddPhase with an unknown parent");
-    phase.type = JoinTypePath(*parent_type, spec.type);
+  // Bulk adds come in runs under one parent with one leaf type: the last join is reused.
+  const std::string* pooled = nullptr;
+  if (spec.parent != 0 && spec.parent == last_added_parent_ && spec.type == last_added_leaf_) {
+    pooled = last_added_type_;
   } else {
-    phase.type = spec.type;
+    if (spec.parent != 0) {
+      const std::string* parent_type = TypeOfLocked(spec.parent);
+      GRADEML_CHECK_MSG(parent_type != nullptr, "AddPhase with an unknown parent");
+      pooled = &*type_pool_.insert(JoinTypePath(*parent_type, spec.type)).first;
+    } else {
+      pooled = &*type_pool_.insert(spec.type).first;
+    }
+    last_added_parent_ = spec.parent;
+    last_added_leaf_ = spec.type;
+    last_added_type_ = pooled;
   }
+  phase.type = *pooled;
   phase.tags = spec.tags;
   phase.start_ns = spec.start_ns;
   phase.end_ns = std::max(end_ns, spec.start_ns);
   phase.host = spec.host;
   phase.pid = spec.pid;
   phase.track = spec.track;
-  added_types_.emplace(phase.id, &*type_pool_.insert(phase.type).first);
+  added_types_.emplace(phase.id, pooled);
   AddUnsent(EstimatedBytes(phase));
   return phase.id;
 }

@@ -199,6 +199,10 @@ class RunBuilder {
   // Type paths of phases added by AddPhase, interned (many phases share a few paths).
   std::unordered_set<std::string> type_pool_;
   std::unordered_map<PhaseId, const std::string*> added_types_;
+  // AddPhase's last (parent, leaf type) and the pooled type path it joined to.
+  PhaseId last_added_parent_ = 0;
+  std::string last_added_leaf_;
+  const std::string* last_added_type_ = nullptr;
   std::vector<Host> new_hosts_;
   std::vector<Source> new_sources_;
   std::vector<Track> new_tracks_;

@@ -94,7 +94,7 @@ class ChromeTraceImporter final : public TraceRead {
     bool empty() const { return b == e; }
     auto& operator[](size_t i) const { return b[static_cast<std::ptrdiff_t>(i)]; }
   };
-  using SliceRange = Range<std::deque<SliceRecord>::iterator>;
+  using SliceRange = Range<std::vector<SliceRecord>::iterator>;
   struct FlowRecord {
     int64_t ts = 0;
     uint32_t track = 0;
@@ -103,6 +103,7 @@ class ChromeTraceImporter final : public TraceRead {
     char ph = 0;        // 's', 't', 'f'
     bool enclosing = true;  // bind to the slice around ts (else: the next slice starting at or after ts)
   };
+  using FlowRange = Range<std::vector<FlowRecord>::iterator>;
   struct CounterRecord {
     int64_t t = 0;
     uint32_t series = 0;  // index into counter_series_
@@ -154,7 +155,7 @@ class ChromeTraceImporter final : public TraceRead {
   // Finish() steps.
   void DecideClock(const TraceHeader& header);
   Status MakeProcessesAndTracks(model::SourceId source);
-  Status EmitTrack(uint32_t track, SliceRange slices, Range<std::deque<FlowRecord>::iterator> flows, model::SourceId source);
+  Status EmitTrack(uint32_t track, SliceRange slices, FlowRange flows, model::SourceId source);
   model::PhaseId EmitSlice(const SliceRecord& r, uint32_t process, model::PhaseId parent, model::TrackId track);
   int32_t PidOf(uint32_t process) const;
   model::PhaseId ContainerFor(uint32_t process) const;
