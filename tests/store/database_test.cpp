@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "store/sqlite/schema.h"
 #include "store_test_support.h"
@@ -390,6 +391,77 @@ TEST(DatabaseTest, LoadsManySamplesInOrder) {
     ASSERT_EQ(samples.size(), static_cast<size_t>(kSamples));
     for (int i = 0; i < kSamples; i += 997) EXPECT_EQ(samples[i], (model::Sample{i * 10, double(i * s)}));
   }
+}
+
+
+// The bulk inserts write phases, edges and samples several rows per statement (store/sqlite:
+// kPhaseRows = 32, kEdgeRows = kSampleRows = 64) and the rest one by one. Whatever the split,
+// the stored run is what writing the rows one at a time, in delta order, gives: a phase
+// listed twice ends as its later row (inside one batch, across batches and into the one by
+// one rest), a later sample of the same series and time replaces the earlier, edges keep
+// their order, and tags that need escaping round-trip. The expectations are computed here
+// from the delta, row by row.
+TEST(DatabaseTest, BulkRowsAreStoredAsOneByOne) {
+  TempDir dir;
+  auto db = OpenOrDie(dir.File("g.db"));
+  model::RunId id = db->CreateRun(SampleInfo()).value();
+  model::RunDelta d;
+  for (int i = 0; i < 2 * 32 + 5; ++i) {
+    model::Phase p{.id = i + 1, .parent = i == 0 ? 0 : 1, .name = "p" + std::to_string(i + 1), .type = "run/op",
+                   .start_ns = 1000 + i, .end_ns = 2000 + i, .host = "h", .pid = i % 3};
+    if (i % 7 == 0) p.tags = {{"cat", "kernel"}, {"k\"ey", "v\\a\n\x01"}};
+    d.phases.push_back(p);
+  }
+  d.phases[20] = d.phases[9];  // id 10 twice in the first batch
+  d.phases[20].name = "ten again";
+  d.phases[66] = d.phases[39];  // id 40 in the second batch and again in the rest
+  d.phases[66].name = "forty again";
+  d.phases[66].tags = {{"x", "y"}};
+  for (int i = 0; i < 64 + 3; ++i) d.edges.push_back({.from = 1, .to = 2 + i % 60, .kind = "e" + std::to_string(i)});
+  d.resources.push_back({.id = 1, .kind = model::ResourceKind::kHost, .name = "h", .host = "h"});
+  d.series.push_back({.id = 1, .resource = 1, .name = "s", .unit = "x"});
+  for (int i = 0; i < 2 * 64 + 7; ++i) d.samples.push_back({.series = 1, .sample = {i * 10, double(i)}});
+  d.samples[100].sample.t = 50;  // t = 50 again (first at index 5), later in the delta
+  d.samples[100].sample.v = -1;
+  ASSERT_TRUE(db->WriteDelta(id, d).ok());
+
+  std::map<model::PhaseId, model::Phase> want_phases;
+  for (const model::Phase& p : d.phases) want_phases[p.id] = p;
+  std::map<TimeNs, double> want_samples;
+  for (const model::SampleRecord& r : d.samples) want_samples[r.sample.t] = r.sample.v;
+
+  model::Run run = db->LoadRun(id).value();
+  ASSERT_EQ(run.phases.size(), want_phases.size());
+  for (const model::Phase& got : run.phases) {
+    const model::Phase& want = want_phases.at(got.id);
+    EXPECT_EQ(got.name, want.name) << got.id;
+    EXPECT_EQ(got.parent, want.parent) << got.id;
+    EXPECT_EQ(got.type, want.type) << got.id;
+    EXPECT_EQ(got.tags, want.tags) << got.id;
+    EXPECT_EQ(got.start_ns, want.start_ns) << got.id;
+    EXPECT_EQ(got.end_ns, want.end_ns) << got.id;
+    EXPECT_EQ(got.pid, want.pid) << got.id;
+  }
+  EXPECT_EQ(want_phases.at(10).name, "ten again");
+  EXPECT_EQ(want_phases.at(40).name, "forty again");
+  ASSERT_EQ(run.edges.size(), d.edges.size());
+  for (size_t i = 0; i < d.edges.size(); ++i) {
+    EXPECT_EQ(run.edges[i].kind, d.edges[i].kind);
+    EXPECT_EQ(run.edges[i].to, d.edges[i].to);
+  }
+  ASSERT_EQ(run.series.size(), 1u);
+  ASSERT_EQ(run.series[0].samples.size(), want_samples.size());
+  size_t k = 0;
+  for (const auto& [t, v] : want_samples) {
+    EXPECT_EQ(run.series[0].samples[k].t, t);
+    EXPECT_EQ(run.series[0].samples[k].v, v) << t;
+    ++k;
+  }
+  // The tags column is the JSON text a reader of the file expects.
+  RawDb raw(dir.File("g.db"));
+  EXPECT_EQ(raw.Text("SELECT tags FROM phases WHERE id = 8"), R"({"cat":"kernel","k\"ey":"v\\a\n\u0001"})");
+  EXPECT_EQ(raw.Text("SELECT tags FROM phases WHERE id = 40"), R"({"x":"y"})");
+  EXPECT_EQ(raw.Text("SELECT tags FROM phases WHERE id = 2"), "{}");
 }
 
 }  // namespace
