@@ -95,18 +95,32 @@ PhaseId RunBuilder::AddPhase(const PhaseSpec& spec, TimeNs end_ns) {
   phase.id = next_phase_id_++;
   phase.parent = spec.parent;
   phase.name = spec.name;
-  // Bulk adds come in runs under one parent with one leaf type: the last join is reused.
+  // The type path, pooled. Bulk adds join few distinct (parent type, leaf) pairs: a parent
+  // added by AddPhase has a pooled type path (its address stands for it) and such joins
+  // are remembered (a few dozen at most); a parent held in memory (begun or adopted) reuses
+  // the last join made under the same parent id.
   const std::string* pooled = nullptr;
-  if (spec.parent != 0 && spec.parent == last_added_parent_ && spec.type == last_added_leaf_) {
+  if (spec.parent == 0) {
+    pooled = &*type_pool_.insert(spec.type).first;
+  } else if (auto added = added_types_.find(spec.parent); added != added_types_.end()) {
+    const std::string* parent_type = added->second;
+    for (const TypeJoin& j : type_joins_) {
+      if (j.parent_type == parent_type && j.leaf == spec.type) {
+        pooled = j.joined;
+        break;
+      }
+    }
+    if (pooled == nullptr) {
+      pooled = &*type_pool_.insert(JoinTypePath(*parent_type, spec.type)).first;
+      if (type_joins_.size() >= kMaxTypeJoins) type_joins_.clear();
+      type_joins_.push_back({parent_type, spec.type, pooled});
+    }
+  } else if (spec.parent == last_added_parent_ && spec.type == last_added_leaf_) {
     pooled = last_added_type_;
   } else {
-    if (spec.parent != 0) {
-      const std::string* parent_type = TypeOfLocked(spec.parent);
-      GRADEML_CHECK_MSG(parent_type != nullptr, "AddPhase with an unknown parent");
-      pooled = &*type_pool_.insert(JoinTypePath(*parent_type, spec.type)).first;
-    } else {
-      pooled = &*type_pool_.insert(spec.type).first;
-    }
+    const std::string* parent_type = TypeOfLocked(spec.parent);
+    GRADEML_CHECK_MSG(parent_type != nullptr, "AddPhase with an unknown parent");
+    pooled = &*type_pool_.insert(JoinTypePath(*parent_type, spec.type)).first;
     last_added_parent_ = spec.parent;
     last_added_leaf_ = spec.type;
     last_added_type_ = pooled;

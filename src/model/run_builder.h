@@ -199,7 +199,15 @@ class RunBuilder {
   // Type paths of phases added by AddPhase, interned (many phases share a few paths).
   std::unordered_set<std::string> type_pool_;
   std::unordered_map<PhaseId, const std::string*> added_types_;
-  // AddPhase's last (parent, leaf type) and the pooled type path it joined to.
+  // AddPhase's joins of a pooled parent type path and a leaf type, and its last join under a
+  // parent held in memory (by parent id).
+  struct TypeJoin {
+    const std::string* parent_type;
+    std::string leaf;
+    const std::string* joined;
+  };
+  static constexpr size_t kMaxTypeJoins = 64;
+  std::vector<TypeJoin> type_joins_;
   PhaseId last_added_parent_ = 0;
   std::string last_added_leaf_;
   const std::string* last_added_type_ = nullptr;
