@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 namespace grademl::analysis {
@@ -92,17 +93,54 @@ class GroupScanner {
   void ScanChildren(const model::Run& run, model::PhaseId parent, std::vector<Imbalance>& out) {
     const auto& kids = run.ChildrenOf(parent);
     if (kids.size() < 2) return;
-    // Group by type and GroupName, keeping the start order of ChildrenOf.
-    groups_.clear();
+    // Group by type and GroupName, keeping the start order of ChildrenOf. Groups are found
+    // by hash (siblings of one kind mostly follow each other: the previous child's group is
+    // tried first); only groups of two or more are built and scanned, in key order as the
+    // ordered map that held every group before gave them. A million children with as many
+    // groups (every one tagged with a different word) cost a hash lookup each, not a
+    // million-entry tree of strings.
+    keys_.clear();
+    sizes_.clear();
+    child_group_.clear();
+    // Local: clearing a map that once held a million keys would cost its bucket array again
+    // at every later parent.
+    std::unordered_map<Key, size_t, KeyHash> key_index;
+    size_t last = kNone;
     for (model::PhaseId id : kids) {
       const model::Phase* p = run.FindPhase(id);
       if (p == nullptr || HasGroupTag(*p)) continue;
+      std::string name = GroupName(*p);
+      size_t g = last;
+      if (g == kNone || keys_[g].first != p->type || keys_[g].second != name) {
+        auto [it, added] = key_index.try_emplace(Key{std::string_view(p->type), std::move(name)}, keys_.size());
+        if (added) {
+          keys_.push_back(it->first);
+          sizes_.push_back(0);
+        }
+        g = it->second;
+        last = g;
+      }
+      ++sizes_[g];
+      child_group_.emplace_back(p, g);
+    }
+    std::vector<size_t> scanned;
+    for (size_t g = 0; g < keys_.size(); ++g) {
+      if (sizes_[g] >= 2) scanned.push_back(g);
+    }
+    if (scanned.empty()) return;
+    std::sort(scanned.begin(), scanned.end(), [&](size_t a, size_t b) { return keys_[a] < keys_[b]; });
+    std::vector<size_t> slot(keys_.size(), kNone);
+    std::vector<std::vector<Member>> groups(scanned.size());
+    for (size_t i = 0; i < scanned.size(); ++i) {
+      slot[scanned[i]] = i;
+      groups[i].reserve(sizes_[scanned[i]]);
+    }
+    for (const auto& [p, g] : child_group_) {
+      if (slot[g] == kNone) continue;
       TimeNs end = p->end_ns != 0 ? p->end_ns : run_end_;
-      groups_[{std::string_view(p->type), GroupName(*p)}].push_back({p, p->start_ns, std::max(end, p->start_ns)});
+      groups[slot[g]].push_back({p, p->start_ns, std::max(end, p->start_ns)});
     }
-    for (auto& [key, members] : groups_) {
-      if (members.size() >= 2) Scan(parent, key, members, out);
-    }
+    for (size_t i = 0; i < scanned.size(); ++i) Scan(parent, keys_[scanned[i]], groups[i], out);
   }
 
  private:
@@ -230,6 +268,16 @@ class GroupScanner {
   TimeNs run_end_;
   double min_cost_;
   std::map<Key, std::vector<Member>> groups_;
+  // ScanChildren's grouping (the vectors kept between calls for their capacity).
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<std::string_view>{}(k.first) * 1000003u ^ std::hash<std::string>{}(k.second);
+    }
+  };
+  std::vector<Key> keys_;
+  std::vector<size_t> sizes_;
+  std::vector<std::pair<const model::Phase*, size_t>> child_group_;
   std::vector<double> durations_;
 };
 

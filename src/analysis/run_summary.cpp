@@ -119,25 +119,39 @@ struct PhaseForest {
 
 PhaseForest BuildForest(const Run& run) {
   size_t n = run.phases.size();
+  // The index of a phase id: its position when the ids are 1..n in order (as stored),
+  // else the first phase with that id.
+  bool dense = true;
+  for (size_t i = 0; i < n && dense; ++i) dense = run.phases[i].id == static_cast<model::PhaseId>(i) + 1;
   std::unordered_map<model::PhaseId, size_t> index;
-  index.reserve(n);
-  for (size_t i = 0; i < n; ++i) index.emplace(run.phases[i].id, i);
+  if (!dense) {
+    index.reserve(n);
+    for (size_t i = 0; i < n; ++i) index.emplace(run.phases[i].id, i);
+  }
+  auto index_of = [&](model::PhaseId id) -> size_t {
+    if (dense) return id >= 1 && static_cast<size_t>(id) <= n ? static_cast<size_t>(id) - 1 : n;
+    auto it = index.find(id);
+    return it == index.end() ? n : it->second;
+  };
 
+  // Children in start order, as the reports show them (ties in the order of Run::phases):
+  // all phases sorted once, each appended to its parent's list in that order.
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  auto before = [&](size_t a, size_t b) {
+    TimeNs sa = run.phases[a].start_ns, sb = run.phases[b].start_ns;
+    return sa != sb ? sa < sb : a < b;
+  };
+  if (!std::is_sorted(order.begin(), order.end(), before)) std::sort(order.begin(), order.end(), before);
   std::vector<std::vector<size_t>> kids(n);
   std::vector<bool> has_parent(n, false);
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i : order) {
     const model::Phase& p = run.phases[i];
-    auto it = p.parent == 0 ? index.end() : index.find(p.parent);
-    if (it != index.end() && it->second != i) {
-      kids[it->second].push_back(i);
+    size_t parent = p.parent == 0 ? n : index_of(p.parent);
+    if (parent != n && parent != i) {
+      kids[parent].push_back(i);
       has_parent[i] = true;
     }
-  }
-  // Children in start order, as the reports show them.
-  for (auto& k : kids) {
-    std::stable_sort(k.begin(), k.end(), [&](size_t a, size_t b) {
-      return run.phases[a].start_ns < run.phases[b].start_ns;
-    });
   }
 
   PhaseForest forest;

@@ -261,6 +261,10 @@ class Run {
   TimeNs EffectiveEnd() const;
 
  private:
+  // Phases whose ids are 1..n in order (what the store and the builders write) are found
+  // by position; phase_index_ is then left empty.
+  bool dense_phases_ = false;
+  size_t dense_count_ = 0;
   std::unordered_map<PhaseId, size_t> phase_index_;
   std::unordered_map<ResourceId, size_t> resource_index_;
   std::unordered_map<PhaseId, std::vector<PhaseId>> children_;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -342,6 +343,70 @@ TEST(RunSummaryTest, SubtreePeaksMatchAPlainSweep) {
       }
       EXPECT_EQ(s.FindPhase(p.id)->peak_rss_bytes, PeakOfSum(tracks)) << "round " << round << " phase " << p.id;
     }
+  }
+}
+
+// The same with PSS recorded on some processes only (the others' PSS is their RSS), samples
+// that repeat an instant or hold 0, and the phases stored out of id order: every subtree's
+// RSS and PSS peak against a plain sweep of its tracks.
+TEST(RunSummaryTest, SubtreeRssAndPssPeaksMatchAPlainSweepWithPartialPss) {
+  std::mt19937 rng(1234);
+  for (int round = 0; round < 40; ++round) {
+    RunFixture f;
+    f.run.info.end_ns = Sec(100);
+    std::vector<model::PhaseId> ids{f.AddPhase(0, "run", "run", 0, Sec(100))};
+    int n = 1 + static_cast<int>(rng() % 50);
+    for (int i = 0; i < n; ++i) {
+      model::PhaseId parent = ids[rng() % ids.size()];
+      TimeNs start = static_cast<TimeNs>(rng() % 90) * kNsPerSec / 2;
+      TimeNs end = (rng() % 5 == 0) ? 0 : start + static_cast<TimeNs>(rng() % 20) * kNsPerSec / 2;
+      if (rng() % 3 == 0) {
+        // A phase of no process (an epoch, a step): no track of its own.
+        ids.push_back(f.AddPhase(parent, "epoch", "run/epoch", start, end));
+        continue;
+      }
+      auto track = [&] {
+        std::vector<Sample> samples;
+        TimeNs t = start;
+        int k = static_cast<int>(rng() % 9);
+        for (int j = 0; j < k; ++j) {
+          samples.push_back({t, static_cast<double>(rng() % 4 == 0 ? 0 : rng() % 100)});
+          t += static_cast<TimeNs>(rng() % 4) * kNsPerSec / 4;  // 0: the same instant again
+        }
+        return samples;
+      };
+      ids.push_back(AddRssProcess(f, parent, start, end, 100 + i, track()));
+      if (rng() % 2 == 0) f.Gauge(f.last_process_resource, metric::kProcPss, track());
+    }
+    if (round % 2 == 1) std::shuffle(f.run.phases.begin(), f.run.phases.end(), rng);
+    const model::Run& run = f.Build();
+    RunSummary s = SummarizeRun(run);
+    std::vector<RssTrack> all_rss, all_pss;
+    for (const model::Phase& p : run.phases) {
+      std::vector<RssTrack> rss_tracks, pss_tracks;
+      std::vector<model::PhaseId> todo{p.id};
+      while (!todo.empty()) {
+        model::PhaseId id = todo.back();
+        todo.pop_back();
+        for (model::PhaseId c : run.ChildrenOf(id)) todo.push_back(c);
+        const model::Resource* r = run.ProcessResourceOf(id);
+        if (r == nullptr) continue;
+        const model::Series* rss = run.FindSeries(r->id, metric::kProcRss);
+        const model::Series* pss = run.FindSeries(r->id, metric::kProcPss);
+        TimeNs end = s.FindPhase(id)->end_ns;
+        if (rss != nullptr && !rss->samples.empty()) rss_tracks.push_back({rss->samples, end});
+        if (pss == nullptr || pss->samples.empty()) pss = rss;
+        if (pss != nullptr && !pss->samples.empty()) pss_tracks.push_back({pss->samples, end});
+      }
+      EXPECT_EQ(s.FindPhase(p.id)->peak_rss_bytes, PeakOfSum(rss_tracks)) << "round " << round << " phase " << p.id;
+      EXPECT_EQ(s.FindPhase(p.id)->peak_pss_bytes, PeakOfSum(pss_tracks)) << "round " << round << " phase " << p.id;
+      if (p.parent == 0) {
+        all_rss.insert(all_rss.end(), rss_tracks.begin(), rss_tracks.end());
+        all_pss.insert(all_pss.end(), pss_tracks.begin(), pss_tracks.end());
+      }
+    }
+    EXPECT_EQ(s.peak_rss_bytes, PeakOfSum(all_rss)) << "round " << round;
+    EXPECT_EQ(s.peak_pss_bytes, PeakOfSum(all_pss)) << "round " << round;
   }
 }
 
