@@ -5,7 +5,8 @@
 #include <span>
 #include <string>
 #include <tuple>
-#include <unordered_map>
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace grademl::analysis {
@@ -93,54 +94,61 @@ class GroupScanner {
   void ScanChildren(const model::Run& run, model::PhaseId parent, std::vector<Imbalance>& out) {
     const auto& kids = run.ChildrenOf(parent);
     if (kids.size() < 2) return;
-    // Group by type and GroupName, keeping the start order of ChildrenOf. Groups are found
-    // by hash (siblings of one kind mostly follow each other: the previous child's group is
-    // tried first); only groups of two or more are built and scanned, in key order as the
-    // ordered map that held every group before gave them. A million children with as many
-    // groups (every one tagged with a different word) cost a hash lookup each, not a
-    // million-entry tree of strings.
-    keys_.clear();
-    sizes_.clear();
-    child_group_.clear();
-    // Local: clearing a map that once held a million keys would cost its bucket array again
-    // at every later parent.
-    std::unordered_map<Key, size_t, KeyHash> key_index;
-    size_t last = kNone;
+    // Group by type and GroupName, keeping the start order of ChildrenOf; only groups of
+    // two or more are scanned, in key order (as the ordered map that once held every group
+    // gave them). The children are sorted by a hash of their key and position, so that a
+    // million children in as many groups (each tagged with a different word) cost one
+    // integer sort, not a million-entry tree or hash table of strings; children whose
+    // hashes collide are told apart by their keys.
+    phases_.clear();
+    names_.clear();
+    order_.clear();
     for (model::PhaseId id : kids) {
       const model::Phase* p = run.FindPhase(id);
       if (p == nullptr || HasGroupTag(*p)) continue;
-      std::string name = GroupName(*p);
-      size_t g = last;
-      if (g == kNone || keys_[g].first != p->type || keys_[g].second != name) {
-        auto [it, added] = key_index.try_emplace(Key{std::string_view(p->type), std::move(name)}, keys_.size());
-        if (added) {
-          keys_.push_back(it->first);
-          sizes_.push_back(0);
+      uint32_t pos = static_cast<uint32_t>(phases_.size());
+      phases_.push_back(p);
+      names_.push_back(GroupName(*p));
+      order_.push_back({HashKey(p->type, names_.back()), pos});
+    }
+    std::sort(order_.begin(), order_.end());
+    auto same_key = [&](uint32_t a, uint32_t b) { return phases_[a]->type == phases_[b]->type && names_[a] == names_[b]; };
+    auto key_less = [&](uint32_t a, uint32_t b) {
+      int c = phases_[a]->type.compare(phases_[b]->type);
+      return c != 0 ? c < 0 : names_[a] < names_[b];
+    };
+    // The groups of two or more, each as its children's positions in start order.
+    std::vector<std::vector<uint32_t>> groups;
+    std::vector<uint32_t> run_positions;
+    for (size_t a = 0; a < order_.size();) {
+      size_t b = a + 1;
+      while (b < order_.size() && order_[b].first == order_[a].first) ++b;
+      if (b - a >= 2) {
+        run_positions.clear();
+        for (size_t i = a; i < b; ++i) run_positions.push_back(order_[i].second);
+        // Positions ascend within a run; a collision splits it by key, keeping that order.
+        std::stable_sort(run_positions.begin(), run_positions.end(), key_less);
+        for (size_t i = 0; i < run_positions.size();) {
+          size_t j = i + 1;
+          while (j < run_positions.size() && same_key(run_positions[i], run_positions[j])) ++j;
+          if (j - i >= 2) groups.emplace_back(run_positions.begin() + static_cast<std::ptrdiff_t>(i),
+                                              run_positions.begin() + static_cast<std::ptrdiff_t>(j));
+          i = j;
         }
-        g = it->second;
-        last = g;
       }
-      ++sizes_[g];
-      child_group_.emplace_back(p, g);
+      a = b;
     }
-    std::vector<size_t> scanned;
-    for (size_t g = 0; g < keys_.size(); ++g) {
-      if (sizes_[g] >= 2) scanned.push_back(g);
+    std::sort(groups.begin(), groups.end(), [&](const auto& x, const auto& y) { return key_less(x[0], y[0]); });
+    std::vector<Member> members;
+    for (const std::vector<uint32_t>& group : groups) {
+      members.clear();
+      for (uint32_t pos : group) {
+        const model::Phase* p = phases_[pos];
+        TimeNs end = p->end_ns != 0 ? p->end_ns : run_end_;
+        members.push_back({p, p->start_ns, std::max(end, p->start_ns)});
+      }
+      Scan(parent, Key{std::string_view(phases_[group[0]]->type), names_[group[0]]}, members, out);
     }
-    if (scanned.empty()) return;
-    std::sort(scanned.begin(), scanned.end(), [&](size_t a, size_t b) { return keys_[a] < keys_[b]; });
-    std::vector<size_t> slot(keys_.size(), kNone);
-    std::vector<std::vector<Member>> groups(scanned.size());
-    for (size_t i = 0; i < scanned.size(); ++i) {
-      slot[scanned[i]] = i;
-      groups[i].reserve(sizes_[scanned[i]]);
-    }
-    for (const auto& [p, g] : child_group_) {
-      if (slot[g] == kNone) continue;
-      TimeNs end = p->end_ns != 0 ? p->end_ns : run_end_;
-      groups[slot[g]].push_back({p, p->start_ns, std::max(end, p->start_ns)});
-    }
-    for (size_t i = 0; i < scanned.size(); ++i) Scan(parent, keys_[scanned[i]], groups[i], out);
   }
 
  private:
@@ -268,16 +276,13 @@ class GroupScanner {
   TimeNs run_end_;
   double min_cost_;
   std::map<Key, std::vector<Member>> groups_;
-  // ScanChildren's grouping (the vectors kept between calls for their capacity).
-  static constexpr size_t kNone = static_cast<size_t>(-1);
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      return std::hash<std::string_view>{}(k.first) * 1000003u ^ std::hash<std::string>{}(k.second);
-    }
-  };
-  std::vector<Key> keys_;
-  std::vector<size_t> sizes_;
-  std::vector<std::pair<const model::Phase*, size_t>> child_group_;
+  // ScanChildren's grouping, kept between calls for their capacity.
+  static uint64_t HashKey(std::string_view type, const std::string& name) {
+    return std::hash<std::string_view>{}(type) * 1000003u ^ std::hash<std::string>{}(name);
+  }
+  std::vector<const model::Phase*> phases_;
+  std::vector<std::string> names_;
+  std::vector<std::pair<uint64_t, uint32_t>> order_;
   std::vector<double> durations_;
 };
 
