@@ -94,22 +94,38 @@ class GroupScanner {
   void ScanChildren(const model::Run& run, model::PhaseId parent, std::vector<Imbalance>& out) {
     const auto& kids = run.ChildrenOf(parent);
     if (kids.size() < 2) return;
-    // Group by type and GroupName, keeping the start order of ChildrenOf; only groups of
-    // two or more are scanned, in key order (as the ordered map that once held every group
-    // gave them). The children are sorted by a hash of their key and position, so that a
-    // million children in as many groups (each tagged with a different word) cost one
-    // integer sort, not a million-entry tree or hash table of strings; children whose
+    // Group by type and GroupName, keeping the start order of ChildrenOf; groups of two or
+    // more are scanned, in key order. Many groups (a million children each tagged with a
+    // different word) are found by sorting the children by a hash of their key and their
+    // position: one integer sort, not a million-entry tree of strings; children whose
     // hashes collide are told apart by their keys.
+    // A few groups (the usual case: forward and backward under an iteration) go into an
+    // ordered map as they come; past kMapGroups the hash sort below takes over.
+    constexpr size_t kMapGroups = 64;
     phases_.clear();
     names_.clear();
-    order_.clear();
+    groups_.clear();
+    bool many = false;
     for (model::PhaseId id : kids) {
       const model::Phase* p = run.FindPhase(id);
       if (p == nullptr || HasGroupTag(*p)) continue;
-      uint32_t pos = static_cast<uint32_t>(phases_.size());
       phases_.push_back(p);
       names_.push_back(GroupName(*p));
-      order_.push_back({HashKey(p->type, names_.back()), pos});
+      if (many) continue;
+      TimeNs end = p->end_ns != 0 ? p->end_ns : run_end_;
+      groups_[{std::string_view(p->type), names_.back()}].push_back({p, p->start_ns, std::max(end, p->start_ns)});
+      many = groups_.size() > kMapGroups;
+    }
+    if (!many) {
+      for (auto& [key, members] : groups_) {
+        if (members.size() >= 2) Scan(parent, key, members, out);
+      }
+      return;
+    }
+    groups_.clear();
+    order_.clear();
+    for (size_t pos = 0; pos < phases_.size(); ++pos) {
+      order_.push_back({HashKey(phases_[pos]->type, names_[pos]), static_cast<uint32_t>(pos)});
     }
     std::sort(order_.begin(), order_.end());
     auto same_key = [&](uint32_t a, uint32_t b) { return phases_[a]->type == phases_[b]->type && names_[a] == names_[b]; };

@@ -134,24 +134,21 @@ PhaseForest BuildForest(const Run& run) {
     return it == index.end() ? n : it->second;
   };
 
-  // Children in start order, as the reports show them (ties in the order of Run::phases):
-  // all phases sorted once, each appended to its parent's list in that order.
-  std::vector<size_t> order(n);
-  for (size_t i = 0; i < n; ++i) order[i] = i;
-  auto before = [&](size_t a, size_t b) {
-    TimeNs sa = run.phases[a].start_ns, sb = run.phases[b].start_ns;
-    return sa != sb ? sa < sb : a < b;
-  };
-  if (!std::is_sorted(order.begin(), order.end(), before)) std::sort(order.begin(), order.end(), before);
   std::vector<std::vector<size_t>> kids(n);
   std::vector<bool> has_parent(n, false);
-  for (size_t i : order) {
+  for (size_t i = 0; i < n; ++i) {
     const model::Phase& p = run.phases[i];
     size_t parent = p.parent == 0 ? n : index_of(p.parent);
     if (parent != n && parent != i) {
       kids[parent].push_back(i);
       has_parent[i] = true;
     }
+  }
+  // Children in start order, as the reports show them (lists already in order are only
+  // checked).
+  auto before = [&](size_t a, size_t b) { return run.phases[a].start_ns < run.phases[b].start_ns; };
+  for (auto& k : kids) {
+    if (!std::is_sorted(k.begin(), k.end(), before)) std::stable_sort(k.begin(), k.end(), before);
   }
 
   PhaseForest forest;

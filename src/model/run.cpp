@@ -61,29 +61,16 @@ void Run::Index() {
     phase_index_.reserve(phases.size());
     for (size_t i = 0; i < phases.size(); ++i) phase_index_[phases[i].id] = i;
   }
-  // Children in start order, ties by id. With unique ids (always so when dense) that is one
-  // sort of all phases by (start, id), each then appended to its parent's list; otherwise
-  // (a corrupt run) each list is sorted as before, by the phase an id finds.
-  bool unique_ids = dense_phases_ || phase_index_.size() == phases.size();
-  if (unique_ids) {
-    auto before = [this](size_t a, size_t b) {
-      const Phase& pa = phases[a];
-      const Phase& pb = phases[b];
-      return pa.start_ns != pb.start_ns ? pa.start_ns < pb.start_ns : pa.id < pb.id;
+  // Children in start order, ties by id. Lists already in that order (the usual case:
+  // phases are stored as they began) are only checked.
+  for (const Phase& p : phases) children_[p.parent].push_back(p.id);
+  for (auto& [parent, kids] : children_) {
+    auto before = [this](PhaseId a, PhaseId b) {
+      const Phase* pa = FindPhase(a);
+      const Phase* pb = FindPhase(b);
+      return pa->start_ns != pb->start_ns ? pa->start_ns < pb->start_ns : a < b;
     };
-    std::vector<size_t> order(phases.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    if (!std::is_sorted(order.begin(), order.end(), before)) std::sort(order.begin(), order.end(), before);
-    for (size_t i : order) children_[phases[i].parent].push_back(phases[i].id);
-  } else {
-    for (const Phase& p : phases) children_[p.parent].push_back(p.id);
-    for (auto& [parent, kids] : children_) {
-      std::stable_sort(kids.begin(), kids.end(), [this](PhaseId a, PhaseId b) {
-        const Phase* pa = FindPhase(a);
-        const Phase* pb = FindPhase(b);
-        return pa->start_ns != pb->start_ns ? pa->start_ns < pb->start_ns : a < b;
-      });
-    }
+    if (!std::is_sorted(kids.begin(), kids.end(), before)) std::stable_sort(kids.begin(), kids.end(), before);
   }
   for (size_t i = 0; i < resources.size(); ++i) {
     resource_index_[resources[i].id] = i;
