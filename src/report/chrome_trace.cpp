@@ -109,17 +109,29 @@ void AppendString(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// An integer in decimal, as "{}" formats it. fmt::format_int writes it without parsing a
+// format string (a million slices: one run-time format per number was a fifth of the export).
+template <typename Int>
+void AppendInt(std::string& out, Int v) {
+  fmt::format_int text(v);
+  out.append(text.data(), text.size());
+}
+
 // Microseconds with nanosecond precision, exactly: "1234.567".
 void AppendMicros(std::string& out, int64_t ns) {
   if (ns < 0) out += '-';
   uint64_t a = ns < 0 ? static_cast<uint64_t>(-(ns + 1)) + 1 : static_cast<uint64_t>(ns);
-  fmt::format_to(std::back_inserter(out), "{}.{:03d}", a / 1000, a % 1000);
+  AppendInt(out, a / 1000);
+  unsigned frac = static_cast<unsigned>(a % 1000);
+  char digits[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                    static_cast<char>('0' + frac % 10)};
+  out.append(digits, 4);
 }
 
 // A counter value: integers as such, others with six significant digits.
 void AppendValue(std::string& out, double v) {
   if (v == std::floor(v) && std::fabs(v) < 1e15) {
-    fmt::format_to(std::back_inserter(out), "{}", static_cast<int64_t>(v));
+    AppendInt(out, static_cast<int64_t>(v));
   } else {
     fmt::format_to(std::back_inserter(out), "{:.6g}", v);
   }
@@ -445,7 +457,11 @@ class TraceBuilder {
     const model::Phase& p = run_.phases[idx];
     TimeNs s = StartOf(p), e = EndOf(p);
     sink_.BeginEvent();
-    fmt::format_to(std::back_inserter(out_), "{{\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":", track.pid, TidOf(idx));
+    out_ += "{\"ph\":\"X\",\"pid\":";
+    AppendInt(out_, track.pid);
+    out_ += ",\"tid\":";
+    AppendInt(out_, TidOf(idx));
+    out_ += ",\"ts\":";
     AppendMicros(out_, s - start_);
     out_ += ",\"dur\":";
     AppendMicros(out_, e - s);
@@ -453,7 +469,9 @@ class TraceBuilder {
     AppendString(out_, p.name);
     out_ += ",\"cat\":";
     AppendString(out_, p.leaf_type());
-    fmt::format_to(std::back_inserter(out_), ",\"args\":{{\"id\":{},\"type\":", p.id);
+    out_ += ",\"args\":{\"id\":";
+    AppendInt(out_, p.id);
+    out_ += ",\"type\":";
     AppendString(out_, p.type);
     if (!p.tags.empty()) {
       out_ += ",\"tags\":{";
