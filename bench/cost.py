@@ -323,12 +323,10 @@ def main():
         # (the names each step's results start with, the step)
         plan = [("report_,export_", lambda: b.reports(100000)), ("python_start", b.python_start),
                 ("fixed_cost", b.fixed_cost), ("hooked_", b.hooked_call),
-                ("small_op_loop_", lambda: b.small_op_loop(5, ["default", "deep"])),
+                ("small_op_loop_", lambda: b.small_op_loop(5, ["default", "deep"] + (["profiler"] if args.full else []))),
                 ("import_", lambda: b.trace_import(20))]
         if args.full:
-            plan += [("report_,export_", lambda: b.reports(1000000)),
-                     ("small_op_loop_", lambda: b.small_op_loop(3, ["default", "deep", "profiler"])),
-                     ("import_", lambda: b.trace_import(200))]
+            plan += [("report_,export_", lambda: b.reports(1000000)), ("import_", lambda: b.trace_import(200))]
         results = []
         only = args.only.split(",") if args.only else None
         for prefixes, step in plan:
@@ -359,6 +357,8 @@ def main():
                 print(f"check {r['name']:32s} ratio {r['ratio']:.3f} vs baseline {old['ratio']:.3f} (limit {limit:.3f}): {verdict}")
                 if verdict != "ok":
                     failed.append(r["name"])
+        for r, _ in results:  # commands as a reader would type them
+            r["command"] = r["command"].replace(tmp, "$TMP").replace(build + "/", "build/").replace(ROOT + "/", "")
         if args.out:
             with open(args.out, "w") as f:
                 json.dump({"command": "make bench" if args.full else "make bench-check",
