@@ -52,7 +52,7 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
                                     "self-contained HTML page (--html FILE)");
   sub->add_option("run", opts->run, "Run id, or -N for the N-th latest (default: the latest run)");
   CLI::Option* json_flag =
-      sub->add_flag("--json", opts->json, "Print JSON (schema grademl.report/1, see docs/json-report.md; imported GPU traces: gpu, docs/gpu.md)");
+      sub->add_flag("--json", opts->json, "Print JSON (schema grademl.report/1, see docs/json-report.md; imported GPU traces: gpu, docs/gpu.md), streamed as it is computed: a run of a million phases never held whole");
   sub->add_option("--html", opts->html,
                   "Write the report as one self-contained HTML page to FILE (timeline with the critical path, "
                   "resource plots, who used what, bottlenecks per step, issues, what-if; works offline; "
