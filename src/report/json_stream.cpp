@@ -11,6 +11,7 @@ namespace grademl::report {
 namespace {
 
 constexpr size_t kChunk = size_t{1} << 20;
+constexpr size_t kSlack = size_t{64} << 10;  // room past a chunk for the value that ends it
 
 // "\n" and the spaces of an indentation, whatever its depth (longer ones are built from it).
 constexpr std::string_view kNewlineSpaces =
@@ -44,31 +45,51 @@ inline bool EightClean(const char* p) {
 
 }  // namespace
 
-JsonStream::JsonStream(std::function<void(std::string_view)> sink, int indent) : sink_(std::move(sink)), indent_(indent) {
-  buf_.reserve(kChunk + 4096);
-}
+JsonStream::JsonStream(std::function<void(std::string_view)> sink, int indent)
+    : sink_(std::move(sink)), indent_(indent), capacity_(kChunk + kSlack), data_(new char[capacity_]), pos_(data_.get()), end_(pos_ + capacity_) {}
 
 JsonStream::~JsonStream() { Flush(); }
 
 void JsonStream::Flush() {
-  if (!buf_.empty()) {
-    sink_(buf_);
-    buf_.clear();
+  size_t n = static_cast<size_t>(pos_ - data_.get());
+  if (n > 0) {
+    sink_(std::string_view(data_.get(), n));
+    pos_ = data_.get();
   }
 }
 
 void JsonStream::MaybeFlush() {
-  if (buf_.size() >= kChunk) Flush();
+  if (static_cast<size_t>(pos_ - data_.get()) >= kChunk) Flush();
+}
+
+char* JsonStream::MakeRoom(size_t n) {
+  Flush();
+  if (capacity_ < n) {  // one value larger than the buffer (a long string, a big DOM part)
+    capacity_ = n + kChunk;
+    data_.reset(new char[capacity_]);
+    pos_ = data_.get();
+    end_ = pos_ + capacity_;
+  }
+  return pos_;
 }
 
 void JsonStream::NewlineIndent(size_t depth) {
   size_t n = depth * static_cast<size_t>(indent_) + 1;
+  char* out = Room(n);
   if (n <= kNewlineSpaces.size()) {
-    buf_.append(kNewlineSpaces.data(), n);
+    std::memcpy(out, kNewlineSpaces.data(), n);
   } else {
-    buf_.push_back('\n');
-    buf_.append(n - 1, ' ');
+    out[0] = '\n';
+    std::memset(out + 1, ' ', n - 1);
   }
+  pos_ = out + n;
+}
+
+void JsonStream::Separator() {
+  Level& l = levels_.back();
+  if (!l.empty) Put(",", 1);
+  l.empty = false;
+  NewlineIndent(levels_.size());
 }
 
 void JsonStream::BeforeValue() {
@@ -78,31 +99,26 @@ void JsonStream::BeforeValue() {
     return;
   }
   if (levels_.empty()) return;
-  Level& l = levels_.back();
-  if (!l.empty) buf_.push_back(',');
-  l.empty = false;
-  NewlineIndent(levels_.size());
+  Separator();
 }
 
 void JsonStream::Key(std::string_view key) {
-  Level& l = levels_.back();
-  if (!l.empty) buf_.push_back(',');
-  l.empty = false;
-  NewlineIndent(levels_.size());
+  MaybeFlush();
+  Separator();
   Escaped(key);
-  buf_.append(": ", 2);
+  Put(": ", 2);
   after_key_ = true;
 }
 
 void JsonStream::BeginObject() {
   BeforeValue();
-  buf_.push_back('{');
+  Put("{", 1);
   levels_.push_back({.object = true, .empty = true});
 }
 
 void JsonStream::BeginArray() {
   BeforeValue();
-  buf_.push_back('[');
+  Put("[", 1);
   levels_.push_back({.object = false, .empty = true});
 }
 
@@ -110,63 +126,58 @@ void JsonStream::EndObject() {
   bool empty = levels_.back().empty;
   levels_.pop_back();
   if (!empty) NewlineIndent(levels_.size());
-  buf_.push_back('}');
-  MaybeFlush();
+  Put("}", 1);
 }
 
 void JsonStream::EndArray() {
   bool empty = levels_.back().empty;
   levels_.pop_back();
   if (!empty) NewlineIndent(levels_.size());
-  buf_.push_back(']');
-  MaybeFlush();
+  Put("]", 1);
 }
 
 void JsonStream::Null() {
   BeforeValue();
-  buf_.append("null", 4);
+  Put("null", 4);
 }
 
 void JsonStream::Bool(bool v) {
   BeforeValue();
   if (v) {
-    buf_.append("true", 4);
+    Put("true", 4);
   } else {
-    buf_.append("false", 5);
+    Put("false", 5);
   }
 }
 
 void JsonStream::Int(int64_t v) {
   BeforeValue();
-  char tmp[24];
-  auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
-  buf_.append(tmp, r.ptr);
+  char* out = Room(24);
+  pos_ = std::to_chars(out, out + 24, v).ptr;
 }
 
 void JsonStream::UInt(uint64_t v) {
   BeforeValue();
-  char tmp[24];
-  auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
-  buf_.append(tmp, r.ptr);
+  char* out = Room(24);
+  pos_ = std::to_chars(out, out + 24, v).ptr;
 }
 
 void JsonStream::Double(double v) {
   BeforeValue();
   if (!std::isfinite(v)) {
-    buf_.append("null", 4);
+    Put("null", 4);
     return;
   }
   if (v == 0) {
     if (std::signbit(v)) {
-      buf_.append("-0.0", 4);
+      Put("-0.0", 4);
     } else {
-      buf_.append("0.0", 3);
+      Put("0.0", 3);
     }
     return;
   }
-  char tmp[64];
-  char* end = nlohmann::detail::to_chars(tmp, tmp + sizeof tmp, v);
-  buf_.append(tmp, end);
+  char* out = Room(64);
+  pos_ = nlohmann::detail::to_chars(out, out + 64, v);
 }
 
 void JsonStream::String(std::string_view s) {
@@ -183,40 +194,53 @@ void JsonStream::Text(std::string_view text) {
 }
 
 void JsonStream::Escaped(std::string_view s) {
-  buf_.push_back('"');
-  size_t plain = 0;  // start of the run of bytes written as they are
-  size_t i = 0;
-  while (i + 8 <= s.size() && EightClean(s.data() + i)) i += 8;
-  for (; i < s.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (!kEscape.needs[c]) continue;
-    buf_.append(s.data() + plain, i - plain);
-    plain = i + 1;
+  // At most six bytes for one (\u00XX), and the quotes.
+  char* out = Room(6 * s.size() + 2);
+  *out++ = '"';
+  const char* p = s.data();
+  const char* end = p + s.size();
+  while (end - p >= 8 && EightClean(p)) {
+    std::memcpy(out, p, 8);
+    out += 8;
+    p += 8;
+  }
+  for (; p < end; ++p) {
+    unsigned char c = static_cast<unsigned char>(*p);
+    if (!kEscape.needs[c]) {
+      *out++ = static_cast<char>(c);
+      continue;
+    }
+    *out++ = '\\';
     switch (c) {
-      case '"': buf_.append("\\\"", 2); break;
-      case '\\': buf_.append("\\\\", 2); break;
-      case '\b': buf_.append("\\b", 2); break;
-      case '\f': buf_.append("\\f", 2); break;
-      case '\n': buf_.append("\\n", 2); break;
-      case '\r': buf_.append("\\r", 2); break;
-      case '\t': buf_.append("\\t", 2); break;
+      case '"': *out++ = '"'; break;
+      case '\\': *out++ = '\\'; break;
+      case '\b': *out++ = 'b'; break;
+      case '\f': *out++ = 'f'; break;
+      case '\n': *out++ = 'n'; break;
+      case '\r': *out++ = 'r'; break;
+      case '\t': *out++ = 't'; break;
       default: {
         static constexpr char kHex[] = "0123456789abcdef";
-        char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
-        buf_.append(u, sizeof u);
+        out[0] = 'u';
+        out[1] = '0';
+        out[2] = '0';
+        out[3] = kHex[c >> 4];
+        out[4] = kHex[c & 15];
+        out += 5;
       }
     }
   }
-  buf_.append(s.data() + plain, s.size() - plain);
-  buf_.push_back('"');
+  *out++ = '"';
+  pos_ = out;
 }
 
 void JsonStream::Value(const nlohmann::json& v) {
   BeforeValue();
-  nlohmann::detail::serializer<nlohmann::json> s(nlohmann::detail::output_adapter<char>(buf_), ' ',
+  scratch_.clear();
+  nlohmann::detail::serializer<nlohmann::json> s(nlohmann::detail::output_adapter<char>(scratch_), ' ',
                                                  nlohmann::json::error_handler_t::strict);
   s.dump(v, indent_ >= 0, false, static_cast<unsigned int>(indent_), static_cast<unsigned int>(levels_.size() * indent_));
-  MaybeFlush();
+  Put(scratch_.data(), scratch_.size());
 }
 
 }  // namespace grademl::report

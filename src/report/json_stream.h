@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,14 +75,28 @@ class JsonStream {
   };
   // Before a value: the separator and indentation its position needs (none after a key).
   void BeforeValue();
+  // The comma (unless first) and the new line and indentation of a member or element.
+  void Separator();
   void NewlineIndent(size_t depth);
   // `s` quoted and escaped as nlohmann does (ensure_ascii off).
   void Escaped(std::string_view s);
+  // Where `n` more bytes can be written (flushing first when they do not fit).
+  char* Room(size_t n) { return static_cast<size_t>(end_ - pos_) >= n ? pos_ : MakeRoom(n); }
+  char* MakeRoom(size_t n);
+  void Put(const char* p, size_t n) {
+    char* out = Room(n);
+    std::memcpy(out, p, n);
+    pos_ = out + n;
+  }
   void MaybeFlush();
 
   std::function<void(std::string_view)> sink_;
   int indent_;
-  std::string buf_;
+  size_t capacity_;
+  std::unique_ptr<char[]> data_;
+  char* pos_;
+  char* end_;
+  std::string scratch_;  // a DOM value's text
   std::vector<Level> levels_;
   bool after_key_ = false;
 };
