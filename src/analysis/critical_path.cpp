@@ -121,10 +121,15 @@ std::vector<StepSlack> ComputeStepSlack(const ScheduleGraph& graph, const Replay
 }
 
 CriticalPathResult FindCriticalPath(const model::Run& run, const CriticalPathOptions& options) {
-  CriticalPathResult result;
   ScheduleGraph graph = ScheduleGraph::Build(run);
+  if (graph.empty()) return {};
+  return FindCriticalPath(graph, ReplaySchedule(graph), options);
+}
+
+CriticalPathResult FindCriticalPath(const ScheduleGraph& graph, const Replay& replay,
+                                    const CriticalPathOptions& options) {
+  CriticalPathResult result;
   if (graph.empty()) return result;
-  Replay replay = ReplaySchedule(graph);
   result.start_ns = replay.start[0];
   result.end_ns = replay.end[0];
   result.makespan_s = NsToSeconds(result.end_ns - result.start_ns);

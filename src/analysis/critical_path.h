@@ -63,6 +63,10 @@ struct CriticalPathResult {
 
 // Computes the critical path of an indexed run. A run without phases gives an empty result.
 CriticalPathResult FindCriticalPath(const model::Run& run, const CriticalPathOptions& options = {});
+// The same from the run's schedule graph and its unchanged replay (ReplaySchedule(graph)),
+// for callers that share them with other analyses (AnalyzeRun: the ranked issues).
+CriticalPathResult FindCriticalPath(const ScheduleGraph& graph, const Replay& baseline,
+                                    const CriticalPathOptions& options = {});
 
 // The building blocks, for a replay of a changed schedule (analysis/whatif.h).
 CriticalPath TraceCriticalPath(const ScheduleGraph& graph, const Replay& replay,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -71,15 +72,19 @@ std::string_view MachinePart(BoundResource r) {
   return "resource";
 }
 
-// Asks the what-if engine; 0 when the change cannot be simulated.
+// Asks the what-if engine; 0 when the change cannot be simulated. The schedule graph and
+// its unchanged replay are the caller's when given, else built and replayed once, on the
+// first question; each question then replays the changed schedule only.
 class ImpactEstimator {
  public:
-  ImpactEstimator(const model::Run& run, const Bottlenecks& bottlenecks, const CoreUse* core_use)
-      : run_(run), graph_(ScheduleGraph::Build(run)) {
+  ImpactEstimator(const model::Run& run, const Bottlenecks& bottlenecks, const CoreUse* core_use,
+                  const ScheduleGraph* graph, const Replay* baseline)
+      : run_(run), graph_(graph), baseline_(graph != nullptr ? baseline : nullptr) {
     options_.bound_seconds = BoundSecondsOf(bottlenecks);
     options_.core_use = CoreUseOfRun(run, core_use);
     options_.critical_path.max_links = 0;
     options_.critical_path.max_depth = 0;
+    options_.durations_only = true;
   }
 
   // The seconds `changes` would save, or a negative value when they could not be simulated.
@@ -90,7 +95,16 @@ class ImpactEstimator {
       if (!c.ok()) return -1;
       changes.push_back(std::move(*c));
     }
-    auto r = SimulateWhatif(run_, graph_, changes, options_);
+    if (graph_ == nullptr) {
+      owned_graph_.emplace(ScheduleGraph::Build(run_));
+      graph_ = &*owned_graph_;
+    }
+    if (baseline_ == nullptr && !graph_->empty()) {
+      owned_baseline_.emplace(ReplaySchedule(*graph_));
+      baseline_ = &*owned_baseline_;
+    }
+    options_.baseline = baseline_;
+    auto r = SimulateWhatif(run_, *graph_, changes, options_);
     if (!r.ok()) return -1;
     if (baseline_s_ == 0) baseline_s_ = r->baseline_s;
     return r->saving_s();
@@ -100,7 +114,10 @@ class ImpactEstimator {
 
  private:
   const model::Run& run_;
-  const ScheduleGraph graph_;  // built once: each question is a replay only
+  const ScheduleGraph* graph_;               // the caller's, or owned_graph_
+  const Replay* baseline_;                   // the caller's, or owned_baseline_
+  std::optional<ScheduleGraph> owned_graph_;
+  std::optional<Replay> owned_baseline_;
   WhatifOptions options_;
   double baseline_s_ = 0;
 };
@@ -233,7 +250,8 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
                               const IssueOptions& options, const CoreUse* core_use, const GpuAnalysis* gpu,
                               const SparkAnalysis* spark, const CommunicationAnalysis* communication,
-                              const HostsAnalysis* hosts, const ReuseAnalysis* reuse) {
+                              const HostsAnalysis* hosts, const ReuseAnalysis* reuse, const ScheduleGraph* schedule,
+                              const Replay* baseline) {
   std::vector<Issue> issues;
   const model::Phase* root = run.Root();
   if (root == nullptr) return issues;
@@ -246,7 +264,7 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
     computed = FindCoreUse(run);
     core_use = &computed;
   }
-  ImpactEstimator estimate(run, bottlenecks, core_use);
+  ImpactEstimator estimate(run, bottlenecks, core_use, schedule, baseline);
   auto use_of = CoreUseOfRun(run, core_use);
   std::unordered_set<model::PhaseId> on_path;
   for (const CriticalLink& l : critical_path.path.links) on_path.insert(l.id);

@@ -92,13 +92,16 @@ std::function<double(model::PhaseId, std::string_view)> BoundSecondsOf(const Bot
 // (AnalyzeCommunication), the stragglers among the ranks of distributed jobs; `hosts`
 // (AnalyzeHosts), the straggler host and the causality check of a run across hosts; `reuse`
 // (AnalyzeReuse), the workflow steps that recomputed what an earlier run had (redundant_step:
-// the what-if saving of `reuse:#ID`, restoring their outputs instead).
+// the what-if saving of `reuse:#ID`, restoring their outputs instead). `schedule` (the run's
+// ScheduleGraph::Build) and `baseline` (its ReplaySchedule), when given, are used instead of
+// building and replaying them again: each candidate then costs one replay of the change.
 std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlenecks,
                               const std::vector<Imbalance>& imbalance, const CriticalPathResult& critical_path,
                               const IssueOptions& options = {}, const CoreUse* core_use = nullptr,
                               const GpuAnalysis* gpu = nullptr, const SparkAnalysis* spark = nullptr,
                               const CommunicationAnalysis* communication = nullptr,
-                              const HostsAnalysis* hosts = nullptr, const ReuseAnalysis* reuse = nullptr);
+                              const HostsAnalysis* hosts = nullptr, const ReuseAnalysis* reuse = nullptr,
+                              const ScheduleGraph* schedule = nullptr, const Replay* baseline = nullptr);
 
 // The issues of a run across hosts: host_straggler (impact: how much earlier the run would
 // end had the straggler host's part ended by the median of the others' ends, i.e. when the

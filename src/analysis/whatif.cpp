@@ -539,7 +539,11 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
     mult[k] = subtree[k] * std::max(0.0, 1.0 - reduction[k]);
   }
 
-  Replay base = ReplaySchedule(g);
+  // The unchanged replay: the caller's when it has one of this graph, else replayed here.
+  const bool shared_base = options.baseline != nullptr && options.baseline->end.size() == n;
+  std::optional<Replay> own_base;
+  if (!shared_base) own_base = ReplaySchedule(g);
+  const Replay& base = shared_base ? *options.baseline : *own_base;
   Replay pred = ReplaySchedule(g, {.multiplier = mult, .jobs = jobs});
 
   result.start_ns = base.start[0];
@@ -549,6 +553,7 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
   result.workflow = g.workflow;
   result.baseline_jobs = base.jobs;
   result.jobs = pred.jobs;
+  if (options.durations_only) return result;
   auto timing = [&](int32_t k) {
     const size_t ki = static_cast<size_t>(k);
     return WhatifPhaseTime{g.id(k), base.start[ki], base.end[ki], pred.start[ki], pred.end[ki]};

@@ -72,6 +72,12 @@ struct WhatifOptions {
   // run had an execution of each step with the same key (what `grademl run --reuse` needs).
   // Not owned; may be null.
   const model::ExperimentGraph* graph = nullptr;
+  // The graph's unchanged replay (ReplaySchedule(graph)), when the caller has it: it is not
+  // replayed again. Not owned; may be null. Only with the overload that takes the graph.
+  const Replay* baseline = nullptr;
+  // Only the durations (measured_s, baseline_s, predicted_s, the jobs) and the notes: no
+  // per-phase times, critical paths or slack (what the ranked issues need of each question).
+  bool durations_only = false;
 };
 
 // One phase's times in the baseline replay and with the changes.
