@@ -52,6 +52,24 @@ TEST(CriticalPathTest, DiamondSlackOfTheShortBranch) {
   EXPECT_EQ(slack[d].slack_s, 0);
 }
 
+TEST(CriticalPathTest, FromASharedGraphAndReplay) {
+  // The diamond above through the overload AnalyzeRun uses: the same path and slack.
+  Workflow w(6, 4);
+  auto a = w.Step("a", 0, 1);
+  auto b = w.Step("b", 1, 5, {a});
+  auto c = w.Step("c", 1, 3, {a});
+  auto d = w.Step("d", 5, 6, {b, c});
+  const ScheduleGraph g = ScheduleGraph::Build(w.Build());
+  CriticalPathResult r = FindCriticalPath(g, ReplaySchedule(g));
+  EXPECT_DOUBLE_EQ(r.makespan_s, 6);
+  EXPECT_EQ(r.jobs, 4);
+  EXPECT_EQ(r.path.TopLevel(), (std::vector<PhaseId>{a, b, d}));
+  auto slack = SlackById(r);
+  EXPECT_DOUBLE_EQ(slack[c].slack_s, 2);
+  EXPECT_EQ(slack[b].slack_s, 0);
+  EXPECT_TRUE(FindCriticalPath(ScheduleGraph{}, Replay{}).path.links.empty());
+}
+
 TEST(CriticalPathTest, LaunchLatencyStaysOnThePath) {
   // b starts 0.25 s after a ends: the latency keeps b's slack 0 and a on the path.
   Workflow w(5, 2);

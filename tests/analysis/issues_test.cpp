@@ -73,6 +73,36 @@ TEST(IssuesTest, RanksWhatTheWhatifEngineSaysEachChangeSaves) {
   }
 }
 
+TEST(IssuesTest, TheSharedScheduleGraphGivesTheSameIssues) {
+  // AnalyzeRun's way: the critical path's graph and replay reused for every question. The
+  // savings are the hand-derived ones of the test above.
+  Fixture x;
+  const ScheduleGraph g = ScheduleGraph::Build(x.f.run);
+  const Replay base = ReplaySchedule(g);
+  const CriticalPathResult path = FindCriticalPath(g, base);
+  std::vector<Issue> issues =
+      RankIssues(x.f.run, x.b, {}, path, {}, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &g, &base);
+  ASSERT_EQ(issues.size(), 4u);
+  EXPECT_EQ(issues[0].phase, x.train);
+  EXPECT_EQ(issues[0].kind, "cpu");
+  EXPECT_NEAR(issues[0].impact_s, 3, kLooseEps);
+  EXPECT_NEAR(issues[0].impact_fraction, 0.3, kLooseEps);
+  EXPECT_EQ(issues[1].phase, x.prep);
+  EXPECT_NEAR(issues[1].impact_s, 1, kLooseEps);
+  EXPECT_EQ(issues[2].phase, x.report);
+  EXPECT_EQ(issues[2].kind, "waiting");
+  EXPECT_NEAR(issues[2].impact_s, 1, kLooseEps);
+  EXPECT_EQ(issues[3].kind, "cpu");
+  EXPECT_NEAR(issues[3].impact_s, 0.5, kLooseEps);
+  // Texts and changes: the same as when RankIssues builds the graph itself.
+  std::vector<Issue> alone = RankIssues(x.f.run, x.b, {}, FindCriticalPath(x.f.run));
+  ASSERT_EQ(alone.size(), issues.size());
+  for (size_t i = 0; i < issues.size(); ++i) {
+    EXPECT_EQ(issues[i].text, alone[i].text);
+    EXPECT_EQ(issues[i].change, alone[i].change);
+  }
+}
+
 TEST(IssuesTest, SmallSavingsAreDropped) {
   Fixture x;
   IssueOptions o;
