@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "model/phase_level.h"
 #include "report/text_format.h"
-#include "core/text.h"
 
 namespace grademl::report {
 namespace {
@@ -16,9 +16,13 @@ namespace {
 using nlohmann::json;
 
 // Byte counts are whole numbers in JSON; an unknown capacity is null.
-json Bytes(double bytes) {
-  if (!std::isfinite(bytes)) return nullptr;
+std::optional<int64_t> WholeBytes(double bytes) {
+  if (!std::isfinite(bytes)) return std::nullopt;
   return static_cast<int64_t>(std::llround(bytes));
+}
+json Bytes(double bytes) {
+  std::optional<int64_t> n = WholeBytes(bytes);
+  return n ? json(*n) : json(nullptr);
 }
 json NumberOrNull(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 json Text(std::string_view s) { return ValidUtf8(s); }
@@ -52,11 +56,11 @@ void WriteTags(const model::Tags& tags, JsonStream& w) {
   w.EndObject();
 }
 
-// Byte counts are whole numbers in JSON; an unknown capacity is null.
+// A byte count as Bytes writes it.
 void WriteBytes(JsonStream& w, std::string_view key, double bytes) {
   w.Key(key);
-  if (std::isfinite(bytes)) {
-    w.Int(static_cast<int64_t>(std::llround(bytes)));
+  if (std::optional<int64_t> n = WholeBytes(bytes)) {
+    w.Int(*n);
   } else {
     w.Null();
   }

@@ -113,13 +113,13 @@ void JsonStream::Key(std::string_view key) {
 void JsonStream::BeginObject() {
   BeforeValue();
   Put("{", 1);
-  levels_.push_back({.object = true, .empty = true});
+  levels_.push_back({.empty = true});
 }
 
 void JsonStream::BeginArray() {
   BeforeValue();
   Put("[", 1);
-  levels_.push_back({.object = false, .empty = true});
+  levels_.push_back({.empty = true});
 }
 
 void JsonStream::EndObject() {

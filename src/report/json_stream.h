@@ -70,8 +70,7 @@ class JsonStream {
 
  private:
   struct Level {
-    bool object = false;
-    bool empty = true;
+    bool empty = true;  // no member or element written yet
   };
   // Before a value: the separator and indentation its position needs (none after a key).
   void BeforeValue();
