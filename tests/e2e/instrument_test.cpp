@@ -629,6 +629,32 @@ TEST(InstrumentE2E, DeepProfilesOperatorsOnSampledIterationsOnly) {
 // for training and evaluation loops (grad off, a model in eval mode), nested modules, a loss
 // module, a forward that raises (its depth unwound), and calls outside any loop; and the
 // counts the script implies. Every fine phase recorded (--overhead-budget 100%): no sampling.
+// Each phase below the process (what the program recorded) as "type name in parent" with its
+// tags but the measured ones (overhead.*, *.ns), in start order: two recordings of one script
+// compare equal when they recorded the same phases, parents and tags.
+std::vector<std::string> PhaseOutline(const json& report) {
+  std::map<int64_t, const json*> by_id;
+  for (const json& p : report["phases"]) by_id[p["id"].get<int64_t>()] = &p;
+  std::vector<const json*> phases;
+  for (const json& p : report["phases"]) {
+    const std::string type = p["type"].get<std::string>();
+    if (std::count(type.begin(), type.end(), '/') >= 2) phases.push_back(&p);
+  }
+  std::stable_sort(phases.begin(), phases.end(), [](const json* a, const json* b) {
+    return (*a)["start_ns"].get<int64_t>() < (*b)["start_ns"].get<int64_t>();
+  });
+  std::vector<std::string> out;
+  for (const json* p : phases) {
+    const json& parent = *by_id.at((*p)["parent"].get<int64_t>());
+    std::string line = (*p)["type"].get<std::string>() + " " + (*p)["name"].get<std::string>() + " in " +
+                       (LeafType(parent) == "process" ? std::string("the process") : parent["name"].get<std::string>());
+    for (const auto& [k, v] : (*p)["tags"].items())
+      if (k.rfind("overhead.", 0) != 0 && k.find(".ns") == std::string::npos) line += " " + k + "=" + v.get<std::string>();
+    out.push_back(line);
+  }
+  return out;
+}
+
 TEST(InstrumentE2E, NativeHooksRecordWhatThePythonWrappersDo) {
   REQUIRE_PYTHON_ML();
   std::string dir = FreshDir("instrument_native_hooks");
@@ -680,30 +706,7 @@ with open(sys.argv[1], "w") as f:
   json native = record("native", false);
   EXPECT_EQ(ReadFile(dir + "/python.txt"), "False function\n");
   EXPECT_EQ(ReadFile(dir + "/native.txt"), "True ModuleCall\n");
-  // Each framework phase as (type, name, parent's name, tags but the measured ones), in order.
-  auto outline = [](const json& report) {
-    std::map<int64_t, const json*> by_id;
-    for (const json& p : report["phases"]) by_id[p["id"].get<int64_t>()] = &p;
-    std::vector<const json*> phases;
-    for (const json& p : report["phases"]) {  // below the process: what the program recorded
-      const std::string type = p["type"].get<std::string>();
-      if (std::count(type.begin(), type.end(), '/') >= 2) phases.push_back(&p);
-    }
-    std::stable_sort(phases.begin(), phases.end(), [](const json* a, const json* b) {
-      return (*a)["start_ns"].get<int64_t>() < (*b)["start_ns"].get<int64_t>();
-    });
-    std::vector<std::string> out;
-    for (const json* p : phases) {
-      const json& parent = *by_id.at((*p)["parent"].get<int64_t>());
-      std::string line = (*p)["type"].get<std::string>() + " " + (*p)["name"].get<std::string>() + " in " +
-                         (LeafType(parent) == "process" ? std::string("the process") : parent["name"].get<std::string>());
-      for (const auto& [k, v] : (*p)["tags"].items())
-        if (k.rfind("overhead.", 0) != 0 && k.find(".ns") == std::string::npos) line += " " + k + "=" + v.get<std::string>();
-      out.push_back(line);
-    }
-    return out;
-  };
-  std::vector<std::string> want = outline(reference), got = outline(native);
+  std::vector<std::string> want = PhaseOutline(reference), got = PhaseOutline(native);
   ASSERT_FALSE(want.empty());
   EXPECT_EQ(got, want);
   // What the script implies, counted independently of both.
@@ -768,35 +771,12 @@ with open(sys.argv[1], "w") as f:
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return ReportJson(db);
   };
-  // Each phase below the process as (type, name, parent's name, tags but the measured ones), in order.
-  auto outline = [](const json& report) {
-    std::map<int64_t, const json*> by_id;
-    for (const json& p : report["phases"]) by_id[p["id"].get<int64_t>()] = &p;
-    std::vector<const json*> phases;
-    for (const json& p : report["phases"]) {
-      const std::string type = p["type"].get<std::string>();
-      if (std::count(type.begin(), type.end(), '/') >= 2) phases.push_back(&p);
-    }
-    std::stable_sort(phases.begin(), phases.end(), [](const json* a, const json* b) {
-      return (*a)["start_ns"].get<int64_t>() < (*b)["start_ns"].get<int64_t>();
-    });
-    std::vector<std::string> out;
-    for (const json* p : phases) {
-      const json& parent = *by_id.at((*p)["parent"].get<int64_t>());
-      std::string line = (*p)["type"].get<std::string>() + " " + (*p)["name"].get<std::string>() + " in " +
-                         (LeafType(parent) == "process" ? std::string("the process") : parent["name"].get<std::string>());
-      for (const auto& [k, v] : (*p)["tags"].items())
-        if (k.rfind("overhead.", 0) != 0 && k.find(".ns") == std::string::npos) line += " " + k + "=" + v.get<std::string>();
-      out.push_back(line);
-    }
-    return out;
-  };
 
   json reference = record("python", true, false);
   json native = record("native", false, false);
   EXPECT_EQ(ReadFile(dir + "/python.txt"), "False function\n");
   EXPECT_EQ(ReadFile(dir + "/native.txt"), "True LoaderNext\n");
-  std::vector<std::string> want = outline(reference), got = outline(native);
+  std::vector<std::string> want = PhaseOutline(reference), got = PhaseOutline(native);
   ASSERT_FALSE(want.empty());
   EXPECT_EQ(got, want);
   // What the script and the budget imply, counted independently of both.
@@ -824,7 +804,7 @@ with open(sys.argv[1], "w") as f:
   json deep_reference = record("python_deep", true, true);
   json deep_native = record("native_deep", false, true);
   EXPECT_EQ(ReadFile(dir + "/native_deep.txt"), "True LoaderNext\n");
-  std::vector<std::string> deep_want = outline(deep_reference), deep_got = outline(deep_native);
+  std::vector<std::string> deep_want = PhaseOutline(deep_reference), deep_got = PhaseOutline(deep_native);
   ASSERT_FALSE(deep_want.empty());
   EXPECT_EQ(deep_got, deep_want);
   std::vector<int> profiled;  // 1-based positions of the iterations tagged deep=ops
