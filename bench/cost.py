@@ -100,6 +100,19 @@ class Bench:
         self.runs[n] = db
         return db
 
+    def best_cpu(self, cmd, peer, before=None):
+        """A measurement: the least CPU seconds of `cmd` and of `peer` over alternating pairs
+        (`before()` runs ahead of each of cmd's runs)."""
+        def measure():
+            best_g = best_p = float("inf")
+            for _ in range(self.pairs):
+                best_p = min(best_p, run_cpu(peer)[0])
+                if before:
+                    before()
+                best_g = min(best_g, run_cpu(cmd)[0])
+            return best_g, best_p
+        return measure
+
     # Reports and export of a run of n phases vs sqlite3 reading every phase row (CPU, best of pairs).
     def reports(self, n):
         db = self.phase_run(n)
@@ -111,12 +124,7 @@ class Bench:
                  ("export_perfetto", "export --perfetto", [self.g, "--db", db, "export", "--perfetto",
                                                           os.path.join(self.tmp, "x.json")], 1.5)]
         for key, what, cmd, goal in cases:
-            def measure():
-                best_g = best_p = float("inf")
-                for _ in range(self.pairs):
-                    best_p = min(best_p, run_cpu(peer_cmd)[0])
-                    best_g = min(best_g, run_cpu(cmd)[0])
-                return best_g, best_p
+            measure = self.best_cpu(cmd, peer_cmd)  # bound to this case's command
             g, p = measure()
             out.append((result(f"{key}_{label}", f"{what}, run of {n:,} phases (Python API), CPU s", g, "s",
                                "sqlite3 reading every phase row", p, goal,
@@ -229,38 +237,16 @@ class Bench:
             subprocess.run([PY, os.path.join(ROOT, "bench", "make_synthetic_trace.py"), trace, str(size_mb)],
                            check=True, stdout=subprocess.DEVNULL)
         peer = [PY, "-c", "import json, sys; json.load(open(sys.argv[1]))", trace]
+        db = os.path.join(self.tmp, "imp.db")
 
-        def measure():
-            best_g = best_p = float("inf")
-            for _ in range(self.pairs):
-                db = os.path.join(self.tmp, "imp.db")
-                for suffix in ("", "-wal", "-shm"):
-                    if os.path.exists(db + suffix):
-                        os.unlink(db + suffix)
-                best_p = min(best_p, run_cpu(peer)[0])
-                best_g = min(best_g, run_cpu([self.g, "--db", db, "import", trace])[0])
-            return best_g, best_p
+        def fresh_store():
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(db + suffix):
+                    os.unlink(db + suffix)
+        measure = self.best_cpu([self.g, "--db", db, "import", trace], peer, before=fresh_store)
         g, p = measure()
         return [(result(f"import_{size_mb}mb", f"grademl import of a {size_mb} MB synthetic Kineto trace, CPU s", g, "s",
                         "json.load of the same file", p, 0.5, f"grademl --db DB import {trace}"), measure)]
-
-    # The analyses of a run of n phases: report minus the same report's rendering is not separable
-    # from outside; the analysis scale bench measures them in process (seconds), against sqlite3.
-    def analyses(self, n):
-        exe = os.path.join(self.build, "bench", "analysis_scale_bench")
-        if not os.path.exists(exe):
-            return []
-        db = self.phase_run(n)
-
-        def measure():
-            best_g = best_p = float("inf")
-            for _ in range(self.pairs):
-                best_p = min(best_p, run_cpu(["sqlite3", db, "SELECT * FROM phases"])[0])
-                best_g = min(best_g, run_cpu([exe, "1", str(n)])[0])
-            return best_g, best_p
-        g, p = measure()
-        return [(result(f"analyses_{n // 1000}k", f"all analyses, synthetic run of {n:,} phases (bench/analysis_scale_bench), CPU s",
-                        g, "s", f"sqlite3 reading a {n:,}-phase run's rows", p, None, f"{exe} 1 {n}"), measure)]
 
 
 def render(results_path, doc_path):
