@@ -67,6 +67,32 @@ std::string MultiRow(std::string_view head, int columns, size_t rows, std::strin
   return sql;
 }
 
+// Inserts `rows` in order: `batch` rows of `columns` parameters per execution of the
+// multi-row statement while that many are left, then one per execution of the single-row
+// one (`prepare(batched)` gives either; `step(stmt)` executes one). `bind(stmt,
+// first_parameter, row, slot)` binds a row at `slot` (0 .. batch - 1) of the statement.
+template <typename Row, typename Prepare, typename Step, typename Bind>
+Status InsertInBatches(const std::vector<Row>& rows, size_t batch, int columns, Prepare&& prepare, Step&& step,
+                       Bind&& bind) {
+  const size_t n = rows.size();
+  size_t i = 0;
+  if (n >= batch) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, prepare(true));
+    for (; i + batch <= n; i += batch) {
+      for (size_t k = 0; k < batch; ++k) bind(s, static_cast<int>(k) * columns, rows[i + k], k);
+      GRADEML_RETURN_IF_ERROR(step(s));
+    }
+  }
+  if (i < n) {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, prepare(false));
+    for (; i < n; ++i) {
+      bind(s, 0, rows[i], 0);
+      GRADEML_RETURN_IF_ERROR(step(s));
+    }
+  }
+  return Status::Ok();
+}
+
 constexpr std::string_view kPhaseUpsertTail =
     " ON CONFLICT (run_id, id) DO UPDATE SET parent_id = excluded.parent_id, "
     "name = excluded.name, type = excluded.type, tags = excluded.tags, start_ns = excluded.start_ns, "
@@ -628,52 +654,25 @@ Status SqliteDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta&
       BindNonZero(s, first + 11, p.track);
     };
     if (phase_tags_.size() < kPhaseRows) phase_tags_.resize(kPhaseRows);
-    const size_t n = delta.phases.size();
-    size_t i = 0;
-    if (n >= kPhaseRows) {
-      GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kUpsertPhaseRows));
-      for (; i + kPhaseRows <= n; i += kPhaseRows) {
-        for (size_t k = 0; k < kPhaseRows; ++k) {
-          const model::Phase& p = delta.phases[i + k];
-          EncodeTagsInto(phase_tags_[k], p.tags);
-          bind(s, static_cast<int>(k * 11), p, phase_tags_[k]);
-        }
-        GRADEML_RETURN_IF_ERROR(StepDone(s));
-      }
-    }
-    if (i < n) {
-      GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kUpsertPhase));
-      for (; i < n; ++i) {
-        const model::Phase& p = delta.phases[i];
-        EncodeTagsInto(phase_tags_[0], p.tags);
-        bind(s, 0, p, phase_tags_[0]);
-        GRADEML_RETURN_IF_ERROR(StepDone(s));
-      }
-    }
+    GRADEML_RETURN_IF_ERROR(InsertInBatches(
+        delta.phases, kPhaseRows, 11, [&](bool batched) { return Prepared(batched ? kUpsertPhaseRows : kUpsertPhase); },
+        [&](sqlite3_stmt* s) { return StepDone(s); },
+        [&](sqlite3_stmt* s, int first, const model::Phase& p, size_t slot) {
+          EncodeTagsInto(phase_tags_[slot], p.tags);
+          bind(s, first, p, phase_tags_[slot]);
+        }));
   }
   if (!delta.edges.empty()) {
-    auto bind = [&](sqlite3_stmt* s, int first, const model::Edge& e) {
+    auto bind = [&](sqlite3_stmt* s, int first, const model::Edge& e, size_t /*slot*/) {
       BindInt(s, first + 1, run);
       BindInt(s, first + 2, e.from);
       BindInt(s, first + 3, e.to);
       BindText(s, first + 4, e.kind);
     };
-    const size_t n = delta.edges.size();
-    size_t i = 0;
-    if (n >= kEdgeRows) {
-      GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertEdgeRows));
-      for (; i + kEdgeRows <= n; i += kEdgeRows) {
-        for (size_t k = 0; k < kEdgeRows; ++k) bind(s, static_cast<int>(k * 4), delta.edges[i + k]);
-        GRADEML_RETURN_IF_ERROR(StepDone(s));
-      }
-    }
-    if (i < n) {
-      GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertEdge));
-      for (; i < n; ++i) {
-        bind(s, 0, delta.edges[i]);
-        GRADEML_RETURN_IF_ERROR(StepDone(s));
-      }
-    }
+    GRADEML_RETURN_IF_ERROR(InsertInBatches(
+        delta.edges, kEdgeRows, 4, [&](bool batched) { return Prepared(batched ? kInsertEdgeRows : kInsertEdge); },
+        [&](sqlite3_stmt* s) { return StepDone(s); },
+        bind));
   }
   if (!delta.logs.empty()) {
     GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertLog));
@@ -804,28 +803,16 @@ Status SqliteDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta&
   if (!delta.samples.empty()) {
     // INSERT OR REPLACE in delta order, kSampleRows rows per statement while that many are
     // left (a later sample of the same series and time replaces an earlier one either way).
-    auto bind = [&](sqlite3_stmt* s, int first, const model::SampleRecord& r) {
+    auto bind = [&](sqlite3_stmt* s, int first, const model::SampleRecord& r, size_t /*slot*/) {
       BindInt(s, first + 1, run);
       BindInt(s, first + 2, r.series);
       BindInt(s, first + 3, r.sample.t);
       BindDouble(s, first + 4, r.sample.v);
     };
-    const size_t n = delta.samples.size();
-    size_t i = 0;
-    if (n >= kSampleRows) {
-      GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertSampleRows));
-      for (; i + kSampleRows <= n; i += kSampleRows) {
-        for (size_t k = 0; k < kSampleRows; ++k) bind(s, static_cast<int>(k * 4), delta.samples[i + k]);
-        GRADEML_RETURN_IF_ERROR(StepDone(s));
-      }
-    }
-    if (i < n) {
-      GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertSample));
-      for (; i < n; ++i) {
-        bind(s, 0, delta.samples[i]);
-        GRADEML_RETURN_IF_ERROR(StepDone(s));
-      }
-    }
+    GRADEML_RETURN_IF_ERROR(InsertInBatches(
+        delta.samples, kSampleRows, 4, [&](bool batched) { return Prepared(batched ? kInsertSampleRows : kInsertSample); },
+        [&](sqlite3_stmt* s) { return StepDone(s); },
+        bind));
   }
   return Status::Ok();
 }
