@@ -564,6 +564,10 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
       }
     }
 
+    // From here every step is bounded by the guard: it interrupts the statement, or ends
+    // the process when a step cannot be interrupted. It starts first, so that a signal
+    // can no longer end the process with its default action once anything exists.
+    QueryGuard guard(static_cast<DurationNs>(opts->timeout_s * kNsPerSec));
     // A PostgreSQL store's run is copied into a private directory, removed at the end
     // (and by the guard, should it have to end the process).
     struct PrivateDir {
@@ -578,16 +582,16 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
       std::error_code ec;
       std::string pattern = (std::filesystem::temp_directory_path(ec) / "grademl_query_XXXXXX").string();
       if (ec || mkdtemp(pattern.data()) == nullptr) {
-        PrintError(fmt::format("query: cannot make a private directory in the temporary directory ({}): {}",
-                               ec ? ec.message() : std::string(std::strerror(errno)), pattern));
+        const std::string why = ec ? ec.message() : std::string(std::strerror(errno));
+        guard.Finish();
+        PrintError(
+            fmt::format("query: cannot make a private directory in the temporary directory ({}): {}", why, pattern));
         return kExitFailure;
       }
       private_dir.path = options.snapshot_dir = pattern;
+      guard.RemoveOnExit(pattern);
     }
 
-    // From here every step is bounded by the guard: it interrupts the statement, or ends
-    // the process when a step cannot be interrupted.
-    QueryGuard guard(static_cast<DurationNs>(opts->timeout_s * kNsPerSec), private_dir.path);
     // The last words of the command: the guard's reason when it stopped it, else `st`'s
     // with `exit_code`.
     auto finish = [&](const Status& st, int exit_code) -> int {

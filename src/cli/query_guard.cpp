@@ -18,8 +18,7 @@
 
 namespace grademl::cli {
 
-QueryGuard::QueryGuard(DurationNs timeout, std::string private_dir)
-    : timeout_(timeout), private_dir_(std::move(private_dir)) {
+QueryGuard::QueryGuard(DurationNs timeout) : timeout_(timeout) {
   sigemptyset(&signals_);
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals_, s);
   pthread_sigmask(SIG_BLOCK, &signals_, &previous_mask_);
@@ -44,6 +43,11 @@ QueryGuard::~QueryGuard() {
   if (wake_fd_ >= 0) close(wake_fd_);
   // A signal that came after the thread stopped is delivered now, with its default action.
   pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
+}
+
+void QueryGuard::RemoveOnExit(std::string dir) {
+  std::lock_guard lock(mu_);
+  private_dir_ = std::move(dir);
 }
 
 void QueryGuard::Watch(store::QuerySession* session) {

@@ -26,11 +26,15 @@ class QueryGuard {
 
   // Starts watching: the deadline is `timeout` from now (0: none). Blocks SIGINT, SIGTERM
   // and SIGHUP in the calling thread, so construct it before any other thread starts (they
-  // inherit the mask). `private_dir` ("" for none) is removed should the guard exit.
-  QueryGuard(DurationNs timeout, std::string private_dir);
+  // inherit the mask), and before anything it must clean up exists.
+  explicit QueryGuard(DurationNs timeout);
   ~QueryGuard();  // stops the thread; the signals are unblocked again
   QueryGuard(const QueryGuard&) = delete;
   QueryGuard& operator=(const QueryGuard&) = delete;
+
+  // A directory the guard removes should it end the process (the command's private one,
+  // made after the guard started, so that no signal can end the process between the two).
+  void RemoveOnExit(std::string dir);
 
   // The session whose statement to interrupt, or nullptr before it closes. A session
   // watched after the guard fired is interrupted at once.
@@ -55,13 +59,13 @@ class QueryGuard {
   void ExitNow();
 
   const DurationNs timeout_;
-  const std::string private_dir_;
   sigset_t signals_;
   sigset_t previous_mask_;
   int signal_fd_ = -1;
   int wake_fd_ = -1;
 
   mutable std::mutex mu_;
+  std::string private_dir_;                 // guarded by mu_
   store::QuerySession* session_ = nullptr;  // guarded by mu_
   bool stopped_ = false;                    // guarded by mu_
   Status reason_;                           // guarded by mu_
