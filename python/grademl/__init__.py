@@ -147,13 +147,24 @@ def _begin(name, ptype, tags):
     # phase open.
     nid = _id(name)
     tid = None if ptype is None else _id(str(ptype))
-    tag_ids = [(_id(k), _id(v if type(v) is str else str(v))) for k, v in tags.items()] if tags else ()
+    tag_ids = [(_id(k), v if _is_int64(v) else _id(v if type(v) is str else str(v)), _is_int64(v))
+               for k, v in tags.items()] if tags else ()
     if tid is None:
         b.begin(nid)
     else:
         b.begin_typed(nid, tid)
-    for k, v in tag_ids:
-        b.tag(k, v)
+    for k, v, is_int in tag_ids:
+        if is_int:
+            b.tag_int(k, v)
+        else:
+            b.tag(k, v)
+
+
+def _is_int64(v):
+    """An int value (not a bool) that is written as it is, with no name interned for it: a
+    counter in a loop would otherwise make a name per phase (the collector bounds names and
+    turns the later ones into placeholders). The store holds the same text str(v) gives."""
+    return type(v) is int and -(1 << 63) <= v < (1 << 63)
 
 
 # ---------------------------------------------------------------- public API
@@ -207,7 +218,10 @@ def flow_in(flow_id):
 def tag(key, value):
     """Tag the innermost open phase."""
     if _on:
-        _b.tag(_id(str(key)), _id(value if type(value) is str else str(value)))
+        if _is_int64(value):
+            _b.tag_int(_id(str(key)), value)
+        else:
+            _b.tag(_id(str(key)), _id(value if type(value) is str else str(value)))
     else:
         _check(key)
         _check(value)

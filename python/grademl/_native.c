@@ -75,12 +75,22 @@ static int intern_any(PyObject *obj, uint32_t *out) {
   return rc;
 }
 
+/* One tag of a phase: an int value (exactly an int, within int64) is written as it is, with
+   no name interned for it (a counter in a loop would otherwise make a name per phase, and
+   the collector's bound on names turns the later ones into placeholders); the store reads
+   the same decimal text str() would give. Any other value is interned as str(value). */
+typedef struct {
+  uint32_t key;
+  uint32_t is_int;
+  int64_t value; /* the int, or the interned name's id */
+} PhaseTag;
+
 typedef struct {
   PyObject_HEAD
   uint32_t name;
   uint32_t type; /* 0: untyped */
   Py_ssize_t ntags;
-  uint32_t *tags; /* ntags (key, value) pairs */
+  PhaseTag *tags;
 } PhaseObject;
 
 static PyTypeObject PhaseType;
@@ -95,7 +105,13 @@ static PyObject *phase_enter(PhaseObject *self, PyObject *Py_UNUSED(ignored)) {
     p_begin_typed(self->name, self->type);
   else
     p_begin(self->name);
-  for (Py_ssize_t i = 0; i < self->ntags; i++) p_tag(self->tags[2 * i], self->tags[2 * i + 1]);
+  for (Py_ssize_t i = 0; i < self->ntags; i++) {
+    const PhaseTag *t = &self->tags[i];
+    if (t->is_int)
+      p_tag_int(t->key, t->value);
+    else
+      p_tag(t->key, (uint32_t)t->value);
+  }
   Py_INCREF(self);
   return (PyObject *)self;
 }
@@ -148,7 +164,7 @@ static PyObject *phase_build(PyObject *arg0, PyObject *kwargs) {
   if (rc < 0) goto fail;
   if (kwargs && PyDict_GET_SIZE(kwargs) > 0) {
     Py_ssize_t n = PyDict_GET_SIZE(kwargs);
-    self->tags = PyMem_Malloc(sizeof(uint32_t) * 2 * (size_t)n);
+    self->tags = PyMem_Malloc(sizeof(PhaseTag) * (size_t)n);
     if (!self->tags) { PyErr_NoMemory(); goto fail; }
     Py_ssize_t pos = 0;
     PyObject *k, *v;
@@ -157,10 +173,23 @@ static PyObject *phase_build(PyObject *arg0, PyObject *kwargs) {
         if (v != Py_None && intern_any(v, &self->type) < 0) goto fail;
         continue;
       }
-      uint32_t kid, vid;
-      if (intern_any(k, &kid) < 0 || intern_any(v, &vid) < 0) goto fail;
-      self->tags[2 * self->ntags] = kid;
-      self->tags[2 * self->ntags + 1] = vid;
+      PhaseTag *t = &self->tags[self->ntags];
+      if (intern_any(k, &t->key) < 0) goto fail;
+      t->is_int = 0;
+      if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred()) goto fail;
+        if (!overflow) {
+          t->is_int = 1;
+          t->value = (int64_t)x;
+        }
+      }
+      if (!t->is_int) {
+        uint32_t vid;
+        if (intern_any(v, &vid) < 0) goto fail;
+        t->value = vid;
+      }
       self->ntags++;
     }
   }

@@ -110,6 +110,59 @@ helper()
   EXPECT_TRUE(found) << "the counter is a series on the process";
 }
 
+// A counter tag in a long loop (`phase("p", i=i)`): each value used to be interned as a name,
+// and past the collector's bound on one memory's names (16 MiB, about 240k short names) the
+// later phases' tags became "#<id>" placeholders (758,741 of 1M phases). Int values are now
+// written as they are; every phase keeps its own value, which the program alone decides.
+TEST(InstrumentE2E, PythonApiIntTagsOfALongLoopAreAllKept) {
+  constexpr int kPhases = 300'000;
+  std::string dir = FreshDir("instrument_python_int_tags");
+  std::ofstream(dir + "/script.py") << R"(import sys, time, grademl
+n = int(sys.argv[1])
+for i in range(n):
+    with grademl.phase("p", i=i, neg=-i, flag=(i % 2 == 0)):
+        pass
+    if i % 10000 == 9999:
+        time.sleep(0.03)  # the store keeps up: no phase is dropped
+with grademl.phase("big", v=2**70, s="text"):
+    grademl.tag("later", 7)
+)";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3",
+                                dir + "/script.py", std::to_string(kPhases)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto database = store::Database::Open(TestStoreLocation(db), store::Database::Mode::kReadOnly);
+  ASSERT_TRUE(database.ok());
+  auto run = (*database)->LoadRun(*(*database)->ResolveRun(""));
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  std::vector<char> seen(kPhases, 0);
+  int phases = 0, wrong = 0;
+  const model::Phase* big = nullptr;
+  for (const model::Phase& p : run->phases) {
+    if (p.name == "big") big = &p;
+    if (p.name != "p") continue;
+    ++phases;
+    std::map<std::string, std::string> tags(p.tags.begin(), p.tags.end());
+    const std::string& i = tags["i"];
+    char* end = nullptr;
+    long v = std::strtol(i.c_str(), &end, 10);
+    if (i.empty() || *end != '\0' || v < 0 || v >= kPhases || seen[v] ||
+        tags["neg"] != (v == 0 ? "0" : "-" + i) || tags["flag"] != (v % 2 == 0 ? "True" : "False")) {
+      if (++wrong <= 5) ADD_FAILURE() << "phase " << p.id << ": i=" << i << " neg=" << tags["neg"] << " flag=" << tags["flag"];
+      continue;
+    }
+    seen[v] = 1;
+  }
+  EXPECT_EQ(phases, kPhases);
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), kPhases);
+  ASSERT_NE(big, nullptr);
+  std::map<std::string, std::string> tags(big->tags.begin(), big->tags.end());
+  EXPECT_EQ(tags["v"], "1180591620717411303424");  // past int64: str() of it
+  EXPECT_EQ(tags["s"], "text");
+  EXPECT_EQ(tags["later"], "7");
+}
+
 // The default database path is relative (.grademl/grademl.db) and workflow steps run in
 // their own directories: instrumented steps must still find the events directory.
 TEST(InstrumentE2E, RelativeDatabaseAndStepsInOtherDirectories) {
