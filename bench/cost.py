@@ -32,12 +32,12 @@ PY = "/usr/bin/python3"
 THRESHOLD = 1.5
 
 PHASES_PY = """import sys, time, grademl
-n = int(sys.argv[1])
+n, pause = int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 0.03
 for i in range(n):
     with grademl.phase("p", i=i):
         pass
     if i % 10000 == 9999:
-        time.sleep(0.03)  # lets the store keep up: no phase is dropped
+        time.sleep(pause)  # lets the store keep up: no phase is dropped
 """
 
 
@@ -87,16 +87,31 @@ class Bench:
         self.pairs = pairs
         self.runs = {}
 
-    def phase_run(self, n):
-        """A store holding one run of `n` tagged phases recorded through the Python API."""
+    def phase_run(self, n, db=None):
+        """A store holding one run of `n` tagged phases recorded through the Python API (at
+        `db`, default one in the temporary directory)."""
         if n in self.runs:
             return self.runs[n]
         script = os.path.join(self.tmp, "phases.py")
         with open(script, "w") as f:
             f.write(PHASES_PY)
-        db = os.path.join(self.tmp, f"p{n}.db")
-        subprocess.run([self.g, "--db", db, "run", "--no-report", "--", PY, script, str(n)],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=900)
+        db = db or os.path.join(self.tmp, f"p{n}.db")
+        # Every phase must be in the store, or the figures are of a smaller run: past the
+        # store's backlog grademl drops phases (and says so); then record again, slower.
+        pause = 0.03
+        while True:
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(db + suffix):
+                    os.remove(db + suffix)
+            subprocess.run([self.g, "--db", db, "run", "--no-report", "--", PY, script, str(n), str(pause)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=900)
+            stored = int(subprocess.run(["sqlite3", db, "select count(*) from phases where name = 'p'"],
+                                        capture_output=True, text=True, check=True).stdout)
+            if stored == n:
+                break
+            if pause > 1:
+                raise RuntimeError(f"{db}: {stored} of {n} phases stored, even with {pause} s pauses")
+            pause *= 2
         self.runs[n] = db
         return db
 
@@ -288,6 +303,8 @@ def main():
     ap.add_argument("--only", help="comma-separated result names (prefixes) to measure")
     ap.add_argument("--render", nargs=2, metavar=("RESULTS", "DOC"), help="write RESULTS' table into DOC")
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--record-phases", nargs=2, metavar=("N", "DB"),
+                    help="only record the run of N tagged phases the report figures read into DB")
     args = ap.parse_args()
     if args.render:
         render(*args.render)
@@ -306,6 +323,11 @@ def main():
     tmp = tempfile.mkdtemp(prefix="grademl-cost-")
     try:
         b = Bench(build, tmp, args.pairs)
+        if args.record_phases:
+            n, db = int(args.record_phases[0]), os.path.abspath(args.record_phases[1])
+            b.phase_run(n, db)
+            print(f"cost.py: {db}: a run of {n} phases, all stored")
+            return 0
         # (the names each step's results start with, the step)
         plan = [("report_,export_", lambda: b.reports(100000)), ("python_start", b.python_start),
                 ("fixed_cost", b.fixed_cost), ("hooked_", b.hooked_call),

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The text report and `export --perfetto` of a run of N phases recorded through the Python
 # API, against their peer in the same run: `sqlite3` reading every phase row. Records the
-# run first when STORE does not exist (a loop of `with grademl.phase("p", i=i): pass` with a
-# short sleep every 10k phases so that the store keeps up), then times PAIRS alternating
+# run first when STORE does not exist (bench/cost.py --record-phases: a loop of
+# `with grademl.phase("p", i=i): pass` paced so that the store keeps up), then times PAIRS alternating
 # pairs (peer, report) and (peer, export) and prints each pair's CPU ratio (user + system
 # CPU, /usr/bin/time), the median ratio and each command's peak RSS. docs/PERFORMANCE.md,
 # "Cost (issue 26): analyses, load and export", quotes the figures.
@@ -22,24 +22,14 @@ python=/usr/bin/python3
 command -v sqlite3 >/dev/null || { echo "report_peer_bench: sqlite3 not found" >&2; exit 2; }
 
 if [ ! -e "$store" ]; then
-  script=$(mktemp --suffix=.py)
-  trap 'rm -f "$script"' EXIT
-  cat >"$script" <<'EOF'
-import sys, time, grademl
-n = int(sys.argv[1])
-for i in range(n):
-    with grademl.phase("p", i=i):
-        pass
-    if i % 10000 == 9999:
-        time.sleep(0.03)
-EOF
-  "$build/grademl" --db "$store" run --no-report -- "$python" "$script" "$phases" >/dev/null
+  # bench/cost.py records it (and again, slower, should grademl have dropped phases).
+  "$python" "$(dirname "$0")/cost.py" --build "$build" --record-phases "$phases" "$store"
 fi
 rows=$(sqlite3 "$store" "SELECT count(*) FROM phases")
 echo "store $store: $rows phases"
 
 out=$(mktemp)
-trap 'rm -f "$out" "${script:-}"' EXIT
+trap 'rm -f "$out"' EXIT
 # Prints "CPU_SECONDS PEAK_KB" of one command.
 measure() {
   local stats

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "core/allocator.h"
 #include "core/text.h"
 #include "store/database.h"
 
@@ -91,7 +92,12 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
   for (auto& verb : verbs) {
-    if (verb.app->parsed()) return verb.action();
+    if (!verb.app->parsed()) continue;
+    const std::string& name = verb.app->get_name();
+    if (name == "report" || name == "export" || name == "whatif" || name == "diff" || name == "import") {
+      KeepFreedMemoryForReuse();  // they load a whole run, analyse it and exit
+    }
+    return verb.action();
   }
   return kExitUsage;
 }
