@@ -1,18 +1,27 @@
-// Samples ingested per second into the store, per core: PostgreSQL (binary COPY into the
-// time-partitioned, BRIN-indexed samples table) against the SQLite backend as the peer, in
-// the same run. Writes N samples of 100 series in deltas of 100,000 through Database::WriteDelta
-// and counts the wall and CPU time of those writes: this process's (encoding, libpq) plus, for PostgreSQL,
-// the server backend's (read from /proc, so run it as root or as the server's user).
-//   pg_ingest_bench POSTGRES_URL SQLITE_PATH [SAMPLES]
+// Samples ingested per CPU-second into the PostgreSQL store, against two peers measured in the
+// same run: a raw binary COPY of the same rows into a plain table (no partitions, no index, no
+// grademl code: what the server charges for the rows themselves) and the SQLite backend.
+// Writes N samples of 100 series in deltas of 100,000 through Database::WriteDelta and counts
+// the wall and CPU time of those writes: this process's (encoding, libpq) plus, for
+// PostgreSQL, the server backend's (read from /proc, so run it as root or as the server's
+// user). The raw peer sends the same rows in the same 100,000-row transactions. With ROUNDS >
+// 1 the three alternate, ROUNDS times, and each line's median is printed last.
+//   pg_ingest_bench POSTGRES_URL SQLITE_PATH [SAMPLES [ROUNDS]]
+// The URL must be a postgresql:// or postgres:// URI (the benchmark adds application_name to
+// find its own server backend; `key=value` strings are not supported here).
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "store/postgres/libpq.h"
 
@@ -20,6 +29,10 @@
 #include "store/database.h"
 
 namespace {
+
+constexpr int kSeries = 100;
+constexpr int kDeltaSamples = 100'000;
+constexpr int64_t kStartNs = 1'700'000'000'000'000'000;
 
 double SelfCpu() {
   rusage u;
@@ -43,70 +56,206 @@ double ProcCpu(long pid) {
   return (ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// The server process serving the newest connection of this client's application name.
-long BackendPid(const std::string& url) {
-  PGconn* c = PQconnectdb(url.c_str());
-  long pid = -1;
-  PGresult* r = PQexec(c, "SELECT pid FROM pg_stat_activity WHERE application_name = 'grademl' AND pid <> "
-                          "pg_backend_pid() ORDER BY backend_start DESC LIMIT 1");
-  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) pid = std::atol(PQgetvalue(r, 0, 0));
-  PQclear(r);
-  PQfinish(c);
-  return pid;
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "pg_ingest_bench: %s\n", what.c_str());
+  std::exit(1);
 }
 
-void Measure(const std::string& name, const std::string& location, int64_t total, bool pg) {
+// The URL with an application_name of this process's own, so that the server backend the
+// store opens is found exactly (other sessions may be connected as 'grademl').
+std::string Tagged(const std::string& url, std::string* name) {
+  if (url.rfind("postgresql://", 0) != 0 && url.rfind("postgres://", 0) != 0) {
+    Die("the PostgreSQL location must be a postgresql:// URI");
+  }
+  *name = "grademl_bench_" + std::to_string(getpid());
+  return url + (url.find('?') == std::string::npos ? "?" : "&") + "application_name=" + *name;
+}
+
+PGconn* Connect(const std::string& url) {
+  PGconn* c = PQconnectdb(url.c_str());
+  if (c == nullptr || PQstatus(c) != CONNECTION_OK) Die(std::string("connect: ") + PQerrorMessage(c));
+  return c;
+}
+
+std::string Exec(PGconn* c, const std::string& sql) {
+  PGresult* r = PQexec(c, sql.c_str());
+  ExecStatusType st = PQresultStatus(r);
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) Die(sql + ": " + PQresultErrorMessage(r));
+  std::string v = st == PGRES_TUPLES_OK && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+  PQclear(r);
+  return v;
+}
+
+// The server process of the newest connection named `app` (a previous round's, closed
+// before this one opened, may not have left pg_stat_activity yet).
+long BackendPid(const std::string& url, const std::string& app) {
+  PGconn* c = Connect(url);
+  std::string pid = Exec(c, "SELECT pid FROM pg_stat_activity WHERE application_name = '" + app +
+                                "' AND pid <> pg_backend_pid() ORDER BY backend_start DESC LIMIT 1");
+  PQfinish(c);
+  if (pid.empty()) Die("cannot find the store's server backend");
+  return std::atol(pid.c_str());
+}
+
+struct Figures {
+  int64_t samples = 0;
+  double wall = 0, client = 0, server = 0;
+  double per_cpu() const { return samples / (client + server); }
+};
+
+void Print(const char* name, const Figures& f) {
+  std::printf("%-10s %9lld samples  wall %6.2f s  %8.0f samples/s  client CPU %5.2f s  server CPU %5.2f s  "
+              "%9.0f samples per CPU-second\n",
+              name, static_cast<long long>(f.samples), f.wall, f.samples / f.wall, f.client, f.server, f.per_cpu());
+}
+
+// One round through the store: a new run, `total` samples.
+Figures MeasureStore(const std::string& name, const std::string& location, int64_t total, long backend_of_app,
+                     const std::string& url_for_pid, const std::string& app) {
   using namespace grademl;
   auto db = store::Database::Open(location, store::Database::Mode::kReadWrite);
-  if (!db.ok()) {
-    std::fprintf(stderr, "%s: %s\n", name.c_str(), db.status().message().c_str());
-    std::exit(1);
-  }
-  model::RunBuilder b(model::RunInfo{.uuid = "bench", .command = {"bench"}, .host = "h", .start_ns = 1'700'000'000'000'000'000});
+  if (!db.ok()) Die(name + ": " + db.status().message());
+  model::RunBuilder b(model::RunInfo{.uuid = "bench", .command = {"bench"}, .host = "h", .start_ns = kStartNs});
   model::RunId id = (*db)->CreateRun(b.run_info()).value();
   auto host = b.AddResource({.kind = model::ResourceKind::kHost, .name = "h", .host = "h"});
   std::vector<model::SeriesId> series;
-  for (int i = 0; i < 100; ++i) series.push_back(b.AddSeries({.resource = host, .name = "s" + std::to_string(i), .unit = "x"}));
+  for (int i = 0; i < kSeries; ++i) {
+    series.push_back(b.AddSeries({.resource = host, .name = "s" + std::to_string(i), .unit = "x"}));
+  }
   (void)(*db)->WriteDelta(id, b.TakeDelta(true));
-  long backend = pg ? BackendPid(location) : -1;
+  long backend = backend_of_app ? BackendPid(url_for_pid, app) : -1;
   double server0 = backend > 0 ? ProcCpu(backend) : 0;
-  double client = 0, wall = 0;  // inside WriteDelta only (building the deltas is the bench's work)
-  int64_t written = 0;
-  TimeNs t = 1'700'000'000'000'000'000;
-  while (written < total) {
+  Figures f;  // inside WriteDelta only (building the deltas is the bench's work)
+  TimeNs t = kStartNs;
+  while (f.samples < total) {
     model::RunDelta d;
-    d.samples.reserve(100'000);
-    for (int k = 0; k < 1000; ++k) {
+    d.samples.reserve(kDeltaSamples);
+    for (int k = 0; k < kDeltaSamples / kSeries; ++k) {
       t += 10'000'000;
       for (model::SeriesId s : series) d.samples.push_back({.series = s, .sample = {.t = t, .v = static_cast<double>(k)}});
     }
     double c0 = SelfCpu();
     auto w0 = std::chrono::steady_clock::now();
     Status st = (*db)->WriteDelta(id, d);
-    wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-    client += SelfCpu() - c0;
-    if (!st.ok()) {
-      std::fprintf(stderr, "%s: %s\n", name.c_str(), st.message().c_str());
-      std::exit(1);
-    }
-    written += static_cast<int64_t>(d.samples.size());
+    f.wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    f.client += SelfCpu() - c0;
+    if (!st.ok()) Die(name + ": " + st.message());
+    f.samples += static_cast<int64_t>(d.samples.size());
   }
-  double server = backend > 0 ? ProcCpu(backend) - server0 : 0;
-  double cpu = client + server;
-  std::printf("%-10s %9lld samples  wall %6.2f s  %8.0f samples/s  client CPU %5.2f s  server CPU %5.2f s  "
-              "%9.0f samples per CPU-second\n",
-              name.c_str(), static_cast<long long>(written), wall, written / wall, client, server, written / cpu);
+  if (backend > 0) f.server = ProcCpu(backend) - server0;
+  return f;
+}
+
+// The same rows by plain libpq: binary COPY into an unindexed, unpartitioned table, one
+// transaction per 100,000 rows, encoded here (not by grademl's encoder).
+Figures MeasureRawCopy(const std::string& url, int64_t total, int round) {
+  PGconn* c = Connect(url);
+  Exec(c, "SET client_min_messages = warning; SET synchronous_commit = off");
+  const std::string table = "gml_bench_raw_copy";
+  Exec(c, "DROP TABLE IF EXISTS " + table);
+  Exec(c, "CREATE TABLE " + table +
+              " (run_id BIGINT NOT NULL, series_id BIGINT NOT NULL, t_ns BIGINT NOT NULL, value DOUBLE PRECISION)");
+  long backend = std::atol(Exec(c, "SELECT pg_backend_pid()").c_str());
+  double server0 = ProcCpu(backend);
+  auto be16 = [](std::string& s, uint16_t v) {
+    char b[2] = {static_cast<char>(v >> 8), static_cast<char>(v)};
+    s.append(b, 2);
+  };
+  auto be32 = [](std::string& s, uint32_t v) {
+    for (int i = 3; i >= 0; --i) s.push_back(static_cast<char>(v >> (8 * i)));
+  };
+  auto be64 = [](std::string& s, uint64_t v) {
+    for (int i = 7; i >= 0; --i) s.push_back(static_cast<char>(v >> (8 * i)));
+  };
+  Figures f;
+  int64_t t = kStartNs;
+  std::string buf;
+  while (f.samples < total) {
+    double c0 = SelfCpu();
+    auto w0 = std::chrono::steady_clock::now();
+    buf.assign("PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0", 19);
+    for (int k = 0; k < kDeltaSamples / kSeries; ++k) {
+      t += 10'000'000;
+      for (int s = 1; s <= kSeries; ++s) {
+        double v = k;
+        uint64_t bits;
+        std::memcpy(&bits, &v, 8);
+        be16(buf, 4);
+        for (uint64_t x : {static_cast<uint64_t>(round + 1), static_cast<uint64_t>(s), static_cast<uint64_t>(t), bits}) {
+          be32(buf, 8);
+          be64(buf, x);
+        }
+      }
+    }
+    be16(buf, 0xffff);
+    Exec(c, "BEGIN");
+    PGresult* r = PQexec(c, ("COPY " + table + " FROM STDIN (FORMAT binary)").c_str());
+    if (PQresultStatus(r) != PGRES_COPY_IN) Die(std::string("COPY: ") + PQresultErrorMessage(r));
+    PQclear(r);
+    for (size_t off = 0; off < buf.size(); off += size_t{1} << 20) {
+      size_t n = std::min(size_t{1} << 20, buf.size() - off);
+      if (PQputCopyData(c, buf.data() + off, static_cast<int>(n)) != 1) Die("PQputCopyData failed");
+    }
+    if (PQputCopyEnd(c, nullptr) != 1) Die("PQputCopyEnd failed");
+    while ((r = PQgetResult(c)) != nullptr) {
+      if (PQresultStatus(r) != PGRES_COMMAND_OK) Die(std::string("COPY: ") + PQresultErrorMessage(r));
+      PQclear(r);
+    }
+    Exec(c, "COMMIT");
+    f.wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    f.client += SelfCpu() - c0;
+    f.samples += kDeltaSamples;
+  }
+  f.server = ProcCpu(backend) - server0;
+  Exec(c, "DROP TABLE " + table);
+  PQfinish(c);
+  return f;
+}
+
+Figures Median(std::vector<Figures> v) {
+  std::sort(v.begin(), v.end(), [](const Figures& a, const Figures& b) { return a.per_cpu() < b.per_cpu(); });
+  return v[v.size() / 2];
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: pg_ingest_bench POSTGRES_URL SQLITE_PATH [SAMPLES]\n");
+    std::fprintf(stderr, "usage: pg_ingest_bench POSTGRES_URL SQLITE_PATH [SAMPLES [ROUNDS]]\n");
     return 2;
   }
   int64_t total = argc > 3 ? std::atoll(argv[3]) : 5'000'000;
-  Measure("postgresql", argv[1], total, true);
-  Measure("sqlite", argv[2], total, false);
+  int rounds = argc > 4 ? std::max(1, std::atoi(argv[4])) : 1;
+  if (grademl::Status st = grademl::store::pq::Load(); !st.ok()) Die(st.message());
+  const std::string url = argv[1];
+  std::string app;
+  const std::string tagged = Tagged(url, &app);
+  std::map<std::string, std::vector<Figures>> all;
+  for (int round = 0; round < rounds; ++round) {
+    Figures pg = MeasureStore("postgresql", tagged, total, 1, url, app);
+    Print("postgresql", pg);
+    Figures raw = MeasureRawCopy(url, total, round);
+    Print("raw COPY", raw);
+    Figures lite = MeasureStore("sqlite", argv[2], total, 0, "", "");
+    Print("sqlite", lite);
+    std::printf("round %d: postgresql / raw COPY %.3f, postgresql / sqlite %.2f (samples per CPU-second)\n", round + 1,
+                pg.per_cpu() / raw.per_cpu(), pg.per_cpu() / lite.per_cpu());
+    all["postgresql"].push_back(pg);
+    all["raw COPY"].push_back(raw);
+    all["sqlite"].push_back(lite);
+  }
+  if (rounds > 1) {
+    std::vector<double> to_raw, to_lite;
+    for (int i = 0; i < rounds; ++i) {
+      to_raw.push_back(all["postgresql"][i].per_cpu() / all["raw COPY"][i].per_cpu());
+      to_lite.push_back(all["postgresql"][i].per_cpu() / all["sqlite"][i].per_cpu());
+    }
+    std::sort(to_raw.begin(), to_raw.end());
+    std::sort(to_lite.begin(), to_lite.end());
+    std::printf("median of %d rounds:\n", rounds);
+    for (const char* name : {"postgresql", "raw COPY", "sqlite"}) Print(name, Median(all[name]));
+    std::printf("median ratios: postgresql / raw COPY %.3f (min %.3f, max %.3f), postgresql / sqlite %.2f\n",
+                to_raw[to_raw.size() / 2], to_raw.front(), to_raw.back(), to_lite[to_lite.size() / 2]);
+  }
   return 0;
 }
