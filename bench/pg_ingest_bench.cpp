@@ -1,12 +1,13 @@
 // Samples ingested per CPU-second into the PostgreSQL store, against two peers measured in the
 // same run: a raw binary COPY of the same rows into a plain table (no partitions, no index, no
 // grademl code: what the server charges for the rows themselves) and the SQLite backend.
-// Writes N samples of 100 series in deltas of 100,000 through Database::WriteDelta and counts
+// Writes N samples of 100 series in deltas of 100,000 (or DELTA) through Database::WriteDelta and counts
 // the wall and CPU time of those writes: this process's (encoding, libpq) plus, for
 // PostgreSQL, the server backend's (read from /proc, so run it as root or as the server's
-// user). The raw peer sends the same rows in the same 100,000-row transactions. With ROUNDS >
+// user). The raw peer sends the same rows in the same transactions, one per delta. With ROUNDS >
 // 1 the three alternate, ROUNDS times, and each line's median is printed last.
-//   pg_ingest_bench POSTGRES_URL SQLITE_PATH [SAMPLES [ROUNDS]]
+//   pg_ingest_bench POSTGRES_URL SQLITE_PATH [SAMPLES [ROUNDS [DELTA]]]
+// DELTA: samples per delta (default 100,000; the agent's deltas hold about a second's samples).
 // The URL must be a postgresql:// or postgres:// URI (the benchmark adds application_name to
 // find its own server backend; `key=value` strings are not supported here).
 #include <sys/resource.h>
@@ -31,7 +32,7 @@
 namespace {
 
 constexpr int kSeries = 100;
-constexpr int kDeltaSamples = 100'000;
+int kDeltaSamples = 100'000;  // a multiple of kSeries
 constexpr int64_t kStartNs = 1'700'000'000'000'000'000;
 
 double SelfCpu() {
@@ -147,7 +148,7 @@ Figures MeasureStore(const std::string& name, const std::string& location, int64
 }
 
 // The same rows by plain libpq: binary COPY into an unindexed, unpartitioned table, one
-// transaction per 100,000 rows, encoded here (not by grademl's encoder).
+// transaction per delta's rows, encoded here (not by grademl's encoder).
 Figures MeasureRawCopy(const std::string& url, int64_t total, int round) {
   PGconn* c = Connect(url);
   Exec(c, "SET client_min_messages = warning; SET synchronous_commit = off");
@@ -221,11 +222,12 @@ Figures Median(std::vector<Figures> v) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: pg_ingest_bench POSTGRES_URL SQLITE_PATH [SAMPLES [ROUNDS]]\n");
+    std::fprintf(stderr, "usage: pg_ingest_bench POSTGRES_URL SQLITE_PATH [SAMPLES [ROUNDS [DELTA]]]\n");
     return 2;
   }
   int64_t total = argc > 3 ? std::atoll(argv[3]) : 5'000'000;
   int rounds = argc > 4 ? std::max(1, std::atoi(argv[4])) : 1;
+  if (argc > 5) kDeltaSamples = std::max(1, std::atoi(argv[5]) / kSeries) * kSeries;
   if (grademl::Status st = grademl::store::pq::Load(); !st.ok()) Die(st.message());
   const std::string url = argv[1];
   std::string app;
