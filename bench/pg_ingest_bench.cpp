@@ -9,6 +9,7 @@
 //   pg_ingest_bench POSTGRES_URL SQLITE_PATH [SAMPLES [ROUNDS [DELTA]]]
 // DELTA: samples per delta (default 100,000; the agent's deltas hold about a second's samples).
 // SQLITE_PATH `-` leaves the SQLite peer out (it takes most of the time; the raw COPY stays).
+// With PG_INGEST_BENCH_LOAD set, the first round's run is then loaded back (LoadRun) and timed.
 // The URL must be a postgresql:// or postgres:// URI (the benchmark adds application_name to
 // find its own server backend; `key=value` strings are not supported here).
 #include <sys/resource.h>
@@ -100,6 +101,7 @@ long BackendPid(const std::string& url, const std::string& app) {
 }
 
 struct Figures {
+  int64_t run = 0;
   int64_t samples = 0;
   double wall = 0, client = 0, server = 0;
   double per_cpu() const { return samples / (client + server); }
@@ -119,6 +121,8 @@ Figures MeasureStore(const std::string& name, const std::string& location, int64
   if (!db.ok()) Die(name + ": " + db.status().message());
   model::RunBuilder b(model::RunInfo{.uuid = "bench", .command = {"bench"}, .host = "h", .start_ns = kStartNs});
   model::RunId id = (*db)->CreateRun(b.run_info()).value();
+  Figures f;  // inside WriteDelta only (building the deltas is the bench's work)
+  f.run = id;
   auto host = b.AddResource({.kind = model::ResourceKind::kHost, .name = "h", .host = "h"});
   std::vector<model::SeriesId> series;
   for (int i = 0; i < kSeries; ++i) {
@@ -127,7 +131,6 @@ Figures MeasureStore(const std::string& name, const std::string& location, int64
   (void)(*db)->WriteDelta(id, b.TakeDelta(true));
   long backend = backend_of_app ? BackendPid(url_for_pid, app) : -1;
   double server0 = backend > 0 ? ProcCpu(backend) : 0;
-  Figures f;  // inside WriteDelta only (building the deltas is the bench's work)
   TimeNs t = kStartNs;
   while (f.samples < total) {
     model::RunDelta d;
@@ -214,6 +217,30 @@ Figures MeasureRawCopy(const std::string& url, int64_t total, int round) {
   return f;
 }
 
+// LoadRun of one of the store's runs (read-only, as `grademl report` opens it): wall, this
+// process's CPU and the server backend's, against the samples the store holds in all.
+void MeasureLoad(const std::string& tagged, const std::string& url, const std::string& app, int64_t run) {
+  using namespace grademl;
+  auto db = store::Database::Open(tagged, store::Database::Mode::kReadOnly);
+  if (!db.ok()) Die("load: " + db.status().message());
+  long backend = BackendPid(url, app);
+  PGconn* c = Connect(url);
+  std::string stored = Exec(c, "SELECT count(*) FROM samples");
+  std::string runs = Exec(c, "SELECT count(*) FROM runs");
+  PQfinish(c);
+  double s0 = ProcCpu(backend), c0 = SelfCpu();
+  auto w0 = std::chrono::steady_clock::now();
+  auto loaded = (*db)->LoadRun(run);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  double client = SelfCpu() - c0, server = ProcCpu(backend) - s0;
+  if (!loaded.ok()) Die("load: " + loaded.status().message());
+  size_t n = 0;
+  for (const auto& series : loaded->series) n += series.samples.size();
+  std::printf("LoadRun of run %lld (%zu samples) from a store of %s runs and %s samples: wall %.2f s, client CPU %.2f s, "
+              "server CPU %.2f s\n",
+              static_cast<long long>(run), n, runs.c_str(), stored.c_str(), wall, client, server);
+}
+
 Figures Median(std::vector<Figures> v) {
   std::sort(v.begin(), v.end(), [](const Figures& a, const Figures& b) { return a.per_cpu() < b.per_cpu(); });
   return v[v.size() / 2];
@@ -232,6 +259,7 @@ int main(int argc, char** argv) {
   if (grademl::Status st = grademl::store::pq::Load(); !st.ok()) Die(st.message());
   const std::string url = argv[1];
   const bool with_sqlite = std::string(argv[2]) != "-";
+  const bool load = std::getenv("PG_INGEST_BENCH_LOAD") != nullptr;
   std::string app;
   const std::string tagged = Tagged(url, &app);
   std::map<std::string, std::vector<Figures>> all;
@@ -253,6 +281,7 @@ int main(int argc, char** argv) {
                 pg.per_cpu() / raw.per_cpu(), pg.per_cpu() / lite.per_cpu());
     all["sqlite"].push_back(lite);
   }
+  if (load) MeasureLoad(tagged, url, app, all["postgresql"].front().run);
   if (rounds > 1) {
     std::vector<double> to_raw, to_lite;
     for (int i = 0; i < rounds; ++i) {
