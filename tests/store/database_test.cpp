@@ -420,15 +420,24 @@ TEST(DatabaseTest, BulkRowsAreStoredAsOneByOne) {
   for (int i = 0; i < 64 + 3; ++i) d.edges.push_back({.from = 1, .to = 2 + i % 60, .kind = "e" + std::to_string(i)});
   d.resources.push_back({.id = 1, .kind = model::ResourceKind::kHost, .name = "h", .host = "h"});
   d.series.push_back({.id = 1, .resource = 1, .name = "s", .unit = "x"});
-  for (int i = 0; i < 2 * 64 + 7; ++i) d.samples.push_back({.series = 1, .sample = {i * 10, double(i)}});
-  d.samples[100].sample.t = 50;  // t = 50 again (first at index 5), later in the delta
-  d.samples[100].sample.v = -1;
+  d.series.push_back({.id = 2, .resource = 1, .name = "s2", .unit = "x"});
+  // Time-major, as the recorder writes them (each instant's series, then the next instant):
+  // the store writes them in key order, and must still keep the later of two equal keys.
+  for (int i = 0; i < 2 * 64 + 7; ++i) {
+    d.samples.push_back({.series = 2, .sample = {i * 10, double(-i)}});
+    d.samples.push_back({.series = 1, .sample = {i * 10, double(i)}});
+  }
+  d.samples[201].sample.t = 50;  // series 1, t = 50 again (first at index 11), later in the delta
+  d.samples[201].sample.v = -1;
+  d.samples.push_back({.series = 2, .sample = {30, 0.5}});  // series 2, t = 30 again, last
   ASSERT_TRUE(db->WriteDelta(id, d).ok());
 
   std::map<model::PhaseId, model::Phase> want_phases;
   for (const model::Phase& p : d.phases) want_phases[p.id] = p;
-  std::map<TimeNs, double> want_samples;
-  for (const model::SampleRecord& r : d.samples) want_samples[r.sample.t] = r.sample.v;
+  std::map<model::SeriesId, std::map<TimeNs, double>> want;
+  for (const model::SampleRecord& r : d.samples) want[r.series][r.sample.t] = r.sample.v;
+  ASSERT_EQ(want[1].at(50), -1);
+  ASSERT_EQ(want[2].at(30), 0.5);
 
   model::Run run = db->LoadRun(id).value();
   ASSERT_EQ(run.phases.size(), want_phases.size());
@@ -449,13 +458,16 @@ TEST(DatabaseTest, BulkRowsAreStoredAsOneByOne) {
     EXPECT_EQ(run.edges[i].kind, d.edges[i].kind);
     EXPECT_EQ(run.edges[i].to, d.edges[i].to);
   }
-  ASSERT_EQ(run.series.size(), 1u);
-  ASSERT_EQ(run.series[0].samples.size(), want_samples.size());
-  size_t k = 0;
-  for (const auto& [t, v] : want_samples) {
-    EXPECT_EQ(run.series[0].samples[k].t, t);
-    EXPECT_EQ(run.series[0].samples[k].v, v) << t;
-    ++k;
+  ASSERT_EQ(run.series.size(), 2u);
+  for (const model::Series& series : run.series) {
+    const std::map<TimeNs, double>& want_samples = want[series.info.id];
+    ASSERT_EQ(series.samples.size(), want_samples.size()) << series.info.id;
+    size_t k = 0;
+    for (const auto& [t, v] : want_samples) {
+      EXPECT_EQ(series.samples[k].t, t) << series.info.id;
+      EXPECT_EQ(series.samples[k].v, v) << series.info.id << " " << t;
+      ++k;
+    }
   }
   // The tags column is the JSON text a reader of the file expects.
   RawDb raw(dir.File("g.db"));

@@ -801,16 +801,29 @@ Status SqliteDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta&
     }
   }
   if (!delta.samples.empty()) {
-    // INSERT OR REPLACE in delta order, kSampleRows rows per statement while that many are
-    // left (a later sample of the same series and time replaces an earlier one either way).
-    auto bind = [&](sqlite3_stmt* s, int first, const model::SampleRecord& r, size_t /*slot*/) {
+    // INSERT OR REPLACE kSampleRows rows per statement while that many are left, in the
+    // primary key's order (series, time): a delta is time-major (every series at one
+    // instant, then the next), and SQLite's multi-row INSERT costs about 3x more per row
+    // than one row per statement when consecutive rows land in different places of the
+    // key's B-tree, but 0.7x when they follow it (1M samples of 100 series in deltas of
+    // 100k: 3.06 CPU-s in delta order, 0.98 one by one, 0.61 sorted). The sort is stable,
+    // so a later sample of the same series and time still replaces an earlier one.
+    std::vector<const model::SampleRecord*> ordered(delta.samples.size());
+    for (size_t i = 0; i < ordered.size(); ++i) ordered[i] = &delta.samples[i];
+    auto key_less = [](const model::SampleRecord* a, const model::SampleRecord* b) {
+      return a->series != b->series ? a->series < b->series : a->sample.t < b->sample.t;
+    };
+    if (!std::is_sorted(ordered.begin(), ordered.end(), key_less)) {
+      std::stable_sort(ordered.begin(), ordered.end(), key_less);
+    }
+    auto bind = [&](sqlite3_stmt* s, int first, const model::SampleRecord* r, size_t /*slot*/) {
       BindInt(s, first + 1, run);
-      BindInt(s, first + 2, r.series);
-      BindInt(s, first + 3, r.sample.t);
-      BindDouble(s, first + 4, r.sample.v);
+      BindInt(s, first + 2, r->series);
+      BindInt(s, first + 3, r->sample.t);
+      BindDouble(s, first + 4, r->sample.v);
     };
     GRADEML_RETURN_IF_ERROR(InsertInBatches(
-        delta.samples, kSampleRows, 4, [&](bool batched) { return Prepared(batched ? kInsertSampleRows : kInsertSample); },
+        ordered, kSampleRows, 4, [&](bool batched) { return Prepared(batched ? kInsertSampleRows : kInsertSample); },
         [&](sqlite3_stmt* s) { return StepDone(s); },
         bind));
   }
