@@ -24,9 +24,10 @@ the cost of a recorded phase (tests of the decisions).
 
 --deep (GRADEML_DEEP=1): ATen operators are recorded as phases of type "op" in a few
 iterations only, chosen as the run goes: never in the first WARMUP_DEEP iterations of a
-DataLoader, then one, then one every s iterations, s set from the measured cost of a
-profiled iteration so that profiling costs about DEEP_BUDGET of the loop (but the first
-MIN_DEEP spread over the first epoch at most, for an interval to be worked out). A profiled
+DataLoader, then one, then the next ones spaced from the measured cost of a profiled
+iteration so that, over the run so far, profiling costs at most DEEP_BUDGET of the loop
+(but the first MIN_DEEP spread over the first epoch at most, for an interval to be worked
+out: what they cost beyond the budget is paid back by wider spacing afterwards). A profiled
 iteration and the data wait before it are tagged deep=ops; grademl compares them with the
 unprofiled ones to measure and remove the profiling cost (analysis/deep_profile.cpp).
 """
@@ -42,7 +43,7 @@ WARMUP = 20          # iterations of a DataLoader whose fine phases are always r
 RETUNE_EVERY = 16    # iterations between two decisions
 MAX_EVERY = 1000     # the sparsest sampling: 1 iteration in MAX_EVERY
 WARMUP_DEEP = 10     # iterations of a DataLoader never profiled at operator level
-DEEP_BUDGET = 0.04   # what operator profiling may add to the loop, as a fraction
+DEEP_BUDGET = 0.02   # what operator profiling may add to the loop over the run, as a fraction
 MIN_DEEP = 5         # profiled iterations wanted within the first epoch, whatever the budget
 MEASURE_EVERY = 16   # 1 recorded phase in this many has its begin/end timed
 
@@ -236,11 +237,22 @@ class _TuningMethods:
         # profiling look free and every other iteration profiled.
         extra = max(period - base, (fine.ops - self.last_ops) * costs.recorded)
         self.deep_cost = extra if self.deep_cost is None else 0.7 * self.deep_cost + 0.3 * extra
-        ratio = self.deep_cost / max(base, 1)
-        self.deep_stride = max(2, min(100000, math.ceil(ratio / DEEP_BUDGET)))
+        self.deep_spent += extra
+        # The next profiled iteration comes once the run's unprofiled time so far pays, at
+        # DEEP_BUDGET, for what profiling cost and what the next one will cost: over the
+        # run operators add at most the budget, the first MIN_DEEP's extra cost included (a
+        # short run profiles less afterwards to pay it back). The time is measured (from
+        # about the loop's first iteration), so one slow iteration cannot make the pace
+        # look faster and the past cheaper; only what is still to come is counted at it.
+        now = _pc()
+        if self.deep_t0 is None:
+            self.deep_t0 = now - period - self.index * base
+        plain = max(0, now - self.deep_t0 - self.deep_spent)
+        more = math.ceil(((self.deep_spent + self.deep_cost) / DEEP_BUDGET - plain) / max(base, 1))
+        self.deep_stride = max(2, min(100000, more + 1))
         if self.deep_count < MIN_DEEP and self.epoch_len:
             # Enough samples for an interval: the first MIN_DEEP spread over the
-            # first epoch at most, then the budget's spacing.
+            # first epoch at most, whatever the budget.
             self.deep_stride = min(self.deep_stride, max(2, (self.epoch_len - WARMUP_DEEP) // MIN_DEEP))
         self.deep_next = self.index + self.deep_stride - 1
 
@@ -273,7 +285,8 @@ class _PyLoaderTuning(_TuningMethods):
 
     __slots__ = ("index", "every", "period", "fine_per_it", "last_next", "last_fine", "last_ops", "last_deep",
                  "deep_next", "deep_stride", "deep_cost", "epoch_acc", "prev_acc", "epoch_iters",
-                 "epoch_recorded", "epoch_rec0", "epoch_timed0", "epoch_waits0", "epoch_len", "deep_count")
+                 "epoch_recorded", "epoch_rec0", "epoch_timed0", "epoch_waits0", "epoch_len", "deep_count",
+                 "deep_spent", "deep_t0")
 
     def __init__(self):
         self.index = 0
@@ -296,6 +309,8 @@ class _PyLoaderTuning(_TuningMethods):
         self.epoch_waits0 = 0
         self.epoch_len = None    # len(DataLoader), when it has one
         self.deep_count = 0      # iterations profiled so far
+        self.deep_spent = 0      # extra ns the profiled iterations cost, in all
+        self.deep_t0 = None      # about when the loop's first iteration began (_pc ns)
 
     # --- iterations
     def next_iteration(self, deep_possible):
@@ -330,11 +345,14 @@ class _NativeLoaderTuning(_TuningMethods, *([_native_tuning] if _native_tuning e
     """LoaderTuning with its per-iteration fields and next_iteration in C
     (grademl._native.Tuning): one C call per iteration, from grademl._native.LoaderNext."""
 
-    __slots__ = ("deep_cost", "epoch_acc", "prev_acc", "epoch_rec0", "epoch_timed0", "epoch_waits0", "epoch_len")
+    __slots__ = ("deep_cost", "deep_spent", "deep_t0", "epoch_acc", "prev_acc", "epoch_rec0", "epoch_timed0",
+                 "epoch_waits0", "epoch_len")
 
     def __init__(self):
         self.deep_next = WARMUP_DEEP
         self.deep_cost = None
+        self.deep_spent = 0
+        self.deep_t0 = None
         self.epoch_acc = None
         self.prev_acc = None
         self.epoch_rec0 = 0
