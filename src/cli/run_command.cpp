@@ -117,7 +117,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
           "modules,ops"));
   sub->add_flag("--deep", opts->deep,
                 "Profile PyTorch operators in a few iterations sampled across the run (warm-up skipped, spread to "
-                "keep within about 5% of the loop) and extrapolate the per-operator breakdown to the whole run, "
+                "keep within 2% of the run's time, beyond 5 in the first epoch) and extrapolate the per-operator breakdown to the whole run, "
                 "with 95% intervals and the profiling cost measured against unprofiled iterations and removed "
                 "(report: 'Operators'; docs/python.md)");
   sub->add_option("--overhead-budget", opts->overhead_budget,
