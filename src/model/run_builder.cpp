@@ -20,8 +20,7 @@ RunBuilder::RunBuilder(RunInfo info, int writer)
 const std::string* RunBuilder::TypeOfLocked(PhaseId id) const {
   auto kept = phases_.find(id);
   if (kept != phases_.end()) return &kept->second.type;
-  auto added = added_types_.find(id);
-  return added == added_types_.end() ? nullptr : added->second;
+  return AddedTypeOf(id);
 }
 
 RunInfo RunBuilder::run_info() const {
@@ -102,8 +101,7 @@ PhaseId RunBuilder::AddPhase(const PhaseSpec& spec, TimeNs end_ns) {
   const std::string* pooled = nullptr;
   if (spec.parent == 0) {
     pooled = &*type_pool_.insert(spec.type).first;
-  } else if (auto added = added_types_.find(spec.parent); added != added_types_.end()) {
-    const std::string* parent_type = added->second;
+  } else if (const std::string* parent_type = AddedTypeOf(spec.parent); parent_type != nullptr) {
     for (const TypeJoin& j : type_joins_) {
       if (j.parent_type == parent_type && j.leaf == spec.type) {
         pooled = j.joined;
@@ -132,7 +130,8 @@ PhaseId RunBuilder::AddPhase(const PhaseSpec& spec, TimeNs end_ns) {
   phase.host = spec.host;
   phase.pid = spec.pid;
   phase.track = spec.track;
-  added_types_.emplace(phase.id, pooled);
+  added_types_.resize(static_cast<size_t>(phase.id - id_base_ - 1), nullptr);  // BeginPhase's ids in between
+  added_types_.push_back(pooled);
   AddUnsent(EstimatedBytes(phase));
   return phase.id;
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace grademl::model {
 namespace {
 
@@ -122,6 +124,33 @@ TEST(RunBuilderAddPhaseTest, FinishedPhasesAreHandedOutOnceAndNotKept) {
   EXPECT_EQ(second.phases[0].id, kid);
   EXPECT_EQ(second.phases[0].type, "run/op/kernel");
   EXPECT_TRUE(b.TakeDelta().phases.empty());
+}
+
+// AddPhase finds an added parent's type path by id (a table indexed by id within the
+// writer's range, issue 26): ids BeginPhase hands out in between, parents added several
+// deltas ago, an adopted parent from another writer's range and a begun parent all give
+// their own path; the expectations are the paths written out by hand.
+TEST(RunBuilderAddPhaseTest, TypePathsOfAddedBegunAndAdoptedParents) {
+  RunBuilder b(RunInfo{}, 3);
+  Phase adopted{.id = 5, .parent = 0, .name = "rec", .type = "run/process", .start_ns = 1};
+  b.AdoptPhase(adopted);
+  PhaseId a = b.AddPhase({.parent = 5, .name = "a", .type = "cpu_op", .start_ns = 2}, 9);
+  PhaseId begun = b.BeginPhase({.parent = 5, .name = "b", .type = "thread", .start_ns = 2});
+  PhaseId c = b.AddPhase({.parent = a, .name = "c", .type = "kernel", .start_ns = 3}, 4);
+  (void)b.TakeDelta();
+  for (int i = 0; i < 3; ++i) (void)b.BeginPhase({.parent = begun, .name = "gap", .type = "gap", .start_ns = 3});
+  PhaseId d = b.AddPhase({.parent = c, .name = "d", .type = "memcpy", .start_ns = 3}, 4);
+  PhaseId e = b.AddPhase({.parent = begun, .name = "e", .type = "cpu_op", .start_ns = 3}, 4);
+  PhaseId f = b.AddPhase({.parent = e, .name = "f", .type = "kernel", .start_ns = 3}, 4);
+  PhaseId g = b.AddPhase({.parent = a, .name = "g", .type = "kernel", .start_ns = 5}, 6);
+  RunDelta delta = b.TakeDelta();
+  std::map<PhaseId, std::string> types;
+  for (const Phase& p : delta.phases) types[p.id] = p.type;
+  EXPECT_EQ(types[d], "run/process/cpu_op/kernel/memcpy");
+  EXPECT_EQ(types[e], "run/process/thread/cpu_op");
+  EXPECT_EQ(types[f], "run/process/thread/cpu_op/kernel");
+  EXPECT_EQ(types[g], "run/process/cpu_op/kernel");
+  EXPECT_EQ(d, (int64_t{3} << RunBuilder::kWriterIdShift) + 7);  // a, b, c, three gaps, then d
 }
 
 TEST(RunBuilderAddPhaseTest, WritersHandOutIdsFromTheirOwnRange) {
