@@ -23,6 +23,29 @@ const std::string* RunBuilder::TypeOfLocked(PhaseId id) const {
   return AddedTypeOf(id);
 }
 
+const std::string* RunBuilder::AddedTypeOf(PhaseId id) const {
+  // The run of ids holding `id`: nearly always the last one.
+  auto run = std::upper_bound(added_types_.begin(), added_types_.end(), id,
+                              [](PhaseId v, const AddedTypes& r) { return v < r.first; });
+  if (run == added_types_.begin()) return nullptr;
+  --run;
+  const auto slot = static_cast<uint64_t>(id - run->first);
+  return slot < run->types.size() ? run->types[slot] : nullptr;
+}
+
+void RunBuilder::RememberAddedType(PhaseId id, const std::string* type) {
+  if (!added_types_.empty()) {
+    AddedTypes& last = added_types_.back();
+    const PhaseId end = last.first + static_cast<PhaseId>(last.types.size());
+    if (id >= end && id - end <= kMaxAddedGap) {
+      last.types.resize(static_cast<size_t>(id - last.first), nullptr);  // BeginPhase's ids in between
+      last.types.push_back(type);
+      return;
+    }
+  }
+  added_types_.push_back({id, {type}});
+}
+
 RunInfo RunBuilder::run_info() const {
   std::lock_guard lock(mu_);
   return info_;
@@ -130,8 +153,7 @@ PhaseId RunBuilder::AddPhase(const PhaseSpec& spec, TimeNs end_ns) {
   phase.host = spec.host;
   phase.pid = spec.pid;
   phase.track = spec.track;
-  added_types_.resize(static_cast<size_t>(phase.id - id_base_ - 1), nullptr);  // BeginPhase's ids in between
-  added_types_.push_back(pooled);
+  RememberAddedType(phase.id, pooled);
   AddUnsent(EstimatedBytes(phase));
   return phase.id;
 }

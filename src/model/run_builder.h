@@ -198,15 +198,18 @@ class RunBuilder {
   std::vector<Phase> finished_;  // added by AddPhase, not yet handed out
   // Type paths of phases added by AddPhase, interned (many phases share a few paths).
   std::unordered_set<std::string> type_pool_;
-  // Indexed by id - id_base_ - 1 (this writer's ids are consecutive): the pooled type path
-  // of a phase added by AddPhase, nullptr for ids BeginPhase handed out. 8 bytes a phase
-  // and no hashing, where a map cost a node, a rehash now and then and a lookup per child.
-  std::vector<const std::string*> added_types_;
-  const std::string* AddedTypeOf(PhaseId id) const {
-    if (id <= id_base_) return nullptr;
-    const auto slot = static_cast<uint64_t>(id - id_base_ - 1);
-    return slot < added_types_.size() ? added_types_[slot] : nullptr;
-  }
+  // The pooled type paths of phases added by AddPhase, by id: runs of consecutive ids (ids
+  // are handed out in order; a few BeginPhase ids in between are nullptr slots, a longer gap
+  // starts a new run, so that phases begun meanwhile cost nothing here). 8 bytes a phase and
+  // no hashing, where a map cost a node, a rehash now and then and a lookup per phase.
+  struct AddedTypes {
+    PhaseId first;
+    std::vector<const std::string*> types;  // types[i]: phase first + i
+  };
+  static constexpr PhaseId kMaxAddedGap = 64;
+  std::vector<AddedTypes> added_types_;  // ascending by first, disjoint
+  const std::string* AddedTypeOf(PhaseId id) const;
+  void RememberAddedType(PhaseId id, const std::string* type);
   // AddPhase's joins of a pooled parent type path and a leaf type, and its last join under a
   // parent held in memory (by parent id).
   struct TypeJoin {

@@ -153,6 +153,33 @@ TEST(RunBuilderAddPhaseTest, TypePathsOfAddedBegunAndAdoptedParents) {
   EXPECT_EQ(d, (int64_t{3} << RunBuilder::kWriterIdShift) + 7);  // a, b, c, three gaps, then d
 }
 
+// Many phases begun between two added ones (a flood of events before `grademl run` imports
+// a trace into the same run): the added phases' type paths are still found on either side of
+// the gap, and an id inside it (a begun phase) still gives the begun phase's own path.
+TEST(RunBuilderAddPhaseTest, TypePathsAcrossALongRunOfBegunPhases) {
+  RunBuilder b(RunInfo{});
+  PhaseId root = b.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 1});
+  PhaseId a = b.AddPhase({.parent = root, .name = "a", .type = "op", .start_ns = 2}, 9);
+  PhaseId last_begun = 0;
+  for (int i = 0; i < 1000; ++i) {
+    last_begun = b.BeginPhase({.parent = root, .name = "x", .type = "x", .start_ns = 3});
+    b.EndPhase(last_begun, 4, RunBuilder::Keep::kUntilHandedOut);
+  }
+  PhaseId kept = b.BeginPhase({.parent = root, .name = "k", .type = "step", .start_ns = 3});
+  PhaseId c = b.AddPhase({.parent = a, .name = "c", .type = "kernel", .start_ns = 3}, 4);
+  PhaseId d = b.AddPhase({.parent = c, .name = "d", .type = "memcpy", .start_ns = 3}, 4);
+  PhaseId e = b.AddPhase({.parent = kept, .name = "e", .type = "op", .start_ns = 3}, 4);
+  PhaseId f = b.AddPhase({.parent = a, .name = "f", .type = "kernel", .start_ns = 3}, 4);
+  RunDelta delta = b.TakeDelta();
+  std::map<PhaseId, std::string> types;
+  for (const Phase& p : delta.phases) types[p.id] = p.type;
+  EXPECT_EQ(last_begun, a + 1000);
+  EXPECT_EQ(types[c], "run/op/kernel");
+  EXPECT_EQ(types[d], "run/op/kernel/memcpy");
+  EXPECT_EQ(types[e], "run/step/op");
+  EXPECT_EQ(types[f], "run/op/kernel");
+}
+
 TEST(RunBuilderAddPhaseTest, WritersHandOutIdsFromTheirOwnRange) {
   RunBuilder b(RunInfo{}, 2);
   const int64_t base = int64_t{2} << RunBuilder::kWriterIdShift;
