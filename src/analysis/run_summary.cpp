@@ -1,6 +1,12 @@
 #include "analysis/run_summary.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <new>
+#include <span>
 #include <unordered_map>
 #include <utility>
 
@@ -40,10 +46,22 @@ TimeNs RssTrackEnd(std::span<const Sample> samples, TimeNs end_ns) {
 // contents, re-add the lighter children's) adds each piece O(log n) times, so the whole
 // walk costs O(n log^2 n) for n pieces instead of O(n * depth).
 
-// Range add / global max over elementary intervals.
+// Range add / global max over elementary intervals. A node's sum of the additions that
+// cover it whole and its subtree's maximum sit side by side (one cache line holds a node
+// and its sibling), in memory that is zero until first touched (calloc: the pages of nodes
+// no track reaches are never written).
 class MaxAddTree {
  public:
-  explicit MaxAddTree(size_t leaves) : size_(std::max<size_t>(leaves, 1)), max_(4 * size_, 0.0), add_(4 * size_, 0.0) {}
+  explicit MaxAddTree(size_t leaves)
+      : size_(std::max<size_t>(leaves, 1)),
+        // The halving below makes a tree ceil(log2(size)) deep: its node numbers stay under
+        // twice the next power of two.
+        nodes_(static_cast<Node*>(std::calloc(2 * std::bit_ceil(size_), sizeof(Node)))) {
+    if (nodes_ == nullptr) throw std::bad_alloc();
+  }
+  MaxAddTree(const MaxAddTree&) = delete;
+  MaxAddTree& operator=(const MaxAddTree&) = delete;
+  ~MaxAddTree() { std::free(nodes_); }
 
   // Adds v over the elementary intervals [lo, hi).
   void Add(size_t lo, size_t hi, double v) {
@@ -56,49 +74,50 @@ class MaxAddTree {
   // same order as one Add per piece, so the sums are bit for bit the same.
   template <typename PieceT>
   void AddSorted(std::span<const PieceT> pieces, double sign) {
-    if (!pieces.empty()) AddSorted(1, 0, size_, pieces, sign);
+    if (!pieces.empty()) AddSorted(1, 0, size_, pieces.data(), pieces.data() + pieces.size(), sign);
   }
-  double Max() const { return max_[1]; }
+  double Max() const { return nodes_[1].max; }
 
  private:
-  // Every piece of `pieces` meets [node_lo, node_hi).
+  struct Node {
+    double max;  // add + the larger of the children's max
+    double add;  // the additions covering the whole node
+  };
+
+  // Every piece of [first, last) meets [node_lo, node_hi).
   template <typename PieceT>
-  void AddSorted(size_t node, size_t node_lo, size_t node_hi, std::span<const PieceT> pieces, double sign) {
-    if (pieces.size() == 1 && pieces[0].lo <= node_lo && node_hi <= pieces[0].hi) {
-      double v = sign * pieces[0].v;
-      add_[node] += v;
-      max_[node] += v;
+  void AddSorted(size_t node, size_t node_lo, size_t node_hi, const PieceT* first, const PieceT* last, double sign) {
+    if (last - first == 1 && first->lo <= node_lo && node_hi <= first->hi) {
+      double v = sign * first->v;
+      nodes_[node].add += v;
+      nodes_[node].max += v;
       return;
     }
     size_t mid = node_lo + (node_hi - node_lo) / 2;
     // Sorted and not overlapping, so both lo and hi increase along the pieces: those that
     // meet the left half are a prefix, those that meet the right half a suffix.
-    auto left_end = std::partition_point(pieces.begin(), pieces.end(), [&](const PieceT& p) { return p.lo < mid; });
-    auto right_begin = std::partition_point(pieces.begin(), pieces.end(), [&](const PieceT& p) { return p.hi <= mid; });
-    if (left_end != pieces.begin()) {
-      AddSorted(2 * node, node_lo, mid, std::span<const PieceT>(pieces.begin(), left_end), sign);
-    }
-    if (right_begin != pieces.end()) {
-      AddSorted(2 * node + 1, mid, node_hi, std::span<const PieceT>(right_begin, pieces.end()), sign);
-    }
-    max_[node] = add_[node] + std::max(max_[2 * node], max_[2 * node + 1]);
+    const PieceT* left_end = std::partition_point(first, last, [&](const PieceT& p) { return p.lo < mid; });
+    const PieceT* right_begin =
+        left_end == first ? first : std::partition_point(first, left_end, [&](const PieceT& p) { return p.hi <= mid; });
+    if (left_end != first) AddSorted(2 * node, node_lo, mid, first, left_end, sign);
+    if (right_begin != last) AddSorted(2 * node + 1, mid, node_hi, right_begin, last, sign);
+    nodes_[node].max = nodes_[node].add + std::max(nodes_[2 * node].max, nodes_[2 * node + 1].max);
   }
 
   void Add(size_t node, size_t node_lo, size_t node_hi, size_t lo, size_t hi, double v) {
     if (lo <= node_lo && node_hi <= hi) {
-      add_[node] += v;
-      max_[node] += v;
+      nodes_[node].add += v;
+      nodes_[node].max += v;
       return;
     }
     size_t mid = node_lo + (node_hi - node_lo) / 2;
     if (lo < mid) Add(2 * node, node_lo, mid, lo, hi, v);
     if (hi > mid) Add(2 * node + 1, mid, node_hi, lo, hi, v);
-    max_[node] = add_[node] + std::max(max_[2 * node], max_[2 * node + 1]);
+    nodes_[node].max = nodes_[node].add + std::max(nodes_[2 * node].max, nodes_[2 * node + 1].max);
   }
 
   size_t size_;
-  std::vector<double> max_;
-  std::vector<double> add_;
+  Node* nodes_;
 };
 
 // One piece of a step function, in elementary-interval indexes.
@@ -108,13 +127,20 @@ struct Piece {
   double v = 0;
 };
 
-// The forest of phases as indexes into Run::phases, in a depth-first preorder.
+// The forest of phases as indexes into Run::phases, in a depth-first preorder. The tree
+// edges actually walked are kept as one array of children, phase by phase (CSR), rather
+// than a vector per phase (a million allocations for a million phases).
 struct PhaseForest {
-  std::vector<std::vector<size_t>> children;  // tree edges actually walked
-  std::vector<size_t> preorder;
-  std::vector<size_t> first;  // preorder position of each phase
-  std::vector<size_t> last;   // one past the preorder position of its subtree's last phase
-  std::vector<size_t> roots;
+  std::vector<uint32_t> child_offset;  // children of i: child_list[child_offset[i] .. child_offset[i + 1])
+  std::vector<uint32_t> child_list;
+  std::vector<uint32_t> preorder;
+  std::vector<uint32_t> first;  // preorder position of each phase
+  std::vector<uint32_t> last;   // one past the preorder position of its subtree's last phase
+  std::vector<uint32_t> roots;
+
+  std::span<const uint32_t> Children(size_t i) const {
+    return {child_list.data() + child_offset[i], child_list.data() + child_offset[i + 1]};
+  }
 };
 
 PhaseForest BuildForest(const Run& run) {
@@ -134,110 +160,184 @@ PhaseForest BuildForest(const Run& run) {
     return it == index.end() ? n : it->second;
   };
 
-  std::vector<std::vector<size_t>> kids(n);
-  std::vector<bool> has_parent(n, false);
+  // Each phase's declared parent (n: none), then the children of each phase in index order
+  // (a counting sort by parent).
+  constexpr uint32_t kNoParent = std::numeric_limits<uint32_t>::max();
+  std::vector<uint32_t> parent(n, kNoParent);
+  PhaseForest forest;
+  std::vector<uint32_t>& offset = forest.child_offset;
+  offset.assign(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
     const model::Phase& p = run.phases[i];
-    size_t parent = p.parent == 0 ? n : index_of(p.parent);
-    if (parent != n && parent != i) {
-      kids[parent].push_back(i);
-      has_parent[i] = true;
+    size_t pa = p.parent == 0 ? n : index_of(p.parent);
+    if (pa != n && pa != i) {
+      parent[i] = static_cast<uint32_t>(pa);
+      ++offset[pa + 1];
+    }
+  }
+  for (size_t i = 0; i < n; ++i) offset[i + 1] += offset[i];
+  std::vector<uint32_t> kids(offset[n]);
+  {
+    std::vector<uint32_t> fill(offset.begin(), offset.end() - 1);
+    for (size_t i = 0; i < n; ++i) {
+      if (parent[i] != kNoParent) kids[fill[parent[i]]++] = static_cast<uint32_t>(i);
     }
   }
   // Children in start order, as the reports show them (lists already in order are only
   // checked).
-  auto before = [&](size_t a, size_t b) { return run.phases[a].start_ns < run.phases[b].start_ns; };
-  for (auto& k : kids) {
-    if (!std::is_sorted(k.begin(), k.end(), before)) std::stable_sort(k.begin(), k.end(), before);
+  auto before = [&](uint32_t a, uint32_t b) { return run.phases[a].start_ns < run.phases[b].start_ns; };
+  for (size_t i = 0; i < n; ++i) {
+    auto b = kids.begin() + offset[i], e = kids.begin() + offset[i + 1];
+    if (!std::is_sorted(b, e, before)) std::stable_sort(b, e, before);
   }
 
-  PhaseForest forest;
-  forest.children.resize(n);
   forest.first.assign(n, 0);
   forest.last.assign(n, 0);
+  forest.preorder.reserve(n);
+  // The parent each phase was reached from (kNoParent: a root of the walk).
+  std::vector<uint32_t> walked_from(n, kNoParent);
   std::vector<bool> visited(n, false);
-  auto walk = [&](size_t root) {
+  std::vector<std::pair<uint32_t, uint32_t>> stack;
+  auto walk = [&](uint32_t root) {
     // Iterative DFS: (phase, next child to visit).
-    std::vector<std::pair<size_t, size_t>> stack;
     visited[root] = true;
-    forest.first[root] = forest.preorder.size();
+    forest.first[root] = static_cast<uint32_t>(forest.preorder.size());
     forest.preorder.push_back(root);
-    stack.emplace_back(root, 0);
+    stack.emplace_back(root, offset[root]);
     while (!stack.empty()) {
       auto& [v, next] = stack.back();
-      if (next < kids[v].size()) {
-        size_t c = kids[v][next++];
+      if (next < offset[v + 1]) {
+        uint32_t c = kids[next++];
         if (visited[c]) continue;
         visited[c] = true;
-        forest.children[v].push_back(c);
-        forest.first[c] = forest.preorder.size();
+        walked_from[c] = v;
+        forest.first[c] = static_cast<uint32_t>(forest.preorder.size());
         forest.preorder.push_back(c);
-        stack.emplace_back(c, 0);
+        stack.emplace_back(c, offset[c]);
       } else {
-        forest.last[v] = forest.preorder.size();
+        forest.last[v] = static_cast<uint32_t>(forest.preorder.size());
         stack.pop_back();
       }
     }
     forest.roots.push_back(root);
   };
   for (size_t i = 0; i < n; ++i) {
-    if (!has_parent[i]) walk(i);
+    if (parent[i] == kNoParent) walk(static_cast<uint32_t>(i));
   }
   // Phases on a parent cycle (corrupt input) are reached from nowhere: walk them as roots.
   for (size_t i = 0; i < n; ++i) {
-    if (!visited[i]) walk(i);
+    if (!visited[i]) walk(static_cast<uint32_t>(i));
   }
+  // The tree edges walked: a phase is in one parent's list only, so it was walked from
+  // there unless it became a root (a cycle). Kept in the same order, compacted in place.
+  size_t out = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t from = offset[i];
+    offset[i] = static_cast<uint32_t>(out);
+    for (uint32_t k = from; k < offset[i + 1]; ++k) {
+      if (walked_from[kids[k]] == i) kids[out++] = kids[k];
+    }
+  }
+  offset[n] = static_cast<uint32_t>(out);
+  kids.resize(out);
+  forest.child_list = std::move(kids);
   return forest;
 }
 
-// Fills `peak` (peak_rss_bytes or peak_pss_bytes) of every phase; tracks[i] is phase i's own
-// process memory gauge (may be empty).
-void ComputeSubtreePeaks(const PhaseForest& forest, const std::vector<RssTrack>& tracks,
+// One phase's own process memory gauge.
+struct PhaseTrack {
+  size_t phase = 0;
+  RssTrack track;
+};
+
+// Fills `peak` (peak_rss_bytes or peak_pss_bytes) of every phase; `tracks` are the phases'
+// own process memory gauges (the phases without one are left out), in phase order.
+void ComputeSubtreePeaks(const PhaseForest& forest, const std::vector<PhaseTrack>& tracks,
                          std::vector<PhaseSummary>& out, double PhaseSummary::*peak) {
-  size_t n = tracks.size();
+  size_t n = out.size();
   std::vector<TimeNs> xs;
-  for (const RssTrack& track : tracks) {
-    if (track.samples.empty()) continue;
-    for (const Sample& s : track.samples) xs.push_back(s.t);
-    xs.push_back(RssTrackEnd(track.samples, track.end_ns));
+  {
+    size_t count = 0;
+    for (const PhaseTrack& pt : tracks) count += pt.track.samples.size() + 1;
+    xs.reserve(count);
+  }
+  for (const PhaseTrack& pt : tracks) {
+    for (const Sample& s : pt.track.samples) xs.push_back(s.t);
+    xs.push_back(RssTrackEnd(pt.track.samples, pt.track.end_ns));
   }
   if (xs.empty()) return;
   std::sort(xs.begin(), xs.end());
   xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
-  auto idx = [&](TimeNs t) { return static_cast<size_t>(std::lower_bound(xs.begin(), xs.end(), t) - xs.begin()); };
+  // The index of t in xs: searched from `from` onwards when t is known to be at or after
+  // xs[from] (a galloping search: a track's times come in order, close together), else in
+  // all of xs. The same index as a lower_bound over all of xs either way.
+  auto idx = [&](TimeNs t, size_t from) {
+    if (from >= xs.size() || xs[from] > t) from = 0;
+    size_t step = 1, hi = from;
+    while (hi < xs.size() && xs[hi] < t) {
+      from = hi;
+      hi = from + step;
+      step *= 2;
+    }
+    hi = std::min(hi, xs.size());
+    return static_cast<size_t>(std::lower_bound(xs.begin() + static_cast<std::ptrdiff_t>(from),
+                                                xs.begin() + static_cast<std::ptrdiff_t>(hi), t) -
+                               xs.begin());
+  };
 
-  std::vector<std::vector<Piece>> pieces(n);
-  std::vector<size_t> weight(n, 0);
-  // Whether a phase's pieces are sorted and disjoint (samples sorted by time, as the model
+  // Each track's pieces, one array (CSR by track); the phase's track number.
+  constexpr size_t kNoTrack = std::numeric_limits<size_t>::max();
+  std::vector<size_t> track_of(n, kNoTrack);
+  std::vector<size_t> piece_offset(tracks.size() + 1, 0);
+  std::vector<Piece> all_pieces;
+  all_pieces.reserve(xs.size());
+  // Whether a track's pieces are sorted and disjoint (samples sorted by time, as the model
   // promises), so that they can be added in one walk down the tree.
-  std::vector<bool> sorted(n, true);
-  for (size_t i = 0; i < n; ++i) {
-    const auto& samples = tracks[i].samples;
-    for (size_t k = 0; k < samples.size(); ++k) {
-      TimeNs to = k + 1 < samples.size() ? samples[k + 1].t : RssTrackEnd(samples, tracks[i].end_ns);
-      if (to <= samples[k].t || samples[k].v == 0) continue;
-      Piece piece{idx(samples[k].t), idx(to), samples[k].v};
-      if (!pieces[i].empty() && piece.lo < pieces[i].back().hi) sorted[i] = false;
-      pieces[i].push_back(piece);
+  std::vector<bool> sorted(tracks.size(), true);
+  for (size_t k = 0; k < tracks.size(); ++k) {
+    const auto& samples = tracks[k].track.samples;
+    track_of[tracks[k].phase] = k;
+    size_t at = 0;  // the index of the last time looked up
+    for (size_t j = 0; j < samples.size(); ++j) {
+      TimeNs to = j + 1 < samples.size() ? samples[j + 1].t : RssTrackEnd(samples, tracks[k].track.end_ns);
+      if (to <= samples[j].t || samples[j].v == 0) continue;
+      size_t lo = idx(samples[j].t, at);
+      size_t hi = idx(to, lo);
+      at = hi;
+      Piece piece{lo, hi, samples[j].v};
+      if (all_pieces.size() > piece_offset[k] && piece.lo < all_pieces.back().hi) sorted[k] = false;
+      all_pieces.push_back(piece);
     }
-    weight[i] = pieces[i].size();
+    piece_offset[k + 1] = all_pieces.size();
   }
+  auto pieces_of = [&](size_t phase) {
+    size_t k = track_of[phase];
+    if (k == kNoTrack) return std::span<const Piece>();
+    return std::span<const Piece>(all_pieces.data() + piece_offset[k], all_pieces.data() + piece_offset[k + 1]);
+  };
+  auto is_sorted = [&](size_t phase) { return track_of[phase] == kNoTrack || sorted[track_of[phase]]; };
+
+  std::vector<size_t> weight(n, 0);
+  for (size_t k = 0; k < tracks.size(); ++k) weight[tracks[k].phase] = piece_offset[k + 1] - piece_offset[k];
   for (auto it = forest.preorder.rbegin(); it != forest.preorder.rend(); ++it) {
-    for (size_t c : forest.children[*it]) weight[*it] += weight[c];
+    for (uint32_t c : forest.Children(*it)) weight[*it] += weight[c];
   }
-  std::vector<size_t> heavy(n, n);
-  for (size_t v = 0; v < n; ++v) {
-    for (size_t c : forest.children[v]) {
-      if (heavy[v] == n || weight[c] > weight[heavy[v]]) heavy[v] = c;
+  auto heavy_of = [&](size_t v) {
+    size_t heavy = n;
+    for (uint32_t c : forest.Children(v)) {
+      if (heavy == n || weight[c] > weight[heavy]) heavy = c;
     }
-  }
+    return heavy;
+  };
 
   MaxAddTree tree(xs.size() - 1);
   auto apply = [&](size_t phase, double sign) {
-    if (sorted[phase]) {
-      tree.AddSorted(std::span<const Piece>(pieces[phase]), sign);
+    std::span<const Piece> pieces = pieces_of(phase);
+    if (pieces.empty()) return;
+    if (is_sorted(phase)) {
+      tree.AddSorted(pieces, sign);
     } else {
-      for (const Piece& p : pieces[phase]) tree.Add(p.lo, p.hi, sign * p.v);
+      for (const Piece& p : pieces) tree.Add(p.lo, p.hi, sign * p.v);
     }
   };
   auto apply_subtree = [&](size_t phase, double sign) {
@@ -247,12 +347,13 @@ void ComputeSubtreePeaks(const PhaseForest& forest, const std::vector<RssTrack>&
   // One pending visit of the small-to-large walk.
   struct Frame {
     size_t v;
+    size_t heavy;
     bool keep;
     bool expanded;
   };
   std::vector<Frame> stack;
-  for (size_t root : forest.roots) {
-    stack.push_back({root, false, false});
+  for (uint32_t root : forest.roots) {
+    stack.push_back({root, n, false, false});
     while (!stack.empty()) {
       Frame& top = stack.back();
       size_t v = top.v;
@@ -261,12 +362,13 @@ void ComputeSubtreePeaks(const PhaseForest& forest, const std::vector<RssTrack>&
         stack.pop_back();
         continue;
       }
-      if (weight[v] == pieces[v].size() && sorted[v]) {
+      std::span<const Piece> own_pieces = pieces_of(v);
+      if (weight[v] == own_pieces.size() && is_sorted(v)) {
         // Only the phase's own track, whose pieces do not overlap: its peak is its largest
         // piece (exactly what the tree would give), its subtree's other peaks are 0, and a
         // phase its parent does not keep never needs to enter the tree.
         double own = 0;
-        for (const Piece& p : pieces[v]) own = std::max(own, p.v);
+        for (const Piece& p : own_pieces) own = std::max(own, p.v);
         out[v].*peak = own;
         if (top.keep) apply(v, 1.0);
         stack.pop_back();
@@ -274,18 +376,21 @@ void ComputeSubtreePeaks(const PhaseForest& forest, const std::vector<RssTrack>&
       }
       if (!top.expanded) {
         top.expanded = true;
+        size_t heavy = top.heavy = heavy_of(v);
         // Lighter children first (each leaves the tree empty), then the heavy one (kept).
-        if (heavy[v] != n) stack.push_back({heavy[v], true, false});
-        for (size_t c : forest.children[v]) {
-          if (c != heavy[v]) stack.push_back({c, false, false});
+        // (`top` is not used after the pushes, which may move it.)
+        if (heavy != n) stack.push_back({heavy, n, true, false});
+        for (uint32_t c : forest.Children(v)) {
+          if (c != heavy) stack.push_back({c, n, false, false});
         }
         continue;
       }
       bool keep = top.keep;
+      size_t heavy = top.heavy;
       stack.pop_back();
       apply(v, 1.0);
-      for (size_t c : forest.children[v]) {
-        if (c != heavy[v]) apply_subtree(c, 1.0);
+      for (uint32_t c : forest.Children(v)) {
+        if (c != heavy) apply_subtree(c, 1.0);
       }
       out[v].*peak = std::max(0.0, tree.Max());
       if (!keep) apply_subtree(v, -1.0);
@@ -298,6 +403,50 @@ void ComputeSubtreePeaks(const PhaseForest& forest, const std::vector<RssTrack>&
 // The series of one resource by name.
 const model::Series* SeriesOf(const Run& run, const model::Resource& r, std::string_view name) {
   return run.FindSeries(r.id, name);
+}
+
+// The distinct times of all samples of `spans`, sorted. Series sorted by time (as the model
+// promises) are merged one after the other, a series sampled at the times already held
+// (the cores of one host, sampled together) costing one comparison a sample; otherwise
+// all the times are sorted.
+std::vector<TimeNs> DistinctTimes(std::span<const SampleSpan> spans) {
+  auto by_time = [](const Sample& a, const Sample& b) { return a.t < b.t; };
+  bool all_sorted = true;
+  for (SampleSpan s : spans) all_sorted = all_sorted && std::is_sorted(s.begin(), s.end(), by_time);
+  std::vector<TimeNs> out;
+  if (!all_sorted) {
+    for (SampleSpan s : spans)
+      for (const Sample& x : s) out.push_back(x.t);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+  std::vector<TimeNs> merged;
+  for (SampleSpan s : spans) {
+    if (s.empty()) continue;
+    // Already held: every sample's time is in `out` (both sorted, so one walk tells).
+    size_t i = 0;
+    bool held = true;
+    for (const Sample& x : s) {
+      while (i < out.size() && out[i] < x.t) ++i;
+      if (i == out.size() || out[i] != x.t) {
+        held = false;
+        break;
+      }
+    }
+    if (held) continue;
+    merged.clear();
+    merged.reserve(out.size() + s.size());
+    i = 0;
+    for (const Sample& x : s) {
+      while (i < out.size() && out[i] < x.t) merged.push_back(out[i++]);
+      if (i < out.size() && out[i] == x.t) ++i;
+      if (merged.empty() || merged.back() != x.t) merged.push_back(x.t);
+    }
+    merged.insert(merged.end(), out.begin() + static_cast<std::ptrdiff_t>(i), out.end());
+    out.swap(merged);
+  }
+  return out;
 }
 
 // The peak is taken over windows of at least min_interval_ns: shorter sampling intervals
@@ -328,7 +477,7 @@ std::optional<CpuSummary> SummarizeCpu(const Run& run, const std::vector<const m
   CpuSummary cpu;
   cpu.cores = static_cast<int64_t>(all.size());
   double busy = 0, total = 0, iowait = 0, steal = 0;
-  std::vector<TimeNs> grid;
+  std::vector<SampleSpan> spans;
   for (const CoreSeries& cs : all) {
     double core_busy = CounterIncrease(cs.busy[0]) + CounterIncrease(cs.busy[1]);
     double core_iowait = CounterIncrease(cs.other[0]);
@@ -339,10 +488,8 @@ std::optional<CpuSummary> SummarizeCpu(const Run& run, const std::vector<const m
     total += core_total;
     iowait += core_iowait;
     steal += core_steal;
-    for (auto s : cs.busy)
-      for (const Sample& x : s) grid.push_back(x.t);
-    for (auto s : cs.other)
-      for (const Sample& x : s) grid.push_back(x.t);
+    spans.insert(spans.end(), std::begin(cs.busy), std::end(cs.busy));
+    spans.insert(spans.end(), std::begin(cs.other), std::end(cs.other));
   }
   cpu.sampled_s = total / static_cast<double>(all.size());
   cpu.busy_s = busy;
@@ -353,8 +500,7 @@ std::optional<CpuSummary> SummarizeCpu(const Run& run, const std::vector<const m
   }
 
   // Peak: the busy fraction of all cores together over each sampling interval.
-  std::sort(grid.begin(), grid.end());
-  grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
+  std::vector<TimeNs> grid = DistinctTimes(spans);
   std::vector<double> busy_at(grid.size(), 0.0), total_at(grid.size(), 0.0);
   for (const CoreSeries& cs : all) {
     for (auto s : cs.busy) {
@@ -506,7 +652,8 @@ RunSummary SummarizeRun(const Run& run) {
 
   size_t n = run.phases.size();
   summary.phases.resize(n);
-  std::vector<RssTrack> tracks(n), pss_tracks(n);
+  // The phases' own process memory gauges, for those that have one.
+  std::vector<PhaseTrack> tracks, pss_tracks;
   for (size_t i = 0; i < n; ++i) {
     const model::Phase& phase = run.phases[i];
     PhaseSummary& ps = summary.phases[i];
@@ -528,13 +675,13 @@ RunSummary SummarizeRun(const Run& run) {
     const model::Series* rss = run.FindSeries(proc->id, metric::kProcRss);
     if (rss != nullptr && !rss->samples.empty()) {
       ps.self_peak_rss_bytes = GaugeMax(rss->samples);
-      tracks[i] = RssTrack{.samples = rss->samples, .end_ns = ps.end_ns};
+      tracks.push_back({i, RssTrack{.samples = rss->samples, .end_ns = ps.end_ns}});
     }
     const model::Series* pss = run.FindSeries(proc->id, metric::kProcPss);
     if (pss == nullptr || pss->samples.empty()) pss = rss;  // recorded before memory.pss
     if (pss != nullptr && !pss->samples.empty()) {
       ps.self_peak_pss_bytes = GaugeMax(pss->samples);
-      pss_tracks[i] = RssTrack{.samples = pss->samples, .end_ns = ps.end_ns};
+      pss_tracks.push_back({i, RssTrack{.samples = pss->samples, .end_ns = ps.end_ns}});
     }
   }
 
@@ -550,7 +697,7 @@ RunSummary SummarizeRun(const Run& run) {
   }
   for (auto it = forest.preorder.rbegin(); it != forest.preorder.rend(); ++it) {
     PhaseSummary& ps = summary.phases[*it];
-    for (size_t c : forest.children[*it]) {
+    for (uint32_t c : forest.Children(*it)) {
       const PhaseSummary& cs = summary.phases[c];
       ps.cpu_seconds += cs.cpu_seconds;
       ps.user_cpu_seconds += cs.user_cpu_seconds;
@@ -562,23 +709,28 @@ RunSummary SummarizeRun(const Run& run) {
     }
     ps.avg_cores = ps.duration_s > 0 ? ps.cpu_seconds / ps.duration_s : 0.0;
   }
-  auto non_empty = [](std::vector<RssTrack> all) {
-    std::erase_if(all, [](const RssTrack& t) { return t.samples.empty(); });
-    return all;
+  auto tracks_only = [](const std::vector<PhaseTrack>& all) {
+    std::vector<RssTrack> out;
+    out.reserve(all.size());
+    for (const PhaseTrack& t : all) out.push_back(t.track);
+    return out;
   };
   ComputeSubtreePeaks(forest, tracks, summary.phases, &PhaseSummary::peak_rss_bytes);
-  summary.peak_rss_bytes = PeakOfSum(non_empty(tracks));
+  summary.peak_rss_bytes = PeakOfSum(tracks_only(tracks));
   // A run recorded without memory.pss has the RSS tracks as its PSS tracks: the same
   // samples give the same peaks, so they are copied rather than computed again.
-  bool pss_is_rss = std::equal(tracks.begin(), tracks.end(), pss_tracks.begin(), [](const RssTrack& a, const RssTrack& b) {
-    return a.samples.data() == b.samples.data() && a.samples.size() == b.samples.size() && a.end_ns == b.end_ns;
-  });
+  bool pss_is_rss = std::equal(tracks.begin(), tracks.end(), pss_tracks.begin(), pss_tracks.end(),
+                               [](const PhaseTrack& a, const PhaseTrack& b) {
+                                 return a.phase == b.phase && a.track.samples.data() == b.track.samples.data() &&
+                                        a.track.samples.size() == b.track.samples.size() &&
+                                        a.track.end_ns == b.track.end_ns;
+                               });
   if (pss_is_rss) {
     for (PhaseSummary& ps : summary.phases) ps.peak_pss_bytes = ps.peak_rss_bytes;
     summary.peak_pss_bytes = summary.peak_rss_bytes;
   } else {
     ComputeSubtreePeaks(forest, pss_tracks, summary.phases, &PhaseSummary::peak_pss_bytes);
-    summary.peak_pss_bytes = PeakOfSum(non_empty(pss_tracks));
+    summary.peak_pss_bytes = PeakOfSum(tracks_only(pss_tracks));
   }
 
   std::unordered_map<model::ResourceId, std::vector<size_t>> children;
