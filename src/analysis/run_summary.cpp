@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -250,6 +251,151 @@ struct PhaseTrack {
   RssTrack track;
 };
 
+// The subtree peaks computed exactly, when the values allow it: every value is a whole
+// multiple of the lowest set bit of any of them (true of any finite doubles), so in that
+// unit the values are integers, and while their magnitudes sum below 2^62 every sum
+// of them is exact in 64 bits. Each subtree's memory is then a list of (elementary interval,
+// change) sorted by interval, its peak the largest running sum, each converted to a double
+// once (rounded to nearest). Lists are merged bottom-up, a subtree whose memory is one
+// child's taking that child's list and peak as they are; the cost is the pieces of the
+// subtrees that join two or more tracks. Returns false (nothing written) when the values
+// do not allow it (not finite, or too far apart in magnitude) or when the joins would cost
+// more than `max_cost` list entries (tracks nested many levels deep): the caller then uses
+// the max-add tree. For whole numbers below 2^53 (bytes, as recorded) both give the same
+// values, exact; for fractions the tree's additions round, this does not.
+bool ExactSubtreePeaks(const PhaseForest& forest, std::span<const size_t> track_of, std::span<const size_t> piece_offset,
+                       std::span<const Piece> all_pieces, std::span<const size_t> weight, size_t max_cost,
+                       std::vector<PhaseSummary>& out, double PhaseSummary::*peak) {
+  constexpr size_t kNoTrack = std::numeric_limits<size_t>::max();
+  size_t n = out.size();
+  // The unit: 2^min_exp, the lowest set bit of any value (1 for whole numbers, 4096 for
+  // whole pages).
+  int min_exp = std::numeric_limits<int>::max();
+  for (const Piece& p : all_pieces) {
+    if (!std::isfinite(p.v) || std::fpclassify(p.v) == FP_SUBNORMAL) return false;
+    int e = 0;
+    double m = std::frexp(std::fabs(p.v), &e);  // |v| = m * 2^e, m in [0.5, 1)
+    auto mantissa = static_cast<uint64_t>(std::ldexp(m, std::numeric_limits<double>::digits));
+    min_exp = std::min(min_exp, e - std::numeric_limits<double>::digits + std::countr_zero(mantissa));
+  }
+  if (all_pieces.empty()) return false;
+  // A bound on every running sum, in units (rounded up a little): along a merged list each
+  // track's part of the sum is one of its levels (its largest |v|) when its pieces do not
+  // overlap (a level ends before the next starts at the same interval), else at most the
+  // sum of its |v|.
+  double magnitude = 0;
+  for (size_t k = 0; k + 1 < piece_offset.size(); ++k) {
+    double largest = 0, sum = 0;
+    bool disjoint = true;
+    for (size_t i = piece_offset[k]; i < piece_offset[k + 1]; ++i) {
+      double u = std::fabs(std::ldexp(all_pieces[i].v, -min_exp));
+      largest = std::max(largest, u);
+      sum += u;
+      if (i > piece_offset[k] && all_pieces[i].lo < all_pieces[i - 1].hi) disjoint = false;
+    }
+    magnitude += disjoint ? largest : sum;
+  }
+  if (!(magnitude * (1 + 1e-9) < 0x1p62)) return false;
+  // The cost of the joins: the pieces of every subtree with two or more parts that hold
+  // pieces (its own track, children with tracks).
+  size_t cost = 0;
+  for (size_t v = 0; v < n; ++v) {
+    if (weight[v] == 0) continue;
+    size_t parts = track_of[v] != kNoTrack && piece_offset[track_of[v] + 1] > piece_offset[track_of[v]] ? 1 : 0;
+    for (uint32_t c : forest.Children(v)) parts += weight[c] > 0 ? 1 : 0;
+    if (parts >= 2) cost += weight[v];
+  }
+  if (cost > max_cost) return false;
+
+  struct Change {
+    size_t x;       // the elementary interval it starts at
+    int64_t delta;  // in units
+  };
+  using Fn = std::vector<Change>;
+  auto to_units = [&](double v) { return static_cast<int64_t>(std::ldexp(v, -min_exp)); };
+  // The largest running sum of a sorted list (over its intervals; 0 where nothing is held).
+  auto peak_of = [&](const Fn& fn) {
+    int64_t sum = 0, best = 0;
+    for (size_t i = 0; i < fn.size(); ++i) {
+      sum += fn[i].delta;
+      if (i + 1 == fn.size() || fn[i + 1].x != fn[i].x) best = std::max(best, sum);
+    }
+    return std::ldexp(static_cast<double>(best), min_exp);
+  };
+  // The phase's own track as a sorted list.
+  auto own_fn = [&](size_t v) {
+    Fn fn;
+    size_t k = track_of[v];
+    if (k == kNoTrack) return fn;
+    fn.reserve(2 * (piece_offset[k + 1] - piece_offset[k]));
+    for (size_t i = piece_offset[k]; i < piece_offset[k + 1]; ++i) {
+      const Piece& p = all_pieces[i];
+      int64_t u = to_units(p.v);
+      fn.push_back({p.lo, u});
+      fn.push_back({p.hi, -u});
+    }
+    std::stable_sort(fn.begin(), fn.end(), [](const Change& a, const Change& b) { return a.x < b.x; });
+    return fn;
+  };
+  auto by_x = [](const Change& a, const Change& b) { return a.x < b.x; };
+
+  // A post-order walk; each finished subtree with pieces leaves its list on `fns`.
+  struct Frame {
+    uint32_t v;
+    uint32_t next;    // the next child position to visit
+    size_t fn_base;   // fns.size() when the phase was entered
+  };
+  std::vector<Frame> stack;
+  std::vector<Fn> fns;
+  std::vector<Fn> runs, merged;
+  for (uint32_t root : forest.roots) {
+    if (weight[root] == 0) continue;
+    stack.push_back({root, forest.child_offset[root], fns.size()});
+    while (!stack.empty()) {
+      Frame& top = stack.back();
+      if (top.next < forest.child_offset[top.v + 1]) {
+        uint32_t c = forest.child_list[top.next++];
+        if (weight[c] > 0) stack.push_back({c, forest.child_offset[c], fns.size()});
+        continue;
+      }
+      uint32_t v = top.v;
+      size_t base = top.fn_base;
+      stack.pop_back();
+      // The parts: the own track and the children's lists.
+      runs.clear();
+      Fn own = own_fn(v);
+      bool has_own = !own.empty();
+      if (has_own) runs.push_back(std::move(own));
+      for (size_t i = base; i < fns.size(); ++i) runs.push_back(std::move(fns[i]));
+      fns.resize(base);
+      if (runs.size() == 1 && !has_own) {
+        // One child holds all of it: the same memory, the same peak.
+        size_t only = n;
+        for (uint32_t c : forest.Children(v)) {
+          if (weight[c] > 0) only = c;
+        }
+        out[v].*peak = out[only].*peak;
+      } else {
+        // Merge the sorted parts pairwise (log of their number passes).
+        while (runs.size() > 1) {
+          merged.clear();
+          for (size_t i = 0; i + 1 < runs.size(); i += 2) {
+            Fn m(runs[i].size() + runs[i + 1].size());
+            std::merge(runs[i].begin(), runs[i].end(), runs[i + 1].begin(), runs[i + 1].end(), m.begin(), by_x);
+            merged.push_back(std::move(m));
+          }
+          if (runs.size() % 2 == 1) merged.push_back(std::move(runs.back()));
+          runs.swap(merged);
+        }
+        out[v].*peak = runs.empty() ? 0.0 : peak_of(runs[0]);
+      }
+      if (!runs.empty()) fns.push_back(std::move(runs[0]));
+    }
+    fns.clear();
+  }
+  return true;
+}
+
 // Fills `peak` (peak_rss_bytes or peak_pss_bytes) of every phase; `tracks` are the phases'
 // own process memory gauges (the phases without one are left out), in phase order.
 void ComputeSubtreePeaks(const PhaseForest& forest, const std::vector<PhaseTrack>& tracks,
@@ -330,6 +476,12 @@ void ComputeSubtreePeaks(const PhaseForest& forest, const std::vector<PhaseTrack
     return heavy;
   };
 
+  // Exactly, by merging sorted lists, when the values allow it and the joins cost at most
+  // 16 list entries per piece; else the max-add tree.
+  if (ExactSubtreePeaks(forest, track_of, piece_offset, all_pieces, weight, 16 * all_pieces.size() + 1024, out,
+                        peak)) {
+    return;
+  }
   MaxAddTree tree(xs.size() - 1);
   auto apply = [&](size_t phase, double sign) {
     std::span<const Piece> pieces = pieces_of(phase);

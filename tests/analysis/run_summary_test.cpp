@@ -410,6 +410,58 @@ TEST(RunSummaryTest, SubtreeRssAndPssPeaksMatchAPlainSweepWithPartialPss) {
   }
 }
 
+// Subtree peaks are exact sums, not sums rounded at each addition: three processes holding
+// 2^53, 1 and 1 bytes at once hold 2^53 + 2 (a whole number a double holds), where adding
+// 1 to 2^53 in doubles rounds back to 2^53 each time. Each process alone holds its own.
+TEST(RunSummaryTest, SubtreePeaksAreExactSums) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(10);
+  model::PhaseId root = f.AddPhase(0, "run", "run", 0, Sec(10));
+  const double big = 9007199254740992.0;  // 2^53
+  model::PhaseId a = AddRssProcess(f, root, 0, Sec(10), 10, {{Sec(1), big}});
+  model::PhaseId b = AddRssProcess(f, root, 0, Sec(10), 11, {{Sec(1), 1.0}});
+  model::PhaseId c = AddRssProcess(f, root, 0, Sec(10), 12, {{Sec(1), 1.0}});
+  const model::Run& run = f.Build();
+  RunSummary s = SummarizeRun(run);
+  EXPECT_EQ(s.FindPhase(root)->peak_rss_bytes, 9007199254740994.0);
+  EXPECT_EQ(s.FindPhase(root)->peak_pss_bytes, 9007199254740994.0);
+  EXPECT_EQ(s.FindPhase(a)->peak_rss_bytes, big);
+  EXPECT_EQ(s.FindPhase(b)->peak_rss_bytes, 1.0);
+  EXPECT_EQ(s.FindPhase(c)->peak_rss_bytes, 1.0);
+}
+
+// A chain of processes nested deeper than merging sorted lists pays for (each level would
+// merge everything below it again) takes the other way, the max-add tree: every subtree's
+// peak against a plain sweep of its tracks, in whole bytes (exact either way).
+TEST(RunSummaryTest, SubtreePeaksOfADeepChainMatchAPlainSweep) {
+  std::mt19937 rng(7);
+  RunFixture f;
+  constexpr int kDepth = 60;
+  f.run.info.end_ns = Sec(100);
+  model::PhaseId parent = f.AddPhase(0, "run", "run", 0, Sec(100));
+  for (int i = 0; i < kDepth; ++i) {
+    std::vector<Sample> rss;
+    TimeNs t = Sec(i);
+    for (int j = 0; j < 50; ++j) {
+      rss.push_back({t, static_cast<double>(4096 * (1 + rng() % 1000))});
+      t += static_cast<TimeNs>(1 + rng() % 3) * kNsPerSec / 8;
+    }
+    parent = AddRssProcess(f, parent, Sec(i), Sec(100), 10 + i, std::move(rss));
+  }
+  const model::Run& run = f.Build();
+  RunSummary s = SummarizeRun(run);
+  for (const model::Phase& p : run.phases) {
+    std::vector<RssTrack> tracks;
+    for (model::PhaseId id = p.id; id != 0;) {
+      const model::Resource* r = run.ProcessResourceOf(id);
+      if (r != nullptr) tracks.push_back({run.FindSeries(r->id, metric::kProcRss)->samples, s.FindPhase(id)->end_ns});
+      const auto& kids = run.ChildrenOf(id);
+      id = kids.empty() ? 0 : kids.front();
+    }
+    EXPECT_EQ(s.FindPhase(p.id)->peak_rss_bytes, PeakOfSum(tracks)) << "phase " << p.id;
+  }
+}
+
 // A deep chain of processes with many samples must not take depth x samples.
 TEST(RunSummaryTest, ADeepChainWithManySamplesIsFast) {
   RunFixture f;
