@@ -65,7 +65,33 @@ const PhaseCoreUse* CoreUse::Find(model::PhaseId id) const {
   return nullptr;
 }
 
-PhaseCoreUse CoreUseOf(const model::Run& run, model::PhaseId id, const CoreUseOptions& options) {
+namespace {
+
+// Per phase (Run::phases order): whether its subtree holds a process phase or a
+// torch_threads / num_workers tag, the only phases CoreUseOf's walk of a subtree reads. A
+// phase with either marks itself and its ancestors (up to the first already marked: each
+// phase is marked once).
+std::vector<char> PhasesWithProcessesOrTags(const model::Run& run) {
+  std::vector<char> marked(run.phases.size(), 0);
+  for (const model::Phase& p : run.phases) {
+    bool wanted = p.leaf_type() == model::kPhaseTypeProcess;
+    for (const auto& [k, v] : p.tags) wanted = wanted || k == "torch_threads" || k == "num_workers";
+    if (!wanted) continue;
+    for (const model::Phase* a = &p; a != nullptr;) {
+      char& m = marked[static_cast<size_t>(a - run.phases.data())];
+      if (m != 0) break;
+      m = 1;
+      a = a->parent != 0 ? run.FindPhase(a->parent) : nullptr;
+    }
+  }
+  return marked;
+}
+
+// CoreUseOf; with `relevant` (PhasesWithProcessesOrTags), the walk of the subtree skips the
+// children whose subtrees hold neither a process nor a tag it reads: the same processes in
+// the same order, the same tags.
+PhaseCoreUse CoreUseOfImpl(const model::Run& run, model::PhaseId id, const CoreUseOptions& options,
+                           const std::vector<char>* relevant) {
   PhaseCoreUse use;
   use.phase = id;
   const model::Phase* phase = run.FindPhase(id);
@@ -87,7 +113,13 @@ PhaseCoreUse CoreUseOf(const model::Run& run, model::PhaseId id, const CoreUseOp
     if (p->leaf_type() == model::kPhaseTypeProcess) {
       if (const model::Resource* r = run.ProcessResourceOf(p->id)) procs.push_back({r, p->start_ns, EndOf(*p, run_end)});
     }
-    for (model::PhaseId c : run.ChildrenOf(p->id)) stack.push_back(c);
+    for (model::PhaseId c : run.ChildrenOf(p->id)) {
+      if (relevant != nullptr) {
+        const model::Phase* child = run.FindPhase(c);
+        if (child == nullptr || (*relevant)[static_cast<size_t>(child - run.phases.data())] == 0) continue;
+      }
+      stack.push_back(c);
+    }
   }
   if (procs.empty()) {
     for (const model::Phase* p = phase; p != nullptr; p = p->parent != 0 ? run.FindPhase(p->parent) : nullptr) {
@@ -171,6 +203,12 @@ PhaseCoreUse CoreUseOf(const model::Run& run, model::PhaseId id, const CoreUseOp
   return use;
 }
 
+}  // namespace
+
+PhaseCoreUse CoreUseOf(const model::Run& run, model::PhaseId id, const CoreUseOptions& options) {
+  return CoreUseOfImpl(run, id, options, nullptr);
+}
+
 CoreUse FindCoreUse(const model::Run& run, const CoreUseOptions& options) {
   CoreUse out;
   const model::Phase* root = run.Root();
@@ -189,8 +227,10 @@ CoreUse FindCoreUse(const model::Run& run, const CoreUseOptions& options) {
     picked.resize(options.max_phases);
     std::sort(picked.begin(), picked.end());  // back to run order
   }
-  out.phases.push_back(CoreUseOf(run, root->id, options));
-  for (const model::Phase* p : picked) out.phases.push_back(CoreUseOf(run, p->id, options));
+  // Each picked phase walks its subtree: only the parts that hold processes or tags.
+  const std::vector<char> relevant = PhasesWithProcessesOrTags(run);
+  out.phases.push_back(CoreUseOfImpl(run, root->id, options, &relevant));
+  for (const model::Phase* p : picked) out.phases.push_back(CoreUseOfImpl(run, p->id, options, &relevant));
   return out;
 }
 

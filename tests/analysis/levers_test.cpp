@@ -131,6 +131,55 @@ TEST(CoreUseTest, PeakCoresAreTheBusiestWindow) {
   EXPECT_FALSE(u.num_workers.has_value());
 }
 
+// FindCoreUse walks only the parts of a subtree that hold processes or the tags it reads:
+// a process below a phase of no process, a tag three levels below a process and a step
+// whose process has 200 phases and no tag give what the full walk of CoreUseOf gives, and
+// what the run says (5 CPU-s over 10 s in the first step; torch_threads 4 there only).
+TEST(CoreUseTest, FindCoreUseSkipsOnlySubtreesWithoutProcessesOrTags) {
+  RunFixture f;
+  PhaseId root = f.AddPhase(0, "run", "run", 0, Sec(20));
+  PhaseId step1 = f.AddPhase(root, "train", "run/step", 0, Sec(10));
+  PhaseId wrapper = f.AddPhase(step1, "launch", "run/step/launch", 0, Sec(10));
+  PhaseId p1 = f.AddProcess(wrapper, "python train.py", 0, Sec(10), 7);
+  f.Counter(f.last_process_resource, metric::kProcCpuUser, {{0, 0}, {Sec(10), 5}});
+  PhaseId epoch = f.AddPhase(p1, "epoch", "run/step/launch/process/epoch", Sec(1), Sec(9), 7);
+  PhaseId iter = f.AddPhase(epoch, "iteration", "run/step/launch/process/epoch/iteration", Sec(1), Sec(2), 7);
+  PhaseId op = f.AddPhase(iter, "op", "run/step/launch/process/epoch/iteration/op", Sec(1), Sec(2), 7);
+  f.run.phases[static_cast<size_t>(op - 1)].tags = {{"torch_threads", "4"}};
+  PhaseId step2 = f.AddPhase(root, "eval", "run/step", Sec(10), Sec(20));
+  PhaseId p2 = f.AddProcess(step2, "python eval.py", Sec(10), Sec(20), 8);
+  f.Counter(f.last_process_resource, metric::kProcCpuUser, {{Sec(10), 0}, {Sec(20), 2}});
+  for (int i = 0; i < 200; ++i) {
+    f.AddPhase(p2, "batch", "run/step/process/batch", Sec(10) + Sec(0.05 * i), Sec(10) + Sec(0.05 * (i + 1)), 8);
+  }
+  f.Build();
+  CoreUse all = FindCoreUse(f.run);
+  ASSERT_NE(all.Find(root), nullptr);
+  ASSERT_NE(all.Find(step1), nullptr);
+  ASSERT_NE(all.Find(step2), nullptr);
+  ASSERT_NE(all.Find(p1), nullptr);
+  ASSERT_NE(all.Find(p2), nullptr);
+  EXPECT_EQ(all.Find(root)->processes, 2);
+  EXPECT_EQ(all.Find(root)->torch_threads, 4);
+  EXPECT_EQ(all.Find(step1)->processes, 1);
+  EXPECT_EQ(all.Find(step1)->torch_threads, 4);
+  EXPECT_NEAR(all.Find(step1)->cpu_seconds, 5.0, 1e-9);
+  EXPECT_EQ(all.Find(p1)->torch_threads, 4);
+  EXPECT_EQ(all.Find(step2)->processes, 1);
+  EXPECT_EQ(all.Find(step2)->torch_threads, std::nullopt);
+  EXPECT_NEAR(all.Find(step2)->cpu_seconds, 2.0, 1e-9);
+  for (const PhaseCoreUse& u : all.phases) {
+    PhaseCoreUse full = CoreUseOf(f.run, u.phase);
+    EXPECT_EQ(u.processes, full.processes) << u.phase;
+    EXPECT_EQ(u.cpu_seconds, full.cpu_seconds) << u.phase;
+    EXPECT_EQ(u.peak_cores, full.peak_cores) << u.phase;
+    EXPECT_EQ(u.peak_threads, full.peak_threads) << u.phase;
+    EXPECT_EQ(u.top_process_share, full.top_process_share) << u.phase;
+    EXPECT_EQ(u.torch_threads, full.torch_threads) << u.phase;
+    EXPECT_EQ(u.num_workers, full.num_workers) << u.phase;
+  }
+}
+
 TEST(WhatifLeverTest, ParsesThreadsCoresAndNumWorkers) {
   auto t = ParseWhatifChange("type:step:threads=2");
   ASSERT_TRUE(t.ok()) << t.status().message();
