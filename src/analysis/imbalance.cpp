@@ -9,6 +9,8 @@
 #include <functional>
 #include <vector>
 
+#include "analysis/phase_type.h"
+
 namespace grademl::analysis {
 
 std::string_view ImbalanceKindName(ImbalanceKind kind) {
@@ -37,7 +39,7 @@ std::string_view ProgramOf(std::string_view name) {
 // one set at its start. Different steps ("train_cnn", "train_baseline") do different work:
 // they are not compared.
 std::string GroupName(const model::Phase& p) {
-  if (p.leaf_type() == model::kPhaseTypeProcess) return std::string(ProgramOf(p.name));
+  if (LeafIs(p, model::kPhaseTypeProcess)) return std::string(ProgramOf(p.name));
   std::string out;
   out.reserve(p.name.size());
   for (char c : p.name) {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "analysis/outside_load.h"
+#include "analysis/phase_type.h"
 #include "analysis/schedule_graph.h"
 #include "analysis/whatif.h"
 
@@ -405,7 +406,7 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
     double total = 0;
     std::unordered_map<int32_t, double> by_pid;
     for (const model::Phase& p : run.phases) {
-      if (p.leaf_type() != "data_wait") continue;
+      if (!LeafIs(p, "data_wait")) continue;
       double d = DurationS(p, run_end);
       total += d;
       by_pid[p.pid] += d;
