@@ -311,87 +311,116 @@ bool ExactSubtreePeaks(const PhaseForest& forest, std::span<const size_t> track_
     size_t x;       // the elementary interval it starts at
     int64_t delta;  // in units
   };
-  using Fn = std::vector<Change>;
+  auto by_x = [](const Change& a, const Change& b) { return a.x < b.x; };
   auto to_units = [&](double v) { return static_cast<int64_t>(std::ldexp(v, -min_exp)); };
+
+  // The finished subtrees' lists lie one after the other in `pool` (a stack: a phase's
+  // children's lists are its top ranges when it finishes), merged in place through
+  // `scratch`: no allocation per phase or per merge once both have grown.
+  std::vector<Change> pool, scratch;
+  struct Range {
+    size_t begin, end;
+  };
+  std::vector<Range> ranges;
+  std::vector<size_t> bounds, next_bounds;
+  // Merges the sorted runs pool[bounds[i] .. bounds[i + 1]) into one sorted run in place,
+  // pairwise (log of their number passes, ping-ponging with scratch).
+  auto merge_runs = [&]() {
+    size_t base = bounds.front(), total = bounds.back() - base;
+    if (scratch.size() < total) scratch.resize(total);
+    Change* src = pool.data() + base;
+    Change* dst = scratch.data();
+    for (size_t& b : bounds) b -= base;
+    while (bounds.size() > 2) {
+      next_bounds.clear();
+      size_t i = 0;
+      for (; i + 2 < bounds.size(); i += 2) {
+        std::merge(src + bounds[i], src + bounds[i + 1], src + bounds[i + 1], src + bounds[i + 2], dst + bounds[i], by_x);
+        next_bounds.push_back(bounds[i]);
+      }
+      if (i + 1 < bounds.size()) {
+        std::copy(src + bounds[i], src + bounds[i + 1], dst + bounds[i]);
+        next_bounds.push_back(bounds[i]);
+      }
+      next_bounds.push_back(total);
+      bounds.swap(next_bounds);
+      std::swap(src, dst);
+    }
+    if (src != pool.data() + base) std::copy(src, src + total, pool.data() + base);
+  };
   // The largest running sum of a sorted list (over its intervals; 0 where nothing is held).
-  auto peak_of = [&](const Fn& fn) {
+  auto peak_of = [&](Range r) {
     int64_t sum = 0, best = 0;
-    for (size_t i = 0; i < fn.size(); ++i) {
-      sum += fn[i].delta;
-      if (i + 1 == fn.size() || fn[i + 1].x != fn[i].x) best = std::max(best, sum);
+    for (size_t i = r.begin; i < r.end; ++i) {
+      sum += pool[i].delta;
+      if (i + 1 == r.end || pool[i + 1].x != pool[i].x) best = std::max(best, sum);
     }
     return std::ldexp(static_cast<double>(best), min_exp);
   };
-  // The phase's own track as a sorted list.
-  auto own_fn = [&](size_t v) {
-    Fn fn;
+  // Appends the phase's own track to the pool as a sorted list; false when it has none.
+  auto push_own = [&](size_t v) {
     size_t k = track_of[v];
-    if (k == kNoTrack) return fn;
-    fn.reserve(2 * (piece_offset[k + 1] - piece_offset[k]));
+    if (k == kNoTrack || piece_offset[k + 1] == piece_offset[k]) return false;
+    size_t begin = pool.size();
     for (size_t i = piece_offset[k]; i < piece_offset[k + 1]; ++i) {
       const Piece& p = all_pieces[i];
       int64_t u = to_units(p.v);
-      fn.push_back({p.lo, u});
-      fn.push_back({p.hi, -u});
+      pool.push_back({p.lo, u});
+      pool.push_back({p.hi, -u});
     }
-    std::stable_sort(fn.begin(), fn.end(), [](const Change& a, const Change& b) { return a.x < b.x; });
-    return fn;
+    if (!std::is_sorted(pool.begin() + static_cast<std::ptrdiff_t>(begin), pool.end(), by_x)) {
+      std::stable_sort(pool.begin() + static_cast<std::ptrdiff_t>(begin), pool.end(), by_x);
+    }
+    return true;
   };
-  auto by_x = [](const Change& a, const Change& b) { return a.x < b.x; };
 
-  // A post-order walk; each finished subtree with pieces leaves its list on `fns`.
+  // A post-order walk; each finished subtree with pieces leaves its list's range on `ranges`.
   struct Frame {
     uint32_t v;
-    uint32_t next;    // the next child position to visit
-    size_t fn_base;   // fns.size() when the phase was entered
+    uint32_t next;      // the next child position to visit
+    size_t range_base;  // ranges.size() when the phase was entered
   };
   std::vector<Frame> stack;
-  std::vector<Fn> fns;
-  std::vector<Fn> runs, merged;
   for (uint32_t root : forest.roots) {
     if (weight[root] == 0) continue;
-    stack.push_back({root, forest.child_offset[root], fns.size()});
+    stack.push_back({root, forest.child_offset[root], ranges.size()});
     while (!stack.empty()) {
       Frame& top = stack.back();
       if (top.next < forest.child_offset[top.v + 1]) {
         uint32_t c = forest.child_list[top.next++];
-        if (weight[c] > 0) stack.push_back({c, forest.child_offset[c], fns.size()});
+        if (weight[c] > 0) stack.push_back({c, forest.child_offset[c], ranges.size()});
         continue;
       }
       uint32_t v = top.v;
-      size_t base = top.fn_base;
+      size_t base = top.range_base;
       stack.pop_back();
-      // The parts: the own track and the children's lists.
-      runs.clear();
-      Fn own = own_fn(v);
-      bool has_own = !own.empty();
-      if (has_own) runs.push_back(std::move(own));
-      for (size_t i = base; i < fns.size(); ++i) runs.push_back(std::move(fns[i]));
-      fns.resize(base);
-      if (runs.size() == 1 && !has_own) {
-        // One child holds all of it: the same memory, the same peak.
+      // The parts: the children's lists, then the own track's.
+      size_t parts = ranges.size() - base;
+      size_t begin = parts > 0 ? ranges[base].begin : pool.size();
+      bool has_own = push_own(v);
+      if (has_own) ++parts;
+      if (parts == 1 && !has_own) {
+        // One child holds all of it: the same memory, the same peak, the same list.
         size_t only = n;
         for (uint32_t c : forest.Children(v)) {
           if (weight[c] > 0) only = c;
         }
         out[v].*peak = out[only].*peak;
-      } else {
-        // Merge the sorted parts pairwise (log of their number passes).
-        while (runs.size() > 1) {
-          merged.clear();
-          for (size_t i = 0; i + 1 < runs.size(); i += 2) {
-            Fn m(runs[i].size() + runs[i + 1].size());
-            std::merge(runs[i].begin(), runs[i].end(), runs[i + 1].begin(), runs[i + 1].end(), m.begin(), by_x);
-            merged.push_back(std::move(m));
-          }
-          if (runs.size() % 2 == 1) merged.push_back(std::move(runs.back()));
-          runs.swap(merged);
-        }
-        out[v].*peak = runs.empty() ? 0.0 : peak_of(runs[0]);
+        continue;
       }
-      if (!runs.empty()) fns.push_back(std::move(runs[0]));
+      if (parts > 1) {
+        bounds.clear();
+        for (size_t i = base; i < ranges.size(); ++i) bounds.push_back(ranges[i].begin);
+        if (has_own) bounds.push_back(pool.size() - 2 * (piece_offset[track_of[v] + 1] - piece_offset[track_of[v]]));
+        bounds.push_back(pool.size());
+        merge_runs();
+      }
+      ranges.resize(base);
+      ranges.push_back({begin, pool.size()});
+      out[v].*peak = parts == 0 ? 0.0 : peak_of(ranges.back());
     }
-    fns.clear();
+    pool.clear();
+    ranges.clear();
   }
   return true;
 }
