@@ -586,50 +586,6 @@ const model::Series* SeriesOf(const Run& run, const model::Resource& r, std::str
   return run.FindSeries(r.id, name);
 }
 
-// The distinct times of all samples of `spans`, sorted. Series sorted by time (as the model
-// promises) are merged one after the other, a series sampled at the times already held
-// (the cores of one host, sampled together) costing one comparison a sample; otherwise
-// all the times are sorted.
-std::vector<TimeNs> DistinctTimes(std::span<const SampleSpan> spans) {
-  auto by_time = [](const Sample& a, const Sample& b) { return a.t < b.t; };
-  bool all_sorted = true;
-  for (SampleSpan s : spans) all_sorted = all_sorted && std::is_sorted(s.begin(), s.end(), by_time);
-  std::vector<TimeNs> out;
-  if (!all_sorted) {
-    for (SampleSpan s : spans)
-      for (const Sample& x : s) out.push_back(x.t);
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-  }
-  std::vector<TimeNs> merged;
-  for (SampleSpan s : spans) {
-    if (s.empty()) continue;
-    // Already held: every sample's time is in `out` (both sorted, so one walk tells).
-    size_t i = 0;
-    bool held = true;
-    for (const Sample& x : s) {
-      while (i < out.size() && out[i] < x.t) ++i;
-      if (i == out.size() || out[i] != x.t) {
-        held = false;
-        break;
-      }
-    }
-    if (held) continue;
-    merged.clear();
-    merged.reserve(out.size() + s.size());
-    i = 0;
-    for (const Sample& x : s) {
-      while (i < out.size() && out[i] < x.t) merged.push_back(out[i++]);
-      if (i < out.size() && out[i] == x.t) ++i;
-      if (merged.empty() || merged.back() != x.t) merged.push_back(x.t);
-    }
-    merged.insert(merged.end(), out.begin() + static_cast<std::ptrdiff_t>(i), out.end());
-    out.swap(merged);
-  }
-  return out;
-}
-
 // The peak is taken over windows of at least min_interval_ns: shorter sampling intervals
 // (a last sample taken just after the previous one) are merged with the following ones, and
 // a too-short tail is left out, so that the clock-tick granularity of /proc/stat cannot make
@@ -681,7 +637,8 @@ std::optional<CpuSummary> SummarizeCpu(const Run& run, const std::vector<const m
   }
 
   // Peak: the busy fraction of all cores together over each sampling interval.
-  std::vector<TimeNs> grid = DistinctTimes(spans);
+  std::vector<TimeNs> grid;
+  DistinctTimes(spans, grid);
   std::vector<double> busy_at(grid.size(), 0.0), total_at(grid.size(), 0.0);
   for (const CoreSeries& cs : all) {
     for (auto s : cs.busy) {

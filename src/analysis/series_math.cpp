@@ -85,6 +85,45 @@ double GaugeMean(SampleSpan samples) {
   return weighted / static_cast<double>(span);
 }
 
+void DistinctTimes(std::span<const SampleSpan> spans, std::vector<TimeNs>& out) {
+  out.clear();
+  auto by_time = [](const model::Sample& a, const model::Sample& b) { return a.t < b.t; };
+  bool all_sorted = true;
+  for (SampleSpan s : spans) all_sorted = all_sorted && std::is_sorted(s.begin(), s.end(), by_time);
+  if (!all_sorted) {
+    for (SampleSpan s : spans)
+      for (const model::Sample& x : s) out.push_back(x.t);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return;
+  }
+  std::vector<TimeNs> merged;
+  for (SampleSpan s : spans) {
+    if (s.empty()) continue;
+    // Already held: every sample's time is in `out` (both sorted, so one walk tells).
+    size_t i = 0;
+    bool held = true;
+    for (const model::Sample& x : s) {
+      while (i < out.size() && out[i] < x.t) ++i;
+      if (i == out.size() || out[i] != x.t) {
+        held = false;
+        break;
+      }
+    }
+    if (held) continue;
+    merged.clear();
+    merged.reserve(out.size() + s.size());
+    i = 0;
+    for (const model::Sample& x : s) {
+      while (i < out.size() && out[i] < x.t) merged.push_back(out[i++]);
+      if (i < out.size() && out[i] == x.t) ++i;
+      if (merged.empty() || merged.back() != x.t) merged.push_back(x.t);
+    }
+    merged.insert(merged.end(), out.begin() + static_cast<std::ptrdiff_t>(i), out.end());
+    out.swap(merged);
+  }
+}
+
 DurationNs SampledSpan(SampleSpan samples) {
   return samples.size() < 2 ? 0 : samples.back().t - samples.front().t;
 }

@@ -45,6 +45,12 @@ double GaugeMean(SampleSpan samples);
 // A counter's values at each of `times` (sorted ascending), as CounterValueAt, in one pass.
 std::vector<double> CounterValuesAt(SampleSpan samples, std::span<const TimeNs> times);
 
+// The distinct times of all samples of `spans`, sorted, into `out` (replacing its contents).
+// Series sorted by time (as the model promises) are merged one after the other, a series
+// sampled at the times already held (the cores of one host, sampled together) costing one
+// comparison a sample; otherwise all the times are sorted. The same times either way.
+void DistinctTimes(std::span<const SampleSpan> spans, std::vector<TimeNs>& out);
+
 // The time between the first and the last sample (0 for fewer than two).
 DurationNs SampledSpan(SampleSpan samples);
 

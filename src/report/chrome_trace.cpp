@@ -566,14 +566,15 @@ class TraceBuilder {
   void WriteRate(int64_t pid, std::string_view name, std::string_view key, std::span<const SampleSpan> spans,
                  double divisor = 1) {
     times_.clear();
-    for (SampleSpan s : spans) {
-      for (const model::Sample& sample : s) times_.push_back(sample.t);
+    if (spans.size() > 1) {
+      // Sorted and distinct: merged from the series (sorted by time) rather than sorted.
+      analysis::DistinctTimes(spans, times_);
+    } else {
+      for (SampleSpan s : spans) {
+        for (const model::Sample& sample : s) times_.push_back(sample.t);
+      }
     }
     if (times_.empty()) return;
-    if (spans.size() > 1) {
-      std::sort(times_.begin(), times_.end());
-      times_.erase(std::unique(times_.begin(), times_.end()), times_.end());
-    }
     std::vector<double> sum(times_.size(), 0.0);
     for (SampleSpan s : spans) {
       if (s.empty()) continue;

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <vector>
+
 namespace grademl::analysis {
 namespace {
 
@@ -40,6 +44,39 @@ TEST(SeriesMathTest, GaugesAreStepFunctions) {
   EXPECT_EQ(GaugeMean(g), (10.0 * 10 + 30.0 * 30) / 40);
   EXPECT_EQ(GaugeMean(std::vector<Sample>{{5, 7}}), 7);
   EXPECT_EQ(SampledSpan(g), 40);
+}
+
+// DistinctTimes against sorting every time and dropping repeats, on random series: sorted
+// ones sampled together, apart, with repeated instants, and now and then one out of order.
+TEST(SeriesMathTest, DistinctTimesAreTheSortedTimesWithoutRepeats) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<std::vector<Sample>> series(1 + rng() % 6);
+    std::vector<TimeNs> shared;
+    for (int i = 0, k = static_cast<int>(rng() % 20); i < k; ++i) shared.push_back(static_cast<TimeNs>(rng() % 50));
+    std::sort(shared.begin(), shared.end());
+    for (auto& s : series) {
+      if (rng() % 2 == 0) {
+        for (TimeNs t : shared) s.push_back({t, 1});  // sampled with the others
+      } else {
+        TimeNs t = static_cast<TimeNs>(rng() % 10);
+        for (int i = 0, k = static_cast<int>(rng() % 20); i < k; ++i) {
+          s.push_back({t, 1});
+          t += static_cast<TimeNs>(rng() % 4);  // 0: the same instant again
+        }
+      }
+      if (round % 10 == 0 && s.size() > 1) std::swap(s.front(), s.back());  // out of order
+    }
+    std::vector<SampleSpan> spans(series.begin(), series.end());
+    std::vector<TimeNs> expected;
+    for (const auto& s : series)
+      for (const Sample& x : s) expected.push_back(x.t);
+    std::sort(expected.begin(), expected.end());
+    expected.erase(std::unique(expected.begin(), expected.end()), expected.end());
+    std::vector<TimeNs> got{42, 43};  // replaced, not appended to
+    DistinctTimes(spans, got);
+    EXPECT_EQ(got, expected) << "round " << round;
+  }
 }
 
 }  // namespace
