@@ -362,15 +362,21 @@ bool ExactSubtreePeaks(const PhaseForest& forest, std::span<const size_t> track_
     size_t k = track_of[v];
     if (k == kNoTrack || piece_offset[k + 1] == piece_offset[k]) return false;
     size_t begin = pool.size();
+    bool in_order = true;
     for (size_t i = piece_offset[k]; i < piece_offset[k + 1]; ++i) {
       const Piece& p = all_pieces[i];
       int64_t u = to_units(p.v);
-      pool.push_back({p.lo, u});
+      if (in_order && pool.size() > begin && pool.back().x == p.lo) {
+        // A level that starts where the previous one ends: one change of the two (each
+        // running sum is still one of the track's levels, within the bound above).
+        pool.back().delta += u;
+      } else {
+        if (pool.size() > begin && p.lo < pool.back().x) in_order = false;
+        pool.push_back({p.lo, u});
+      }
       pool.push_back({p.hi, -u});
     }
-    if (!std::is_sorted(pool.begin() + static_cast<std::ptrdiff_t>(begin), pool.end(), by_x)) {
-      std::stable_sort(pool.begin() + static_cast<std::ptrdiff_t>(begin), pool.end(), by_x);
-    }
+    if (!in_order) std::stable_sort(pool.begin() + static_cast<std::ptrdiff_t>(begin), pool.end(), by_x);
     return true;
   };
 
@@ -397,6 +403,7 @@ bool ExactSubtreePeaks(const PhaseForest& forest, std::span<const size_t> track_
       // The parts: the children's lists, then the own track's.
       size_t parts = ranges.size() - base;
       size_t begin = parts > 0 ? ranges[base].begin : pool.size();
+      size_t own_begin = pool.size();
       bool has_own = push_own(v);
       if (has_own) ++parts;
       if (parts == 1 && !has_own) {
@@ -411,7 +418,7 @@ bool ExactSubtreePeaks(const PhaseForest& forest, std::span<const size_t> track_
       if (parts > 1) {
         bounds.clear();
         for (size_t i = base; i < ranges.size(); ++i) bounds.push_back(ranges[i].begin);
-        if (has_own) bounds.push_back(pool.size() - 2 * (piece_offset[track_of[v] + 1] - piece_offset[track_of[v]]));
+        if (has_own) bounds.push_back(own_begin);
         bounds.push_back(pool.size());
         merge_runs();
       }
