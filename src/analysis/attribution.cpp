@@ -1421,18 +1421,34 @@ class Attributor {
         fits[m].Init(cols, table_.type_names.size());
       }
       std::vector<TimeNs> bounds;
+      auto same_times = [](const Source& a, const Source& b) {
+        return std::equal(a.samples.begin(), a.samples.end(), b.samples.begin(), b.samples.end(),
+                          [](const Sample& x, const Sample& y) { return x.t == y.t; });
+      };
       for (size_t d = 0; d < processes_.size(); ++d) {
         auto sources = ProcessSources(processes_[d]);
+        // The fits share their columns, so sources sampled at the same times (a process's
+        // CPU and storage counters usually are) have the same rows: one sweep feeds each of
+        // them its rows, in the same order as a sweep of its own would.
+        std::array<bool, 3> done{};
         for (size_t m = 0; m < 3; ++m) {
           const Source& s = sources[m];
-          if (s.samples.size() < 2) continue;
+          if (s.samples.size() < 2 || done[m]) continue;
+          std::array<bool, 3> member{};
+          for (size_t o = m; o < 3; ++o) {
+            member[o] = !done[o] && sources[o].samples.size() >= 2 && (o == m || same_times(sources[o], s));
+            if (member[o]) done[o] = true;
+          }
           bounds.resize(s.samples.size());
           for (size_t k = 0; k < s.samples.size(); ++k) bounds[k] = s.samples[k].t;
-          Fit& fit = fits[m];
-          SweepRows(events_of(d), bounds, fit.col_of_type, fit.type_of_col.size(),
+          SweepRows(events_of(d), bounds, fits[m].col_of_type, fits[m].type_of_col.size(),
                     [&](size_t k, std::span<const std::pair<size_t, double>> entries, double l) {
-                      double u = std::max(0.0, s.samples[k + 1].v - s.samples[k].v);
-                      fit.AddRhs(entries, u, l, true);
+                      for (size_t o = m; o < 3; ++o) {
+                        if (!member[o]) continue;
+                        const auto& v = sources[o].samples;
+                        double u = std::max(0.0, v[k + 1].v - v[k].v);
+                        fits[o].AddRhs(entries, u, l, true);
+                      }
                     });
         }
       }

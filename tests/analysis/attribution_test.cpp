@@ -482,6 +482,73 @@ TEST(AttributionTest, NnlsRecoversKnownDemandsFromSyntheticData) {
   EXPECT_NEAR(UsageOf(at, c, proc), cpu_at(Sec(70)), 1e-9);
 }
 
+// A process's CPU and read bytes sampled at the same times share one sweep of the fit's rows;
+// its write bytes, sampled at other times, have rows of their own: each fit recovers the
+// rates the counters were integrated from (hand-chosen per type and metric).
+TEST(AttributionTest, ProcessCountersSampledTogetherOrApartFitTheirOwnRates) {
+  HostRun r(40);
+  auto proc = r.f.AddProcess(r.root, "train", Sec(0), Sec(40), 10, r.host);
+  std::mt19937 rng(99);
+  std::uniform_real_distribution<double> u(0, 1);
+  // Rates per metric (CPU, read, write) of the process's own time, forward and backward.
+  const double kRate[3][3] = {{0.05, 1.5, 2.5}, {1e3, 4e6, 1e5}, {2e3, 3e4, 7e6}};
+  struct Piece {
+    double a, b;
+    int type;  // 0 process, 1 forward, 2 backward
+  };
+  std::vector<Piece> truth;
+  double t = 0.5;
+  truth.push_back({0, t, 0});
+  while (t < 38) {
+    double start = t;
+    auto iter = r.f.AddPhase(proc, "iteration", "run/process/iteration", 0, 0, 10);
+    for (int type : {1, 2}) {
+      double len = 0.05 + 0.3 * u(rng);
+      r.f.AddPhase(iter, type == 1 ? "forward" : "backward",
+                   type == 1 ? "run/process/iteration/forward" : "run/process/iteration/backward", Sec(t),
+                   Sec(t + len), 10);
+      truth.push_back({t, t + len, type});
+      t += len;
+    }
+    r.f.run.phases[Ix(iter)].start_ns = Sec(start);
+    r.f.run.phases[Ix(iter)].end_ns = Sec(t);
+  }
+  truth.push_back({t, 40, 0});
+  auto value_at = [&](int m, TimeNs at) {
+    double sum = 0;
+    for (const Piece& p : truth) {
+      TimeNs a = Sec(p.a), b = Sec(p.b);
+      if (at <= a) break;
+      sum += kRate[m][p.type] * static_cast<double>(std::min(at, b) - a) * 1e-9;
+    }
+    return sum;
+  };
+  std::vector<double> together, apart;
+  for (double s = 0; s < 40; s += 0.07 + 0.06 * u(rng)) together.push_back(s);
+  for (double s = 0.01; s < 40; s += 0.05 + 0.09 * u(rng)) apart.push_back(s);
+  together.push_back(40);
+  apart.push_back(40);
+  auto counter = [&](int m, const std::vector<double>& times) {
+    std::vector<Sample> out;
+    for (double s : times) out.push_back({Sec(s), value_at(m, Sec(s))});
+    return out;
+  };
+  r.f.Counter(r.f.last_process_resource, metric::kProcCpuUser, counter(0, together));
+  r.f.Counter(r.f.last_process_resource, metric::kProcReadBytes, counter(1, together));
+  r.f.Counter(r.f.last_process_resource, metric::kProcWriteBytes, counter(2, apart));
+
+  Attribution at = AttributeResources(r.f.Build(), {.infer_exact = false});
+  const std::string_view names[3] = {attributed::kCpu, attributed::kReadBytes, attributed::kWriteBytes};
+  for (int m = 0; m < 3; ++m) {
+    EXPECT_NEAR(RuleOf(at, names[m], "run/process")->beta, kRate[m][0], 1e-6 * kRate[m][0]) << names[m];
+    EXPECT_NEAR(RuleOf(at, names[m], "run/process/iteration/forward")->beta, kRate[m][1], 1e-6 * kRate[m][1])
+        << names[m];
+    EXPECT_NEAR(RuleOf(at, names[m], "run/process/iteration/backward")->beta, kRate[m][2], 1e-6 * kRate[m][2])
+        << names[m];
+    EXPECT_NEAR(UsageOf(at, names[m], proc), value_at(m, Sec(40)), 1e-6 * value_at(m, Sec(40))) << names[m];
+  }
+}
+
 // A phase type that runs one core flat out whenever it runs is inferred as Exact(1).
 TEST(AttributionTest, SteadySingleCoreTypeBecomesExact) {
   HostRun r(40);
