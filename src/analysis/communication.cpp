@@ -147,7 +147,7 @@ class CommunicationAnalyzer {
         owner = it->second;
         break;
       }
-      if (p->leaf_type() == model::kPhaseTypeProcess) {
+      if (p->leaf_is(model::kPhaseTypeProcess)) {
         owner = p->id;
         break;
       }
@@ -169,7 +169,7 @@ class CommunicationAnalyzer {
     std::vector<const model::Phase*> processes;
     for (const model::Phase& p : run_.phases) {
       int64_t rank = 0;
-      if (p.leaf_type() == model::kPhaseTypeProcess && ParseInt(TagOf(p, "rank"), &rank)) processes.push_back(&p);
+      if (p.leaf_is(model::kPhaseTypeProcess) && ParseInt(TagOf(p, "rank"), &rank)) processes.push_back(&p);
     }
     std::stable_sort(processes.begin(), processes.end(),
                      [](const model::Phase* a, const model::Phase* b) { return a->start_ns < b->start_ns; });
@@ -472,7 +472,7 @@ class CommunicationAnalyzer {
       ++out_.jobs[job].ranks;
       const model::Phase* p = phase != 0 ? run_.FindPhase(phase) : nullptr;
       const model::Phase* process = p;
-      if (p != nullptr && p->leaf_type() != model::kPhaseTypeProcess) {
+      if (p != nullptr && !p->leaf_is(model::kPhaseTypeProcess)) {
         model::PhaseId owner = OwnerOf(*p);
         process = owner != 0 ? run_.FindPhase(owner) : p;
       }

@@ -74,7 +74,7 @@ namespace {
 std::vector<char> PhasesWithProcessesOrTags(const model::Run& run) {
   std::vector<char> marked(run.phases.size(), 0);
   for (const model::Phase& p : run.phases) {
-    bool wanted = p.leaf_type() == model::kPhaseTypeProcess;
+    bool wanted = p.leaf_is(model::kPhaseTypeProcess);
     for (const auto& [k, v] : p.tags) wanted = wanted || k == "torch_threads" || k == "num_workers";
     if (!wanted) continue;
     for (const model::Phase* a = &p; a != nullptr;) {
@@ -110,7 +110,7 @@ PhaseCoreUse CoreUseOfImpl(const model::Run& run, model::PhaseId id, const CoreU
     if (p == nullptr) continue;
     TakeMax(use.torch_threads, TagInt(*p, "torch_threads"));
     TakeMax(use.num_workers, TagInt(*p, "num_workers"));
-    if (p->leaf_type() == model::kPhaseTypeProcess) {
+    if (p->leaf_is(model::kPhaseTypeProcess)) {
       if (const model::Resource* r = run.ProcessResourceOf(p->id)) procs.push_back({r, p->start_ns, EndOf(*p, run_end)});
     }
     for (model::PhaseId c : run.ChildrenOf(p->id)) {
@@ -123,7 +123,7 @@ PhaseCoreUse CoreUseOfImpl(const model::Run& run, model::PhaseId id, const CoreU
   }
   if (procs.empty()) {
     for (const model::Phase* p = phase; p != nullptr; p = p->parent != 0 ? run.FindPhase(p->parent) : nullptr) {
-      if (p->leaf_type() != model::kPhaseTypeProcess) continue;
+      if (!p->leaf_is(model::kPhaseTypeProcess)) continue;
       if (const model::Resource* r = run.ProcessResourceOf(p->id)) procs.push_back({r, start, end});
       break;
     }

@@ -64,7 +64,7 @@ DaskAnalysis AnalyzeDask(const model::Run& run) {
   std::map<std::string, PrefixAcc> prefixes;
   std::map<std::string, DaskWorker> workers;
   for (const model::Phase& task : run.phases) {
-    if (task.leaf_type() != "task" || TagOf(task, "engine") != "dask") continue;
+    if (!task.leaf_is("task") || TagOf(task, "engine") != "dask") continue;
     TaskCost c = CostOf(run, task);
     std::string_view state = TagOf(task, "state");
     bool erred = state == "erred";
@@ -107,7 +107,7 @@ DaskAnalysis AnalyzeDask(const model::Run& run) {
       w.pid = task.pid;
       w.phase = task.parent;
       const model::Phase* parent = run.FindPhase(task.parent);
-      if (parent != nullptr && parent->leaf_type() == model::kPhaseTypeProcess) w.process = parent->id;
+      if (parent != nullptr && parent->leaf_is(model::kPhaseTypeProcess)) w.process = parent->id;
     }
     ++w.tasks;
     w.erred += erred ? 1 : 0;

@@ -63,7 +63,7 @@ DeepOps DeepOpsUnder(const model::Run& run, const model::Phase& top, TimeNs run_
     const model::Phase* p = run.FindPhase(v.id);
     if (p == nullptr) continue;
     const model::Phase* owner = v.owner;
-    if (p->leaf_type() == "op") {
+    if (p->leaf_is("op")) {
       const double d = DeepDurationS(*p, run_end);
       auto& mine = out.by_name[p->name];
       mine.first += d;
@@ -230,8 +230,8 @@ DeepProfile AnalyzeDeepProfile(const model::Run& run) {
     size_t steps = 0;
     for (const model::Phase* up = run.FindPhase(p.parent); up != nullptr && steps <= run.phases.size();
          up = run.FindPhase(up->parent), ++steps) {
-      if (mode.empty() && up->leaf_type() == "epoch") mode = std::string(TagOf(*up, "mode"));
-      if (up->leaf_type() == model::kPhaseTypeProcess) {
+      if (mode.empty() && up->leaf_is("epoch")) mode = std::string(TagOf(*up, "mode"));
+      if (up->leaf_is(model::kPhaseTypeProcess)) {
         process = up;
         break;
       }

@@ -10,7 +10,7 @@ namespace grademl::analysis {
 namespace {
 
 bool FineIsTaggedEpoch(const model::Phase& p) {
-  return p.leaf_type() == "epoch" &&
+  return p.leaf_is("epoch") &&
          (HasTag(p, "fine.every") || HasTag(p, "fine.iterations") || HasTag(p, "overhead.ns"));
 }
 

@@ -46,7 +46,7 @@ int64_t IntTag(const model::Tags& tags, std::string_view key) {
 // The process phase a phase lies under (itself when it is one), or 0.
 model::PhaseId ProcessPhaseOf(const model::Run& run, const model::Phase& phase) {
   for (const model::Phase* p = &phase; p != nullptr; p = p->parent != 0 ? run.FindPhase(p->parent) : nullptr) {
-    if (p->leaf_type() == model::kPhaseTypeProcess) return p->id;
+    if (p->leaf_is(model::kPhaseTypeProcess)) return p->id;
   }
   return 0;
 }
@@ -64,7 +64,7 @@ GpuRowTable ExtractGpuRows(const model::Run& run) {
     if (phase.track == 0 || !phase.ended()) continue;
     const model::Track* track = run.FindTrack(phase.track);
     if (track == nullptr || track->source == 0 || track->kind == model::TrackKind::kAsync) continue;
-    if (phase.leaf_type() == "instant") continue;
+    if (phase.leaf_is("instant")) continue;
     // Indices from 1: phases are not in file order, so no row is "the file's first event"
     // that HTA's index-0 fallback for unpaired kernels would look up.
     int64_t index = ++next_index[track->source];

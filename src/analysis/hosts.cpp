@@ -155,10 +155,10 @@ HostsAnalysis AnalyzeHosts(const model::Run& run, const RunSummary& summary, con
     if (root != nullptr && p.id == root->id) continue;
     HostPart& h = out.hosts[it->second];
     ++h.phases;
-    if (p.leaf_type() == model::kPhaseTypeProcess) ++h.processes;
+    if (p.leaf_is(model::kPhaseTypeProcess)) ++h.processes;
     const bool open = !p.ended();
     const TimeNs end = open ? std::max(p.start_ns, run_end) : p.end_ns;
-    (p.leaf_type() == "host" ? containers : part)[it->second].Add(p.start_ns, end, open);
+    (p.leaf_is("host") ? containers : part)[it->second].Add(p.start_ns, end, open);
   }
   for (size_t k = 0; k < names.size(); ++k) {
     const Span& s = part[k].any ? part[k] : containers[k];
@@ -301,7 +301,7 @@ HostsAnalysis AnalyzeHosts(const model::Run& run, const RunSummary& summary, con
       const HostPart& ha = out.hosts[fa->second];
       const HostPart& hb = out.hosts[ta->second];
       DurationNs tolerance = ha.uncertainty_ns + hb.uncertainty_ns;
-      if (a.leaf_type() == model::kPhaseTypeProcess || b.leaf_type() == model::kPhaseTypeProcess) {
+      if (a.leaf_is(model::kPhaseTypeProcess) || b.leaf_is(model::kPhaseTypeProcess)) {
         tolerance += kProcessStartSlack;
       }
       if (gap <= tolerance) {

@@ -9,7 +9,6 @@
 #include <functional>
 #include <vector>
 
-#include "analysis/phase_type.h"
 
 namespace grademl::analysis {
 
@@ -39,7 +38,7 @@ std::string_view ProgramOf(std::string_view name) {
 // one set at its start. Different steps ("train_cnn", "train_baseline") do different work:
 // they are not compared.
 std::string GroupName(const model::Phase& p) {
-  if (LeafIs(p, model::kPhaseTypeProcess)) return std::string(ProgramOf(p.name));
+  if (p.leaf_is(model::kPhaseTypeProcess)) return std::string(ProgramOf(p.name));
   std::string out;
   out.reserve(p.name.size());
   for (char c : p.name) {
@@ -207,7 +206,7 @@ class GroupScanner {
     im.kind = kind;
     im.parent = parent;
     im.type = std::string(key.first);
-    if (members.front().phase->leaf_type() == model::kPhaseTypeProcess) im.program = key.second;
+    if (members.front().phase->leaf_is(model::kPhaseTypeProcess)) im.program = key.second;
     im.count = static_cast<int64_t>(members.size());
     im.start_ns = members.front().start;
     im.end_ns = members.front().end;

@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "analysis/outside_load.h"
-#include "analysis/phase_type.h"
 #include "analysis/schedule_graph.h"
 #include "analysis/whatif.h"
 
@@ -134,12 +133,12 @@ std::vector<const model::Phase*> Candidates(const model::Run& run, double run_s,
   bool workflow = false;
   for (model::PhaseId id : top) {
     const model::Phase* p = run.FindPhase(id);
-    if (p != nullptr && p->leaf_type() == "step") workflow = true;
+    if (p != nullptr && p->leaf_is("step")) workflow = true;
   }
   if (workflow) {
     for (model::PhaseId id : top) {
       const model::Phase* p = run.FindPhase(id);
-      if (p != nullptr && p->leaf_type() == "step") out.push_back(p);
+      if (p != nullptr && p->leaf_is("step")) out.push_back(p);
     }
   } else {
     // Breadth-first, three levels: phases of at least 10% of the run; a phase whose one
@@ -163,7 +162,7 @@ std::vector<const model::Phase*> Candidates(const model::Run& run, double run_s,
         out.push_back(p);
         for (model::PhaseId k : kids) {
           const model::Phase* c = run.FindPhase(k);
-          if (c != nullptr && c->leaf_type() == model::kPhaseTypeProcess) next.push_back(c);
+          if (c != nullptr && c->leaf_is(model::kPhaseTypeProcess)) next.push_back(c);
         }
       }
       level = std::move(next);
@@ -406,7 +405,7 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
     double total = 0;
     std::unordered_map<int32_t, double> by_pid;
     for (const model::Phase& p : run.phases) {
-      if (!LeafIs(p, "data_wait")) continue;
+      if (!p.leaf_is("data_wait")) continue;
       double d = DurationS(p, run_end);
       total += d;
       by_pid[p.pid] += d;
@@ -430,7 +429,7 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
         bool has_children = false;
         for (model::PhaseId c : run.ChildrenOf(process)) {
           const model::Phase* k = run.FindPhase(c);
-          if (k != nullptr && k->leaf_type() == model::kPhaseTypeProcess) has_children = true;
+          if (k != nullptr && k->leaf_is(model::kPhaseTypeProcess)) has_children = true;
         }
         main_process_loading = use.num_workers ? *use.num_workers == 0 : !has_children;
         n = std::clamp(static_cast<int>(std::lround(use.available_cores)) - 1, 1, 4);
@@ -470,7 +469,7 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
       TimeNs longest = 0, ready_at = 0;
       for (model::PhaseId id : run.ChildrenOf(root->id)) {
         const model::Phase* st = run.FindPhase(id);
-        if (st == nullptr || st->leaf_type() != "step") continue;
+        if (st == nullptr || !st->leaf_is("step")) continue;
         TimeNs r = std::max(root->start_ns, ready.count(id) ? ready[id] : root->start_ns);
         if (st->start_ns - r > longest) longest = st->start_ns - r, waiter = st, ready_at = r;
       }
@@ -478,7 +477,7 @@ std::vector<Issue> RankIssues(const model::Run& run, const Bottlenecks& bottlene
         const model::Phase* holder = nullptr;
         for (model::PhaseId id : run.ChildrenOf(root->id)) {
           const model::Phase* st = run.FindPhase(id);
-          if (st != nullptr && st != waiter && st->leaf_type() == "step" && st->start_ns <= ready_at &&
+          if (st != nullptr && st != waiter && st->leaf_is("step") && st->start_ns <= ready_at &&
               (st->end_ns == 0 || st->end_ns > ready_at)) {
             holder = st;
             break;
@@ -593,7 +592,7 @@ std::vector<Issue> HostIssues(const model::Run& run, const HostsAnalysis& hosts,
     const model::Phase* root = run.Root();
     for (const model::Phase& p : run.phases) {
       if (p.host != h.name || (root != nullptr && p.id == root->id)) continue;
-      if (p.leaf_type() == "host") {
+      if (p.leaf_is("host")) {
         phase = p.id;
         break;
       }

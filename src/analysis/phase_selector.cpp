@@ -2,7 +2,6 @@
 
 #include <charconv>
 
-#include "analysis/phase_type.h"
 
 namespace grademl::analysis {
 namespace {
@@ -107,7 +106,7 @@ bool GlobMatch(std::string_view glob, std::string_view text) {
 bool PhaseSelector::Matches(const model::Phase& phase) const {
   switch (kind) {
     case Kind::kId: return phase.id == id;
-    case Kind::kType: return GlobMatch(glob, phase.type) || GlobMatch(glob, LeafType(phase));
+    case Kind::kType: return GlobMatch(glob, phase.type) || GlobMatch(glob, phase.leaf_type());
     case Kind::kName: return GlobMatch(glob, phase.name);
   }
   return false;

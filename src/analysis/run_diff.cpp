@@ -199,8 +199,8 @@ KeyNodes PhaseKeyNodes(const model::Run& run, KeyTrie& trie) {
   }
   for (size_t i = 0; i < n; ++i) {
     const model::Phase& p = run.phases[i];
-    if (children[i] == 1 && p.leaf_type() == model::kPhaseTypeProcess &&
-        run.phases[only_child[i]].leaf_type() == model::kPhaseTypeProcess) {
+    if (children[i] == 1 && p.leaf_is(model::kPhaseTypeProcess) &&
+        run.phases[only_child[i]].leaf_is(model::kPhaseTypeProcess)) {
       out.wrapper[i] = IsWrapperProcess(run, p, run_end);
     }
   }
@@ -235,8 +235,8 @@ KeyNodes PhaseKeyNodes(const model::Run& run, KeyTrie& trie) {
         continue;
       }
       size_t parent = it->second;
-      const bool process = p.leaf_type() == model::kPhaseTypeProcess;
-      const bool step = !process && p.leaf_type() == "step" && run_root != nullptr && p.parent == run_root->id;
+      const bool process = p.leaf_is(model::kPhaseTypeProcess);
+      const bool step = !process && p.leaf_is("step") && run_root != nullptr && p.parent == run_root->id;
       std::string element;
       if (process && out.wrapper[i] && (ForksToWrap(Basename(Words(p.name)[0])) || IsShellWithCommand(Words(p.name)))) {
         element = std::string(Basename(Words(p.name)[0]));  // `timeout`, `sh`: not the program they run
@@ -340,8 +340,8 @@ void Aggregate(const model::Run& run, const RunAnalysis& analysis, const KeyNode
       if (!acc->seen) {
         acc->seen = true;
         acc->top_level = key_nodes.top_level[i];
-        acc->kind = p.leaf_type() == model::kPhaseTypeProcess ? DiffKind::kProcess
-                    : acc->top_level && p.leaf_type() == "step" ? DiffKind::kStep
+        acc->kind = p.leaf_is(model::kPhaseTypeProcess) ? DiffKind::kProcess
+                    : acc->top_level && p.leaf_is("step") ? DiffKind::kStep
                                                                  : DiffKind::kPhase;
       }
     }

@@ -10,15 +10,14 @@
 #include <unordered_map>
 #include <utility>
 
-#include "analysis/phase_type.h"
 
 namespace grademl::analysis {
 namespace {
 
 constexpr size_t kMaxWrapperChildren = 64;
 
-bool IsProcess(const model::Phase& p) { return LeafIs(p, model::kPhaseTypeProcess); }
-bool IsStep(const model::Phase& p) { return LeafIs(p, "step"); }
+bool IsProcess(const model::Phase& p) { return p.leaf_is(model::kPhaseTypeProcess); }
+bool IsStep(const model::Phase& p) { return p.leaf_is("step"); }
 
 // Own time scaled by a multiplier; exact when the multiplier is 1.
 TimeNs Scale(DurationNs d, double m) {

@@ -207,7 +207,7 @@ SparkAnalysis AnalyzeSpark(const model::Run& run, const SparkOptions& options) {
   SparkAnalysis out;
   const TimeNs run_end = run.EffectiveEnd();
   for (const model::Phase& app_phase : run.phases) {
-    if (app_phase.leaf_type() != "application" || TagOf(app_phase, "engine") != "spark") continue;
+    if (!app_phase.leaf_is("application") || TagOf(app_phase, "engine") != "spark") continue;
     SparkApplication app;
     app.phase = app_phase.id;
     app.name = app_phase.name;
@@ -246,7 +246,7 @@ SparkAnalysis AnalyzeSpark(const model::Run& run, const SparkOptions& options) {
           std::vector<int64_t> data;  // of the successful tasks
           for (model::PhaseId k : run.ChildrenOf(child->id)) {
             const model::Phase* task = run.FindPhase(k);
-            if (task == nullptr || task->leaf_type() != "task") continue;
+            if (task == nullptr || !task->leaf_is("task")) continue;
             double d = DurationS(*task, run_end);
             AddTask(*task, d, st.sums);
             if (TagOf(*task, "status") == "success") {

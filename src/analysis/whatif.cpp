@@ -140,7 +140,7 @@ StatusOr<std::string> ApplyReuse(const model::Run& run, const ScheduleGraph& g, 
                                  const WhatifOptions& options, std::vector<double>& own) {
   std::vector<int32_t> steps;
   for (size_t k = 0; k < g.size(); ++k) {
-    if (matched[k] && g.phase[k]->leaf_type() == "step") steps.push_back(static_cast<int32_t>(k));
+    if (matched[k] && g.phase[k]->leaf_is("step")) steps.push_back(static_cast<int32_t>(k));
   }
   if (steps.empty()) steps = tops;
   bool measured = false;
@@ -424,13 +424,13 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
       size_t waits = 0, tagged = 0;
       double before = 0, after = 0;
       for (size_t k = 1; k < n; ++k) {
-        if (!(matched[k] || covered[k]) || g.phase[k]->leaf_type() != "data_wait") continue;
+        if (!(matched[k] || covered[k]) || !g.phase[k]->leaf_is("data_wait")) continue;
         const int32_t node = static_cast<int32_t>(k);
         const double wait = static_cast<double>(g.duration(node));
         ++waits;
         before += wait;
         const int32_t parent = g.parent[k];
-        if (wait <= 0 || node - 1 < g.child_begin(parent) || g.phase[k - 1]->leaf_type() != "iteration") {
+        if (wait <= 0 || node - 1 < g.child_begin(parent) || !g.phase[k - 1]->leaf_is("iteration")) {
           after += wait;  // the first batch of an epoch: no compute to overlap with
           continue;
         }

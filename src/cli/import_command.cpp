@@ -104,12 +104,12 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
     target.hosts = run->hosts;
     // Engine logs (Dask's task log) put each task under the recorded process that ran it.
     for (const model::Phase& p : run->phases) {
-      if (p.leaf_type() == model::kPhaseTypeProcess) target.processes.push_back(p);
+      if (p.leaf_is(model::kPhaseTypeProcess)) target.processes.push_back(p);
     }
     target.under = under->id;
     target.align_start_ns = under->start_ns;
     target.align_end_ns = under->end_ns != 0 ? under->end_ns : run->EffectiveEnd();
-    if (under->leaf_type() == model::kPhaseTypeProcess) {
+    if (under->leaf_is(model::kPhaseTypeProcess)) {
       // Under a recorded process: the trace is that process's own view (stitched), its
       // top-level events under the iterations recorded in it.
       target.process_phase = under->id;
@@ -123,7 +123,7 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
         for (model::PhaseId c : run->ChildrenOf(p)) {
           const model::Phase* child = run->FindPhase(c);
           if (child == nullptr || child->pid != under->pid) continue;
-          if (child->leaf_type() == "iteration") {
+          if (child->leaf_is("iteration")) {
             target.iterations.push_back(*child);
             builder->AdoptPhase(*child);
           }

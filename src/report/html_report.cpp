@@ -528,7 +528,7 @@ std::vector<LayerGroup> GroupLayers(const model::Run& run, const std::vector<mod
   for (model::PhaseId id : ids) {
     const model::Phase* p = run.FindPhase(id);
     if (p == nullptr) continue;
-    bool process = p->leaf_type() == model::kPhaseTypeProcess;
+    bool process = p->leaf_is(model::kPhaseTypeProcess);
     std::string key = process ? "p:" + p->name : "t:" + std::string(p->leaf_type());
     auto [it, added] = index.emplace(key, groups.size());
     if (added) groups.push_back({process ? PhaseLabel(*p) : PageText(std::string(p->leaf_type())), {}});

@@ -848,7 +848,7 @@ void RenderMultiHost(const model::Run& run, const analysis::RunAnalysis& a, cons
 void RenderFailedSteps(const model::Run& run, const Styler& style, std::string& out) {
   constexpr size_t kTailLines = 10;
   for (const model::Phase& phase : run.phases) {
-    if (phase.leaf_type() != "step") continue;
+    if (!phase.leaf_is("step")) continue;
     std::string_view code;
     for (const auto& [k, v] : phase.tags)
       if (k == "exit_code") code = v;

@@ -234,7 +234,7 @@ std::string InProcessEventsNotice(const model::Run& run) {
   }
   std::vector<int32_t> stopped;
   for (const model::Phase& p : run.phases) {
-    if (p.leaf_type() != "process") continue;
+    if (!p.leaf_is("process")) continue;
     for (const auto& [key, value] : p.tags) {
       if (key == "grademl.events_stopped") stopped.push_back(p.pid);
     }

@@ -153,7 +153,7 @@ std::vector<TraceStitching::Request> TraceStitching::ProfilerExports() const {
     if (auto anchor = TagOf(e, kTraceAnchorTag)) r.anchor_ns = ParseNs(*anchor);
     // The process that wrote it: the export phase's nearest process ancestor.
     for (std::optional<model::Phase> p = builder_->GetPhase(e.parent); p; p = builder_->GetPhase(p->parent)) {
-      if (p->leaf_type() == model::kPhaseTypeProcess) {
+      if (p->leaf_is(model::kPhaseTypeProcess)) {
         r.process = p->id;
         r.under = p->id;
         break;
@@ -237,7 +237,7 @@ void TraceStitching::Import(const Request& r, TimeNs end, Outcome& outcome) {
   target.anchor_ns = r.anchor_ns;
   target.host_name_of = ResolvedHostName;
   target.processes = builder_->PhasesWhere(
-      [](const model::Phase& p) { return p.leaf_type() == model::kPhaseTypeProcess; });
+      [](const model::Phase& p) { return p.leaf_is(model::kPhaseTypeProcess); });
   std::optional<model::Phase> window = builder_->GetPhase(r.process != 0 ? r.process : target.under);
   if (window) {
     target.align_start_ns = window->start_ns;
