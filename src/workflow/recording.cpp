@@ -469,7 +469,7 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
   impl->loop->SetBackOff(
       options.overhead_budget, [raw] { return raw->processes->alive() >= kBackOffProcesses; },
       std::max<DurationNs>(options.interval, std::min<DurationNs>(10 * options.interval, 5 * kNsPerSec)));
-  impl->loop->Start();
+  if (!options.start_sampling_at_launch) impl->loop->Start();
   return std::unique_ptr<Recording>(new Recording(std::move(impl)));
 }
 
@@ -573,6 +573,9 @@ Recording::Launched Recording::Launch(const LaunchSpec& spec, model::PhaseId par
     return n != static_cast<ssize_t>(sizeof err);
   };
   pid_t pid = impl_->processes->LaunchRoot(fork_and_exec, spec.argv, start, parent_phase, started);
+  // RecordingOptions::start_sampling_at_launch: from now on (the command has exec'd: the
+  // status pipe closed), and even when it could not start (the run's end samples once more).
+  if (!impl_->loop->started()) impl_->loop->Start();
   if (status_pipe[1] >= 0) close(status_pipe[1]);
   if (pid > 0 && spec.foreground) {
     impl_->foreground_pid = pid;  // even in the background: a read there stops it (SIGTTIN)
