@@ -115,6 +115,37 @@ TEST(StoreReliabilityE2E, TheStoreIsSyncedOnlyAtTheEndOfARun) {
   }
 }
 
+// The GPU monitor is opened by the sampling thread once the workload has exec'd: loading
+// NVML (and nvmlInit on a GPU host) used to run before the fork, delaying every command's
+// start. The order is read from strace (the workload's execve before the library's open),
+// and the GPUs of the fake NVML (two) are still recorded, with samples.
+TEST(StartupCostE2E, NvmlIsLoadedBesideTheWorkloadAndItsGpusAreRecorded) {
+  if (access("/usr/bin/strace", X_OK) != 0) {
+    const char* ci = std::getenv("CI");
+    if (ci != nullptr && std::string(ci) == "true") FAIL() << "CI: /usr/bin/strace is missing (apt install strace)";
+    GTEST_SKIP() << "/usr/bin/strace is missing";
+  }
+  const std::string nvml = std::string(GRADEML_BINARY_DIR) + "/tests/libfake_nvml.so";
+  ASSERT_EQ(access(nvml.c_str(), R_OK), 0) << nvml;
+  std::string dir = FreshDir("startup_nvml");
+  std::string db = dir + "/grademl.db";
+  std::string log = dir + "/strace.txt";
+  CommandResult r = RunCommand({"/usr/bin/timeout", "120", "/usr/bin/strace", "-f", "-qq", "-o", log, "-e",
+                                "trace=execve,openat", "/usr/bin/env", "GRADEML_NVML_LIBRARY=" + nvml, GrademlBinary(),
+                                "--db", db, "run", "--no-report", "--", "/bin/sh", "-c", "sleep 0.3; exit 4"});
+  ASSERT_EQ(r.exit_code, 4) << r.err;
+  std::string trace = ReadFile(log);
+  size_t exec = trace.find("execve(\"/bin/sh\"");
+  size_t loaded = trace.find("libfake_nvml.so");
+  ASSERT_NE(exec, std::string::npos) << trace;
+  ASSERT_NE(loaded, std::string::npos) << trace;
+  EXPECT_LT(exec, loaded) << "NVML was loaded before the workload started";
+  EXPECT_EQ(SqlInt(db, "SELECT count(*) FROM resources WHERE kind = 'gpu'"), 2);
+  EXPECT_GT(SqlInt(db, "SELECT count(*) FROM samples x JOIN series s ON s.id = x.series_id JOIN resources r ON "
+                       "r.id = s.resource_id WHERE r.kind = 'gpu' AND s.name = 'gpu.utilization'"),
+            0);
+}
+
 // --- contention ---------------------------------------------------------------------------
 
 // The finding: of two runs started at once on a fresh store, one was refused and its
