@@ -515,6 +515,15 @@ Status SqliteDatabase::EndUnsyncedStart() {
   return Status::Ok();
 }
 
+void SqliteDatabase::SyncAhead() {
+  std::lock_guard lock(mu_);
+  if (mode_ != Mode::kReadWrite || unsynced_start_) return;
+  // PASSIVE: never waits for readers or peers. Under synchronous=NORMAL it syncs the WAL
+  // (and its directory, once per connection: SQLite's first sync of a WAL it created), then
+  // the file; ~SqliteDatabase's TRUNCATE checkpoint then has no directory to sync.
+  (void)sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+}
+
 StatusOr<model::RunId> SqliteDatabase::CreateRun(const model::RunInfo& info) {
   std::lock_guard lock(mu_);
   GRADEML_RETURN_IF_ERROR(CheckWritable());
