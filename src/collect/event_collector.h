@@ -51,7 +51,8 @@ struct EventCollectorOptions {
   // A record whose name is still unknown after this many polls uses a placeholder name
   // ("#<id>") so that one bad record cannot stall its thread forever.
   int name_wait_polls = 50;
-  // Minimum span of the TSC rate measurement.
+  // Minimum span of the TSC rate measurement while the run goes on (TSC records wait until
+  // then); Finish() takes the run's own span, however short (kFinishRateSpanNs at least).
   DurationNs min_rate_span_ns = 20 * kNsPerMs;
   // Bytes accepted but not stored yet: the builder's next delta and what the store's writer
   // holds (RunBuilder::unsent_bytes() + BackgroundWriter::held_bytes()), asked once per
@@ -125,8 +126,14 @@ class EventCollector {
   };
   Stats stats() const;
 
-  // The TSC rate in use (ticks per ns), 0 while none yet.
+  // The TSC rate in use (ticks per ns), 0 while none yet, and the span it was measured
+  // over (0 when none was measured: none yet, or Options::tsc_ticks_per_ns given).
   double tsc_ticks_per_ns() const;
+  DurationNs tsc_rate_span_ns() const { return rate_span_ns_; }
+
+  // The least span Finish() measures the rate over (waiting out the rest when the run was
+  // shorter): min_rate_span_ns applies to the passes while the run goes on.
+  static constexpr DurationNs kFinishRateSpanNs = kNsPerMs;
 
  private:
   struct Chunk;
@@ -164,6 +171,7 @@ class EventCollector {
   uint64_t tsc0_ = 0;
   int64_t mono0_ = 0;
   double ticks_per_ns_ = 0;
+  DurationNs rate_span_ns_ = 0;
 
   // flow id -> producing phase; flow id -> consumers seen before their producer (both
   // bounded: kMaxFlows entries).
@@ -192,7 +200,7 @@ class EventCollector {
   unsigned cpus_ = 1;      // for what writers can physically have dropped
   std::unordered_map<model::SeriesId, TimeNs> series_last_t_;
 
-  void MeasureRate();
+  void MeasureRate(DurationNs min_span);
   void Listen();
   void AcceptWriters();
   void PollFile(File* f, bool final, TimeNs end);

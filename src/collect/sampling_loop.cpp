@@ -44,6 +44,7 @@ SamplingLoop::~SamplingLoop() {
 
 void SamplingLoop::Start() {
   GRADEML_CHECK(!thread_.joinable());
+  started_ = true;
   thread_ = std::thread([this] { Loop(); });
 }
 

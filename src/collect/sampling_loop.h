@@ -33,6 +33,8 @@ class SamplingLoop {
   void SetTestPassCost(DurationNs cost_ns) { test_pass_cost_ns_ = cost_ns; }
 
   void Start();
+  // Start() was called (the thread may have stopped since).
+  bool started() const { return started_; }
   // Stops after the pass in progress and joins the thread. Idempotent.
   void Stop();
   int passes() const { return passes_; }
@@ -42,6 +44,7 @@ class SamplingLoop {
 
  private:
   void Loop();
+  bool started_ = false;
 
   DurationNs interval_;
   std::vector<Sampler> samplers_;

@@ -113,6 +113,7 @@ class BackgroundWriter {
   Status first_error_;
   bool failing_ = false;     // the last write failed
   bool gone_said_ = false;   // kStoreGone was sent
+  bool synced_ahead_ = false;  // Database::SyncAhead was called (writer thread only)
   uint64_t dropped_ = 0;     // samples and log lines dropped past the bound
   Status final_status_;
   std::atomic<size_t> held_bytes_{0};  // PendingBytes() of pending_, written under flush_mu_

@@ -130,7 +130,9 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
   if (argv.empty()) return InvalidArgument("no command given (usage: grademl run [OPTIONS] -- CMD [ARGS...])");
   std::string name;
   for (const auto& a : argv) name += (name.empty() ? "" : " ") + a;
-  GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<Recording> recording, Recording::Start(options, argv, name));
+  RecordingOptions start_options = options;
+  start_options.start_sampling_at_launch = true;  // launched right below
+  GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<Recording> recording, Recording::Start(start_options, argv, name));
 
   MonitoredCommandResult result;
   result.run_id = recording->run_id();

@@ -58,6 +58,11 @@ struct RecordingOptions {
   // host, with this host's clock measured against the store's; the run's own info (command,
   // exit code, end) stays its launcher's.
   std::string join_uuid;
+  // The sampling thread starts right after the first Launch forked its command instead of
+  // at Start: for a single command launched at once, the thread's start and first pass
+  // (a listing of /proc, every outside process's stat) run while the command execs, not
+  // ahead of it on a busy machine. Workflows keep sampling from Start (hashing, planning).
+  bool start_sampling_at_launch = false;
 };
 
 // Where the pieces that instrumented processes load live: libgrademl.so (next to the grademl

@@ -46,6 +46,28 @@ CommandResult RunPython(const std::string& db, const std::string& script, std::v
   return RunCommand(argv);
 }
 
+// libgrademl.so is loaded by every instrumented Python process at its start: it needs libc
+// (and the loader) alone (the C++ runtime parts it uses are linked in, hidden). Needing libstdc++.so cost each
+// start about 0.9 ms (libstdc++, libm and libgcc_s loaded and relocated; issue 26). The
+// dynamic section, read by readelf, names what the loader would load.
+TEST(InstrumentE2E, TheEventLibraryNeedsOnlyLibc) {
+  std::string lib = std::filesystem::path(GrademlBinary()).parent_path().string() + "/libgrademl.so";
+  ASSERT_TRUE(std::filesystem::exists(lib)) << lib;
+  CommandResult r = RunCommand({"/usr/bin/readelf", "-d", lib});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> needed;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    size_t open = line.find("Shared library: [");
+    if (open != std::string::npos) needed.push_back(line.substr(open + 17, line.find(']', open) - open - 17));
+  }
+  EXPECT_FALSE(needed.empty()) << r.out;
+  for (const std::string& name : needed) {
+    // libc and the dynamic loader (for thread-local storage): both in every process anyway.
+    EXPECT_TRUE(name.rfind("libc.so", 0) == 0 || name.rfind("ld-linux", 0) == 0) << name << "\n" << r.out;
+  }
+}
+
 TEST(InstrumentE2E, CppThreadsPhasesNestPerThread) {
   std::string dir = FreshDir("instrument_cpp");
   std::string db = dir + "/g.db";

@@ -105,6 +105,7 @@ class SqliteDatabase final : public Database {
   // A writer's start is unsynced (synchronous=OFF, see Open) until its first write:
   // CreateRun's row, or before any other write. Under mu_.
   Status EndUnsyncedStart();
+  void SyncAhead() override;
 
   StatusOr<sqlite3_stmt*> Prepared(Query query);
   Status SqlError(int rc) const;
