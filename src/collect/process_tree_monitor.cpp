@@ -65,6 +65,10 @@ struct ProcessTreeMonitor::Proc {
   std::string comm;
 
   bool never_started = false;  // a launched command whose exec failed: no samples
+  // A launched command whose exec is not confirmed yet (LaunchRoot waits for it without the
+  // lock): no samples, and its exit event (an exec that failed exits at once) kept for then.
+  bool start_pending = false;
+  std::optional<ProcessEvents::Event> pending_exit;
   bool seen = false;        // read at least once
   uint64_t raw_utime = 0, raw_stime = 0, raw_cutime = 0, raw_cstime = 0;  // ticks at the last read
   int idle_passes = 0;      // reads in a row that found no CPU used
@@ -420,7 +424,7 @@ pid_t ProcessTreeMonitor::LaunchRoot(const std::function<pid_t()>& launch, const
                                      const std::function<bool(pid_t)>& started) {
   // Under the lock, so that no pass sees the new child before it is known as a root (it
   // would be taken for an orphan re-parented to grademl).
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   if (roots_.empty() && !launched_before_) {
     // Before the first launch no process of the tree exists: every process alive now is
     // foreign. Listed here (names only), they spare the first pass a read of every process's
@@ -436,7 +440,22 @@ pid_t ProcessTreeMonitor::LaunchRoot(const std::function<pid_t()>& launch, const
   pid_t pid = launch();
   if (pid > 0) {
     AddRootLocked(pid, argv, start_ns, parent_phase);
-    if (started && !started(pid)) roots_.back()->never_started = true;
+    if (started) {
+      // The wait for its exec, without the lock: the kernel's events and the passes go on,
+      // so that the children it forks at once are followed while they live. (Held until
+      // this thread ran again after the exec, on a loaded machine, a short first child
+      // could live and be reaped before its fork was read: a "[pid N]" phase, its command
+      // line gone.) It is known as a root already; no samples of it until the answer.
+      Proc* root = roots_.back();
+      root->start_pending = true;
+      lock.unlock();
+      bool ok = started(pid);
+      lock.lock();
+      root->start_pending = false;
+      if (!ok) root->never_started = true;
+      else if (root->pending_exit) ApplyExitEvent(root, root->pending_exit->exit_status, root->pending_exit->monotonic_ns);
+      root->pending_exit.reset();
+    }
   }
   return pid;
 }
@@ -578,7 +597,7 @@ bool ProcessTreeMonitor::ReadProc(Proc* p, TimeNs now, bool slow, bool exited, b
 }
 
 void ProcessTreeMonitor::EmitSamples(Proc* p, TimeNs t) {
-  if (p->never_started) return;
+  if (p->never_started || p->start_pending) return;
   builder_->AddSample(p->s_user, t, p->own_user);
   builder_->AddSample(p->s_system, t, p->own_system);
   builder_->AddSample(p->s_unseen, t, p->unseen_user + p->unseen_system);
@@ -989,18 +1008,23 @@ void ProcessTreeMonitor::DrainProcessEvents(TimeNs now) {
         else if (auto g = gone_.find(ev.pid); g != gone_.end()) p = g->second;
         else if (auto r = recently_resolved_.find(ev.pid); r != recently_resolved_.end()) p = r->second;
         if (!p || p->never_started) break;
-        if (ev.monotonic_ns > 0) p->exit_event_t = WallClock::FromMonotonic(ev.monotonic_ns);
-        if (WIFSIGNALED(ev.exit_status)) {
-          builder_->SetPhaseTag(p->phase, "exit_signal", std::to_string(WTERMSIG(ev.exit_status)));
-        } else {
-          builder_->SetPhaseTag(p->phase, "exit_code", std::to_string(WEXITSTATUS(ev.exit_status)));
-        }
+        if (p->start_pending) p->pending_exit = ev;  // a failed exec's exit says nothing of the command
+        else ApplyExitEvent(p, ev.exit_status, ev.monotonic_ns);
         break;
       }
     }
   }
   // Then the exit records: a process is known (from its fork) before its records are read.
   DrainExitRecords();
+}
+
+void ProcessTreeMonitor::ApplyExitEvent(Proc* p, int exit_status, int64_t monotonic_ns) {
+  if (monotonic_ns > 0) p->exit_event_t = WallClock::FromMonotonic(monotonic_ns);
+  if (WIFSIGNALED(exit_status)) {
+    builder_->SetPhaseTag(p->phase, "exit_signal", std::to_string(WTERMSIG(exit_status)));
+  } else {
+    builder_->SetPhaseTag(p->phase, "exit_code", std::to_string(WEXITSTATUS(exit_status)));
+  }
 }
 
 void ProcessTreeMonitor::OnExited(pid_t pid, TimeNs t) {

@@ -92,10 +92,13 @@ class ProcessTreeMonitor {
   void AddRoot(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns, model::PhaseId parent_phase = 0);
   // Calls `launch` (which forks and returns the child's pid, or -1) and follows the child as
   // AddRoot does, with no pass in between. `launch` must not call into this monitor.
-  // `started` (optional) is called with the child's pid, still with no pass in between, and
-  // says whether the command really started (its exec succeeded): a child that could not
-  // start is grademl's own copy, so none of its counters are recorded as samples, and the
-  // analyses call its time unknown instead of guessing what bound it.
+  // `started` (optional) is called with the child's pid and says whether the command really
+  // started (its exec succeeded): a child that could not start is grademl's own copy, so
+  // none of its counters are recorded as samples, and the analyses call its time unknown
+  // instead of guessing what bound it. Passes and the kernel's events go on while it waits
+  // (the children of a command that did start are followed meanwhile), but no sample or
+  // exit tag of the child is recorded before its answer. `started` must not call into this
+  // monitor either.
   pid_t LaunchRoot(const std::function<pid_t()>& launch, const std::vector<std::string>& argv, TimeNs start_ns,
                    model::PhaseId parent_phase, const std::function<bool(pid_t)>& started = nullptr);
   // One sampling pass over the tree.
@@ -198,7 +201,7 @@ class ProcessTreeMonitor {
   uint64_t processes_dropped_ = 0;
 
   // `now` for work done under the lock: never before the moment the lock was taken
-  // (LaunchRoot holds it through a fork and exec; a time read before waiting for it could
+  // (LaunchRoot holds it through a fork; a time read before waiting for it could
   // stamp an exit before it happened, or a phase's end before its start).
   static TimeNs AfterLock(TimeNs now);
   void SampleLocked(TimeNs now);
@@ -209,6 +212,8 @@ class ProcessTreeMonitor {
   void Discover(TimeNs now);
   // Follows the forks and execs the kernel reported since the last call.
   void DrainProcessEvents(TimeNs now);
+  // A process's exit event: its end as the kernel stamped it, and how it ended (a tag).
+  void ApplyExitEvent(Proc* p, int exit_status, int64_t monotonic_ns);
   // Names a process's phase after its command line, read now (after an exec).
   void RenameFromCmdline(Proc* p);
   // Reads a process's counters; false when it is gone. `exited`: its pidfd said it exited,

@@ -8,12 +8,18 @@
 #include <linux/cn_proc.h>
 #include <linux/connector.h>
 #include <linux/netlink.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -191,6 +197,110 @@ TEST(ProcessEventsTest, TheMonitorFollowsAtMostItsCapThroughEvents) {
   EXPECT_EQ(processes, 4u);  // the root and the 3 followed
   close(go[0]);
   close(go[1]);
+}
+
+// The launching thread can run late after the command's exec on a loaded machine (it waits
+// for the exec, then for a CPU): the command's first child may meanwhile fork, exec, run and
+// be reaped. It is still followed while it lives, named after its command line, under the
+// command. Here `started` returns only once that first child was reaped by the command: it
+// lets the child end as soon as the sampling thread has followed it (or after 2 s: the
+// old LaunchRoot held the monitor's lock through `started`, so that the sampling thread
+// read the fork only after the child was gone: a "[pid N]" phase).
+TEST(ProcessEventsTest, TheFirstChildOfACommandIsFollowedWhileTheLaunchWaitsForItsExec) {
+  model::RunBuilder builder{model::RunInfo{}};
+  model::PhaseId run =
+      builder.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = WallClock::Now(), .host = "h"});
+  model::ResourceId host = builder.AddResource({.parent = 0, .kind = model::ResourceKind::kHost, .name = "h", .host = "h"});
+  ProcessTreeMonitor monitor(&builder, run, host, "h", {});
+  if (monitor.process_events() != "proc_connector") {
+    if (MustHaveProcessEvents()) ADD_FAILURE() << "CI=true as root, yet: " << monitor.process_events_error();
+    GTEST_SKIP() << "the kernel's process events are not available: " << monitor.process_events_error();
+  }
+  char tmpl[] = "/tmp/grademl_first_child_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, fifo = dir + "/gate", pid_file = dir + "/child.pid", done = dir + "/done";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // The first child writes its pid, then waits at the gate as `head` (a second exec).
+  const std::string head = "/usr/bin/head -c 1 " + fifo;
+  const std::string script = "/bin/sh -c 'echo $$ > " + pid_file + ".tmp && mv " + pid_file + ".tmp " + pid_file +
+                             " && exec " + head + "'; : > " + done;
+  // The sampling thread, as the recording's loop: events as they come, a pass now and then.
+  std::atomic<bool> stop{false}, followed{false};
+  std::thread sampler([&] {
+    pid_t child = 0;
+    int rounds_after = -1;
+    for (int i = 0; !stop; ++i) {
+      pollfd fd{monitor.exit_notification_fd(), POLLIN, 0};
+      poll(&fd, 1, 5);
+      monitor.HandleExitNotifications(WallClock::Now());
+      if (i % 4 == 0) monitor.Sample(WallClock::Now());
+      if (child == 0) {
+        std::ifstream in(pid_file);
+        in >> child;
+      }
+      if (child > 0 && rounds_after < 0 && monitor.Lookup(child).phase != 0) {
+        // Followed; once it waits at the gate as head (its exec event sent), one more round
+        // reads that event.
+        std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        if (line.find("(head) S") != std::string::npos) rounds_after = 0;
+      } else if (rounds_after >= 0 && ++rounds_after >= 2) {
+        followed = true;
+      }
+    }
+  });
+  pid_t root = monitor.LaunchRoot(
+      [&] {
+        pid_t child = fork();
+        if (child == 0) {
+          int null_fd = open("/dev/null", O_WRONLY);
+          dup2(null_fd, STDOUT_FILENO);
+          execl("/bin/sh", "/bin/sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+          _exit(127);
+        }
+        return child;
+      },
+      {"/bin/sh", "-c", script}, WallClock::Now(), 0,
+      [&](pid_t) {
+        // Late: the first child lives until it was followed (2 s at most), then is reaped.
+        for (int i = 0; i < 400 && !followed; ++i) usleep(5000);
+        int gate = open(fifo.c_str(), O_WRONLY);
+        if (gate >= 0) {
+          (void)!write(gate, "x", 1);
+          close(gate);
+        }
+        for (int i = 0; i < 2000 && !std::filesystem::exists(done); ++i) usleep(5000);
+        return true;
+      });
+  ASSERT_GT(root, 0);
+  EXPECT_TRUE(std::filesystem::exists(done)) << "the command did not reap its first child";
+  int status = 0;
+  rusage usage{};
+  ASSERT_EQ(wait4(root, &status, 0, &usage), root);
+  stop = true;
+  sampler.join();
+  monitor.OnReaped(root, WallClock::Now(), usage);
+  monitor.Finish(WallClock::Now());
+  pid_t child = 0;
+  std::ifstream(pid_file) >> child;
+  ASSERT_GT(child, 0);
+  std::vector<model::Phase> phases = builder.TakeDelta(true).phases;
+  const model::Phase *root_phase = nullptr, *child_phase = nullptr;
+  for (const model::Phase& p : phases) {
+    if (p.leaf_type() != model::kPhaseTypeProcess) continue;
+    if (p.pid == root) root_phase = &p;
+    if (p.pid == child) child_phase = &p;
+  }
+  ASSERT_NE(root_phase, nullptr);
+  ASSERT_NE(child_phase, nullptr) << "the first child has no phase";
+  EXPECT_EQ(child_phase->name, head) << "not followed while it lived";
+  EXPECT_EQ(child_phase->parent, root_phase->id);
+  std::string exit_code;
+  for (const auto& [k, v] : child_phase->tags)
+    if (k == "exit_code") exit_code = v;
+  EXPECT_EQ(exit_code, "0");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
