@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -223,6 +224,44 @@ TEST(ProcessTreeE2E, EveryShortProcessIsAPhase) {
     int pid = static_cast<int>(ReadTruth(dir + "/t" + std::to_string(i), "pid"));
     EXPECT_TRUE(pids.count(pid)) << "burner " << i << " (pid " << pid << ") has no phase";
   }
+}
+
+// grademl's launching thread can run late after the fork on a loaded machine (it waits for
+// the command's exec, then for a CPU): the command's first child may meanwhile be forked,
+// run and be reaped. Forced here (GRADEML_TEST_LATE_LAUNCH_FILE: the launching thread waits
+// until the command has reaped its first child), the child is still a phase named after its
+// command, under the command's, with its exit code: the kernel's events were read while it
+// lived. (Before, no events were read until the launching thread ran again: "[pid N]".)
+TEST(ProcessTreeE2E, TheFirstChildIsAPhaseWhenGrademlRunsLateAfterTheFork) {
+  std::string dir = FreshDir("late_launch");
+  std::string db = dir + "/g.db";
+  std::string reaped = dir + "/first_child_reaped";
+  std::string script = "/bin/sleep 0.5; : > " + reaped + "; true";
+  CommandResult r = RunCommand({"/usr/bin/env", "GRADEML_TEST_LATE_LAUNCH_FILE=" + reaped, GrademlBinary(), "--db", db,
+                                "run", "--no-report", "--", "/bin/sh", "-c", script});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(std::filesystem::exists(reaped));
+  json report = ReportJson(db);
+  if (report["run"]["process_events"] != "proc_connector") {
+    if (MustHaveProcessEvents()) FAIL() << "CI=true as root, yet the kernel's process events were not used";
+    GTEST_SKIP() << "the kernel's process events are not available here";
+  }
+  const json* root = nullptr;
+  const json* child = nullptr;
+  std::vector<std::string> names;
+  for (const json& p : report["phases"]) {
+    if (p["pid"].is_null()) continue;
+    std::string name = p["name"].get<std::string>();
+    names.push_back(name);
+    if (p["parent"] == report["phases"][0]["id"]) root = &p;
+    if (name == "/bin/sleep 0.5") child = &p;
+  }
+  ASSERT_NE(root, nullptr) << ::testing::PrintToString(names);
+  EXPECT_EQ((*root)["name"].get<std::string>().rfind("/bin/sh -c /bin/sleep 0.5", 0), 0u) << (*root)["name"];
+  ASSERT_NE(child, nullptr) << "the first child is not a phase named after its command; processes: "
+                            << ::testing::PrintToString(names);
+  EXPECT_EQ((*child)["parent"], (*root)["id"]);
+  EXPECT_EQ((*child)["tags"].value("exit_code", "-"), "0");
 }
 
 // With the kernel's process events, a process's phase says how it ended: tag exit_code
