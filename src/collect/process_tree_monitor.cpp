@@ -143,6 +143,16 @@ double TailCores(double cpu_tail_seconds, double tail_seconds) {
 }
 }  // namespace
 
+UnseenCpuStep DecideUnseenCpu(double credit_user, double credit_system, double unclaimed_user,
+                              double unclaimed_system) {
+  UnseenCpuStep step;
+  step.user = std::min(std::max(credit_user, 0.0), unclaimed_user);
+  step.system = std::min(std::max(credit_system, 0.0), unclaimed_system);
+  step.unclaimed_user = std::max(credit_user - step.user, 0.0);
+  step.unclaimed_system = std::max(credit_system - step.system, 0.0);
+  return step;
+}
+
 double ShareOut(double total, std::vector<Claim>& claims) {
   double needs = 0;
   for (const Claim& c : claims) needs += c.need;
@@ -1233,12 +1243,11 @@ void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs now) {
   }
   // CPU of reaped children that no exited child claimed for a whole pass came from
   // processes too short-lived to be seen.
-  double unseen_user = std::min(std::max(credit_user, 0.0), parent->unclaimed_user);
-  double unseen_system = std::min(std::max(credit_system, 0.0), parent->unclaimed_system);
-  parent->unseen_user += unseen_user;
-  parent->unseen_system += unseen_system;
-  parent->unclaimed_user = std::max(credit_user - unseen_user, 0.0);
-  parent->unclaimed_system = std::max(credit_system - unseen_system, 0.0);
+  UnseenCpuStep step = DecideUnseenCpu(credit_user, credit_system, parent->unclaimed_user, parent->unclaimed_system);
+  parent->unseen_user += step.user;
+  parent->unseen_system += step.system;
+  parent->unclaimed_user = step.unclaimed_user;
+  parent->unclaimed_system = step.unclaimed_system;
   PruneResolved(parent);
 }
 

@@ -53,6 +53,18 @@ struct Claim {
 };
 double ShareOut(double total, std::vector<Claim>& claims);
 
+// A parent's reaped-children CPU that no followed child explains, per pass: user and system
+// are decided together. Exposed for tests.
+struct UnseenCpuStep {
+  double user = 0, system = 0;                      // declared unseen children now
+  double unclaimed_user = 0, unclaimed_system = 0;  // left for the next pass to decide
+};
+// `credit_*`: the parent's reaped-children counters less what was handed to children and
+// already declared unseen; `unclaimed_*`: what the pass before left unclaimed. What stays
+// unclaimed for a whole pass is unseen.
+UnseenCpuStep DecideUnseenCpu(double credit_user, double credit_system, double unclaimed_user,
+                              double unclaimed_system);
+
 class ProcessTreeMonitor {
  public:
   struct Options {
