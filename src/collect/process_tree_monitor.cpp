@@ -137,6 +137,16 @@ constexpr double kBytesPerCpuSecond = 1e8;
 constexpr int kIdleAfterPasses = 3;
 constexpr int kIdleEvery = 10;
 
+// Two amounts of user and system CPU that may each be negative (over-explained) made
+// non-negative with the same sum (none when the sum is negative): what one side lacks comes
+// off the other.
+std::array<double, 2> ClampSum(double user, double system) {
+  if (user + system <= 0) return {0, 0};
+  if (user < 0) return {0, user + system};
+  if (system < 0) return {user + system, 0};
+  return {user, system};
+}
+
 // CPU cores a process used over its unread tail, given the CPU granted to it.
 double TailCores(double cpu_tail_seconds, double tail_seconds) {
   return std::max(cpu_tail_seconds, 0.0) / std::max(tail_seconds, 0.01);
@@ -145,11 +155,16 @@ double TailCores(double cpu_tail_seconds, double tail_seconds) {
 
 UnseenCpuStep DecideUnseenCpu(double credit_user, double credit_system, double unclaimed_user,
                               double unclaimed_system) {
+  // The parent's counters and its children's exit records split user and system by ticks
+  // at different moments: a child can explain more user and less system than the counters
+  // show for it, the same seconds. Only the sum says what is unexplained; clamping each
+  // side at zero on its own would make CPU out of the difference in splits.
+  auto [user, system] = ClampSum(credit_user, credit_system);
   UnseenCpuStep step;
-  step.user = std::min(std::max(credit_user, 0.0), unclaimed_user);
-  step.system = std::min(std::max(credit_system, 0.0), unclaimed_system);
-  step.unclaimed_user = std::max(credit_user - step.user, 0.0);
-  step.unclaimed_system = std::max(credit_system - step.system, 0.0);
+  step.user = std::min(user, unclaimed_user);
+  step.system = std::min(system, unclaimed_system);
+  step.unclaimed_user = user - step.user;
+  step.unclaimed_system = system - step.system;
   return step;
 }
 
@@ -1237,7 +1252,14 @@ void ProcessTreeMonitor::ResolveLiveParent(Proc* parent, TimeNs now) {
         child_finals[i][m] = granted;
       }
     }
-    for (size_t i = 0; i < gone.size(); ++i) ResolveDead(gone[i], child_finals[i]);
+    // A child is resolved with what it is finally given (its exact exit records, when it
+    // has them, even where the parent's tick-truncated counters ran short): the parent's
+    // books hold that, or the difference resurfaces a pass later as unseen children.
+    for (size_t i = 0; i < gone.size(); ++i) {
+      std::array<double, 2> given = ResolveDead(gone[i], child_finals[i]);
+      parent->children_explained[kUser] += given[kUser] - child_finals[i][kUser];
+      parent->children_explained[kSystem] += given[kSystem] - child_finals[i][kSystem];
+    }
     credit_user = parent->cut_user - parent->children_explained[kUser] - parent->unseen_user;
     credit_system = parent->cut_system - parent->children_explained[kSystem] - parent->unseen_system;
   }
@@ -1259,8 +1281,8 @@ void ProcessTreeMonitor::SettleExitedSubtree(Proc* p, TimeNs t) {
   }
 }
 
-void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
-  if (p->state == State::kResolved) return;
+std::array<double, 2> ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
+  if (p->state == State::kResolved) return {inclusive_final[kUser], inclusive_final[kSystem]};
   // A descendant still thought alive may have died just before p (p's exit can be reported
   // before a pass noticed it): look again. Survivors are orphans re-parented away.
   SettleExitedSubtree(p, p->exit_t);
@@ -1280,19 +1302,23 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
   }
   std::vector<Totals> child_finals(gone.size());
   double own_cpu_tail = 0;
+  // Its reaped-children counters not handed out yet, user and system together (as for a
+  // live parent: the splits of the counters and of the children's records differ).
+  std::array<double, 2> cpu_pool{};
+  for (int m = kUser; m <= kSystem; ++m) {
+    double unread = std::max(inclusive_final[m] - p->inclusive(static_cast<Metric>(m)), 0.0);
+    double explained = p->children_explained[m] + (m == kUser ? p->unseen_user : p->unseen_system);
+    cpu_pool[m] = unread + (m == kUser ? p->cut_user : p->cut_system) - explained;
+  }
+  cpu_pool = ClampSum(cpu_pool[kUser], cpu_pool[kSystem]);
   for (int m = 0; m < kNumMetrics; ++m) {
     Metric metric_id = static_cast<Metric>(m);
-    double seen = p->inclusive(metric_id);
-    double explained = p->children_explained[m] + (m == kUser ? p->unseen_user : m == kSystem ? p->unseen_system : 0);
-    // What p's counters grew by after they were last read, plus reaped-children counters
-    // not handed out yet.
-    double unread = std::max(inclusive_final[m] - seen, 0.0);
-    double pool = unread;
-    if (m == kUser) pool += std::max(p->cut_user - explained, 0.0);
-    if (m == kSystem) pool += std::max(p->cut_system - explained, 0.0);
-    // I/O: everything p's counters hold that is neither handed to children yet nor already
-    // emitted as p's own, including growth read after the last emission.
-    if (m >= kReadBytes) pool = std::max(inclusive_final[m] - explained - p->emitted_io[m - kReadBytes], 0.0);
+    // CPU: what p's counters grew by after they were last read, plus reaped-children
+    // counters not handed out yet. I/O: everything p's counters hold that is neither handed
+    // to children yet nor already emitted as p's own, including growth read after the last
+    // emission.
+    double pool = m <= kSystem ? cpu_pool[m]
+                               : std::max(inclusive_final[m] - p->children_explained[m] - p->emitted_io[m - kReadBytes], 0.0);
     std::vector<Claim> claims;
     for (Proc* c : gone) claims.push_back(TailClaim(c, metric_id));
     // p's own unread tail.
@@ -1350,9 +1376,16 @@ void ProcessTreeMonitor::ResolveDead(Proc* p, const Totals& inclusive_final) {
   // Its exit event may still be on its way (a pass can resolve it first).
   if (events_) recently_resolved_[p->pid] = p;
   p->stat_file = ProcFile();
-  for (size_t i = 0; i < gone.size(); ++i) ResolveDead(gone[i], child_finals[i]);
+  for (size_t i = 0; i < gone.size(); ++i) {
+    std::array<double, 2> given = ResolveDead(gone[i], child_finals[i]);
+    p->children_explained[kUser] += given[kUser] - child_finals[i][kUser];
+    p->children_explained[kSystem] += given[kSystem] - child_finals[i][kSystem];
+  }
   EndPhase(p);
   PruneResolved(p);
+  // What its subtree was given in all, as its parent must book it.
+  return {p->own_user + p->unseen_user + p->children_explained[kUser],
+          p->own_system + p->unseen_system + p->children_explained[kSystem]};
 }
 
 void ProcessTreeMonitor::PruneResolved(Proc* p) {

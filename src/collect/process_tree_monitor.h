@@ -267,7 +267,10 @@ class ProcessTreeMonitor {
   // Reads again the descendants of an exited process that are still thought alive, so that
   // those that died with it are known as exited before its counters are shared out.
   void SettleExitedSubtree(Proc* p, TimeNs t);
-  void ResolveDead(Proc* p, const Totals& inclusive_final);
+  // Resolves an exited process and its exited descendants from what its parent's counters
+  // grant it; returns the user and system CPU its subtree was given in all (more than
+  // granted where exact exit records say so), for the parent's books.
+  std::array<double, 2> ResolveDead(Proc* p, const Totals& inclusive_final);
   void EndPhase(Proc* p);
   void Unwatch(Proc* p);
   void PruneResolved(Proc* p);
