@@ -212,14 +212,22 @@ TEST(ProcessTreeE2E, EveryShortProcessIsAPhase) {
     GTEST_SKIP() << "the kernel's process events are not available here (" << why
                  << "): short processes are not all phases";
   }
-  int burners = 0;
+  // A burner's phase is named after its command line, or, when it lived and died while
+  // grademl's sampling thread could not run (a loaded machine), after the kernel's name of
+  // it from its exit record ("[burn_and_write]"): its command line is gone by then. Either
+  // way it is a phase with its own pid; a lost process has none (issue 25's definition).
+  int burners = 0, by_kernel_name = 0;
   std::set<int> pids;
   for (const json& p : report["phases"]) {
-    if (p["name"].get<std::string>().rfind(burn + " --cpu 0.02", 0) != 0) continue;
+    const std::string name = p["name"].get<std::string>();
+    const bool kernel_name = name == "[burn_and_write]";
+    if (name.rfind(burn + " --cpu 0.02", 0) != 0 && !kernel_name) continue;
     ++burners;
+    by_kernel_name += kernel_name;
     pids.insert(p["pid"].get<int>());
   }
   EXPECT_EQ(burners, 25);
+  if (by_kernel_name > 0) std::printf("%d of 25 burners named from their exit records\n", by_kernel_name);
   for (int i = 0; i < 25; ++i) {
     int pid = static_cast<int>(ReadTruth(dir + "/t" + std::to_string(i), "pid"));
     EXPECT_TRUE(pids.count(pid)) << "burner " << i << " (pid " << pid << ") has no phase";
