@@ -144,8 +144,8 @@ n = int(sys.argv[1])
 for i in range(n):
     with grademl.phase("p", i=i, neg=-i, flag=(i % 2 == 0)):
         pass
-    if i % 10000 == 9999:
-        time.sleep(0.03)  # the store keeps up: no phase is dropped
+    if i % 5000 == 4999:
+        time.sleep(0.05)  # so that the store mostly keeps up (what it drops is counted)
 with grademl.phase("big", v=2**70, s="text"):
     grademl.tag("later", 7)
 )";
@@ -160,6 +160,15 @@ with grademl.phase("big", v=2**70, s="text"):
   std::vector<char> seen(kPhases, 0);
   int phases = 0, wrong = 0;
   const model::Phase* big = nullptr;
+  // On a loaded machine grademl may drop phases past its backlog (issue 24's bound), counted
+  // on the run's root phase; every phase stored must still carry its own tags.
+  int64_t dropped = 0;
+  for (const model::Phase& p : run->phases) {
+    if (p.parent != 0) continue;
+    for (const auto& [k, v] : p.tags) {
+      if (k == "grademl.phases_dropped") dropped = std::stoll(v);
+    }
+  }
   for (const model::Phase& p : run->phases) {
     if (p.name == "big") big = &p;
     if (p.name != "p") continue;
@@ -175,9 +184,11 @@ with grademl.phase("big", v=2**70, s="text"):
     }
     seen[v] = 1;
   }
-  EXPECT_EQ(phases, kPhases);
+  EXPECT_EQ(phases + dropped, kPhases);
+  // Past the names bound that filled before the fix (about 240k distinct values).
+  EXPECT_GE(phases, 250'000) << dropped << " dropped";
   EXPECT_EQ(wrong, 0);
-  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), kPhases);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), phases);
   ASSERT_NE(big, nullptr);
   std::map<std::string, std::string> tags(big->tags.begin(), big->tags.end());
   EXPECT_EQ(tags["v"], "1180591620717411303424");  // past int64: str() of it
