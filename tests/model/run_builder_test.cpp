@@ -126,6 +126,13 @@ TEST(RunBuilderAddPhaseTest, FinishedPhasesAreHandedOutOnceAndNotKept) {
   EXPECT_TRUE(b.TakeDelta().phases.empty());
 }
 
+// Each phase's type path in a delta, by id.
+std::map<PhaseId, std::string> TypesOf(const RunDelta& delta) {
+  std::map<PhaseId, std::string> types;
+  for (const Phase& p : delta.phases) types[p.id] = p.type;
+  return types;
+}
+
 // AddPhase finds an added parent's type path by id (a table indexed by id within the
 // writer's range, issue 26): ids BeginPhase hands out in between, parents added several
 // deltas ago, an adopted parent from another writer's range and a begun parent all give
@@ -143,9 +150,7 @@ TEST(RunBuilderAddPhaseTest, TypePathsOfAddedBegunAndAdoptedParents) {
   PhaseId e = b.AddPhase({.parent = begun, .name = "e", .type = "cpu_op", .start_ns = 3}, 4);
   PhaseId f = b.AddPhase({.parent = e, .name = "f", .type = "kernel", .start_ns = 3}, 4);
   PhaseId g = b.AddPhase({.parent = a, .name = "g", .type = "kernel", .start_ns = 5}, 6);
-  RunDelta delta = b.TakeDelta();
-  std::map<PhaseId, std::string> types;
-  for (const Phase& p : delta.phases) types[p.id] = p.type;
+  std::map<PhaseId, std::string> types = TypesOf(b.TakeDelta());
   EXPECT_EQ(types[d], "run/process/cpu_op/kernel/memcpy");
   EXPECT_EQ(types[e], "run/process/thread/cpu_op");
   EXPECT_EQ(types[f], "run/process/thread/cpu_op/kernel");
@@ -170,9 +175,7 @@ TEST(RunBuilderAddPhaseTest, TypePathsAcrossALongRunOfBegunPhases) {
   PhaseId d = b.AddPhase({.parent = c, .name = "d", .type = "memcpy", .start_ns = 3}, 4);
   PhaseId e = b.AddPhase({.parent = kept, .name = "e", .type = "op", .start_ns = 3}, 4);
   PhaseId f = b.AddPhase({.parent = a, .name = "f", .type = "kernel", .start_ns = 3}, 4);
-  RunDelta delta = b.TakeDelta();
-  std::map<PhaseId, std::string> types;
-  for (const Phase& p : delta.phases) types[p.id] = p.type;
+  std::map<PhaseId, std::string> types = TypesOf(b.TakeDelta());
   EXPECT_EQ(last_begun, a + 1000);
   EXPECT_EQ(types[c], "run/op/kernel");
   EXPECT_EQ(types[d], "run/op/kernel/memcpy");
