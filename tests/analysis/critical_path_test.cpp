@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <tuple>
 
 #include "run_fixture.h"
 
@@ -34,13 +35,19 @@ TEST(CriticalPathTest, ChainOfStepsIsAllCritical) {
   }
 }
 
+// a, then b (4 s) and c (2 s) side by side, then d: c has 2 s of slack.
+struct Diamond {
+  Workflow w{6, 4};
+  PhaseId a = w.Step("a", 0, 1);
+  PhaseId b = w.Step("b", 1, 5, {a});
+  PhaseId c = w.Step("c", 1, 3, {a});
+  PhaseId d = w.Step("d", 5, 6, {b, c});
+};
+
 TEST(CriticalPathTest, DiamondSlackOfTheShortBranch) {
-  Workflow w(6, 4);
-  auto a = w.Step("a", 0, 1);
-  auto b = w.Step("b", 1, 5, {a});
-  auto c = w.Step("c", 1, 3, {a});
-  auto d = w.Step("d", 5, 6, {b, c});
-  CriticalPathResult r = FindCriticalPath(w.Build());
+  Diamond x;
+  auto [a, b, c, d] = std::tuple(x.a, x.b, x.c, x.d);
+  CriticalPathResult r = FindCriticalPath(x.w.Build());
   EXPECT_EQ(r.path.TopLevel(), (std::vector<PhaseId>{a, b, d}));
   auto slack = SlackById(r);
   EXPECT_DOUBLE_EQ(slack[c].slack_s, 2);
@@ -54,12 +61,9 @@ TEST(CriticalPathTest, DiamondSlackOfTheShortBranch) {
 
 TEST(CriticalPathTest, FromASharedGraphAndReplay) {
   // The diamond above through the overload AnalyzeRun uses: the same path and slack.
-  Workflow w(6, 4);
-  auto a = w.Step("a", 0, 1);
-  auto b = w.Step("b", 1, 5, {a});
-  auto c = w.Step("c", 1, 3, {a});
-  auto d = w.Step("d", 5, 6, {b, c});
-  const ScheduleGraph g = ScheduleGraph::Build(w.Build());
+  Diamond x;
+  auto [a, b, c, d] = std::tuple(x.a, x.b, x.c, x.d);
+  const ScheduleGraph g = ScheduleGraph::Build(x.w.Build());
   CriticalPathResult r = FindCriticalPath(g, ReplaySchedule(g));
   EXPECT_DOUBLE_EQ(r.makespan_s, 6);
   EXPECT_EQ(r.jobs, 4);
