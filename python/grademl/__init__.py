@@ -147,7 +147,7 @@ def _begin(name, ptype, tags):
     # phase open.
     nid = _id(name)
     tid = None if ptype is None else _id(str(ptype))
-    tag_ids = [(_id(k), v if _is_int64(v) else _id(v if type(v) is str else str(v)), _is_int64(v))
+    tag_ids = [(_id(k), v, True) if _is_int64(v) else (_id(k), _id(v if type(v) is str else str(v)), False)
                for k, v in tags.items()] if tags else ()
     if tid is None:
         b.begin(nid)
