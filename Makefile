@@ -136,7 +136,8 @@ SANITIZE_EXCLUDE := ^(LogPhaseTrackerTest\.LongLinesFitA1MiBThreadStack|Concurre
 
 # ThreadSanitizer over the parts that start threads: the event collector (collect_tests),
 # the instrumentation writer (instrument_tests), the store's background writer
-# (store_tests), log rules on a thread (workflow_tests), and, through TSAN_E2E, a sanitized
+# (store_tests), log rules on a thread (record_tests; workflow_tests and reuse_tests, which
+# held them before the move, too), and, through TSAN_E2E, a sanitized
 # grademl whose sampling loop, background writer, output readers and step runner run
 # concurrently (single commands, SIGTERM, parallel workflow steps, an instrumented
 # multi-threaded program, steps hashed and restored on threads of their own with --reuse, log
@@ -147,7 +148,7 @@ SANITIZE_EXCLUDE := ^(LogPhaseTrackerTest\.LongLinesFitA1MiBThreadStack|Concurre
 # issue's command; about 30 s in all, measured without TSan at 5-20 s on the shared VM).
 # Not the CPU-accounting tests (TwoProcesses, ShortLivedChildren):
 # TSan's own CPU cost in the instrumented helpers breaks their ground-truth comparison.
-TSAN_TESTS := collect_tests instrument_tests store_tests workflow_tests
+TSAN_TESTS := collect_tests instrument_tests store_tests workflow_tests record_tests reuse_tests
 TSAN_E2E := ^(RunCommandE2E\.(Sigterm|ExitCodeAndStdin|Sigkill)|WorkflowE2E\.(JobsLimit|ProgressBars|AFailingStep)|InstrumentE2E\.CppThreads|EventTransportE2E\.EventMemoryTruncated|StoreReliabilityE2E\.TwoSimultaneousRuns|SignalE2E\.Sigterm|ReuseE2E\.FreshCheckoutsShareOneStore|StopE2E\.(ARuleOverItsCostBudget|SigtermReachesACommand))
 # Left out of the TSan job besides SANITIZE_EXCLUDE: the workflow spec's size limits
 # (SpecLimitsTest), single-threaded parsing of large generated specs that takes 2 minutes

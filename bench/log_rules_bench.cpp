@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/run_builder.h"
-#include "workflow/log_rules.h"
+#include "record/log_rules.h"
 
 namespace {
 

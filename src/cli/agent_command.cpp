@@ -1,9 +1,9 @@
-// `grademl agent`: records this host's part of runs that span hosts (workflow/agent.h).
+// `grademl agent`: records this host's part of runs that span hosts (record/agent.h).
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "store/spool.h"
-#include "workflow/agent.h"
+#include "record/agent.h"
 
 namespace grademl::cli {
 

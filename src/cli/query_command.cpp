@@ -26,7 +26,7 @@
 #include "report/text_format.h"
 #include "store/database.h"
 #include "store/query_session.h"
-#include "workflow/artifact_store.h"
+#include "reuse/artifact_store.h"
 
 namespace grademl::cli {
 namespace {

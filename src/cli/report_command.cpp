@@ -14,7 +14,7 @@
 
 #include "analysis/run_analysis.h"
 #include "cli/commands.h"
-#include "cli/experiment_graph.h"
+#include "reuse/experiment_graph.h"
 #include "cli/output_file.h"
 #include "analysis/attribution.h"
 #include "analysis/level_breakdown.h"

@@ -2,10 +2,10 @@
 // store of `grademl run --reuse` keeps (docs/reuse.md), and its clean-up.
 #include <cstdio>
 
-#include "cli/artifact_budget.h"
+#include "reuse/artifact_budget.h"
 #include "cli/commands.h"
 #include "report/artifact_list.h"
-#include "workflow/artifact_store.h"
+#include "reuse/artifact_store.h"
 
 namespace grademl::cli {
 

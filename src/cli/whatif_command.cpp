@@ -22,7 +22,7 @@
 #include "analysis/issues.h"
 #include "analysis/whatif.h"
 #include "cli/commands.h"
-#include "cli/experiment_graph.h"
+#include "reuse/experiment_graph.h"
 #include "model/experiment_graph.h"
 #include "report/text_format.h"
 #include "store/database.h"

@@ -18,8 +18,8 @@
 #include "core/text.h"
 #include "core/units.h"
 #include "core/stop.h"
-#include "workflow/log_matcher.h"
-#include "workflow/log_rules.h"
+#include "record/log_matcher.h"
+#include "record/log_rules.h"
 
 namespace grademl::workflow {
 namespace {

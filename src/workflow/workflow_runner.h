@@ -16,8 +16,8 @@
 
 #include "core/status.h"
 #include "model/run.h"
-#include "workflow/recording.h"
-#include "workflow/step_reuse.h"
+#include "record/recording.h"
+#include "reuse/step_reuse.h"
 #include "workflow/workflow_spec.h"
 
 namespace grademl::workflow {

@@ -1,4 +1,4 @@
-// Fuzz target: the log-rule reader (LogRuleSet::Parse, src/workflow/log_rules.cpp) and
+// Fuzz target: the log-rule reader (LogRuleSet::Parse, src/record/log_rules.cpp) and
 // matching a step's output against the rules (LogPhaseTracker). The input is a rules file,
 // optionally followed by a line "#--- log" and the output lines to match. The lines are
 // matched against the user rules (when they parse) followed by the built-in ones; without
@@ -11,7 +11,7 @@
 
 #include "fuzz/fuzz_support.h"
 #include "model/run_builder.h"
-#include "workflow/log_rules.h"
+#include "record/log_rules.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace grademl;

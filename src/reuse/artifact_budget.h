@@ -1,0 +1,32 @@
+// The artifact store's budget, applied (`grademl run --reuse` after a run, `grademl reuse
+// --budget`): the experiment graph is loaded from the store, the materialised artifacts are
+// planned by analysis::PlanMaterialization, and those not kept are evicted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "analysis/materialization.h"
+#include "core/status.h"
+#include "reuse/artifact_store.h"
+
+namespace grademl::cli {
+
+// The default of --reuse-budget.
+inline constexpr const char* kDefaultReuseBudget = "10G";
+
+// The artifact directory for `db_location` and an --artifacts value ("" for the default).
+// A PostgreSQL store has no default: an error says to give one.
+StatusOr<std::string> ResolveArtifactsDir(const std::string& db_location, const std::string& given);
+
+struct BudgetResult {
+  analysis::MaterializationPlan plan;
+  int64_t freed_bytes = 0;
+};
+// Plans what to keep of what `artifacts` holds within `budget_bytes`, and (unless `dry_run`)
+// evicts the rest. A store that cannot be read gives an empty graph (every artifact then has
+// utility 0 and the smallest are kept first).
+StatusOr<BudgetResult> ApplyReuseBudget(const std::string& db_location, workflow::ArtifactStore& artifacts,
+                                        int64_t budget_bytes, bool dry_run);
+
+}  // namespace grademl::cli
