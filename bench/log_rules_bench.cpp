@@ -13,8 +13,8 @@
 
 namespace {
 
-using grademl::workflow::LogPhaseTracker;
-using grademl::workflow::LogRuleSet;
+using grademl::record::LogPhaseTracker;
+using grademl::record::LogRuleSet;
 
 std::vector<std::string> NoiseLines() {
   return {"2024-05-01 10:00:00.123456: I tensorflow/core/platform/cpu_feature_guard.cc:182] optimized",
@@ -57,11 +57,11 @@ LogRuleSet Rules(bool with_user_rule) {
 // `budget`: each rule's cost measured and charged to a RuleCostBudget, as grademl run does.
 void Run(benchmark::State& state, const std::vector<std::string>& lines, bool with_user_rule, bool budget = false) {
   const LogRuleSet rules = Rules(with_user_rule);
-  grademl::workflow::RuleCostBudget costs(&rules);
+  grademl::record::RuleCostBudget costs(&rules);
   grademl::model::RunBuilder builder{grademl::model::RunInfo{}};
   const auto run = builder.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 1});
   const auto step = builder.BeginPhase({.parent = run, .name = "s", .type = "step", .start_ns = 1});
-  LogPhaseTracker tracker(&rules, &builder, step, "host", 1, budget ? &costs : nullptr);
+  grademl::record::LogPhaseTracker tracker(&rules, &builder, step, "host", 1, budget ? &costs : nullptr);
   int64_t t = 10;
   for (auto _ : state) {
     for (const std::string& line : lines) tracker.OnLine(++t, line);

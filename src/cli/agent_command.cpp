@@ -52,7 +52,7 @@ Action RegisterAgentCommand(CLI::App& app, CommonOptions& common) {
                   static_cast<long long>(totals->deltas), static_cast<long long>(*pending));
       return 0;
     }
-    workflow::AgentOptions options;
+    record::AgentOptions options;
     options.db = common.ResolvedDbPath();
     options.spool_dir = f->spool;
     options.host = f->host;
@@ -81,7 +81,7 @@ Action RegisterAgentCommand(CLI::App& app, CommonOptions& common) {
       }
       WallClock::SetTestSkew(negative ? -*d : *d);
     }
-    return workflow::RunAgent(options);
+    return record::RunAgent(options);
   };
 }
 

@@ -536,7 +536,7 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
     }
     store::QueryOptions options;
     {
-      auto memory = workflow::ParseByteSize(opts->max_memory);
+      auto memory = reuse::ParseByteSize(opts->max_memory);
       if (!memory.ok()) {
         PrintError("query: --max-memory: " + memory.status().message());
         return kExitUsage;

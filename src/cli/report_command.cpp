@@ -111,7 +111,7 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
       }
       breakdown = std::move(*b);
     }
-    std::optional<model::ExperimentGraph> graph = RunExperimentGraph(common.ResolvedDbPath(), *run);
+    std::optional<model::ExperimentGraph> graph = reuse::RunExperimentGraph(common.ResolvedDbPath(), *run);
     analysis::RunAnalysis analysis = analysis::AnalyzeRun(*run, graph ? &*graph : nullptr);
     std::string out;
     if (!opts->html.empty()) {

@@ -40,7 +40,7 @@ Action RegisterReuseCommand(CLI::App& app, CommonOptions& common) {
     int64_t budget = INT64_MAX;
     if (opts->clear) budget = 0;
     if (!opts->budget.empty()) {
-      auto parsed = workflow::ParseByteSize(opts->budget);
+      auto parsed = reuse::ParseByteSize(opts->budget);
       if (!parsed.ok()) {
         PrintError("--budget: " + parsed.status().message());
         return kExitUsage;
@@ -48,18 +48,18 @@ Action RegisterReuseCommand(CLI::App& app, CommonOptions& common) {
       budget = *parsed;
     }
     std::string db = common.ResolvedDbPath();
-    auto dir = ResolveArtifactsDir(db, opts->artifacts);
+    auto dir = reuse::ResolveArtifactsDir(db, opts->artifacts);
     if (!dir.ok()) {
       PrintError(dir.status().message());
       return kExitUsage;
     }
-    auto store = workflow::ArtifactStore::Open(*dir);
+    auto store = reuse::ArtifactStore::Open(*dir);
     if (!store.ok()) {
       PrintError("artifact store: " + store.status().message());
       return kExitFailure;
     }
     bool change = opts->clear || !opts->budget.empty();
-    auto applied = ApplyReuseBudget(db, **store, budget, !change);
+    auto applied = reuse::ApplyReuseBudget(db, **store, budget, !change);
     if (!applied.ok()) {
       PrintError("artifact store: " + applied.status().message());
       return kExitFailure;

@@ -39,7 +39,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     std::vector<std::string> imports;
     std::string join;  // --join UUID
     bool reuse = false;
-    std::string reuse_budget = kDefaultReuseBudget;
+    std::string reuse_budget = reuse::kDefaultReuseBudget;
     std::string artifacts;
     bool no_hash = false;
     std::vector<std::string> command;
@@ -168,7 +168,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       PrintError("--interval: " + interval.status().message());
       return kExitUsage;
     }
-    if (*interval < workflow::kMinSamplingInterval || *interval > workflow::kMaxSamplingInterval) {
+    if (*interval < record::kMinSamplingInterval || *interval > record::kMaxSamplingInterval) {
       PrintError("--interval: '" + opts->interval + "' is outside 1ms to 1h");
       return kExitUsage;
     }
@@ -208,7 +208,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     }
     int64_t reuse_budget = 0;
     {
-      auto parsed = workflow::ParseByteSize(opts->reuse_budget);
+      auto parsed = reuse::ParseByteSize(opts->reuse_budget);
       if (!parsed.ok()) {
         PrintError("--reuse-budget: " + parsed.status().message());
         return kExitUsage;
@@ -224,7 +224,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       PrintError("--reuse and --artifacts are for workflow files (a pipeline YAML or dvc.yaml), not a single command");
       return kExitUsage;
     }
-    workflow::RecordingOptions options;
+    record::RecordingOptions options;
     options.db_path = common.ResolvedDbPath();
     options.deep = opts->deep;
     options.overhead_budget = budget;
@@ -234,21 +234,21 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     options.auto_detail = opts->auto_detail;
     options.import_globs = opts->imports;
     options.join_uuid = opts->join;
-    StatusOr<workflow::MonitoredCommandResult> result = Status(StatusCode::kInternal, "not run");
+    StatusOr<record::MonitoredCommandResult> result = Status(StatusCode::kInternal, "not run");
     // Once the run is stored, a stop signal ends grademl at once with the workload's exit
     // code (the artifact budget, the report are not worth waiting for); one that came while
     // the run was being finished skips them.
     std::optional<StopSignalHandlers> stop_handlers;
     static std::string stopped_line;
-    auto arm_stop_exit = [&](const workflow::MonitoredCommandResult& r) {
+    auto arm_stop_exit = [&](const record::MonitoredCommandResult& r) {
       stopped_line = fmt::format("[grademl] stopped: run {} is stored (grademl report {} shows it)\n", r.run_id, r.run_id);
       stop_handlers.emplace();
       StopSignalHandlers::ExitOnStop(r.exit_code, stopped_line.c_str());
     };
-    std::unique_ptr<workflow::OutputRelay> relay;  // a single command's output, for --rules
+    std::unique_ptr<record::OutputRelay> relay;  // a single command's output, for --rules
     std::string artifacts_dir;
     if (is_workflow && opts->reuse) {
-      auto dir = ResolveArtifactsDir(options.db_path, opts->artifacts);
+      auto dir = reuse::ResolveArtifactsDir(options.db_path, opts->artifacts);
       if (!dir.ok()) {
         PrintError("--reuse: " + dir.status().message());
         return kExitUsage;
@@ -268,13 +268,13 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       wopts.hash = !opts->no_hash;
       wopts.reuse.reuse = opts->reuse;
       wopts.reuse.artifacts_dir = artifacts_dir;
-      wopts.reuse.hash_cache = workflow::FileHashCache::DefaultPath();
+      wopts.reuse.hash_cache = reuse::FileHashCache::DefaultPath();
       auto run = workflow::RunWorkflow(*spec, wopts);
       if (!run.ok()) {
         PrintError(run.status().message());
         return kExitFailure;
       }
-      result = workflow::MonitoredCommandResult{
+      result = record::MonitoredCommandResult{
           .run_id = run->run_id, .exit_code = run->exit_code, .error = "",
           .stop_requests_at_end = run->stop_requests_at_end};
       if (!run->failed.empty()) {
@@ -286,9 +286,9 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       arm_stop_exit(*result);
       // The artifact store back within its budget: the least useful artifacts per byte go.
       if (opts->reuse && !StopCheck::Since(run->stop_requests_at_end)()) {
-        auto artifacts = workflow::ArtifactStore::Open(artifacts_dir);
-        auto applied = artifacts.ok() ? ApplyReuseBudget(options.db_path, **artifacts, reuse_budget, false)
-                                      : StatusOr<BudgetResult>(artifacts.status());
+        auto artifacts = reuse::ArtifactStore::Open(artifacts_dir);
+        auto applied = artifacts.ok() ? reuse::ApplyReuseBudget(options.db_path, **artifacts, reuse_budget, false)
+                                      : StatusOr<reuse::BudgetResult>(artifacts.status());
         if (!applied.ok()) {
           PrintError("artifact store: " + applied.status().message());
         } else if (applied->freed_bytes > 0) {
@@ -300,21 +300,21 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       }
     } else if (!opts->rules.empty()) {
       // Log rules for a single command: its output is read through a relay.
-      auto user_rules = workflow::LogRuleSet::LoadFile(opts->rules);
+      auto user_rules = record::LogRuleSet::LoadFile(opts->rules);
       if (!user_rules.ok()) {
         PrintError(user_rules.status().message());
         return kExitUsage;
       }
-      user_rules->Append(workflow::LogRuleSet::BuiltIn());
-      auto started = workflow::OutputRelay::Start();
+      user_rules->Append(record::LogRuleSet::BuiltIn());
+      auto started = record::OutputRelay::Start();
       if (!started.ok()) {
         PrintError(started.status().message());
         return kExitFailure;
       }
       relay = std::move(*started);
-      result = workflow::RecordCommand(options, command, &*user_rules, relay.get());
+      result = record::RecordCommand(options, command, &*user_rules, relay.get());
     } else {
-      result = workflow::RecordCommand(options, command);
+      result = record::RecordCommand(options, command);
     }
     if (!result.ok()) {
       PrintError(result.status().message());
@@ -333,7 +333,7 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
       if (!run.ok()) {
         PrintError("cannot read the run back: " + run.status().message());
       } else {
-        std::optional<model::ExperimentGraph> graph = RunExperimentGraph(options.db_path, *run);
+        std::optional<model::ExperimentGraph> graph = reuse::RunExperimentGraph(options.db_path, *run);
         analysis::RunAnalysis analysis = analysis::AnalyzeRun(*run, graph ? &*graph : nullptr);
         report::TerminalReportOptions ropts;
         ropts.color = isatty(STDERR_FILENO) != 0;

@@ -312,7 +312,7 @@ Action RegisterWhatifCommand(CLI::App& app, CommonOptions& common) {
     std::optional<model::ExperimentGraph> graph;
     if (std::any_of(changes.begin(), changes.end(),
                     [](const analysis::WhatifChange& c) { return c.kind == analysis::WhatifChange::Kind::kReuse; })) {
-      graph = RunExperimentGraph(common.ResolvedDbPath(), *run);
+      graph = reuse::RunExperimentGraph(common.ResolvedDbPath(), *run);
       if (graph) options.graph = &*graph;
     }
     auto result = analysis::SimulateWhatif(*run, changes, options);

@@ -28,7 +28,7 @@
 #include "record/recording.h"
 #include "record/store_clock.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 namespace {
 
 // After a stop signal, how long the agent goes on uploading its spool before it exits.
@@ -383,4 +383,4 @@ int RunAgent(const AgentOptions& in) {
   return 0;
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -12,7 +12,7 @@
 
 #include "core/time.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 
 struct AgentOptions {
   std::string db;                              // the shared store (PostgreSQL URI, or an SQLite path)
@@ -32,4 +32,4 @@ struct AgentOptions {
 // wait in the spool and the agent keeps trying.
 int RunAgent(const AgentOptions& options);
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

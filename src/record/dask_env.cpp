@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-namespace grademl::workflow {
+namespace grademl::record {
 namespace {
 
 // The elements' text of a bracketed literal "[...]" or "(...)", without a trailing comma;
@@ -81,4 +81,4 @@ std::vector<std::pair<std::string, std::string>> DaskEnvironment(std::optional<s
   return env;
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-namespace grademl::workflow {
+namespace grademl::record {
 
 inline constexpr char kDaskPreloadVar[] = "DASK_DISTRIBUTED__SCHEDULER__PRELOAD";
 inline constexpr char kDaskPreloadArgvVar[] = "DASK_DISTRIBUTED__SCHEDULER__PRELOAD_ARGV";
@@ -42,4 +42,4 @@ std::vector<std::pair<std::string, std::string>> DaskEnvironment(std::optional<s
 // escaped), as ast.literal_eval reads it back.
 std::string PythonStringLiteral(std::string_view text);
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
-namespace grademl::workflow {
+namespace grademl::record {
 
 namespace fs = std::filesystem;
 
@@ -73,4 +73,4 @@ EventsDirectory::~EventsDirectory() {
   close(lock_fd_);
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -12,7 +12,7 @@
 
 #include "core/status.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 
 class EventsDirectory {
  public:
@@ -37,4 +37,4 @@ class EventsDirectory {
   int lock_fd_ = -1;
 };
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -12,7 +12,7 @@
 #include "core/stop.h"
 #include "core/text.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 
 StatusOr<std::unique_ptr<LogMatcher>> LogMatcher::Start(const LogRuleSet* rules, Options options) {
   std::unique_ptr<LogMatcher> matcher(new LogMatcher(rules, options));
@@ -216,4 +216,4 @@ std::vector<std::string> LogMatcher::switched_off() const {
   return switched_off_;
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

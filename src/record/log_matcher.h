@@ -28,7 +28,7 @@
 #include "model/run_builder.h"
 #include "record/log_rules.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 
 class LogMatcher {
  public:
@@ -130,4 +130,4 @@ class LogMatcher {
   std::thread thread_;
 };
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

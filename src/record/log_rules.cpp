@@ -10,7 +10,7 @@
 #include "core/text.h"
 #include "workflow/yaml_bounds.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 namespace {
 
 // Memory RE2 may use for one expression (compiled program and DFA cache; past it RE2
@@ -275,7 +275,7 @@ class RulesParser {
   explicit RulesParser(const std::string& origin) : origin_(origin) {}
 
   Status Parse(std::string_view text, std::vector<LogRule>* out) {
-    GRADEML_ASSIGN_OR_RETURN(YAML::Node root, LoadBoundedYaml(text, origin_, YamlLimits(), "YAML syntax: "));
+    GRADEML_ASSIGN_OR_RETURN(YAML::Node root, workflow::LoadBoundedYaml(text, origin_, workflow::YamlLimits(), "YAML syntax: "));
     try {
       return ParseRoot(root, out);
     } catch (const YAML::Exception& e) {  // a conversion the checks above did not foresee
@@ -608,7 +608,7 @@ StatusOr<LogRuleSet> LogRuleSet::Parse(std::string_view yaml_text, const std::st
 }
 
 StatusOr<LogRuleSet> LogRuleSet::LoadFile(const std::string& path) {
-  StatusOr<std::string> text = ReadBoundedFile(path, YamlLimits().max_file_bytes);
+  StatusOr<std::string> text = workflow::ReadBoundedFile(path, workflow::YamlLimits().max_file_bytes);
   if (!text.ok()) {
     if (text.status().code() == StatusCode::kNotFound) return NotFound("{}: no such rules file", EscapeControl(path));
     return Status(text.status().code(), EscapeControl(text.status().message()));
@@ -867,4 +867,4 @@ void LogPhaseTracker::Finish(TimeNs t) {
   }
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -29,7 +29,7 @@
 #include "model/run.h"
 #include "model/run_builder.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 
 // A literal that every match of a regular expression contains, found by reading the
 // expression's source conservatively (an empty text when none is certain). Lets a tracker
@@ -218,4 +218,4 @@ class LogPhaseTracker {
   size_t regex_runs_ = 0;
 };
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

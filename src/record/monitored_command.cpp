@@ -16,7 +16,7 @@
 #include "record/output_relay.h"
 #include "record/recording.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 namespace {
 
 // Reads a single command's output from the relay's taps and hands its lines to a LogMatcher,
@@ -231,4 +231,4 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
   return result;
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -14,7 +14,7 @@
 #include "model/run.h"
 #include "record/recording.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 
 struct MonitoredCommandResult {
   model::RunId run_id = 0;
@@ -38,4 +38,4 @@ StatusOr<MonitoredCommandResult> RecordCommand(const RecordingOptions& options,
                                                const class LogRuleSet* rules = nullptr,
                                                class OutputRelay* relay = nullptr);
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace grademl::workflow {
+namespace grademl::record {
 namespace {
 
 constexpr int kTapPipeBytes = 1 << 20;  // grademl's copy may lag by this much before it drops
@@ -175,4 +175,4 @@ OutputRelay::~OutputRelay() {
   }
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

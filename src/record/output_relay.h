@@ -22,7 +22,7 @@
 #include "core/status.h"
 #include "core/time.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 
 class OutputRelay {
  public:
@@ -54,4 +54,4 @@ class OutputRelay {
   int done_ = -1;            // EOF when the relay has ended
 };
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

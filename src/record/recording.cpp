@@ -34,7 +34,7 @@
 
 extern char** environ;
 
-namespace grademl::workflow {
+namespace grademl::record {
 namespace {
 
 std::string CurrentDir() {
@@ -821,4 +821,4 @@ Status Recording::Finish(std::optional<int> exit_code, std::optional<int> exit_s
   return st;
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

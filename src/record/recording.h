@@ -29,7 +29,7 @@
 #include "core/time.h"
 #include "model/run_builder.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 
 // The sampling intervals `grademl run --interval` accepts (Recording::Start refuses others).
 inline constexpr DurationNs kMinSamplingInterval = kNsPerMs;
@@ -171,4 +171,4 @@ class Recording {
 // The shell convention for a wait(2) status: the exit code, or 128+N for signal N.
 int ShellExitCode(int wait_status);
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -1,6 +1,6 @@
 #include "record/store_clock.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 
 StatusOr<collect::ClockOffset> RecordStoreClock(store::Database& db, model::RunBuilder& builder,
                                                 const std::string& host, TimeNs t) {
@@ -12,4 +12,4 @@ StatusOr<collect::ClockOffset> RecordStoreClock(store::Database& db, model::RunB
   return o;
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -9,7 +9,7 @@
 #include "model/run_builder.h"
 #include "store/database.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 
 // Measures (collect::MeasureOffsetCarefully against Database::StoreClockNs) and adds the
 // estimate for `host` at this host's time `t`; the measurement, or why it failed (nothing is
@@ -17,4 +17,4 @@ namespace grademl::workflow {
 StatusOr<collect::ClockOffset> RecordStoreClock(store::Database& db, model::RunBuilder& builder,
                                                 const std::string& host, TimeNs t);
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -22,7 +22,7 @@
 #include "importers/importer.h"
 #include "importers/trace_input.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 namespace fs = std::filesystem;
 namespace {
 
@@ -314,4 +314,4 @@ TraceStitching::Outcome TraceStitching::ImportAll(TimeNs end, std::function<bool
   return outcome;
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

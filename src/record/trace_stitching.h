@@ -25,7 +25,7 @@
 #include "model/run.h"
 #include "model/run_builder.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 
 // The Python auto-instrumentation's phase around a profiler export, and its tags.
 inline constexpr std::string_view kTraceExportType = "trace_export";
@@ -107,4 +107,4 @@ class TraceStitching {
 // format of importers::TraceFormats; a Chrome-JSON bare array only with events that have "ph").
 bool LooksLikeTraceFile(const std::string& path);
 
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -2,11 +2,11 @@
 
 #include "store/database.h"
 
-namespace grademl::cli {
+namespace grademl::reuse {
 
 StatusOr<std::string> ResolveArtifactsDir(const std::string& db_location, const std::string& given) {
   if (!given.empty()) return given;
-  std::string dir = workflow::ArtifactStore::DefaultDirFor(db_location);
+  std::string dir = ArtifactStore::DefaultDirFor(db_location);
   if (dir.empty()) {
     return InvalidArgument("a PostgreSQL store keeps no artifacts of its own: give --artifacts DIR, a directory "
                            "every host that runs the workflow can reach");
@@ -14,7 +14,7 @@ StatusOr<std::string> ResolveArtifactsDir(const std::string& db_location, const 
   return dir;
 }
 
-StatusOr<BudgetResult> ApplyReuseBudget(const std::string& db_location, workflow::ArtifactStore& artifacts,
+StatusOr<BudgetResult> ApplyReuseBudget(const std::string& db_location, ArtifactStore& artifacts,
                                         int64_t budget_bytes, bool dry_run) {
   model::ExperimentGraph graph;
   auto db = store::Database::Open(db_location, store::Database::Mode::kReadOnly);
@@ -22,7 +22,7 @@ StatusOr<BudgetResult> ApplyReuseBudget(const std::string& db_location, workflow
     auto executions = (*db)->ListStepExecutions("");
     if (executions.ok()) graph.executions = std::move(*executions);
   }
-  GRADEML_ASSIGN_OR_RETURN(std::vector<workflow::ArtifactStore::Stored> stored, artifacts.List());
+  GRADEML_ASSIGN_OR_RETURN(std::vector<ArtifactStore::Stored> stored, artifacts.List());
   std::vector<std::pair<std::string, int64_t>> candidates;
   candidates.reserve(stored.size());
   for (const auto& s : stored) candidates.emplace_back(s.hash, s.size);
@@ -40,4 +40,4 @@ StatusOr<BudgetResult> ApplyReuseBudget(const std::string& db_location, workflow
   return result;
 }
 
-}  // namespace grademl::cli
+}  // namespace grademl::reuse

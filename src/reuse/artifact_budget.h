@@ -10,7 +10,7 @@
 #include "core/status.h"
 #include "reuse/artifact_store.h"
 
-namespace grademl::cli {
+namespace grademl::reuse {
 
 // The default of --reuse-budget.
 inline constexpr const char* kDefaultReuseBudget = "10G";
@@ -26,7 +26,7 @@ struct BudgetResult {
 // Plans what to keep of what `artifacts` holds within `budget_bytes`, and (unless `dry_run`)
 // evicts the rest. A store that cannot be read gives an empty graph (every artifact then has
 // utility 0 and the smallest are kept first).
-StatusOr<BudgetResult> ApplyReuseBudget(const std::string& db_location, workflow::ArtifactStore& artifacts,
+StatusOr<BudgetResult> ApplyReuseBudget(const std::string& db_location, ArtifactStore& artifacts,
                                         int64_t budget_bytes, bool dry_run);
 
-}  // namespace grademl::cli
+}  // namespace grademl::reuse

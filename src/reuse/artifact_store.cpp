@@ -21,7 +21,7 @@
 #include "store/database.h"
 #include "workflow/yaml_bounds.h"
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 namespace {
 
 namespace fs = std::filesystem;
@@ -90,7 +90,7 @@ Status MakeDirs(const std::string& dir) {
 }
 
 // A manifest or ref file of the store, bounded (a million entries of a manifest fit).
-StatusOr<std::string> ReadBoundedFileForTree(const std::string& path) { return ReadBoundedFile(path, 256 << 20); }
+StatusOr<std::string> ReadBoundedFileForTree(const std::string& path) { return workflow::ReadBoundedFile(path, 256 << 20); }
 
 // Removes a path (a file, or a directory tree) without following links.
 void RemoveQuietly(const std::string& path) {
@@ -448,4 +448,4 @@ StatusOr<int64_t> ParseByteSize(const std::string& text) {
   return static_cast<int64_t>(v * scale);
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse

@@ -24,7 +24,7 @@
 #include "model/run.h"
 #include "reuse/content_hash.h"
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 
 class ArtifactStore {
  public:
@@ -110,4 +110,4 @@ class ArtifactStore {
 // or "iB" after them is accepted). Errors name the text.
 StatusOr<int64_t> ParseByteSize(const std::string& text);
 
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse

@@ -14,7 +14,7 @@
 #include "core/sha256.h"
 #include "core/text.h"
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 namespace {
 
 constexpr std::string_view kTreeHeader = "grademl-tree 1\n";
@@ -303,4 +303,4 @@ StatusOr<ContentHash> ContentHasher::Hash(const std::string& path) const {
   return out;
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse

@@ -19,7 +19,7 @@
 #include "core/status.h"
 #include "reuse/file_hash_cache.h"
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 
 // One entry of a directory's manifest.
 struct TreeEntry {
@@ -100,4 +100,4 @@ class ContentHasher {
   mutable std::unordered_map<std::string, Known> known_;
 };
 
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse

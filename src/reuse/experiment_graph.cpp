@@ -5,7 +5,7 @@
 
 #include "store/database.h"
 
-namespace grademl::cli {
+namespace grademl::reuse {
 
 std::optional<model::ExperimentGraph> RunExperimentGraph(const std::string& db_location, const model::Run& run) {
   std::set<std::string> keys;
@@ -32,4 +32,4 @@ std::optional<model::ExperimentGraph> RunExperimentGraph(const std::string& db_l
   return graph;
 }
 
-}  // namespace grademl::cli
+}  // namespace grademl::reuse

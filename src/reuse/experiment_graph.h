@@ -8,11 +8,11 @@
 #include "model/experiment_graph.h"
 #include "model/run.h"
 
-namespace grademl::cli {
+namespace grademl::reuse {
 
 // Read with one indexed query per key (a store's whole graph may be large), by run id then
 // phase id; nullopt when the run has no step keys, or when the store cannot list them (an
 // older store): the run is then analysed without.
 std::optional<model::ExperimentGraph> RunExperimentGraph(const std::string& db_location, const model::Run& run);
 
-}  // namespace grademl::cli
+}  // namespace grademl::reuse

@@ -8,7 +8,7 @@
 
 #include "core/sha256.h"
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 namespace {
 
 TimeNs StatTimeNs(const struct timespec& ts) { return static_cast<TimeNs>(ts.tv_sec) * kNsPerSec + ts.tv_nsec; }
@@ -105,4 +105,4 @@ void FileHashCache::Remember(const std::string& path, const struct stat& st, con
   sqlite3_reset(remember_);
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse

@@ -23,7 +23,7 @@
 struct sqlite3;
 struct sqlite3_stmt;
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 
 inline constexpr DurationNs kRacyMarginNs = 2 * kNsPerSec;
 
@@ -50,4 +50,4 @@ class FileHashCache {
   sqlite3_stmt* remember_ = nullptr;
 };
 
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse

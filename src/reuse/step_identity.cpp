@@ -10,7 +10,7 @@
 
 extern char** environ;
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 namespace {
 
 // A canonical serialisation of a YAML value: scalars length-prefixed, mapping keys sorted.
@@ -82,7 +82,7 @@ bool IgnoredInIdentity(std::string_view name) {
   return false;
 }
 
-std::string NotReusableBySpec(const StepSpec& step) {
+std::string NotReusableBySpec(const workflow::StepSpec& step) {
   if (!step.not_reusable.empty()) return step.not_reusable;
   if (step.outs.empty()) return "no outs: nothing to restore";
   if (step.deps.empty() && step.params.empty()) return "no deps or params: what it reads is not declared";
@@ -103,7 +103,7 @@ StatusOr<model::StepArtifact> HashParameter(const std::string& param, const std:
                                             const ContentHasher& hasher, int64_t* bytes_read) {
   size_t colon = param.find(':');
   std::string file = param.substr(0, colon);
-  std::string abs = spec_internal::ResolvePath(cwd, file);
+  std::string abs = workflow::spec_internal::ResolvePath(cwd, file);
   model::StepArtifact a{.path = param};
   if (colon == std::string::npos) {  // the whole file
     GRADEML_ASSIGN_OR_RETURN(ContentHash h, hasher.Hash(abs));
@@ -114,9 +114,9 @@ StatusOr<model::StepArtifact> HashParameter(const std::string& param, const std:
     return a;
   }
   std::string key = param.substr(colon + 1);
-  GRADEML_ASSIGN_OR_RETURN(std::string text, ReadBoundedFile(abs, YamlLimits().max_file_bytes));
+  GRADEML_ASSIGN_OR_RETURN(std::string text, workflow::ReadBoundedFile(abs, workflow::YamlLimits().max_file_bytes));
   if (bytes_read != nullptr) *bytes_read += static_cast<int64_t>(text.size());
-  GRADEML_ASSIGN_OR_RETURN(YAML::Node root, LoadBoundedYaml(text, file));
+  GRADEML_ASSIGN_OR_RETURN(YAML::Node root, workflow::LoadBoundedYaml(text, file));
   // "a.b.c": nested mapping keys (a key containing dots as written is tried first).
   YAML::Node node = YAML::Clone(root);
   std::string_view rest = key;
@@ -141,7 +141,7 @@ StatusOr<model::StepArtifact> HashParameter(const std::string& param, const std:
   return a;
 }
 
-StepIdentity IdentifyStep(const StepSpec& step, const ContentHasher& hasher,
+StepIdentity IdentifyStep(const workflow::StepSpec& step, const ContentHasher& hasher,
                           const std::vector<std::string>& environment) {
   StepIdentity id;
   id.not_reusable = NotReusableBySpec(step);
@@ -156,7 +156,7 @@ StepIdentity IdentifyStep(const StepSpec& step, const ContentHasher& hasher,
   }
   for (const std::string& dep : step.deps) {
     model::StepArtifact a{.path = dep};
-    StatusOr<ContentHash> h = hasher.Hash(spec_internal::ResolvePath(step.cwd, dep));
+    StatusOr<ContentHash> h = hasher.Hash(workflow::spec_internal::ResolvePath(step.cwd, dep));
     if (h.ok()) {
       a.hash = h->hash;
       a.size = h->size;
@@ -200,4 +200,4 @@ StepIdentity IdentifyStep(const StepSpec& step, const ContentHasher& hasher,
   return id;
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse

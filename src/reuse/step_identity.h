@@ -15,7 +15,7 @@
 #include "reuse/content_hash.h"
 #include "workflow/workflow_spec.h"
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 
 struct StepIdentity {
   std::string key;                          // hex SHA-256; "" when an input could not be hashed
@@ -36,11 +36,11 @@ bool IgnoredInIdentity(std::string_view name);
 // Why the spec alone makes `step` never skipped ("" when it does not): an opt-out in the spec,
 // no outs (nothing to restore), no deps and no parameters (what it reads is not declared),
 // or following a step by name (it may read what that step left outside its outs).
-std::string NotReusableBySpec(const StepSpec& step);
+std::string NotReusableBySpec(const workflow::StepSpec& step);
 
 // Hashes the step's deps and parameters and computes its key. `environment` is grademl's own
 // ("NAME=value" entries, as in environ).
-StepIdentity IdentifyStep(const StepSpec& step, const ContentHasher& hasher,
+StepIdentity IdentifyStep(const workflow::StepSpec& step, const ContentHasher& hasher,
                           const std::vector<std::string>& environment);
 
 // The value of parameter `param` ("FILE:KEY" or "FILE") of a step running in `cwd`, as hashed:
@@ -52,4 +52,4 @@ StatusOr<model::StepArtifact> HashParameter(const std::string& param, const std:
 // grademl's environment as "NAME=value" entries.
 std::vector<std::string> CurrentEnvironment();
 
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse

@@ -6,7 +6,7 @@
 #include "core/text.h"
 #include "workflow/spec_yaml_support.h"
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 
 StepReuse::StepReuse(const ReuseOptions& options) : options_(options) {
   cache_ = std::make_unique<FileHashCache>(options.hash_cache);
@@ -38,7 +38,7 @@ StatusOr<std::vector<model::StoredStepExecution>> StepReuse::Lookup(const std::s
   return db_->ListStepExecutions(key);
 }
 
-StepReuse::Before StepReuse::BeforeStep(const StepSpec& step) const {
+StepReuse::Before StepReuse::BeforeStep(const workflow::StepSpec& step) const {
   Before b;
   b.identity = IdentifyStep(step, *hasher_, environment_);
   if (!options_.reuse) return b;
@@ -64,7 +64,7 @@ StepReuse::Before StepReuse::BeforeStep(const StepSpec& step) const {
     int64_t bytes = 0;
     Status st = Status::Ok();
     for (size_t i = 0; i < e.outputs.size() && st.ok(); ++i) {
-      auto written = artifacts_->Restore(e.outputs[i], spec_internal::ResolvePath(step.cwd, step.outs[i]), hasher_.get());
+      auto written = artifacts_->Restore(e.outputs[i], workflow::spec_internal::ResolvePath(step.cwd, step.outs[i]), hasher_.get());
       if (written.ok()) {
         bytes += *written;
       } else {
@@ -89,12 +89,12 @@ StepReuse::Before StepReuse::BeforeStep(const StepSpec& step) const {
   return b;
 }
 
-StepReuse::After StepReuse::AfterStep(const StepSpec& step) const {
+StepReuse::After StepReuse::AfterStep(const workflow::StepSpec& step) const {
   After a;
   int64_t start = WallClock::MonotonicNow();
   for (const std::string& out : step.outs) {
     model::StepArtifact art{.path = out};
-    StatusOr<ContentHash> h = hasher_->Hash(spec_internal::ResolvePath(step.cwd, out));
+    StatusOr<ContentHash> h = hasher_->Hash(workflow::spec_internal::ResolvePath(step.cwd, out));
     if (h.ok()) {
       art.hash = h->hash;
       art.size = h->size;
@@ -111,7 +111,7 @@ StepReuse::After StepReuse::AfterStep(const StepSpec& step) const {
   return a;
 }
 
-DurationNs StepReuse::Materialize(const StepSpec& step, const StepIdentity& identity, const After& after,
+DurationNs StepReuse::Materialize(const workflow::StepSpec& step, const StepIdentity& identity, const After& after,
                                   std::string* note) const {
   if (!options_.reuse || !artifacts_) return 0;
   if (identity.key.empty() || !identity.not_reusable.empty()) return 0;
@@ -124,7 +124,7 @@ DurationNs StepReuse::Materialize(const StepSpec& step, const StepIdentity& iden
   int64_t start = WallClock::MonotonicNow();
   for (size_t i = 0; i < after.outputs.size(); ++i) {
     const model::StepArtifact& a = after.outputs[i];
-    auto written = artifacts_->Materialize(spec_internal::ResolvePath(step.cwd, step.outs[i]), a, &after.contents[i]);
+    auto written = artifacts_->Materialize(workflow::spec_internal::ResolvePath(step.cwd, step.outs[i]), a, &after.contents[i]);
     if (!written.ok()) {
       *note = fmt::format("outputs not materialised: {}", written.status().message());
       return WallClock::MonotonicNow() - start;
@@ -133,4 +133,4 @@ DurationNs StepReuse::Materialize(const StepSpec& step, const StepIdentity& iden
   return WallClock::MonotonicNow() - start;
 }
 
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse

@@ -21,7 +21,7 @@
 #include "reuse/step_identity.h"
 #include "workflow/workflow_spec.h"
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 
 struct ReuseOptions {
   bool reuse = false;          // --reuse: restore identical executions, materialise outputs
@@ -48,7 +48,7 @@ class StepReuse {
     int64_t restored_bytes = 0;
     std::string note;                   // one line for the terminal ("" for none)
   };
-  Before BeforeStep(const StepSpec& step) const;
+  Before BeforeStep(const workflow::StepSpec& step) const;
 
   // After a step succeeded: its outputs hashed (an out it did not write has an empty hash).
   struct After {
@@ -58,11 +58,11 @@ class StepReuse {
     int64_t bytes_read = 0;
     std::string note;
   };
-  After AfterStep(const StepSpec& step) const;
+  After AfterStep(const workflow::StepSpec& step) const;
 
   // With reuse on, after AfterStep: copies the outputs into the artifact store. Returns the
   // time it took (0 when nothing was copied); `note` says why not, when it was not.
-  DurationNs Materialize(const StepSpec& step, const StepIdentity& identity, const After& after,
+  DurationNs Materialize(const workflow::StepSpec& step, const StepIdentity& identity, const After& after,
                          std::string* note) const;
 
   bool reuse() const { return options_.reuse; }
@@ -81,4 +81,4 @@ class StepReuse {
   mutable std::unique_ptr<store::Database> db_;  // opened at the first lookup
 };
 
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse

@@ -39,7 +39,7 @@ struct StepRun {
   int fds[2] = {-1, -1};       // stdout, stderr read ends
   std::string partial[2];      // an unfinished line per stream
   size_t fed[2] = {0, 0};      // bytes of it already given to the log rules (\r-ended progress updates)
-  std::optional<LogMatcher::Source> source;  // its lines' source in the run's LogMatcher
+  std::optional<record::LogMatcher::Source> source;  // its lines' source in the run's LogMatcher
   std::vector<std::string> to_match;         // lines of the read under way, for the matcher
   TimeNs to_match_t = 0;                     // their time
   TimeNs start = 0, end = 0;
@@ -50,8 +50,8 @@ struct StepRun {
   std::string skip_reason;
   // The experiment graph (docs/reuse.md): filled by the threads of StepReuse's work, read by
   // the loop once the state says that work is done.
-  StepReuse::Before before;
-  StepReuse::After after;
+  reuse::StepReuse::Before before;
+  reuse::StepReuse::After after;
   TimeNs prepare_start = 0;
   DurationNs materialize_ns = 0;
   std::string materialize_note;
@@ -103,8 +103,8 @@ std::string Elapsed(DurationNs ns) {
 // Runs the loop; one instance per RunWorkflow call.
 class Runner {
  public:
-  Runner(const WorkflowSpec& spec, const WorkflowRunOptions& options, Recording* recording, LogMatcher* matcher,
-         StepReuse* reuse)
+  Runner(const WorkflowSpec& spec, const WorkflowRunOptions& options, record::Recording* recording, record::LogMatcher* matcher,
+         reuse::StepReuse* reuse)
       : spec_(spec), options_(options), recording_(recording), matcher_(matcher),
         console_(options.progress, LongestName(spec)), reuse_(reuse) {
     steps_.resize(spec.steps.size());
@@ -123,7 +123,7 @@ class Runner {
       if (pipe2(job_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) job_pipe_[0] = job_pipe_[1] = -1;
       if (reuse_->reuse()) {
         for (const StepRun& s : steps_) {
-          std::string why = NotReusableBySpec(*s.spec);
+          std::string why = reuse::NotReusableBySpec(*s.spec);
           if (!why.empty()) console_.Status(fmt::format("reuse: {} always runs ({})", s.shown, why));
         }
       }
@@ -305,7 +305,7 @@ class Runner {
 
   // The step's execution as the experiment graph keeps it (written with the run).
   void RecordExecution(const StepRun& s, const std::string& outcome) {
-    const StepIdentity& id = s.before.identity;
+    const reuse::StepIdentity& id = s.before.identity;
     model::StepExecution e{.phase = s.phase,
                            .step = s.spec->name,
                            .workflow = spec_.name,
@@ -363,7 +363,7 @@ class Runner {
     recording_->ImportStepOuts(spec.outs, spec.cwd, s.phase);  // the traces among them, when the run ends
     auto env = spec.env;
     env.emplace_back("GRADEML_STEP", spec.name);
-    Recording::Launched launched = recording_->Launch(
+    record::Recording::Launched launched = recording_->Launch(
         {.argv = {"/bin/sh", "-c", spec.cmd}, .cwd = spec.cwd, .env = env, .capture_output = true}, s.phase);
     s.state = StepState::kRunning;
     s.pid = launched.pid;
@@ -503,16 +503,16 @@ class Runner {
   }
 
   void HandleSignal() {
-    std::optional<Recording::SignalEvent> sig = recording_->NextSignal();
+    std::optional<record::Recording::SignalEvent> sig = recording_->NextSignal();
     if (!sig) return;
     if (sig->signo == SIGCHLD) {
-      for (const Recording::Exit& exit : recording_->ReapChildren()) {
+      for (const record::Recording::Exit& exit : recording_->ReapChildren()) {
         for (StepRun& s : steps_) {
           if (s.state == StepState::kRunning && s.pid == exit.pid) {
             // What is left in its pipes (a pipe holds 64 KiB; more only while a process
             // that outlived the step still writes).
             for (int k = 0; k < 2; ++k) ReadOutput(s, k, 64);
-            EndStep(s, s.exit_code == 127 ? 127 : ShellExitCode(exit.status));
+            EndStep(s, s.exit_code == 127 ? 127 : record::ShellExitCode(exit.status));
           }
         }
       }
@@ -591,10 +591,10 @@ class Runner {
   std::vector<std::thread> threads_;
   std::mutex jobs_mu_;
   std::vector<std::pair<size_t, StepJob>> finished_jobs_;
-  Recording* recording_;
-  LogMatcher* matcher_;  // null when the rules could not be started
+  record::Recording* recording_;
+  record::LogMatcher* matcher_;  // null when the rules could not be started
   Console console_;
-  StepReuse* reuse_;  // null with --no-hash
+  reuse::StepReuse* reuse_;  // null with --no-hash
   std::vector<StepRun> steps_;
   std::vector<size_t> order_;
   int jobs_ = 1;
@@ -606,26 +606,26 @@ class Runner {
 }  // namespace
 
 StatusOr<WorkflowRunResult> RunWorkflow(const WorkflowSpec& spec, const WorkflowRunOptions& options) {
-  LogRuleSet rules;
+  record::LogRuleSet rules;
   if (!options.rules_file.empty()) {
-    GRADEML_ASSIGN_OR_RETURN(rules, LogRuleSet::LoadFile(options.rules_file));
+    GRADEML_ASSIGN_OR_RETURN(rules, record::LogRuleSet::LoadFile(options.rules_file));
   }
-  rules.Append(LogRuleSet::BuiltIn());
+  rules.Append(record::LogRuleSet::BuiltIn());
   // The steps' lines are matched on a thread of its own (log_matcher.h).
-  GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<LogMatcher> matcher, LogMatcher::Start(&rules));
+  GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<record::LogMatcher> matcher, record::LogMatcher::Start(&rules));
   std::string title = spec.name.empty() ? spec.path : spec.name;
-  GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<Recording> recording,
-                           Recording::Start(options.recording, {spec.path}, title));
+  GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<record::Recording> recording,
+                           record::Recording::Start(options.recording, {spec.path}, title));
   recording->builder().SetPhaseTag(recording->run_phase(), "workflow", spec.path);
   recording->builder().SetPhaseTag(recording->run_phase(), "format", spec.format);
   // The experiment graph's hashing (and --reuse); without libcrypto a run is still recorded.
-  std::unique_ptr<StepReuse> reuse;
+  std::unique_ptr<reuse::StepReuse> reuse;
   if (options.hash) {
-    ReuseOptions ropts = options.reuse;
+    reuse::ReuseOptions ropts = options.reuse;
     ropts.db_path = options.recording.db_path;
     // A signal stops the workflow: hashing, restoring and materialising stop with it.
     ropts.stop = StopCheck::Any();
-    auto created = StepReuse::Create(ropts);
+    auto created = reuse::StepReuse::Create(ropts);
     if (!created.ok()) {
       if (ropts.reuse) return created.status();
       std::fprintf(stderr, "[grademl] steps are not hashed: %s\n", created.status().message().c_str());
@@ -638,7 +638,7 @@ StatusOr<WorkflowRunResult> RunWorkflow(const WorkflowSpec& spec, const Workflow
   recording->builder().SetPhaseTag(recording->run_phase(), "jobs", std::to_string(runner.jobs()));
   WorkflowRunResult result = runner.Run();
   // The lines still queued are matched, unless grademl is asked to stop meanwhile.
-  matcher->Drain(LogMatcher::DrainLimit(), StopCheck());
+  matcher->Drain(record::LogMatcher::DrainLimit(), StopCheck());
   matcher->RecordOutcome(recording->builder(), recording->run_phase(),
                          [](const std::string& line) { std::fprintf(stderr, "[grademl] %s\n", line.c_str()); });
   std::string error;

@@ -23,14 +23,14 @@
 namespace grademl::workflow {
 
 struct WorkflowRunOptions {
-  RecordingOptions recording;
+  record::RecordingOptions recording;
   int jobs = 0;             // steps at once; 0: the number of cores
   std::string rules_file;   // extra log rules (docs/log-rules.md), tried before the built-ins
   bool progress = true;     // a live progress line when stderr is a terminal
   // Each step's identity, inputs and outputs hashed for the experiment graph (docs/reuse.md);
   // off (--no-hash), nothing is hashed and nothing reused.
   bool hash = true;
-  ReuseOptions reuse;       // reuse.reuse: --reuse; reuse.db_path is set from `recording`
+  reuse::ReuseOptions reuse;       // reuse.reuse: --reuse; reuse.db_path is set from `recording`
 };
 
 struct WorkflowRunResult {

@@ -17,19 +17,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace grademl;
   const fuzz::SplitInput in =
       fuzz::SplitAtMarker(std::string_view(reinterpret_cast<const char*>(data), size), "#--- log");
-  StatusOr<workflow::LogRuleSet> parsed = workflow::LogRuleSet::Parse(in.first, "rules.yaml");
-  workflow::LogRuleSet rules;
+  StatusOr<record::LogRuleSet> parsed = record::LogRuleSet::Parse(in.first, "rules.yaml");
+  record::LogRuleSet rules;
   if (parsed.ok()) {
     rules = std::move(parsed).value();
   } else {
     fuzz::CheckOneLineError(parsed.status());
   }
-  rules.Append(workflow::LogRuleSet::BuiltIn());
+  rules.Append(record::LogRuleSet::BuiltIn());
 
   model::RunBuilder builder{model::RunInfo{}};
   const model::PhaseId run = builder.BeginPhase({.parent = 0, .name = "run", .type = "run", .start_ns = 100});
   const model::PhaseId step = builder.BeginPhase({.parent = run, .name = "step", .type = "step", .start_ns = 500});
-  workflow::LogPhaseTracker tracker(&rules, &builder, step, "host", 1);
+  record::LogPhaseTracker tracker(&rules, &builder, step, "host", 1);
   std::string_view log = in.found ? in.second : in.first;
   TimeNs t = 1000;
   while (!log.empty()) {

@@ -5,7 +5,7 @@
 
 #include "record/dask_env.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 namespace {
 
 TEST(DaskEnvTest, MergesTheUsersPreloads) {
@@ -59,4 +59,4 @@ TEST(DaskEnvTest, PythonStringLiterals) {
 }
 
 }  // namespace
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-namespace grademl::workflow {
+namespace grademl::record {
 namespace {
 
 namespace fs = std::filesystem;
@@ -73,4 +73,4 @@ TEST(EventsDirectoryTest, StaleFoldersAreRemovedLiveOnesKept) {
 }
 
 }  // namespace
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace grademl::workflow {
+namespace grademl::record {
 namespace {
 
 LogRuleSet MatcherTestRules() {
@@ -217,4 +217,4 @@ TEST(LogMatcherTest, AMalformedCostHookIsAnError) {
 }
 
 }  // namespace
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -14,7 +14,7 @@
 #include "record/log_rules.h"
 #include "workflow/spec_test_support.h"
 
-namespace grademl::workflow {
+namespace grademl::record {
 namespace {
 
 using grademl::testing::RunWithDeadline;
@@ -90,7 +90,7 @@ TEST(LogRulesLimitsTest, TooManyRulesAreRefused) {
 }
 
 TEST(LogRulesLimitsTest, RulesFilesThatAreNotFilesAreRefusedWithoutBlocking) {
-  testing::SpecDir dir;
+  workflow::testing::SpecDir dir;
   ASSERT_EQ(mkfifo(dir.Path("fifo.yaml").c_str(), 0600), 0);
   auto fifo = LogRuleSet::LoadFile(dir.Path("fifo.yaml"));
   ASSERT_FALSE(fifo.ok());
@@ -122,4 +122,4 @@ TEST(LogRulesLimitsTest, ControlCharactersInErrorsAreEscaped) {
 }
 
 }  // namespace
-}  // namespace grademl::workflow
+}  // namespace grademl::record

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace grademl::workflow {
+namespace grademl::record {
 namespace {
 
 std::string DataPath(const std::string& name) { return std::string(GRADEML_TESTDATA_DIR) + "/log_rules/" + name; }
@@ -576,4 +576,4 @@ TEST(LogRuleLiteralTest, BuiltInPreFiltersPassEveryMatchingLine) {
 }
 
 }  // namespace
-}  // namespace grademl::workflow
+}  // namespace grademl::record

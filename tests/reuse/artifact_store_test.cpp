@@ -23,11 +23,11 @@
 #include "workflow/spec_test_support.h"
 #include "sha256sum.h"
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::SpecDir;
+using workflow::testing::SpecDir;
 
 std::string ArtifactStoreTestRead(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -515,4 +515,4 @@ TEST(ArtifactStoreDefaultsTest, ParseByteSize) {
 }
 
 }  // namespace
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse

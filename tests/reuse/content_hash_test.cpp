@@ -21,10 +21,10 @@
 #include "workflow/spec_test_support.h"
 #include "sha256sum.h"
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 namespace {
 
-using testing::SpecDir;
+using workflow::testing::SpecDir;
 
 // sha256sum's digest of `text` (written to a file of `dir` first).
 std::string ContentHashTestSha256sumOfText(const SpecDir& dir, const std::string& text) {
@@ -325,4 +325,4 @@ TEST(ContentHashTreeTest, RejectsHostileManifestsNamingTheLine) {
 }
 
 }  // namespace
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse

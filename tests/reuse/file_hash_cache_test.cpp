@@ -18,10 +18,10 @@
 #include "workflow/spec_test_support.h"
 #include "sha256sum.h"
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 namespace {
 
-using testing::SpecDir;
+using workflow::testing::SpecDir;
 
 // Sets the file's mtime (and atime) `seconds_ago` seconds before now; its ctime becomes now.
 void FileHashCacheTestAge(const std::string& path, int seconds_ago) {
@@ -182,4 +182,4 @@ TEST_F(FileHashCacheTest, UnwritablePlaceIsNoCacheAndNoError) {
 }
 
 }  // namespace
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse

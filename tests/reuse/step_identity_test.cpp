@@ -13,10 +13,10 @@
 #include "workflow/spec_test_support.h"
 #include "sha256sum.h"
 
-namespace grademl::workflow {
+namespace grademl::reuse {
 namespace {
 
-using testing::SpecDir;
+using workflow::testing::SpecDir;
 
 constexpr const char* kStepIdentityParams =
     "train:\n"
@@ -33,8 +33,8 @@ void StepIdentityTestCheckout(const SpecDir& dir, const std::string& sub) {
   dir.Write(sub + "/config.json", "{\"layers\": [64, 32], \"dropout\": 0.5}\n");
 }
 
-StepSpec StepIdentityTestStep(const std::string& cwd) {
-  StepSpec s;
+workflow::StepSpec StepIdentityTestStep(const std::string& cwd) {
+  workflow::StepSpec s;
   s.name = "train";
   s.cmd = "python src/model.py --data data.csv --out model.bin";
   s.deps = {"data.csv", "src"};
@@ -59,7 +59,7 @@ class StepIdentityTest : public ::testing::Test {
     StepIdentityTestCheckout(dir_, "b");
   }
   // A step's key, with a new hasher (nothing remembered); "" and a test failure on an error.
-  std::string Key(const StepSpec& s, const std::vector<std::string>& env = kStepIdentityEnv) {
+  std::string Key(const workflow::StepSpec& s, const std::vector<std::string>& env = kStepIdentityEnv) {
     ContentHasher hasher(nullptr);
     StepIdentity id = IdentifyStep(s, hasher, env);
     EXPECT_TRUE(id.error.empty()) << id.error;
@@ -96,7 +96,7 @@ TEST_F(StepIdentityTest, SameKeyInTwoCheckouts) {
   EXPECT_EQ(a.inputs[3].hash, grademl::testing::Sha256sumOf(A() + "/config.json"));
   EXPECT_EQ(a.inputs, b.inputs);
   // An absolute dep naming the same file is hashed the same (its path as written differs).
-  StepSpec abs = StepIdentityTestStep(B());
+  workflow::StepSpec abs = StepIdentityTestStep(B());
   abs.deps[0] = A() + "/data.csv";
   StepIdentity c = IdentifyStep(abs, hasher, kStepIdentityEnv);
   EXPECT_EQ(c.inputs[0].hash, a.inputs[0].hash);
@@ -118,7 +118,7 @@ TEST_F(StepIdentityTest, ContentCommandEnvironmentAndOutsChangeTheKey) {
   dir_.Write("b/src/util/new.py", "");
   EXPECT_NE(Key(StepIdentityTestStep(B())), base);
 
-  StepSpec s = StepIdentityTestStep(A());
+  workflow::StepSpec s = StepIdentityTestStep(A());
   s.cmd += " --seed 1";
   EXPECT_NE(Key(s), base);
 
@@ -179,7 +179,7 @@ TEST_F(StepIdentityTest, SpecEnvironmentOverridesGrademls) {
   std::vector<std::string> env = kStepIdentityEnv;
   env[2] = "DIGITS_SCALE=0.1";
   const std::string with_01 = Key(StepIdentityTestStep(A()), env);
-  StepSpec s = StepIdentityTestStep(A());
+  workflow::StepSpec s = StepIdentityTestStep(A());
   s.env = {{"DIGITS_SCALE", "0.1"}};
   EXPECT_EQ(Key(s), with_01);
   EXPECT_NE(Key(s), Key(StepIdentityTestStep(A())));
@@ -190,7 +190,7 @@ TEST_F(StepIdentityTest, SpecEnvironmentOverridesGrademls) {
 }
 
 TEST_F(StepIdentityTest, ParameterKeyIgnoresTheRestOfItsFile) {
-  StepSpec s = StepIdentityTestStep(A());
+  workflow::StepSpec s = StepIdentityTestStep(A());
   s.params = {"params.yaml:train.lr"};
   const std::string base = Key(s);
   // Another key edited, keys reordered, comments and layout changed.
@@ -236,7 +236,7 @@ TEST_F(StepIdentityTest, ParameterKeyIgnoresTheRestOfItsFile) {
 }
 
 TEST_F(StepIdentityTest, WholeFileParameterChangesWithAnyByte) {
-  StepSpec s = StepIdentityTestStep(A());
+  workflow::StepSpec s = StepIdentityTestStep(A());
   s.params = {"config.json"};
   const std::string base = Key(s);
   // The same JSON value, one space more.
@@ -291,7 +291,7 @@ TEST_F(StepIdentityTest, DottedKeysWrittenLiterallyAndNested) {
 
 TEST_F(StepIdentityTest, UnreadableInputGivesNoKeyAndNamesIt) {
   ContentHasher hasher(nullptr);
-  StepSpec s = StepIdentityTestStep(A());
+  workflow::StepSpec s = StepIdentityTestStep(A());
   s.deps.push_back("missing.csv");
   StepIdentity id = IdentifyStep(s, hasher, kStepIdentityEnv);
   EXPECT_EQ(id.key, "");
@@ -315,28 +315,28 @@ TEST_F(StepIdentityTest, UnreadableInputGivesNoKeyAndNamesIt) {
 }
 
 TEST(StepIdentityNotReusableTest, ReasonsFromTheSpec) {
-  StepSpec s;
+  workflow::StepSpec s;
   s.cmd = "make";
   s.deps = {"in.txt"};
   s.outs = {"out.txt"};
   s.cwd = "/tmp";
   EXPECT_EQ(NotReusableBySpec(s), "");
 
-  StepSpec no_outs = s;
+  workflow::StepSpec no_outs = s;
   no_outs.outs.clear();
   EXPECT_NE(NotReusableBySpec(no_outs).find("no outs"), std::string::npos) << NotReusableBySpec(no_outs);
 
-  StepSpec no_inputs = s;
+  workflow::StepSpec no_inputs = s;
   no_inputs.deps.clear();
   EXPECT_NE(NotReusableBySpec(no_inputs).find("no deps or params"), std::string::npos);
   no_inputs.params = {"params.yaml:lr"};  // a parameter alone declares what it reads
   EXPECT_EQ(NotReusableBySpec(no_inputs), "");
 
-  StepSpec after = s;
+  workflow::StepSpec after = s;
   after.after = {"prepare"};
   EXPECT_NE(NotReusableBySpec(after).find("'prepare'"), std::string::npos) << NotReusableBySpec(after);
 
-  StepSpec opted_out = s;
+  workflow::StepSpec opted_out = s;
   opted_out.not_reusable = "always_changed: true in dvc.yaml";
   EXPECT_EQ(NotReusableBySpec(opted_out), "always_changed: true in dvc.yaml");
   opted_out.outs.clear();  // the spec's own reason first
@@ -345,7 +345,7 @@ TEST(StepIdentityNotReusableTest, ReasonsFromTheSpec) {
 
 TEST_F(StepIdentityTest, IdentifyStepCarriesTheReason) {
   ContentHasher hasher(nullptr);
-  StepSpec s = StepIdentityTestStep(A());
+  workflow::StepSpec s = StepIdentityTestStep(A());
   s.not_reusable = "reuse: false in the spec";
   StepIdentity id = IdentifyStep(s, hasher, kStepIdentityEnv);
   EXPECT_EQ(id.not_reusable, "reuse: false in the spec");
@@ -370,4 +370,4 @@ TEST(StepIdentityIgnoredTest, SessionVariables) {
 }
 
 }  // namespace
-}  // namespace grademl::workflow
+}  // namespace grademl::reuse
