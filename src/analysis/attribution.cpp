@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "analysis/nnls.h"
-#include "analysis/host_devices.h"
+#include "analysis/derived/host_devices.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 

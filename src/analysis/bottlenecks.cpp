@@ -6,7 +6,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "analysis/host_devices.h"
+#include "analysis/derived/host_devices.h"
 #include "model/metric_names.h"
 
 namespace grademl::analysis {

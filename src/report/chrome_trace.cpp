@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/critical_path.h"
-#include "analysis/host_devices.h"
+#include "analysis/derived/host_devices.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 #include "report/text_format.h"
@@ -620,7 +620,7 @@ class TraceBuilder {
       }
     }
     for (const auto& [host, spans] : cpu) WriteRate(tracks_[host_tracks_.at(host)].pid, "CPU busy", "fraction", spans, cores[host]);
-    // Disks and interfaces that repeat others' traffic (analysis/host_devices.h) are left out.
+    // Disks and interfaces that repeat others' traffic (analysis/derived/host_devices.h) are left out.
     std::unordered_set<model::ResourceId> counted;
     for (const analysis::HostDevices& d : analysis::ListHostDevices(run_)) {
       for (const model::Resource* r : d.disks) counted.insert(r->id);

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "analysis/host_devices.h"
+#include "analysis/derived/host_devices.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 #include "report/json_report.h"

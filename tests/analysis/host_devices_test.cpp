@@ -1,7 +1,7 @@
 // Tests of the host-devices layer: which disks and interfaces count, on hosts shaped like
 // LVM (sda + dm-0 on top), NVMe with a partition, and loopback beside a real link; and the
 // counter sums and rates every consumer reads them with. Expectations by hand.
-#include "analysis/host_devices.h"
+#include "analysis/derived/host_devices.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "analysis/host_devices.h"
+#include "analysis/derived/host_devices.h"
 #include "core/strings.h"
 
 #include <algorithm>
