@@ -138,15 +138,4 @@ std::vector<model::Sample> SumOfCounters(const model::Run& run, std::span<const 
   return out;
 }
 
-std::vector<double> CounterRates(SampleSpan counter, std::span<const TimeNs> times) {
-  if (times.size() < 2) return {};
-  std::vector<double> v = CounterValuesAt(counter, times);
-  std::vector<double> out(times.size() - 1, 0.0);
-  for (size_t k = 0; k + 1 < times.size(); ++k) {
-    double dt = NsToSeconds(times[k + 1] - times[k]);
-    if (dt > 0) out[k] = std::max(0.0, (v[k + 1] - v[k]) / dt);
-  }
-  return out;
-}
-
 }  // namespace grademl::analysis
