@@ -81,6 +81,18 @@ TEST(CounterRateTest, AWrapCountsNothingNeverAHugeOrNegativeRate) {
   EXPECT_DOUBLE_EQ(IncreaseOver(Counter{s, std::nullopt}, 0, Sec(3)), 400);
 }
 
+TEST(CounterRateTest, AStepAtOneInstantCountsInTheIntervalHoldingIt) {
+  // Sampled twice at 1 s (0, then 5: a process sampled at its very start), then 7 at 2 s.
+  std::vector<Sample> s = {{Sec(1), 0}, {Sec(1), 5}, {Sec(2), 7}};
+  EXPECT_EQ(IncreasesOver(Counter{s, std::nullopt}, std::vector<TimeNs>{0, Sec(1), Sec(2)}),
+            (std::vector<double>{0, 7}));
+  // The step falls in [0, 1 s + 1 ns), not in the next interval.
+  std::vector<double> inc = IncreasesOver(Counter{s, std::nullopt}, std::vector<TimeNs>{0, Sec(1) + 1, Sec(2)});
+  ASSERT_EQ(inc.size(), 2u);
+  EXPECT_NEAR(inc[0], 5, 1e-6);
+  EXPECT_NEAR(inc[1], 2, 1e-6);
+}
+
 TEST(CounterRateTest, AGapIsSpreadEvenly) {
   // 0, 100 at 1 s, then nothing until 600 at 11 s (a stalled sampler), 700 at 12 s: 100/s,
   // 50/s over the ten-second gap, 100/s.

@@ -36,10 +36,15 @@ void Sweep(const Counter& c, std::span<const TimeNs> times, std::vector<double>&
   for (size_t k = 0; k < n; ++k) {
     TimeNs a = times[k], b = times[k + 1];
     if (b <= a) continue;
-    while (j + 1 < p.size() && p.t(j + 1) <= a) ++j;
+    while (j + 1 < p.size() && p.t(j + 1) < a) ++j;
     for (size_t s = j; s + 1 < p.size() && p.t(s) < b; ++s) {
       TimeNs t0 = p.t(s), t1 = p.t(s + 1);
-      if (t1 <= t0) continue;  // two points at one instant: no length to spread over
+      if (t1 <= t0) {
+        // Two points at one instant (a process sampled at its very start): a step there, an
+        // increase with no length to spread over.
+        if (t0 >= a && p.v(s + 1) > p.v(s)) increase[k] += p.v(s + 1) - p.v(s);
+        continue;
+      }
       TimeNs lo = std::max(a, t0), hi = std::min(b, t1);
       if (hi <= lo) continue;
       double len = static_cast<double>(hi - lo);
