@@ -193,7 +193,7 @@ TEST(ChromeTraceTest, CountersAreRatesBetweenSamples) {
   auto written = Counter(trace, 103, "disk write");
   ASSERT_FALSE(written.empty());
   EXPECT_NEAR(written[0].first, 3600000, 1e-6);
-  EXPECT_NEAR(written[0].second, 200.0 * (1 << 20) / 0.15, 1e3);
+  EXPECT_NEAR(written[0].second, 200.0 * (1 << 20) / 0.15, 1e-5 * 1.4e9);  // six significant digits
   // RSS: a gauge, repeats skipped.
   auto rss = Counter(trace, 101, "RSS");
   ASSERT_EQ(rss.size(), 3u);
