@@ -13,7 +13,8 @@
 #include <utility>
 
 #include "analysis/nnls.h"
-#include "analysis/host_devices.h"
+#include "analysis/derived/counter_rate.h"
+#include "analysis/derived/host_devices.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 
@@ -1591,8 +1592,8 @@ class Attributor {
             a[r] = s.samples[k].v * DurationSeconds(bounds[r + 1] - bounds[r]);
           }
         } else {
-          auto values = CounterValuesAt(s.samples, bounds);
-          for (size_t r = 0; r + 1 < bounds.size(); ++r) a[r] = std::max(0.0, values[r + 1] - values[r]);
+          // Each row's increase by the one rule (derived/counter_rate.h: a reset counts 0).
+          a = derived::IncreasesOver(derived::Counter{s.samples, std::nullopt}, bounds);
         }
       }
       if (lead < sources.size()) {

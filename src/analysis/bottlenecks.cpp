@@ -6,7 +6,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "analysis/host_devices.h"
+#include "analysis/derived/counter_rate.h"
+#include "analysis/derived/host_devices.h"
 #include "model/metric_names.h"
 
 namespace grademl::analysis {
@@ -244,11 +245,17 @@ class HostTimeline {
     }
     // Disks: the busiest one in each interval.
     std::fill(rate.begin(), rate.end(), 0.0);
+    // Rates by the one rule (derived/counter_rate.h: a reset counts 0, never negative); an
+    // interval where a disk is unknown (before its first sample) is no evidence of use.
+    auto known_rate = [&](const model::Series* s, double divisor) {
+      derived::Counter c{s->samples, std::nullopt};
+      std::vector<double> r = derived::RatesOver(std::span<const derived::Counter>(&c, 1), t_, divisor);
+      for (double& x : r) x = std::isnan(x) ? 0.0 : x;
+      return r;
+    };
     for (const model::Series* s : disks) {
-      auto v = CounterAt(s, t_);
-      for (size_t i = 0; i + 1 < n; ++i) {
-        if (dt[i] > 0) rate[i] = std::max(rate[i], (v[i + 1] - v[i]) / dt[i]);
-      }
+      auto r = known_rate(s, 1);
+      for (size_t i = 0; i + 1 < n; ++i) rate[i] = std::max(rate[i], r[i]);
     }
     cumulate(kDiskBusy, rate);
     // Network: bytes moved over all links (loopback included); the busiest direction of a
@@ -261,9 +268,8 @@ class HostTimeline {
         auto v = CounterAt(s, t_);
         for (size_t i = 0; i < n; ++i) bytes[i] += v[i];
         if (!s->info.has_capacity() || s->info.capacity <= 0) continue;
-        for (size_t i = 0; i + 1 < n; ++i) {
-          if (dt[i] > 0) rate[i] = std::max(rate[i], (v[i + 1] - v[i]) / dt[i] / s->info.capacity);
-        }
+        auto r = known_rate(s, s->info.capacity);
+        for (size_t i = 0; i + 1 < n; ++i) rate[i] = std::max(rate[i], r[i]);
       }
     }
     for (size_t i = 0; i < n; ++i) cum_[i][kNetBytes] = bytes[i] - bytes[0];

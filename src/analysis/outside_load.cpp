@@ -1,9 +1,12 @@
 #include "analysis/outside_load.h"
 
 #include <algorithm>
+#include <cmath>
+#include <span>
 
 #include <fmt/format.h>
 
+#include "analysis/derived/counter_rate.h"
 #include "analysis/series_math.h"
 #include "core/text.h"
 #include "model/metric_names.h"
@@ -85,9 +88,12 @@ std::string OutsideContentionClause(const model::Run& run, const std::string& ho
     if (r.kind != model::ResourceKind::kHost || HostName(r) != host) continue;
     SampleSpan cpu = SamplesOf(run.FindSeries(r.id, metric::kOtherCpu));
     if (cpu.empty()) return "";
-    double used = CounterValueAt(cpu, b) - CounterValueAt(cpu, a);
-    double cores = used / NsToSeconds(b - a);
-    if (cores < options.min_avg_cores) return "";
+    // By the one rule (derived/counter_rate.h): the mean over the sampled part of the window.
+    derived::Counter counter{cpu, std::nullopt};
+    TimeNs window[2] = {a, b};
+    double cores = derived::RatesOver(std::span<const derived::Counter>(&counter, 1), window)[0];
+    if (std::isnan(cores) || cores < options.min_avg_cores) return "";
+    double used = derived::IncreaseOver(counter, a, b);
     // The top processes by what they used inside the window (their counters are linear
     // between their first and last use).
     std::vector<std::pair<double, OutsideProcess>> inside;
@@ -101,7 +107,7 @@ std::string OutsideContentionClause(const model::Run& run, const std::string& ho
             return model::ResourceId{0};
           }(),
           metric::kOtherCpu));
-      double in = CounterValueAt(s, b) - CounterValueAt(s, a);
+      double in = derived::IncreaseOver(derived::Counter{s, std::nullopt}, a, b);
       if (in >= 0.1 * used && in > 0) inside.emplace_back(in, std::move(p));
     }
     std::stable_sort(inside.begin(), inside.end(), [](const auto& x, const auto& y) { return x.first > y.first; });

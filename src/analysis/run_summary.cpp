@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "analysis/host_devices.h"
+#include "analysis/derived/host_devices.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 

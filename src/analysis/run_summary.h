@@ -79,7 +79,7 @@ struct DiskSummary {
   double read_bytes = 0;
   double write_bytes = 0;
   double avg_busy = 0;  // fraction of the time the disk had I/O in flight
-  // Whether it counts towards the host's storage totals (analysis/host_devices.h): false for
+  // Whether it counts towards the host's storage totals (analysis/derived/host_devices.h): false for
   // dm-*/md* on top of recorded disks, partitions of recorded disks, loop/ram devices.
   bool counted = true;
 };
@@ -90,7 +90,7 @@ struct NetSummary {
   double rx_bytes = 0;
   double tx_bytes = 0;
   double capacity_bytes_per_s = model::kNoCapacity;  // the link speed, when known
-  bool counted = true;  // false for loopback, whose traffic never leaves the host (analysis/host_devices.h)
+  bool counted = true;  // false for loopback, whose traffic never leaves the host (analysis/derived/host_devices.h)
 };
 
 // One GPU over the run.

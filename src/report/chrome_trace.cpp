@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/critical_path.h"
-#include "analysis/host_devices.h"
+#include "analysis/derived/host_rates.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 #include "report/text_format.h"
@@ -561,71 +561,40 @@ class TraceBuilder {
     WriteCounter(pid, name, key, times_, values_);
   }
 
-  // The rate per second of the sum of counters (divided by `divisor`), on the union of their
-  // sample times: the rate over [t_i, t_i+1] at t_i, 0 at the last time. Decreases count 0.
-  void WriteRate(int64_t pid, std::string_view name, std::string_view key, std::span<const SampleSpan> spans,
-                 double divisor = 1) {
-    times_.clear();
-    if (spans.size() > 1) {
-      // Sorted and distinct: merged from the series (sorted by time) rather than sorted.
-      analysis::DistinctTimes(spans, times_);
-    } else {
-      for (SampleSpan s : spans) {
-        for (const model::Sample& sample : s) times_.push_back(sample.t);
-      }
-    }
-    if (times_.empty()) return;
-    std::vector<double> sum(times_.size(), 0.0);
-    for (SampleSpan s : spans) {
-      if (s.empty()) continue;
-      std::vector<double> v = analysis::CounterValuesAt(s, times_);
-      for (size_t i = 0; i < v.size(); ++i) sum[i] += v[i];
-    }
-    values_.assign(times_.size(), 0.0);
-    for (size_t i = 0; i + 1 < times_.size(); ++i) {
-      double dt = static_cast<double>(times_[i + 1] - times_[i]) * 1e-9;
-      values_[i] = dt > 0 ? std::max(0.0, sum[i + 1] - sum[i]) / dt / divisor : 0.0;
-    }
-    WriteCounter(pid, name, key, times_, values_);
+  // A rate track, as derived (analysis/derived/host_rates.h): the rate over [t_i, t_i+1] at
+  // t_i; 0 at the last known point, where the track ends. Unknown stretches are not written.
+  void WriteRate(int64_t pid, std::string_view name, std::string_view key, const analysis::derived::RateSteps& steps) {
+    if (steps.t.empty()) return;
+    values_.assign(steps.rate.begin(), steps.rate.end());
+    values_.push_back(0.0);
+    WriteCounter(pid, name, key, steps.t, values_);
   }
 
   void WriteProcessCounters() {
     for (const model::Resource& r : run_.resources) {
       if (r.kind != model::ResourceKind::kProcess) continue;
       int64_t pid = tracks_[process_track_of_resource_.at(r.id)].pid;
-      SampleSpan cpu[2] = {analysis::SamplesOf(run_.FindSeries(r.id, metric::kProcCpuUser)),
-                           analysis::SamplesOf(run_.FindSeries(r.id, metric::kProcCpuSystem))};
-      WriteRate(pid, "CPU", "cores", cpu);
+      WriteRate(pid, "CPU", "cores", analysis::derived::ProcessCpuCores(run_, r));
       WriteGauge(pid, "RSS", "bytes", run_.FindSeries(r.id, metric::kProcRss));
       // PSS: shared pages divided among the processes mapping them (sums without overcount).
       WriteGauge(pid, "PSS", "bytes", run_.FindSeries(r.id, metric::kProcPss));
-      SampleSpan read[1] = {analysis::SamplesOf(run_.FindSeries(r.id, metric::kProcReadBytes))};
-      WriteRate(pid, "disk read", "bytes/s", read);
-      SampleSpan write[1] = {analysis::SamplesOf(run_.FindSeries(r.id, metric::kProcWriteBytes))};
-      WriteRate(pid, "disk write", "bytes/s", write);
+      WriteRate(pid, "disk read", "bytes/s", analysis::derived::SeriesRate(run_, r, metric::kProcReadBytes));
+      WriteRate(pid, "disk write", "bytes/s", analysis::derived::SeriesRate(run_, r, metric::kProcWriteBytes));
     }
   }
 
   void WriteHostCounters() {
     // CPU busy per host: user + system over all its cores, as a fraction of the cores.
-    std::map<std::string, std::vector<SampleSpan>> cpu;
-    std::map<std::string, int> cores;
+    std::map<std::string, std::vector<const model::Resource*>> cores;
     for (const model::Resource& r : run_.resources) {
-      if (r.kind != model::ResourceKind::kCore) continue;
-      std::string host = HostOf(r);
-      ++cores[host];
-      for (std::string_view name : {metric::kCoreUser, metric::kCoreSystem}) {
-        SampleSpan s = analysis::SamplesOf(run_.FindSeries(r.id, name));
-        if (!s.empty()) cpu[host].push_back(s);
-      }
+      if (r.kind == model::ResourceKind::kCore) cores[HostOf(r)].push_back(&r);
     }
-    for (const auto& [host, spans] : cpu) WriteRate(tracks_[host_tracks_.at(host)].pid, "CPU busy", "fraction", spans, cores[host]);
-    // Disks and interfaces that repeat others' traffic (analysis/host_devices.h) are left out.
-    std::unordered_set<model::ResourceId> counted;
-    for (const analysis::HostDevices& d : analysis::ListHostDevices(run_)) {
-      for (const model::Resource* r : d.disks) counted.insert(r->id);
-      for (const model::Resource* r : d.nets) counted.insert(r->id);
+    for (const auto& [host, of_host] : cores) {
+      WriteRate(tracks_[host_tracks_.at(host)].pid, "CPU busy", "fraction",
+                analysis::derived::CpuBusyFraction(run_, of_host));
     }
+    // Disks and interfaces that repeat others' traffic (analysis/derived/host_devices.h) are left out.
+    std::unordered_set<model::ResourceId> counted = analysis::derived::CountedDeviceIds(run_);
     for (const model::Resource& r : run_.resources) {
       if (r.kind == model::ResourceKind::kProcess || r.kind == model::ResourceKind::kHost) continue;
       if ((r.kind == model::ResourceKind::kDisk || r.kind == model::ResourceKind::kNet) && counted.count(r.id) == 0) {
@@ -634,8 +603,7 @@ class TraceBuilder {
       int64_t pid = tracks_[host_tracks_.at(HostOf(r))].pid;
       std::string name = ValidUtf8(r.name);
       auto rate = [&](std::string_view series, const std::string& label) {
-        SampleSpan s[1] = {analysis::SamplesOf(run_.FindSeries(r.id, series))};
-        WriteRate(pid, label, "bytes/s", s);
+        WriteRate(pid, label, "bytes/s", analysis::derived::SeriesRate(run_, r, series));
       };
       switch (r.kind) {
         case model::ResourceKind::kMemory:

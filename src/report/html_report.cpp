@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "analysis/host_devices.h"
+#include "analysis/derived/host_rates.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 #include "report/json_report.h"
@@ -321,36 +321,19 @@ analysis::TimeGrid PlotGrid(const model::Run& run, const analysis::Attribution& 
   return grid;
 }
 
-// Per-slice rate of a counter (per second), or level of a gauge at each slice's middle.
-std::vector<double> OnGrid(const model::Series& series, const analysis::TimeGrid& grid) {
-  std::vector<double> out(grid.slices, 0);
-  analysis::SampleSpan samples(series.samples);
-  if (samples.empty()) return out;
-  double slice_s = static_cast<double>(grid.slice_ns) / kNsPerS;
-  if (series.info.kind == model::SeriesKind::kCounter) {
-    std::vector<TimeNs> times(grid.slices + 1);
-    for (size_t k = 0; k <= grid.slices; ++k) times[k] = grid.SliceStart(k);
-    std::vector<double> values = analysis::CounterValuesAt(samples, times);
-    for (size_t k = 0; k < grid.slices; ++k) out[k] = std::max(0.0, (values[k + 1] - values[k]) / slice_s);
-  } else {
-    TimeNs first = samples.front().t, last = samples.back().t;
-    for (size_t k = 0; k < grid.slices; ++k) {
-      TimeNs mid = grid.SliceStart(k) + grid.slice_ns / 2;
-      if (mid < first || mid > last + grid.slice_ns) continue;
-      out[k] = analysis::GaugeValueAt(samples, mid);
-    }
-  }
-  return out;
-}
-
 void AddInto(std::vector<double>& sum, const std::vector<double>& v) {
   if (sum.empty()) sum.assign(v.size(), 0);
   for (size_t k = 0; k < v.size() && k < sum.size(); ++k) sum[k] += v[k];
 }
 
+// A series' values for the page: null where the value is unknown (before a counter's first
+// sample or after its last: analysis/derived/counter_rate.h), drawn as a gap.
 json Values(const std::vector<double>& v) {
   json out = json::array();
-  for (double x : v) out.push_back(Round(x, 3));
+  for (double x : v) {
+    if (std::isfinite(x)) out.push_back(Round(x, 3));
+    else out.push_back(nullptr);
+  }
   return out;
 }
 
@@ -366,70 +349,9 @@ json Chart(std::string title, std::string unit, json series, double max = model:
 
 // Host plots: CPU (busy and iowait cores), memory used, disk and network throughput, GPUs.
 json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
-  struct HostData {
-    std::vector<double> busy, iowait, mem, disk_read, disk_write, net_rx, net_tx, other_cpu;
-    double cores = 0, mem_capacity = model::kNoCapacity;
-    std::vector<std::pair<std::string, std::vector<double>>> gpu_util, gpu_mem;
-  };
-  std::vector<std::string> host_order;
-  std::unordered_map<std::string, HostData> hosts;
-  auto host_of = [&](const std::string& h) -> HostData& {
-    if (!hosts.count(h)) host_order.push_back(h);
-    return hosts[h];
-  };
-  // Which disks and interfaces count (no dm-* over recorded disks, no partitions, no
-  // loopback): the same rule as every analysis.
-  std::unordered_set<model::ResourceId> counted;
-  for (const analysis::HostDevices& d : analysis::ListHostDevices(run)) {
-    for (const model::Resource* r : d.disks) counted.insert(r->id);
-    for (const model::Resource* r : d.nets) counted.insert(r->id);
-  }
-  for (const model::Series& s : run.series) {
-    const model::Resource* r = run.FindResource(s.info.resource);
-    if (r == nullptr || r->kind == model::ResourceKind::kProcess) continue;
-    bool device = r->kind == model::ResourceKind::kDisk || r->kind == model::ResourceKind::kNet;
-    if (device && counted.count(r->id) == 0) continue;
-    const std::string& name = s.info.name;
-    switch (r->kind) {
-      case model::ResourceKind::kCore: {
-        HostData& h = host_of(r->host);
-        if (name == model::metric::kCoreUser || name == model::metric::kCoreSystem) {
-          AddInto(h.busy, OnGrid(s, grid));
-          if (name == model::metric::kCoreUser) h.cores += 1;
-        } else if (name == model::metric::kCoreIowait) {
-          AddInto(h.iowait, OnGrid(s, grid));
-        }
-        break;
-      }
-      case model::ResourceKind::kMemory:
-        if (name == model::metric::kMemUsed) {
-          HostData& h = host_of(r->host);
-          h.mem = OnGrid(s, grid);
-          h.mem_capacity = s.info.capacity;
-        }
-        break;
-      case model::ResourceKind::kDisk:
-        if (name == model::metric::kDiskReadBytes) AddInto(host_of(r->host).disk_read, OnGrid(s, grid));
-        if (name == model::metric::kDiskWriteBytes) AddInto(host_of(r->host).disk_write, OnGrid(s, grid));
-        break;
-      case model::ResourceKind::kNet:
-        if (name == model::metric::kNetRxBytes) AddInto(host_of(r->host).net_rx, OnGrid(s, grid));
-        if (name == model::metric::kNetTxBytes) AddInto(host_of(r->host).net_tx, OnGrid(s, grid));
-        break;
-      case model::ResourceKind::kHost:
-        if (name == model::metric::kOtherCpu) host_of(r->host).other_cpu = OnGrid(s, grid);
-        break;
-      case model::ResourceKind::kGpu:
-        if (name == model::metric::kGpuUtilization) host_of(r->host).gpu_util.emplace_back(r->name, OnGrid(s, grid));
-        if (name == model::metric::kGpuMemoryUsed) host_of(r->host).gpu_mem.emplace_back(r->name, OnGrid(s, grid));
-        break;
-      default:
-        break;
-    }
-  }
   json groups = json::array();
-  for (const std::string& name : host_order) {
-    HostData& h = hosts[name];
+  for (const analysis::derived::HostGridRates& h : analysis::derived::HostRatesOnGrid(run, grid)) {
+    const std::string& name = h.host;
     json charts = json::array();
     if (!h.busy.empty()) {
       json series = json::array({{{"label", "busy"}, {"values", Values(h.busy)}}});
@@ -471,22 +393,6 @@ json HostCharts(const model::Run& run, const analysis::TimeGrid& grid) {
     if (!charts.empty()) groups.push_back({{"title", "Host " + PageText(name)}, {"charts", std::move(charts)}});
   }
   return groups;
-}
-
-// The usage of one phase from an attributed metric's per-slice series, as a rate per slice
-// (cores, bytes, bytes/s), or empty when the phase has no series.
-std::vector<double> PhaseRate(const analysis::MetricAttribution& metric, model::PhaseId phase,
-                              const analysis::TimeGrid& grid) {
-  for (const analysis::PhaseSeries& s : metric.series) {
-    if (s.phase != phase) continue;
-    std::vector<double> out(grid.slices, 0);
-    double slice_s = static_cast<double>(grid.slice_ns) / kNsPerS;
-    for (size_t k = 0; k < s.usage.size() && s.first_slice + k < grid.slices; ++k) {
-      out[s.first_slice + k] = s.usage[k] / slice_s;
-    }
-    return out;
-  }
-  return {};
 }
 
 struct AttributedPlot {
@@ -554,7 +460,7 @@ void AttributionCharts(const model::Run& run, const analysis::Attribution& attri
     for (const AttributedPlot& plot : kAttributedPlots) {
       const analysis::MetricAttribution* m = attribution.Find(plot.metric);
       if (m == nullptr) continue;
-      std::vector<double> v = PhaseRate(*m, step, grid);
+      std::vector<double> v = analysis::derived::PhaseRateOnGrid(*m, step, grid);
       if (!AnyPositive(v)) continue;
       charts.push_back(Chart(plot.title, plot.unit, json::array({{{"label", PhaseLabel(*p)}, {"values", Values(v)}}})));
     }
@@ -571,7 +477,7 @@ void AttributionCharts(const model::Run& run, const analysis::Attribution& attri
       std::vector<double> v(grid.slices, 0);
       size_t used = 0;
       for (model::PhaseId id : group.phases) {
-        std::vector<double> one = PhaseRate(*m, id, grid);
+        std::vector<double> one = analysis::derived::PhaseRateOnGrid(*m, id, grid);
         if (!AnyPositive(one)) continue;
         AddInto(v, one);
         ++used;
@@ -584,12 +490,7 @@ void AttributionCharts(const model::Run& run, const analysis::Attribution& attri
       series.push_back(std::move(layer));
     }
     // What the host measured beyond the phases (other load), from the host resources.
-    std::vector<double> other(grid.slices, 0);
-    double slice_s = static_cast<double>(grid.slice_ns) / kNsPerS;
-    for (const analysis::ResourceAttribution& r : attribution.resources) {
-      if (r.attributed_as != plot.metric || r.unattributed_slices.size() != grid.slices) continue;
-      for (size_t k = 0; k < grid.slices; ++k) other[k] += r.unattributed_slices[k] / slice_s;
-    }
+    std::vector<double> other = analysis::derived::UnattributedRateOnGrid(attribution, plot.metric, grid);
     if (AnyPositive(other)) series.push_back({{"label", "not in any phase"}, {"values", Values(other)}});
     if (series.empty()) continue;
     stacked.push_back({{"metric", std::string(plot.metric)},

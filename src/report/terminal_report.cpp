@@ -703,7 +703,7 @@ void RenderHost(const analysis::HostSummary& host, const Styler& style, std::str
     lines.Add("memory", text);
   }
   // Idle devices, and those that repeat others' traffic (dm-* over recorded disks,
-  // partitions, loopback: analysis/host_devices.h), are left out (the JSON report has them all).
+  // partitions, loopback: analysis/derived/host_devices.h), are left out (the JSON report has them all).
   bool any_disk_io = false;
   for (const auto& disk : host.disks) {
     if (!disk.counted || (disk.read_bytes <= 0 && disk.write_bytes <= 0 && disk.avg_busy <= 0)) continue;

@@ -179,13 +179,21 @@ TEST(ChromeTraceTest, PhasesTracksAndArgs) {
 
 TEST(ChromeTraceTest, CountersAreRatesBetweenSamples) {
   json trace = Parse(BasicRun());
-  // Trainer: user+system 0.375 s at 0.5 s, 1.9375 at 2 s, 3.75 at 3.5 s.
+  // Trainer: started at 0.05 s, where its counters are 0 (docs/metrics.md, Rates from
+  // counters); user+system 0.375 s at 0.5 s, 1.9375 at 2 s, 3.75 at 3.5 s.
   auto cpu = Counter(trace, 101, "CPU");
-  ASSERT_EQ(cpu.size(), 3u);
-  EXPECT_NEAR(cpu[0].first, 500000, 1e-6);
-  EXPECT_NEAR(cpu[0].second, 1.5625 / 1.5, 1e-5);
-  EXPECT_NEAR(cpu[1].second, 1.8125 / 1.5, 1e-5);
-  EXPECT_EQ(cpu[2].second, 0);
+  ASSERT_EQ(cpu.size(), 4u);
+  EXPECT_NEAR(cpu[0].first, 50000, 1e-6);
+  EXPECT_NEAR(cpu[0].second, 0.375 / 0.45, 1e-5);
+  EXPECT_NEAR(cpu[1].first, 500000, 1e-6);
+  EXPECT_NEAR(cpu[1].second, 1.5625 / 1.5, 1e-5);
+  EXPECT_NEAR(cpu[2].second, 1.8125 / 1.5, 1e-5);
+  EXPECT_EQ(cpu[3].second, 0);
+  // gzip: started at 3.6 s, 200 MiB written by its only sample at 3.75 s.
+  auto written = Counter(trace, 103, "disk write");
+  ASSERT_FALSE(written.empty());
+  EXPECT_NEAR(written[0].first, 3600000, 1e-6);
+  EXPECT_NEAR(written[0].second, 200.0 * (1 << 20) / 0.15, 1e-5 * 1.4e9);  // six significant digits
   // RSS: a gauge, repeats skipped.
   auto rss = Counter(trace, 101, "RSS");
   ASSERT_EQ(rss.size(), 3u);

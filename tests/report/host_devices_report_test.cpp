@@ -1,5 +1,5 @@
 // The HTML report's host disk and network plots and the run summary add up the same devices
-// (analysis/host_devices.h): on an LVM host (sda with dm-0 on top) the disk plot carries the
+// (analysis/derived/host_devices.h): on an LVM host (sda with dm-0 on top) the disk plot carries the
 // bytes written once, as the summary does, and loopback is in neither.
 #include <gtest/gtest.h>
 

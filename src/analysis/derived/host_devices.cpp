@@ -1,4 +1,4 @@
-#include "analysis/host_devices.h"
+#include "analysis/derived/host_devices.h"
 #include "core/strings.h"
 
 #include <algorithm>
@@ -134,17 +134,6 @@ std::vector<model::Sample> SumOfCounters(const model::Run& run, std::span<const 
   for (SampleSpan s : parts) {
     std::vector<double> v = CounterValuesAt(s, times);
     for (size_t i = 0; i < times.size(); ++i) out[i].v += v[i];
-  }
-  return out;
-}
-
-std::vector<double> CounterRates(SampleSpan counter, std::span<const TimeNs> times) {
-  if (times.size() < 2) return {};
-  std::vector<double> v = CounterValuesAt(counter, times);
-  std::vector<double> out(times.size() - 1, 0.0);
-  for (size_t k = 0; k + 1 < times.size(); ++k) {
-    double dt = NsToSeconds(times[k + 1] - times[k]);
-    if (dt > 0) out[k] = std::max(0.0, (v[k + 1] - v[k]) / dt);
   }
   return out;
 }

@@ -15,6 +15,7 @@
 // that a process moved bytes through a socket (the bottleneck rule for a process sleeping
 // on a socket: a local service is waited on like a remote one).
 //
+// Rates of these devices: counter_rate.h (the one counter -> rate rule) and host_rates.h.
 // Pure functions of the model.
 #pragma once
 
@@ -61,9 +62,5 @@ HostDevices DevicesOfHost(const model::Run& run, const std::string& host);
 // times (each interpolated linearly): e.g. the bytes written to all counted disks.
 std::vector<model::Sample> SumOfCounters(const model::Run& run, std::span<const model::Resource* const> devices,
                                          std::string_view series);
-
-// A counter's rate over consecutive intervals [times[k], times[k+1]] (per second; never
-// negative): times.size() - 1 values.
-std::vector<double> CounterRates(SampleSpan counter, std::span<const TimeNs> times);
 
 }  // namespace grademl::analysis

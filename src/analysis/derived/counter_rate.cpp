@@ -1,0 +1,135 @@
+#include "analysis/derived/counter_rate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace grademl::analysis::derived {
+
+namespace {
+
+constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
+
+// The known points of a counter, read in place: index 0 is the origin when there is one.
+class Points {
+ public:
+  explicit Points(const Counter& c) : c_(c), offset_(c.origin && !c.samples.empty() ? 1 : 0) {}
+  size_t size() const { return c_.samples.size() + offset_; }
+  TimeNs t(size_t i) const { return i < offset_ ? *c_.origin : c_.samples[i - offset_].t; }
+  double v(size_t i) const { return i < offset_ ? 0.0 : c_.samples[i - offset_].v; }
+
+ private:
+  const Counter& c_;
+  size_t offset_;
+};
+
+// For each interval [times[k], times[k+1]]: the counter's increase over its known part
+// (segments between known points, decreases counted 0) and that part's length in ns.
+void Sweep(const Counter& c, std::span<const TimeNs> times, std::vector<double>& increase,
+           std::vector<double>& known_ns) {
+  size_t n = times.size() < 2 ? 0 : times.size() - 1;
+  increase.assign(n, 0.0);
+  known_ns.assign(n, 0.0);
+  Points p(c);
+  if (n == 0 || p.size() < 2) return;
+  size_t j = 0;  // the segment [p.t(j), p.t(j+1)] being walked
+  for (size_t k = 0; k < n; ++k) {
+    TimeNs a = times[k], b = times[k + 1];
+    if (b <= a) continue;
+    while (j + 1 < p.size() && p.t(j + 1) < a) ++j;
+    for (size_t s = j; s + 1 < p.size() && p.t(s) < b; ++s) {
+      TimeNs t0 = p.t(s), t1 = p.t(s + 1);
+      if (t1 <= t0) {
+        // Two points at one instant (a process sampled at its very start): a step there, an
+        // increase with no length to spread over.
+        if (t0 >= a && p.v(s + 1) > p.v(s)) increase[k] += p.v(s + 1) - p.v(s);
+        continue;
+      }
+      TimeNs lo = std::max(a, t0), hi = std::min(b, t1);
+      if (hi <= lo) continue;
+      double len = static_cast<double>(hi - lo);
+      double delta = p.v(s + 1) - p.v(s);
+      if (delta > 0) increase[k] += delta * len / static_cast<double>(t1 - t0);
+      known_ns[k] += len;
+    }
+  }
+}
+
+}  // namespace
+
+TimeNs Counter::FirstKnown() const {
+  if (samples.empty()) return 0;
+  return origin ? std::min(*origin, samples.front().t) : samples.front().t;
+}
+
+TimeNs Counter::LastKnown() const { return samples.empty() ? 0 : samples.back().t; }
+
+Counter CounterOf(const model::Run& run, const model::Resource& r, std::string_view name) {
+  Counter c{SamplesOf(run.FindSeries(r.id, name)), std::nullopt};
+  if (r.kind != model::ResourceKind::kProcess || c.samples.empty()) return c;
+  // The process's start: its phase's (as the bottleneck and attribution analyses read it),
+  // else the resource's own.
+  const model::Phase* phase = r.phase != 0 ? run.FindPhase(r.phase) : nullptr;
+  TimeNs start = phase != nullptr ? phase->start_ns : r.start_ns;
+  if (start > 0 && start < c.samples.front().t) c.origin = start;
+  return c;
+}
+
+std::vector<model::Sample> KnownPoints(const Counter& c) {
+  Points p(c);
+  std::vector<model::Sample> out(p.size());
+  for (size_t i = 0; i < p.size(); ++i) out[i] = {p.t(i), p.v(i)};
+  return out;
+}
+
+double IncreaseOver(const Counter& c, TimeNs a, TimeNs b) {
+  TimeNs bounds[2] = {a, b};
+  std::vector<double> increase, known;
+  Sweep(c, bounds, increase, known);
+  return increase.empty() ? 0.0 : increase[0];
+}
+
+std::vector<double> IncreasesOver(const Counter& c, std::span<const TimeNs> times) {
+  std::vector<double> increase, known;
+  Sweep(c, times, increase, known);
+  return increase;
+}
+
+std::vector<double> RatesOver(std::span<const Counter> counters, std::span<const TimeNs> times, double divisor) {
+  size_t n = times.size() < 2 ? 0 : times.size() - 1;
+  std::vector<double> out(n, kUnknown);
+  std::vector<double> increase, known;
+  for (const Counter& c : counters) {
+    Sweep(c, times, increase, known);
+    for (size_t k = 0; k < n; ++k) {
+      if (known[k] <= 0) continue;
+      double rate = increase[k] / (known[k] * 1e-9) / divisor;
+      out[k] = std::isnan(out[k]) ? rate : out[k] + rate;
+    }
+  }
+  return out;
+}
+
+RateSteps RateStepsOf(std::span<const Counter> counters, double divisor) {
+  RateSteps out;
+  // The sample times merged (series sampled together, like a host's cores, cost one
+  // comparison a sample), then the origins, which are few.
+  std::vector<SampleSpan> spans;
+  bool origins = false;
+  for (const Counter& c : counters) {
+    spans.push_back(c.samples);
+    origins = origins || (c.origin && !c.samples.empty());
+  }
+  DistinctTimes(spans, out.t);
+  if (origins) {
+    for (const Counter& c : counters) {
+      if (c.origin && !c.samples.empty()) out.t.push_back(*c.origin);
+    }
+    std::sort(out.t.begin(), out.t.end());
+    out.t.erase(std::unique(out.t.begin(), out.t.end()), out.t.end());
+  }
+  out.rate = RatesOver(counters, out.t, divisor);
+  return out;
+}
+
+}  // namespace grademl::analysis::derived

@@ -1,0 +1,80 @@
+// Counter -> rate: the ONE rule by which every analysis and report turns a cumulative counter
+// (CPU seconds, bytes read, bytes sent) into a rate or an increase over an interval. Stated
+// for users in docs/metrics.md ("Rates from counters"):
+//
+//  - Known points. A counter is known at its samples and, when it has one, at its origin: a
+//    process's counters count from 0 at the process's start (its phase's start), so
+//    the process's start is a known point of value 0. A host's, disk's or interface's counters
+//    count from boot: they have no origin within the run.
+//  - Between two consecutive known points the counter grew linearly: the rate over any part of
+//    that interval is the interval's mean rate. A gap (a sampler that stalled, run-length
+//    compression of a flat stretch) is therefore spread evenly over the gap.
+//  - Before the first known point and after the last, nothing is known: there is no rate
+//    there (NaN, "unknown"), never 0. An interval that is only partly known has the rate of
+//    its known part (the increase over the known part divided by the known part's length).
+//  - A decrease between two known points is a reset or a wrap (the collector rebases the
+//    counters it records, so only imported or older runs hold one): that interval counts
+//    no increase (rate 0), never a negative one, and the counter goes on from its new value.
+//  - A sum of counters (the cores of a host, the counted disks) has, on each interval, the sum
+//    of the rates of the counters known there (each with the rule above); unknown where none
+//    is known.
+//
+// The raw arithmetic (interpolation, differences, division by time) lives in counter_rate.cpp
+// and series_math.h; reports use these functions or the host and process rates built on them
+// (host_rates.h), never the raw helpers (tests/report/no_rate_in_reports_test.cpp checks).
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "analysis/series_math.h"
+#include "core/time.h"
+#include "model/run.h"
+
+namespace grademl::analysis::derived {
+
+// A counter's samples and, when it counts from 0 at a known time before its first sample,
+// that time.
+struct Counter {
+  SampleSpan samples;
+  std::optional<TimeNs> origin;
+
+  bool empty() const { return samples.empty(); }
+  // The first and last known times (the origin counts); both 0 for an empty counter.
+  TimeNs FirstKnown() const;
+  TimeNs LastKnown() const;
+};
+
+// Series `name` of resource `r` as a Counter: a process's counters have their process's start
+// as origin (its phase's start, else Resource::start_ns; when it is after 0 and before the
+// first sample); every other resource's have none.
+Counter CounterOf(const model::Run& run, const model::Resource& r, std::string_view name);
+
+// The known points of `c` as samples (the origin first, as a sample of value 0).
+std::vector<model::Sample> KnownPoints(const Counter& c);
+
+// How much `c` grew over [a, b], counting only its known part and only increases (a reset
+// counts 0). 0 when no part of [a, b] is known.
+double IncreaseOver(const Counter& c, TimeNs a, TimeNs b);
+
+// The rates over consecutive intervals [times[k], times[k+1]] (times sorted ascending) of the
+// sum of `counters`, each divided by `divisor` (e.g. the number of cores): times.size() - 1
+// values, NaN where no counter is known.
+std::vector<double> RatesOver(std::span<const Counter> counters, std::span<const TimeNs> times, double divisor = 1);
+
+// A rate as a step function on the counters' own known points: `t` the union of the known
+// points of `counters`, rate[k] the rate over [t[k], t[k+1]] (t.size() - 1 values, NaN where
+// no counter is known). For tracks drawn at the resolution of the samples (the Perfetto export).
+struct RateSteps {
+  std::vector<TimeNs> t;
+  std::vector<double> rate;
+};
+RateSteps RateStepsOf(std::span<const Counter> counters, double divisor = 1);
+
+// The increases over consecutive intervals [times[k], times[k+1]] of one counter (never
+// negative; 0 outside its known span): times.size() - 1 values.
+std::vector<double> IncreasesOver(const Counter& c, std::span<const TimeNs> times);
+
+}  // namespace grademl::analysis::derived
