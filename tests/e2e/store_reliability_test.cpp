@@ -364,11 +364,12 @@ TEST(StoreReliabilityE2E, DiskFullForAWhileLosesNothing) {
 
 // A read-only file system (a read-only directory, for root too): a missing store cannot be
 // created and an existing one cannot be written: one line, nothing run; readers still work.
+// (The remount names the type and size: in a user namespace a bare `remount,ro` fails.)
 TEST(StoreReliabilityE2E, ReadOnlyStoreIsRefusedAtStartAndStaysReadable) {
   std::string dir = FreshDir("store_read_only");
   std::string g = GrademlBinary();
   std::string script = g + " --db " + dir + "/g.db run --no-report -- true || echo FIRST_FAILED\n" +
-                       "mount -o remount,ro " + dir + " || { echo SKIP; exit 0; }\n" + g + " --db " + dir +
+                       "mount -o remount,ro,size=16m -t tmpfs tmpfs " + dir + " || { echo SKIP; exit 0; }\n" + g + " --db " + dir +
                        "/g.db run --no-report -- sh -c 'echo ran; exit 3' 2>" + dir + "/../ro_err1; echo exit1=$?\n" +
                        g + " --db " + dir + "/new/g.db run --no-report -- sh -c 'echo ran; exit 3' 2>" + dir +
                        "/../ro_err2; echo exit2=$?\n" + g + " --db " + dir + "/g.db ls >/dev/null && echo LS_OK\n";
