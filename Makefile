@@ -69,7 +69,8 @@ bench: build
 	$(PYTHON) bench/cost.py --render bench/results.json docs/PERFORMANCE.md
 
 # The regression guard (under 3 minutes): 100k-phase report/export vs sqlite3, Python start and
-# fixed cost, the small-op PyTorch loop, import vs json.load; fails when a ratio is more than
+# fixed cost, the small-op PyTorch loop, import vs json.load, the what-if of 1M phases and the
+# summary of a deep process chain (the speed bounds no unit test asserts); fails when a ratio is more than
 # 1.5x the one in bench/results.json. Its figures: $(BUILD)/bench-check.json.
 bench-check: build
 	$(PYTHON) bench/cost.py --build $(BUILD) --quick --check bench/results.json --out $(BUILD)/bench-check.json

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include "skip_or_fail.h"
 #include "store/postgres/libpq.h"
 #include <unistd.h>
 
@@ -67,11 +68,6 @@ inline std::string FreshPgDatabase(std::string& why) {
   return why.empty() ? PgTestUrl(name) : "";
 }
 
-inline bool InCi() {
-  const char* ci = std::getenv("CI");
-  return ci != nullptr && std::string(ci) == "true";
-}
-
 }  // namespace grademl::testing
 
 // Declares `var`, the URL of a fresh test database; skips the test (fails it under CI=true)
@@ -79,7 +75,4 @@ inline bool InCi() {
 #define GRADEML_PG_DATABASE_OR_SKIP(var)                                         \
   std::string var##_why;                                                         \
   std::string var = ::grademl::testing::FreshPgDatabase(var##_why);              \
-  if (var.empty()) {                                                             \
-    if (::grademl::testing::InCi()) GTEST_FAIL() << var##_why;                   \
-    GTEST_SKIP() << var##_why;                                                   \
-  }
+  if (var.empty()) SKIP_OR_FAIL_IN_CI("no PostgreSQL server for the test: " << var##_why)

@@ -5,6 +5,7 @@ import time
 import tempfile
 import unittest
 
+from _ci import requires, skip_or_fail
 from _fake import disable, use_recorder
 
 import grademl
@@ -32,8 +33,7 @@ except Exception:  # pragma: no cover
     np = pd = None
 
 
-# In CI a missing torch / sklearn / pandas fails these tests instead of skipping them.
-_CI = os.environ.get("CI") == "true"
+# In CI a missing torch / sklearn / pandas fails these tests instead of skipping them (_ci.py).
 
 
 def _dataset():
@@ -76,7 +76,7 @@ def _train(loader, epochs=2):
     return model
 
 
-@unittest.skipIf(torch is None and not _CI, "torch not importable with this interpreter")
+@requires(torch is not None, "torch not importable with this interpreter (Debian: python3-torch)")
 class TorchTest(unittest.TestCase):
     def setUp(self):
         self.r = use_recorder()
@@ -447,7 +447,7 @@ class TorchTest(unittest.TestCase):
         self.assertEqual(self.r.events, [])
 
 
-@unittest.skipIf(sklearn is None and not _CI, "sklearn not importable with this interpreter")
+@requires(sklearn is not None, "sklearn not importable with this interpreter (Debian: python3-sklearn)")
 class SklearnTest(unittest.TestCase):
     def setUp(self):
         import numpy
@@ -525,7 +525,7 @@ class SklearnTest(unittest.TestCase):
         self.assertEqual([p[0] for p in self.r.phases()], ["DecisionTreeClassifier.fit"])
 
 
-@unittest.skipIf(pd is None and not _CI, "pandas/numpy not importable with this interpreter")
+@requires(pd is not None, "pandas/numpy not importable with this interpreter (Debian: python3-pandas)")
 class IoTest(unittest.TestCase):
     def setUp(self):
         self.r = use_recorder()
@@ -568,7 +568,7 @@ class _Exploding:
         raise _Boom("no pickling")
 
 
-@unittest.skipIf(torch is None and not _CI, "torch not importable with this interpreter")
+@requires(torch is not None, "torch not importable with this interpreter (Debian: python3-torch)")
 class SerialisationTest(unittest.TestCase):
     def setUp(self):
         self.r = use_recorder()
@@ -645,9 +645,7 @@ class SerialisationTest(unittest.TestCase):
         try:
             import joblib
         except ImportError:
-            if os.environ.get("CI") == "true":
-                raise
-            self.skipTest("joblib not importable")
+            skip_or_fail(self, "joblib not importable (Debian: python3-joblib)")
         path = os.path.join(self.d.name, "j.joblib")
         data = {"x": list(range(50))}
         self.assertEqual(joblib.dump(data, path), [path])
@@ -716,7 +714,7 @@ if __name__ == "__main__":
     unittest.main()
 
 
-@unittest.skipIf(torch is None and not _CI, "torch not importable with this interpreter")
+@requires(torch is not None, "torch not importable with this interpreter (Debian: python3-torch)")
 class TorchTraceExportTest(unittest.TestCase):
     """export_chrome_trace of torch's profilers: one trace_export phase per file, tagged with
     its absolute path and the profiler's start (what torch 1.13's relative ts count from)."""

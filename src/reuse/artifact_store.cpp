@@ -165,10 +165,18 @@ bool ArtifactStore::Has(const model::StepArtifact& a) const {
 }
 
 Status ArtifactStore::CheckFreeSpace(int64_t bytes) const {
-  struct statvfs vfs {};
-  if (statvfs(dir_.c_str(), &vfs) != 0) return Status::Ok();  // unknown: the writes will tell
-  int64_t total = static_cast<int64_t>(vfs.f_blocks) * static_cast<int64_t>(vfs.f_frsize);
-  int64_t avail = static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+  int64_t total = 0, avail = 0;
+  if (disk_space_) {
+    std::optional<DiskSpace> space = disk_space_();
+    if (!space) return Status::Ok();
+    total = space->total;
+    avail = space->available;
+  } else {
+    struct statvfs vfs {};
+    if (statvfs(dir_.c_str(), &vfs) != 0) return Status::Ok();  // unknown: the writes will tell
+    total = static_cast<int64_t>(vfs.f_blocks) * static_cast<int64_t>(vfs.f_frsize);
+    avail = static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+  }
   int64_t reserve = std::max<int64_t>(kMinFreeBytes, total / 20);
   if (avail - bytes < reserve) {
     return Unavailable("{}: {} more bytes would leave less than {} MiB free", EscapeControl(dir_), bytes, reserve >> 20);

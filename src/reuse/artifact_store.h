@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,15 @@ class ArtifactStore {
 
   static constexpr int64_t kMinFreeBytes = int64_t{1} << 30;
 
+  // The size and free bytes of the file system under the store, as statvfs(3) tells them
+  // (nullopt: unknown, and the writes will tell). A test sets its own figures, so that the
+  // refusal to fill a disk is tested without filling one, and the other tests do not depend
+  // on the free space of the disk they run on.
+  struct DiskSpace {
+    int64_t total = 0, available = 0;
+  };
+  void SetDiskSpaceForTesting(std::function<std::optional<DiskSpace>()> space) { disk_space_ = std::move(space); }
+
  private:
   explicit ArtifactStore(std::string dir) : dir_(std::move(dir)) {}
   std::string ObjectPath(const std::string& hash) const;
@@ -104,6 +114,7 @@ class ArtifactStore {
 
   std::string dir_;
   std::function<bool()> stop_;
+  std::function<std::optional<DiskSpace>()> disk_space_;  // null: statvfs
 };
 
 // Parses a size: "10G", "500M", "1.5T", "4096", "0" (K, M, G, T are powers of 1024; a "B"

@@ -18,16 +18,6 @@
 
 namespace grademl::testing {
 
-// ../shared/traces (or $GRADEML_SHARED_TRACES), nullopt when absent.
-inline std::optional<std::filesystem::path> SharedTraces() {
-  if (const char* env = std::getenv("GRADEML_SHARED_TRACES"); env != nullptr && *env != '\0') {
-    return std::filesystem::path(env);
-  }
-  std::filesystem::path p = std::filesystem::path(GRADEML_SOURCE_DIR) / ".." / "shared" / "traces";
-  if (std::filesystem::is_directory(p)) return p;
-  return std::nullopt;
-}
-
 inline std::string ReadGzip(const std::filesystem::path& path) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) return {};

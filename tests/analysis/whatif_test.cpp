@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <map>
 #include <random>
 
@@ -701,7 +700,8 @@ TEST(WhatifTest, ReplayReproducesEveryPhaseExactly) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Scale: a million phases in well under a few seconds.
+// Scale: a million phases replayed right. How fast is bench-check's whatif_1m_phases
+// (bench/analysis_shapes_bench.cpp, the same shape): tests assert no wall-clock speed.
 
 TEST(WhatifTest, MillionPhases) {
   RunFixture f;
@@ -721,22 +721,12 @@ TEST(WhatifTest, MillionPhases) {
   f.run.info.end_ns = Sec(2000);
   const model::Run& run = f.Build();
   ASSERT_GT(run.phases.size(), 999'990u);
-  auto since = [](auto t0) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  auto t0 = std::chrono::steady_clock::now();
   ScheduleGraph g = ScheduleGraph::Build(run);
-  double build_s = since(t0);
-  t0 = std::chrono::steady_clock::now();
   Replay replay = ReplaySchedule(g);
-  double replay_s = since(t0);
   EXPECT_EQ(replay.end[0], Sec(2000));
-  t0 = std::chrono::steady_clock::now();
   WhatifResult r = Simulate(run, {"type:iteration*0.5"});
-  double seconds = since(t0);
-  std::printf("%zu phases: graph %.3f s, one replay %.3f s, what-if (graph, match, 2 replays, paths) %.3f s\n",
-              run.phases.size(), build_s, replay_s, seconds);
   // 10 epochs x 99,999 iterations x 9.5 us saved each.
   EXPECT_NEAR(r.saving_s(), 10 * 99'999 * 9.5e-6, 1e-6);
-  EXPECT_LT(seconds, 5.0);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "collect/process_tree_monitor.h"
+#include "skip_or_fail.h"
 
 namespace grademl::collect {
 namespace {
@@ -97,22 +98,12 @@ TEST(ProcessEventsTest, TruncatedOrForeignDatagramsYieldNothingMore) {
   EXPECT_TRUE(events.empty());
 }
 
-// Whether the kernel's process events must be available here: in CI as root.
-bool MustHaveProcessEvents() {
-  const char* ci = getenv("CI");
-  return ci && std::string(ci) == "true" && geteuid() == 0;
-}
-
-std::unique_ptr<ProcessEvents> OpenOrSkipReason(std::string* why) {
-  std::unique_ptr<ProcessEvents> events = ProcessEvents::Open(why);
-  if (!events && MustHaveProcessEvents()) ADD_FAILURE() << "CI=true as root, yet: " << *why;
-  return events;
-}
-
+// The real kernel's events need root (CAP_NET_ADMIN): without them the tests below skip, and
+// fail under CI=true (tests/skip_or_fail.h).
 TEST(ProcessEventsTest, TheKernelReportsAChildsForkAndExit) {
   std::string why;
-  std::unique_ptr<ProcessEvents> events = OpenOrSkipReason(&why);
-  if (!events) GTEST_SKIP() << "the kernel's process events are not available: " << why;
+  std::unique_ptr<ProcessEvents> events = ProcessEvents::Open(&why);
+  if (!events) SKIP_OR_FAIL_IN_CI("the kernel's process events are not available (they need root): " << why);
   int64_t before = WallClock::MonotonicNow();
   pid_t child = fork();
   if (child == 0) _exit(5);
@@ -157,8 +148,8 @@ TEST(ProcessEventsTest, TheMonitorFollowsAtMostItsCapThroughEvents) {
   model::ResourceId host = builder.AddResource({.parent = 0, .kind = model::ResourceKind::kHost, .name = "h", .host = "h"});
   ProcessTreeMonitor monitor(&builder, run, host, "h", {.max_event_processes = 3});
   if (monitor.process_events() != "proc_connector") {
-    if (MustHaveProcessEvents()) ADD_FAILURE() << "CI=true as root, yet: " << monitor.process_events_error();
-    GTEST_SKIP() << "the kernel's process events are not available: " << monitor.process_events_error();
+    SKIP_OR_FAIL_IN_CI("the kernel's process events are not available (they need root): "
+                       << monitor.process_events_error());
   }
   int go[2];
   ASSERT_EQ(pipe(go), 0);
@@ -213,8 +204,8 @@ TEST(ProcessEventsTest, TheFirstChildOfACommandIsFollowedWhileTheLaunchWaitsForI
   model::ResourceId host = builder.AddResource({.parent = 0, .kind = model::ResourceKind::kHost, .name = "h", .host = "h"});
   ProcessTreeMonitor monitor(&builder, run, host, "h", {});
   if (monitor.process_events() != "proc_connector") {
-    if (MustHaveProcessEvents()) ADD_FAILURE() << "CI=true as root, yet: " << monitor.process_events_error();
-    GTEST_SKIP() << "the kernel's process events are not available: " << monitor.process_events_error();
+    SKIP_OR_FAIL_IN_CI("the kernel's process events are not available (they need root): "
+                       << monitor.process_events_error());
   }
   char tmpl[] = "/tmp/grademl_first_child_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

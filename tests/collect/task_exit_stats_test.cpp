@@ -33,6 +33,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include "skip_or_fail.h"
 
 namespace grademl::collect {
 namespace {
@@ -349,22 +350,16 @@ TEST(TaskExitStatsTest, RandomBytesNeverCrash) {
 
 // --- The real kernel ------------------------------------------------------------------
 
-// Whether the kernel's exit records must be available here: in CI as root.
-bool TsMustHaveExitRecords() {
-  const char* ci = getenv("CI");
-  return ci && std::string(ci) == "true" && geteuid() == 0;
-}
+// Whether the kernel's exit records must be available here: in CI (CI=true, which runs as
+// root; they need CAP_NET_ADMIN), where their absence fails the tests (tests/skip_or_fail.h).
+bool TsMustHaveExitRecords() { return ::grademl::testing::InCi(); }
 
-std::unique_ptr<TaskExitStats> TsOpenOrSkipReason(std::string* why, int receive_buffer = TaskExitStats::kDefaultReceiveBuffer) {
-  std::unique_ptr<TaskExitStats> stats = TaskExitStats::Open(why, receive_buffer);
-  if (!stats && TsMustHaveExitRecords()) ADD_FAILURE() << "CI=true as root, yet: " << *why;
-  return stats;
-}
-
-#define TS_OPEN_OR_SKIP(var, ...)                                                              \
-  std::string var##_why;                                                                       \
-  std::unique_ptr<TaskExitStats> var = TsOpenOrSkipReason(&var##_why __VA_OPT__(, ) __VA_ARGS__); \
-  if (!var) GTEST_SKIP() << "the kernel's taskstats exit records are not available: " << var##_why
+// Opens the kernel's exit records into `var`; the test ends (skips; fails under CI=true) when
+// they are not available (not root, or a kernel without taskstats).
+#define TS_OPEN_OR_SKIP(var, ...)                                                                   \
+  std::string var##_why;                                                                            \
+  std::unique_ptr<TaskExitStats> var = TaskExitStats::Open(&var##_why __VA_OPT__(, ) __VA_ARGS__);  \
+  if (!var) SKIP_OR_FAIL_IN_CI("the kernel's taskstats exit records are not available (they need root): " << var##_why)
 
 // Burns `seconds` of the calling thread's CPU.
 void TsBurnThread(double seconds) {
@@ -566,7 +561,7 @@ TEST(TaskExitStatsTest, AMultiThreadedChildsThreadsAddUpToItsRusage) {
   std::vector<Record> r = TsGatherProcess(stats.get(), child, 5);
   // Main and four threads (and, under a sanitizer, its runtime's).
   ASSERT_GE(r.size(), 5u) << "main and four threads";
-  if (r[0].version < 12) GTEST_SKIP() << "ac_tgid needs taskstats version 12";
+  if (r[0].version < 12) SKIP_OR_FAIL_IN_CI("ac_tgid needs taskstats version 12; this kernel has " << r[0].version);
   int group_exits = 0;
   for (const Record& x : r) {
     EXPECT_EQ(x.tgid, child);
@@ -660,8 +655,7 @@ TEST(TaskExitStatsTest, AnOverflowingBufferIsCountedAndRecordsResume) {
 TEST(TaskExitStatsTest, OpenedInTwoSteps) {
   std::shared_ptr<TaskExitStats::Opening> opening = TaskExitStats::StartOpen();
   if (opening->fd < 0) {
-    if (TsMustHaveExitRecords()) ADD_FAILURE() << "CI=true as root, yet: " << opening->error;
-    GTEST_SKIP() << "the kernel's taskstats exit records are not available: " << opening->error;
+    SKIP_OR_FAIL_IN_CI("the kernel's taskstats exit records are not available (they need root): " << opening->error);
   }
   ASSERT_TRUE(opening->probe_started);
   usleep(20000);  // other work meanwhile (the store's opening, in grademl)

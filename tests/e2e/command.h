@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "skip_or_fail.h"
+
 namespace grademl::testing {
 
 struct CommandResult {
@@ -55,21 +57,22 @@ void ExpectErrors(const std::vector<std::string>& command, const std::vector<Err
 // the shell's own CPU and of every child it reaped (the whole tree). NaN if it is not that.
 double TimesTotal(const std::string& path);
 
+// The command prefix that runs a program in a private mount namespace where it may mount a
+// tmpfs: `unshare -m` as root, else `unshare -Urm` (a user namespace, where the kernel allows
+// unprivileged ones: the program is root of its own mounts). Empty when neither can mount a
+// tmpfs here: the full-disk and read-only tests then skip, and fail under CI=true. Probed once.
+std::vector<std::string> PrivateMountNamespace();
+
 // Whether Debian's /usr/bin/python3 can import these modules ("torch, sklearn"); cached.
 bool HavePythonModules(const std::string& modules);
 
 }  // namespace grademl::testing
 
 // ML tests skip without Debian's Python packages, but fail in CI (CI=true), where a missing
-// package is a broken setup, not a reason to test less.
+// package is a broken setup, not a reason to test less (tests/skip_or_fail.h).
 #define REQUIRE_PYTHON_MODULES(modules)                                                        \
   do {                                                                                         \
-    if (!::grademl::testing::HavePythonModules(modules)) {                                     \
-      const char* ci_ = std::getenv("CI");                                                     \
-      if (ci_ != nullptr && std::string(ci_) == "true")                                        \
-        FAIL() << "CI: Debian's /usr/bin/python3 cannot import " << (modules)                  \
-               << " (scripts/bootstrap installs python3-torch, -sklearn, -pandas)";           \
-      GTEST_SKIP() << "Debian's /usr/bin/python3 cannot import " << (modules)                  \
-                   << " (scripts/bootstrap installs python3-torch, -sklearn, -pandas)";       \
-    }                                                                                          \
+    if (!::grademl::testing::HavePythonModules(modules))                                       \
+      SKIP_OR_FAIL_IN_CI("Debian's /usr/bin/python3 cannot import "                            \
+                         << (modules) << " (scripts/bootstrap installs python3-torch, -sklearn, -pandas)"); \
   } while (0)

@@ -237,4 +237,18 @@ bool HavePythonModules(const std::string& modules) {
   return have;
 }
 
+std::vector<std::string> PrivateMountNamespace() {
+  static const std::vector<std::string> chosen = [] {
+    for (std::vector<std::string> argv : {std::vector<std::string>{"/usr/bin/unshare", "-m"},
+                                          std::vector<std::string>{"/usr/bin/unshare", "-Urm"}}) {
+      std::vector<std::string> probe = argv;
+      probe.insert(probe.end(), {"/bin/sh", "-c", "d=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs \"$d\"; r=$?; "
+                                                   "umount \"$d\" 2>/dev/null; rmdir \"$d\"; exit $r"});
+      if (RunCommand(probe).exit_code == 0) return argv;
+    }
+    return std::vector<std::string>{};
+  }();
+  return chosen;
+}
+
 }  // namespace grademl::testing

@@ -3,7 +3,7 @@
 // (shared/traces/kineto/hta_reference/, within 0.1 percentage points) through the real
 // importer, the store and the report; the CPU-only (gloo) trace gets the CPU collective
 // overlap; the what-if lever of exposed communication moves the process's end. Skipped, with
-// a message, where ../shared is absent.
+// a message, where ../shared is absent; failed there under CI=true (tests/skip_or_fail.h).
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -20,19 +20,6 @@ namespace grademl::testing {
 namespace {
 
 using nlohmann::json;
-
-std::optional<std::filesystem::path> SharedKineto() {
-  if (const char* env = std::getenv("GRADEML_SHARED_TRACES"); env != nullptr && *env != '\0') {
-    return std::filesystem::path(env) / "kineto";
-  }
-  std::filesystem::path p = std::filesystem::path(GRADEML_SOURCE_DIR) / ".." / "shared" / "traces" / "kineto";
-  if (std::filesystem::is_directory(p)) return p;
-  return std::nullopt;
-}
-
-#define REQUIRE_SHARED_KINETO(var)                                                                          \
-  auto var = SharedKineto();                                                                                \
-  if (!var) GTEST_SKIP() << "../shared/traces is absent (set GRADEML_SHARED_TRACES to run the HTA parity tests)"
 
 json ImportAndReport(const std::string& name, const std::filesystem::path& trace) {
   std::string db = FreshDir("gpu_report_" + name) + "/grademl.db";
@@ -51,10 +38,10 @@ json Reference(const std::filesystem::path& kineto, const std::string& name) {
 class GpuReportE2E : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuReportE2E, ImportedTraceAgreesWithHta) {
-  REQUIRE_SHARED_KINETO(kineto);
+  REQUIRE_SHARED_TRACES(kineto, "kineto");
   const std::string name = GetParam();
-  json ref = Reference(*kineto, name);
-  json gpu = ImportAndReport(name, *kineto / (name + ".json.gz"))["gpu"];
+  json ref = Reference(kineto, name);
+  json gpu = ImportAndReport(name, kineto / (name + ".json.gz"))["gpu"];
   ASSERT_TRUE(gpu.is_object()) << gpu.dump();
 
   ASSERT_EQ(gpu["temporal"].size(), ref["temporal"].size());
@@ -112,10 +99,10 @@ INSTANTIATE_TEST_SUITE_P(SharedKinetoTraces, GpuReportE2E,
 class GpuImportE2E : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuImportE2E, ImportedRowsGiveTheFiguresOfTheFile) {
-  REQUIRE_SHARED_KINETO(kineto);
+  REQUIRE_SHARED_TRACES(kineto, "kineto");
   const std::string name = GetParam();
-  json gpu = ImportAndReport("import_" + name, *kineto / (name + ".json.gz"))["gpu"];
-  analysis::GpuAnalysis direct = analysis::AnalyzeGpuRows({LoadTrace(*kineto / (name + ".json.gz"))});
+  json gpu = ImportAndReport("import_" + name, kineto / (name + ".json.gz"))["gpu"];
+  analysis::GpuAnalysis direct = analysis::AnalyzeGpuRows({LoadTrace(kineto / (name + ".json.gz"))});
   if (direct.empty()) {
     EXPECT_TRUE(gpu.is_null()) << gpu.dump();
     return;
@@ -164,8 +151,8 @@ TEST(GpuReportE2E, GlooCollectivesOfACpuOnlyRank) {
   // cpu_only_rank34: 10 gloo:all_reduce annotations on two gloo threads, and the main
   // thread's only CPU ops (4 aten::empty) after the last of them ends: no GPU figures, a
   // CPU collective overlap of 0.
-  REQUIRE_SHARED_KINETO(kineto);
-  json gpu = ImportAndReport("cpu_only", *kineto / "cpu_only_rank34.json.gz")["gpu"];
+  REQUIRE_SHARED_TRACES(kineto, "kineto");
+  json gpu = ImportAndReport("cpu_only", kineto / "cpu_only_rank34.json.gz")["gpu"];
   ASSERT_TRUE(gpu.is_object());
   EXPECT_TRUE(gpu["temporal"].empty());
   ASSERT_EQ(gpu["cpu_overlap"].size(), 1u);
@@ -180,9 +167,9 @@ TEST(GpuReportE2E, GlooCollectivesOfACpuOnlyRank) {
 TEST(GpuReportE2E, ExposedCommunicationIsAnIssueWithAWorkingWhatif) {
   // gpu_train_test (rank 1): communication alone is HTA's bare COMMUNICATION row, 53846 µs of
   // a 628371 µs span (8.6 %): an issue; removing it through the what-if shortens the process.
-  REQUIRE_SHARED_KINETO(kineto);
+  REQUIRE_SHARED_TRACES(kineto, "kineto");
   std::string db = FreshDir("gpu_report_whatif") + "/grademl.db";
-  ASSERT_EQ(RunCommand({GrademlBinary(), "--db", db, "import", (*kineto / "gpu_train_test.json.gz").string()}).exit_code, 0);
+  ASSERT_EQ(RunCommand({GrademlBinary(), "--db", db, "import", (kineto / "gpu_train_test.json.gz").string()}).exit_code, 0);
   json report = ReportJson(db);
   const json& rank = report["gpu"]["ranks"][0];
   EXPECT_EQ(rank["exposed_comm_us"], 53846.0);

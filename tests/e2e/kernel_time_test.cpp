@@ -132,12 +132,7 @@ TEST(KernelTimeE2E, SystemTimeWritingToStorageIsDiskAndOtherSystemCallsAreCpu) {
 // interpreter runs the imported code in user space: memory is at most the system time the
 // kernel measured for the process, not a share of its user time.
 TEST(KernelTimeE2E, ImportTorchIsMemoryBoundAtMostForItsSystemTime) {
-  if (RunCommand({"/usr/bin/python3", "-c", "import torch"}).exit_code != 0) {
-    if (const char* ci = std::getenv("CI"); ci != nullptr && std::string(ci) == "true") {
-      FAIL() << "Debian's python3-torch is not installed (CI=true: scripts/bootstrap installs it)";
-    }
-    GTEST_SKIP() << "Debian's python3-torch is not installed (scripts/bootstrap installs it)";
-  }
+  REQUIRE_PYTHON_MODULES("torch");
   std::string dir = FreshDir("import_torch");
   std::string db = dir + "/g.db";
   std::ofstream(dir + "/imp.py") << R"(import os, resource, sys

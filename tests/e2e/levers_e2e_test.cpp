@@ -18,7 +18,7 @@ namespace {
 using nlohmann::json;
 
 TEST(LeversE2E, APinnedCommandHasOneCoreAvailableAndTheThreadsLeverKeepsToIt) {
-  if (access("/usr/bin/taskset", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/taskset (util-linux)";
+  if (access("/usr/bin/taskset", X_OK) != 0) SKIP_OR_FAIL_IN_CI("no /usr/bin/taskset (util-linux)");
   cpu_set_t set;
   CPU_ZERO(&set);
   ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
@@ -62,11 +62,7 @@ TEST(LeversE2E, APinnedCommandHasOneCoreAvailableAndTheThreadsLeverKeepsToIt) {
 // the data_wait issue names the num_workers lever, and its saving is at most the time the
 // loop waited for batches (the sum of the data_wait phases, read from the report).
 TEST(LeversE2E, AMainProcessDataLoaderIsToldToUseWorkers) {
-  if (RunCommand({"/usr/bin/python3", "-c", "import torch"}).exit_code != 0) {
-    const char* ci = std::getenv("CI");
-    if (ci != nullptr && std::string(ci) == "true") FAIL() << "CI=true and Debian's python3-torch is missing";
-    GTEST_SKIP() << "Debian's python3-torch is needed";
-  }
+  REQUIRE_PYTHON_MODULES("torch");
   std::string dir = FreshDir("levers_loader");
   std::string db = dir + "/g.db";
   CommandResult r = RunCommand({GrademlBinary(), "--db", db, "run", "--no-report", "--", "/usr/bin/python3",

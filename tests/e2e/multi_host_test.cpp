@@ -62,8 +62,7 @@ struct MultiHostCleanup {
 
 TEST(MultiHostE2E, AgentOnASecondHostSurvivesAKillAndAStoreOutageAndAlignsItsClock) {
   if (geteuid() != 0) {
-    if (InCi()) FAIL() << "simulated hosts need root (network namespaces)";
-    GTEST_SKIP() << "simulated hosts need root (network namespaces)";
+    SKIP_OR_FAIL_IN_CI("simulated hosts need root (network namespaces)");
   }
   const std::string src = GRADEML_SOURCE_DIR;
   const std::string dir = FreshDir("multi_host_" + std::to_string(getpid()));
@@ -72,8 +71,7 @@ TEST(MultiHostE2E, AgentOnASecondHostSurvivesAKillAndAStoreOutageAndAlignsItsClo
   const std::string pg = src + "/tests/pg/pg_test_server.sh";
   CommandResult started = RunCommand({pg, "start", pg_dir});
   if (started.exit_code == 3) {
-    if (InCi()) FAIL() << started.err;
-    GTEST_SKIP() << started.err;
+    SKIP_OR_FAIL_IN_CI(started.err);
   }
   ASSERT_EQ(started.exit_code, 0) << started.err;
   MultiHostCleanup stop_pg{{pg, "stop", pg_dir}};
@@ -82,8 +80,7 @@ TEST(MultiHostE2E, AgentOnASecondHostSurvivesAKillAndAStoreOutageAndAlignsItsClo
   const std::string sim = src + "/tests/hosts/sim_hosts.sh";
   CommandResult up = RunCommand({sim, "up", name, "1"});
   if (up.exit_code != 0) {
-    if (InCi()) FAIL() << up.err;
-    GTEST_SKIP() << "no simulated hosts here: " << up.err;
+    SKIP_OR_FAIL_IN_CI("no simulated hosts here: " << up.err);
   }
   MultiHostCleanup down{{sim, "down", name}};
   const std::string host = name + "-h0";
@@ -224,12 +221,10 @@ namespace {
 // h1's agent under h1's host phase, h1's clock measured.
 TEST(MultiHostE2E, DaskWorkerOnASecondHostIsPartOfTheRun) {
   if (geteuid() != 0) {
-    if (InCi()) FAIL() << "simulated hosts need root (network namespaces)";
-    GTEST_SKIP() << "simulated hosts need root (network namespaces)";
+    SKIP_OR_FAIL_IN_CI("simulated hosts need root (network namespaces)");
   }
   if (!HavePythonModules("distributed")) {
-    if (InCi()) FAIL() << "python3-distributed is missing";
-    GTEST_SKIP() << "python3-distributed is missing";
+    SKIP_OR_FAIL_IN_CI("python3-distributed is missing");
   }
   GRADEML_PG_DATABASE_OR_SKIP(url);
   const std::string src = GRADEML_SOURCE_DIR;
@@ -238,8 +233,7 @@ TEST(MultiHostE2E, DaskWorkerOnASecondHostIsPartOfTheRun) {
   const std::string sim = src + "/tests/hosts/sim_hosts.sh";
   CommandResult up = RunCommand({sim, "up", name, "2"});
   if (up.exit_code != 0) {
-    if (InCi()) FAIL() << up.err;
-    GTEST_SKIP() << "no simulated hosts here: " << up.err;
+    SKIP_OR_FAIL_IN_CI("no simulated hosts here: " << up.err);
   }
   MultiHostCleanup down{{sim, "down", name}};
   // "NAME-hI ADDRESS NETNS" per host.
@@ -328,12 +322,10 @@ namespace {
 // each on its host, both hosts' clocks measured, and the communication analysis sees both ranks.
 TEST(MultiHostE2E, TwoNodeTorchrunJobIsOneRun) {
   if (geteuid() != 0) {
-    if (InCi()) FAIL() << "simulated hosts need root (network namespaces)";
-    GTEST_SKIP() << "simulated hosts need root (network namespaces)";
+    SKIP_OR_FAIL_IN_CI("simulated hosts need root (network namespaces)");
   }
   if (!HavePythonModules("torch")) {
-    if (InCi()) FAIL() << "python3-torch is missing";
-    GTEST_SKIP() << "python3-torch is missing";
+    SKIP_OR_FAIL_IN_CI("python3-torch is missing");
   }
   GRADEML_PG_DATABASE_OR_SKIP(url);
   const std::string src = GRADEML_SOURCE_DIR;
@@ -342,8 +334,7 @@ TEST(MultiHostE2E, TwoNodeTorchrunJobIsOneRun) {
   const std::string sim = src + "/tests/hosts/sim_hosts.sh";
   CommandResult up = RunCommand({sim, "up", name, "2"});
   if (up.exit_code != 0) {
-    if (InCi()) FAIL() << up.err;
-    GTEST_SKIP() << "no simulated hosts here: " << up.err;
+    SKIP_OR_FAIL_IN_CI("no simulated hosts here: " << up.err);
   }
   MultiHostCleanup down{{sim, "down", name}};
   std::istringstream plan(up.out);

@@ -184,12 +184,6 @@ TEST(ProcessTreeE2E, CpuAndIoBehindAWrapperThatDoesNotWaitAreCountedOnce) {
   CheckTree(dir, script, burners, dir + "/times", true, /*burners_orphaned=*/true);
 }
 
-// Whether the kernel's process events must be available here: in CI as root.
-bool MustHaveProcessEvents() {
-  const char* ci = getenv("CI");
-  return ci && std::string(ci) == "true" && geteuid() == 0;
-}
-
 // 25 processes of about 20 ms each, one after the other: most live and die between two
 // passes. With the kernel's process events, each is a phase of its own, named after its
 // command, and the run's CPU is still the kernel's total.
@@ -208,9 +202,8 @@ TEST(ProcessTreeE2E, EveryShortProcessIsAPhase) {
   EXPECT_NEAR(run_cpu, kernel_total, 0.05 * kernel_total + 0.02);
   if (report["run"]["process_events"] != "proc_connector") {
     std::string why = report["phases"][0]["tags"].value("grademl.process_events_error", "?");
-    if (MustHaveProcessEvents()) FAIL() << "CI=true as root, yet the kernel's process events were not used: " << why;
-    GTEST_SKIP() << "the kernel's process events are not available here (" << why
-                 << "): short processes are not all phases";
+    SKIP_OR_FAIL_IN_CI("the kernel's process events are not available here (" << why
+                       << "): short processes are not all phases");
   }
   // A burner's phase is named after its command line, or, when it lived and died while
   // grademl's sampling thread could not run (a loaded machine), after the kernel's name of
@@ -251,8 +244,7 @@ TEST(ProcessTreeE2E, TheFirstChildIsAPhaseWhenGrademlRunsLateAfterTheFork) {
   ASSERT_TRUE(std::filesystem::exists(reaped));
   json report = ReportJson(db);
   if (report["run"]["process_events"] != "proc_connector") {
-    if (MustHaveProcessEvents()) FAIL() << "CI=true as root, yet the kernel's process events were not used";
-    GTEST_SKIP() << "the kernel's process events are not available here";
+    SKIP_OR_FAIL_IN_CI("the kernel's process events are not available here (they need root)");
   }
   const json* root = nullptr;
   const json* child = nullptr;
@@ -282,8 +274,7 @@ TEST(ProcessTreeE2E, ProcessPhasesSayHowTheyEnded) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json report = ReportJson(db);
   if (report["run"]["process_events"] != "proc_connector") {
-    if (MustHaveProcessEvents()) FAIL() << "CI=true as root, yet the kernel's process events were not used";
-    GTEST_SKIP() << "the kernel's process events are not available here";
+    SKIP_OR_FAIL_IN_CI("the kernel's process events are not available here (they need root)");
   }
   // Named after their command line when it could still be read, else "[sh]": they are short.
   std::multiset<std::string> endings;
@@ -333,8 +324,7 @@ TEST(ProcessTreeE2E, EndedProcessesAreExactWithExitRecordsAndTheReportSaysWhichA
   json report = ReportJson(db);
   if (report["run"]["process_accounting"] != "exit_records") {
     std::string why = report["phases"][0]["tags"].value("grademl.process_accounting_error", "?");
-    if (MustHaveProcessEvents()) FAIL() << "CI=true as root, yet the kernel's exit records were not used: " << why;
-    GTEST_SKIP() << "the kernel's exit records are not available here (" << why << ")";
+    SKIP_OR_FAIL_IN_CI("the kernel's exit records are not available here (" << why << ")");
   }
   std::map<int, const json*> by_pid;
   for (const json& p : report["phases"])

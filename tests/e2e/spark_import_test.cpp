@@ -1,6 +1,6 @@
 // End-to-end tests of Spark event logs through the real binary: `grademl import` of the
 // fixture (tests/data/importer/spark) and of the shared logs (../shared/traces/spark, skipped
-// when absent), read back with `grademl report --json` (the `spark` section, the ranked
+// when absent, failed then under CI=true), read back with `grademl report --json` (the `spark` section, the ranked
 // issues) and the terminal and HTML reports; a truncated log (partial run, the line in a
 // one-line error, exit 1); an lz4 log refused; `grademl run --import GLOB` and a workflow
 // step whose outs hold a rolling eventlog_v2 directory. Expected figures come from the
@@ -24,11 +24,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string Fixture(const std::string& name) { return std::string(GRADEML_TESTDATA_DIR) + "/importer/spark/" + name; }
-
-fs::path SharedSpark() {
-  if (const char* env = std::getenv("GRADEML_SHARED_TRACES"); env != nullptr && *env != '\0') return fs::path(env) / "spark";
-  return fs::path(GRADEML_SOURCE_DIR) / ".." / "shared" / "traces" / "spark";
-}
 
 const json* IssueOfKind(const json& report, const std::string& kind) {
   for (const json& i : report["issues"])
@@ -80,8 +75,8 @@ TEST(SparkImportE2E, FixtureThroughImportAndEveryReport) {
 }
 
 TEST(SparkImportE2E, SharedLogsReportTheReadmesCounts) {
-  fs::path dir = SharedSpark();
-  if (!fs::exists(dir / "application_1516285256255_0012")) GTEST_SKIP() << "no shared Spark logs in " << dir << " (set GRADEML_SHARED_TRACES)";
+  REQUIRE_SHARED_TRACES(yarn_log, "spark/application_1516285256255_0012");
+  const fs::path dir = yarn_log.parent_path();
   struct Case {
     const char* path;
     int64_t jobs, stages, tasks, failed;

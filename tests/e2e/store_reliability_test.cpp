@@ -78,11 +78,7 @@ void ExpectRefused(const CommandResult& r, const std::string& db, const std::str
 // launched, and the end five. Counted with strace, on a new store and on one that exists;
 // the run is then complete and the file back in rollback mode (no -wal, no -shm): durable.
 TEST(StoreReliabilityE2E, TheStoreIsSyncedOnlyAtTheEndOfARun) {
-  if (access("/usr/bin/strace", X_OK) != 0) {
-    const char* ci = std::getenv("CI");
-    if (ci != nullptr && std::string(ci) == "true") FAIL() << "CI: /usr/bin/strace is missing (apt install strace)";
-    GTEST_SKIP() << "/usr/bin/strace is missing";
-  }
+  if (access("/usr/bin/strace", X_OK) != 0) SKIP_OR_FAIL_IN_CI("/usr/bin/strace is missing (apt install strace)");
   std::string dir = FreshDir("store_syncs");
   std::string db = dir + "/grademl.db";
   for (int round = 0; round < 2; ++round) {
@@ -121,11 +117,7 @@ TEST(StoreReliabilityE2E, TheStoreIsSyncedOnlyAtTheEndOfARun) {
 // files (the WAL, the file) instead of three (plus the directory) (issue 26). Counted with
 // strace: none before the workload's exec, at most two after it exited.
 TEST(StartupCostE2E, ALongerRunSyncsTheWalsDirectoryBesideTheWorkload) {
-  if (access("/usr/bin/strace", X_OK) != 0) {
-    const char* ci = std::getenv("CI");
-    if (ci != nullptr && std::string(ci) == "true") FAIL() << "CI: /usr/bin/strace is missing (apt install strace)";
-    GTEST_SKIP() << "/usr/bin/strace is missing";
-  }
+  if (access("/usr/bin/strace", X_OK) != 0) SKIP_OR_FAIL_IN_CI("/usr/bin/strace is missing (apt install strace)");
   std::string dir = FreshDir("startup_sync_ahead");
   std::string db = dir + "/grademl.db";
   std::string log = dir + "/strace.txt";
@@ -155,11 +147,7 @@ TEST(StartupCostE2E, ALongerRunSyncsTheWalsDirectoryBesideTheWorkload) {
 // start. The order is read from strace (the workload's execve before the library's open),
 // and the GPUs of the fake NVML (two) are still recorded, with samples.
 TEST(StartupCostE2E, NvmlIsLoadedBesideTheWorkloadAndItsGpusAreRecorded) {
-  if (access("/usr/bin/strace", X_OK) != 0) {
-    const char* ci = std::getenv("CI");
-    if (ci != nullptr && std::string(ci) == "true") FAIL() << "CI: /usr/bin/strace is missing (apt install strace)";
-    GTEST_SKIP() << "/usr/bin/strace is missing";
-  }
+  if (access("/usr/bin/strace", X_OK) != 0) SKIP_OR_FAIL_IN_CI("/usr/bin/strace is missing (apt install strace)");
   const std::string nvml = std::string(GRADEML_BINARY_DIR) + "/tests/libfake_nvml.so";
   ASSERT_EQ(access(nvml.c_str(), R_OK), 0) << nvml;
   std::string dir = FreshDir("startup_nvml");
@@ -312,13 +300,20 @@ TEST(StoreReliabilityE2E, StorePathsThatAreNotStoresAreRefusedAtStart) {
 
 // --- a full disk ---------------------------------------------------------------------------
 
-// Runs `script` with sh in a private mount namespace where DIR is a fresh tmpfs of `size`;
-// "SKIP" in the output when that cannot be set up (not root, no unshare).
+// Runs `script` with sh in a private mount namespace where DIR is a fresh tmpfs of `size`
+// (as root, or in a user namespace: PrivateMountNamespace()); "SKIP" in the output when that
+// cannot be set up, and the test then skips (fails under CI=true).
 CommandResult InTinyTmpfs(const std::string& dir, const std::string& size, const std::string& script) {
+  std::vector<std::string> argv = PrivateMountNamespace();
+  if (argv.empty()) return CommandResult{.exit_code = 0, .out = "SKIP", .err = ""};
   std::string setup = "mount --make-rprivate / 2>/dev/null; mount -t tmpfs -o size=" + size + " tmpfs " + dir +
                       " || { echo SKIP; exit 0; }\n";
-  return RunCommand({"/usr/bin/timeout", "300", "unshare", "-m", "sh", "-c", setup + script});
+  argv.insert(argv.begin(), {"/usr/bin/timeout", "300"});
+  argv.insert(argv.end(), {"sh", "-c", setup + script});
+  return RunCommand(argv);
 }
+
+constexpr const char* kNoTmpfs = "cannot mount a tmpfs here (needs root, or unprivileged user namespaces, and unshare)";
 
 // The acceptance test: the disk under the store fills up while a run records. The workload
 // prints its output and ends with its own exit code; grademl says at once, and at the end,
@@ -337,7 +332,7 @@ TEST(StoreReliabilityE2E, FullDiskUnderTheStore) {
       " --db " + db + " report 1 >/dev/null 2>&1 && echo REPORT1_OK\n" + g + " --db " + db +
       " report >/dev/null 2>&1 && echo REPORT_OK\n";
   CommandResult r = InTinyTmpfs(dir, "4m", script);
-  if (r.out.find("SKIP") != std::string::npos) GTEST_SKIP() << "cannot mount a tmpfs here (needs root and unshare -m)";
+  if (r.out.find("SKIP") != std::string::npos) SKIP_OR_FAIL_IN_CI(kNoTmpfs);
   std::string err = ReadFile(dir + "/../full_disk_err");
   EXPECT_EQ(r.out.find("FIRST_FAILED"), std::string::npos);
   EXPECT_NE(r.out.find("workload-output\nexit=3\n"), std::string::npos) << r.out << r.err;
@@ -361,7 +356,7 @@ TEST(StoreReliabilityE2E, DiskFullForAWhileLosesNothing) {
                        "/../free_err\necho exit=$?\n" + "sqlite3 " + db +
                        " 'SELECT complete, exit_code, error FROM runs'\n";
   CommandResult r = InTinyTmpfs(dir, "4m", script);
-  if (r.out.find("SKIP") != std::string::npos) GTEST_SKIP() << "cannot mount a tmpfs here (needs root and unshare -m)";
+  if (r.out.find("SKIP") != std::string::npos) SKIP_OR_FAIL_IN_CI(kNoTmpfs);
   std::string err = ReadFile(dir + "/../free_err");
   EXPECT_NE(r.out.find("exit=3\n1|3|store: writes failed for a while ("), std::string::npos) << r.out << err;
   EXPECT_NE(err.find("works again"), std::string::npos) << err;
@@ -369,16 +364,17 @@ TEST(StoreReliabilityE2E, DiskFullForAWhileLosesNothing) {
 
 // A read-only file system (a read-only directory, for root too): a missing store cannot be
 // created and an existing one cannot be written: one line, nothing run; readers still work.
+// (The remount names the type and size: in a user namespace a bare `remount,ro` fails.)
 TEST(StoreReliabilityE2E, ReadOnlyStoreIsRefusedAtStartAndStaysReadable) {
   std::string dir = FreshDir("store_read_only");
   std::string g = GrademlBinary();
   std::string script = g + " --db " + dir + "/g.db run --no-report -- true || echo FIRST_FAILED\n" +
-                       "mount -o remount,ro " + dir + " || { echo SKIP; exit 0; }\n" + g + " --db " + dir +
+                       "mount -o remount,ro,size=16m -t tmpfs tmpfs " + dir + " || { echo SKIP; exit 0; }\n" + g + " --db " + dir +
                        "/g.db run --no-report -- sh -c 'echo ran; exit 3' 2>" + dir + "/../ro_err1; echo exit1=$?\n" +
                        g + " --db " + dir + "/new/g.db run --no-report -- sh -c 'echo ran; exit 3' 2>" + dir +
                        "/../ro_err2; echo exit2=$?\n" + g + " --db " + dir + "/g.db ls >/dev/null && echo LS_OK\n";
   CommandResult r = InTinyTmpfs(dir, "16m", script);
-  if (r.out.find("SKIP") != std::string::npos) GTEST_SKIP() << "cannot mount a tmpfs here (needs root and unshare -m)";
+  if (r.out.find("SKIP") != std::string::npos) SKIP_OR_FAIL_IN_CI(kNoTmpfs);
   EXPECT_EQ(r.out, "exit1=1\nexit2=1\nLS_OK\n") << r.err;
   for (const char* name : {"/../ro_err1", "/../ro_err2"}) {
     std::string err = ReadFile(dir + name);

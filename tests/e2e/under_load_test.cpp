@@ -295,11 +295,6 @@ int LostUnseen(const json& report, const LostTruth& truth) {
   return n;
 }
 
-bool LostMustHaveProcessEvents() {
-  const char* ci = std::getenv("CI");
-  return ci != nullptr && std::string(ci) == "true" && geteuid() == 0;
-}
-
 struct LostRun {
   int exit_code = -1;
   std::string err;
@@ -326,8 +321,7 @@ TEST(LostProcessE2E, TheCheckFindsEveryKindOfLoss) {
   LostRun run = LostRunOnce(dir);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   if (run.report["run"]["process_events"] != "proc_connector") {
-    if (LostMustHaveProcessEvents()) FAIL() << "CI=true as root, yet the kernel's process events were not used";
-    GTEST_SKIP() << "the kernel's process events are not available here";
+    SKIP_OR_FAIL_IN_CI("the kernel's process events are not available here (they need root)");
   }
   EXPECT_EQ(LostProcesses(run.report, run.truth), std::vector<std::string>{}) << run.report["phases"].dump(1);
 
@@ -385,8 +379,8 @@ TEST(LostProcessE2E, ShortChildrenUnderLoadAreNeverLost) {
     LostRun run = LostRunOnce(dir);
     ASSERT_EQ(run.exit_code, 0) << "run " << i << ": " << run.err;
     if (i == 0 && run.report["run"]["process_events"] != "proc_connector") {
-      if (LostMustHaveProcessEvents()) FAIL() << "CI=true as root, yet the kernel's process events were not used";
-      GTEST_SKIP() << "the kernel's process events are not available here: short processes are not all phases";
+      SKIP_OR_FAIL_IN_CI("the kernel's process events are not available here (they need root): short processes "
+                         "are not all phases");
     }
     unseen += LostUnseen(run.report, run.truth);
     std::vector<std::string> lost = LostProcesses(run.report, run.truth);

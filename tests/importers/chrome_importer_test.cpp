@@ -15,6 +15,7 @@
 #include "importers/importer.h"
 #include "model/run.h"
 #include "model/run_builder.h"
+#include "skip_or_fail.h"
 
 namespace grademl::importers {
 namespace {
@@ -558,11 +559,6 @@ TEST(ChromeImporterTest, PhaseTypes) {
 namespace grademl::importers {
 namespace {
 
-std::filesystem::path SharedTraces() {
-  if (const char* env = std::getenv("GRADEML_SHARED_TRACES"); env != nullptr && *env != '\0') return env;
-  return std::filesystem::path(GRADEML_SOURCE_DIR) / ".." / "shared" / "traces";
-}
-
 // Expected figures, counted with Python's json module (not with this importer): events in
 // traceEvents; X events with ts and dur >= 0; non-[memory] instants; processes with thread
 // events or non-global instants; X events per cat (kernel, gpu_memcpy, gpu_memset,
@@ -589,8 +585,7 @@ class SharedKinetoTraceTest : public ::testing::TestWithParam<SharedExpect> {};
 
 TEST_P(SharedKinetoTraceTest, CountsMatchPython) {
   const SharedExpect& x = GetParam();
-  std::filesystem::path file = SharedTraces() / "kineto" / (std::string(x.name) + ".json.gz");
-  if (!std::filesystem::exists(file)) GTEST_SKIP() << "no shared trace " << file << " (set GRADEML_SHARED_TRACES)";
+  REQUIRE_SHARED_TRACES(file, "kineto/" + std::string(x.name) + ".json.gz");
   Imported im = Import(file.string(), [](ImportTarget& t, auto&, auto) { t.align_start_ns = 1'000'000'000'000'000'000; });
   EXPECT_FALSE(im.result.partial) << im.result.error.message();
   EXPECT_EQ(im.result.events, x.events);

@@ -20,6 +20,7 @@
 #include "importers/chrome_json/json_event_reader.h"
 #include "importers/trace_input.h"
 #include "importers/chunked_trace_input.h"
+#include "skip_or_fail.h"
 
 namespace grademl::importers::chrome_json {
 namespace {
@@ -716,16 +717,8 @@ TEST(JsonEventReaderTest, GzipTraceFromFile) {
 
 // ---- The shared Kineto traces (../shared/traces/kineto), against nlohmann-json ----------
 
-std::filesystem::path SharedTraces() {
-  if (const char* env = std::getenv("GRADEML_SHARED_TRACES")) return env;
-  return std::filesystem::path(GRADEML_SOURCE_DIR) / ".." / "shared" / "traces";
-}
-
 TEST(JsonEventReaderSharedTest, EveryKinetoTraceMatchesAnIndependentParser) {
-  std::filesystem::path dir = SharedTraces() / "kineto";
-  if (!std::filesystem::is_directory(dir)) {
-    GTEST_SKIP() << "no shared traces at " << dir << " (set GRADEML_SHARED_TRACES)";
-  }
+  REQUIRE_SHARED_TRACES(dir, "kineto");
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".gz") continue;

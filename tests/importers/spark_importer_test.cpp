@@ -29,6 +29,7 @@
 #include "importers/chunked_trace_input.h"
 #include "model/run.h"
 #include "model/run_builder.h"
+#include "skip_or_fail.h"
 
 namespace grademl::importers::spark {
 namespace {
@@ -39,11 +40,6 @@ using nlohmann::json;
 constexpr TimeNs kMs = 1'000'000;
 
 std::string Fixture(const std::string& name) { return std::string(GRADEML_TESTDATA_DIR) + "/importer/spark/" + name; }
-
-fs::path SharedSpark() {
-  if (const char* env = std::getenv("GRADEML_SHARED_TRACES"); env != nullptr && *env != '\0') return fs::path(env) / "spark";
-  return fs::path(GRADEML_SOURCE_DIR) / ".." / "shared" / "traces" / "spark";
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -417,8 +413,7 @@ class SharedSparkLogTest : public ::testing::TestWithParam<SharedLog> {};
 
 TEST_P(SharedSparkLogTest, CountsAndSpansEqualTheLogs) {
   const SharedLog& x = GetParam();
-  fs::path path = SharedSpark() / x.path;
-  if (!fs::exists(path)) GTEST_SKIP() << "no shared Spark log " << path << " (set GRADEML_SHARED_TRACES)";
+  REQUIRE_SHARED_TRACES(path, fs::path("spark") / x.path);
   std::vector<std::string> files = x.directory ? EventLogFiles(path.string()).value() : std::vector<std::string>{path.string()};
   ASSERT_FALSE(files.empty());
   LogFacts facts = Facts(files);
@@ -505,8 +500,8 @@ INSTANTIATE_TEST_SUITE_P(Logs, SharedSparkLogTest, ::testing::ValuesIn(kShared),
                          });
 
 TEST(SparkImporterTest, SharedLogsFineDetails) {
-  fs::path dir = SharedSpark();
-  if (!fs::exists(dir / "app-20200706201101-0003")) GTEST_SKIP() << "no shared Spark logs in " << dir << " (set GRADEML_SHARED_TRACES)";
+  REQUIRE_SHARED_TRACES(sql_log, "spark/app-20200706201101-0003");
+  const fs::path dir = sql_log.parent_path();
   // Spark 3.1: the three jobs of SQL execution 0 under it.
   Imported sql = Import((dir / "app-20200706201101-0003").string());
   auto execs = sql.Of("sql_execution");

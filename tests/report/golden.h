@@ -1,5 +1,9 @@
 // Golden-file comparison for report tests. GRADEML_UPDATE_GOLDENS=1 rewrites the files
-// under tests/data/report/ from the actual output instead of comparing.
+// under tests/data/report/ from the actual output instead of comparing. A golden is a change
+// detector, never the proof that a figure is right (it is the code's own output): each
+// golden whose content claims numbers (durations, shares, savings, counts) has beside it a
+// test of those numbers against values derived independently, by hand from the fixture's
+// construction (e.g. JsonReportTest.BasicRunFiguresByHand). docs/testing.md.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -29,6 +29,8 @@ std::vector<std::string> Lines(const std::string& text) {
   return lines;
 }
 
+// A change detector (the golden is the report's own output): the figures it shows are checked
+// by hand in JsonReportTest.BasicRunFiguresByHand and IncompleteRunHasNulls.
 TEST(TerminalReportTest, BasicRunGolden) { ExpectMatchesGolden(RenderText(BasicRun()), "basic_run.txt"); }
 
 // A many-process tree on which the monitor backed off (grademl.interval_backed_off_to on the
