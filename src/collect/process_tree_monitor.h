@@ -1,6 +1,10 @@
 // ProcessTreeMonitor: follows every process of the tree that `grademl run` launched, as one
 // phase per process under its parent process's phase, with a process resource carrying its
 // CPU, memory, I/O, thread, context-switch, scheduling (main thread) and page-fault series.
+// It is the adapter between the machine and the books: it reads /proc, pidfds, the kernel's
+// process events and exit records, decides what to read when (cost), and feeds what it
+// finds as events to ProcessAccounting (collect/process_accounting.h), which keeps the
+// accounting below and writes the phases and series.
 //
 // Discovery: each pass lists /proc and follows any new process whose parent is followed.
 // Where the kernel allows it (root or CAP_NET_ADMIN), its process events (ProcessEvents, the
@@ -35,35 +39,13 @@
 #include <vector>
 
 #include "collect/cpu_limits.h"
+#include "collect/process_accounting.h"
 #include "collect/proc_file.h"
 #include "collect/pss_budget.h"
 #include "collect/task_exit_stats.h"
 #include "model/run_builder.h"
 
 namespace grademl::collect {
-
-// Shares `total` among claimants: each first gets its `need` (scaled down when the total is
-// short), then what is left goes out in proportion to `weight`, never past `cap` (water-
-// filling). Returns what nobody could take. Exposed for tests.
-struct Claim {
-  double need = 0;
-  double weight = 0;
-  double cap = 0;     // the most this claimant may get beyond its need
-  double granted = 0; // out: need + share
-};
-double ShareOut(double total, std::vector<Claim>& claims);
-
-// A parent's reaped-children CPU that no followed child explains, per pass: user and system
-// are decided together. Exposed for tests.
-struct UnseenCpuStep {
-  double user = 0, system = 0;                      // declared unseen children now
-  double unclaimed_user = 0, unclaimed_system = 0;  // left for the next pass to decide
-};
-// `credit_*`: the parent's reaped-children counters less what was handed to children and
-// already declared unseen; `unclaimed_*`: what the pass before left unclaimed. What stays
-// unclaimed for a whole pass is unseen.
-UnseenCpuStep DecideUnseenCpu(double credit_user, double credit_system, double unclaimed_user,
-                              double unclaimed_system);
 
 class ProcessTreeMonitor {
  public:
@@ -169,17 +151,19 @@ class ProcessTreeMonitor {
   const std::string& process_accounting_error() const { return exits_error_; }
   uint64_t exit_records_lost() const;
 
-  // Counters shared out between a parent and its exited children, in this order.
-  enum Metric { kUser, kSystem, kReadBytes, kWriteBytes, kReadChars, kWriteChars, kNumMetrics };
-  using Totals = std::array<double, kNumMetrics>;
-
  private:
-  enum class State { kAlive, kGone, kResolved };
-  struct Proc;
+  using Proc = ProcessAccounting::Process;
+  using State = ProcessAccounting::State;
+  // What the adapter holds of a followed process: its open /proc files, its pidfd, when its
+  // CPU limits are read again. By Process::index.
+  struct ProcIo {
+    ProcFile stat_file, io_file, status_file, schedstat_file, wchan_file, smaps_rollup_file;
+    int pidfd = -1;
+    TimeNs limits_due = 0;
+  };
 
   model::RunBuilder* builder_;
   model::PhaseId run_phase_;
-  model::ResourceId host_resource_;
   std::string host_;
   Options options_;
   double seconds_per_tick_;
@@ -187,16 +171,11 @@ class ProcessTreeMonitor {
   pid_t self_pid_;
 
   mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Proc>> procs_;           // every process ever followed
-  std::unordered_map<pid_t, Proc*> alive_;             // followed and not known to be gone
-  std::unordered_map<pid_t, Proc*> gone_;              // exited, not resolved yet (zombies among them)
+  std::unique_ptr<ProcessAccounting> acc_;            // the books (created once events are known)
+  std::vector<std::unique_ptr<ProcIo>> io_;           // by Process::index
   std::unordered_map<pid_t, uint64_t> foreign_;        // pid -> start time, not in the tree
   bool launched_before_ = false;  // LaunchRoot was called (the first call marks the host's processes foreign)
-  std::vector<Proc*> roots_;  // launched commands and adopted orphans
   int epoll_fd_ = -1;
-  int pass_ = 0;
-  TimeNs last_pass_t_ = 0;  // when the latest pass ran
-  DurationNs pass_dt_ = 0;  // the time between the latest two passes
   std::unique_ptr<class ProcDirectory> proc_dir_;
   PidAllocationWatch pid_watch_;
   PssBudget pss_budget_;
@@ -206,75 +185,52 @@ class ProcessTreeMonitor {
   std::unique_ptr<TaskExitStats> exits_;
   std::string exits_error_;
   std::vector<TaskExitStats::Record> exit_batch_;  // DrainExitRecords's buffer
-  static constexpr size_t kRecentExitRecords = 4096;
-  std::deque<TaskExitStats::Record> recent_exit_records_;  // of no followed process, the latest
   size_t followed_by_events_ = 0;
-  std::unordered_map<pid_t, Proc*> recently_resolved_;  // for exit events that come late
   uint64_t processes_dropped_ = 0;
 
+  ProcIo& io(const Proc* p) { return *io_[p->index]; }
   // `now` for work done under the lock: never before the moment the lock was taken
   // (LaunchRoot holds it through a fork; a time read before waiting for it could
   // stamp an exit before it happened, or a phase's end before its start).
   static TimeNs AfterLock(TimeNs now);
   void SampleLocked(TimeNs now);
   void HandleExitNotificationsLocked(TimeNs now);
+  // Opens a process's files, reads its start and name, and has the books follow it.
   Proc* Follow(pid_t pid, Proc* parent, TimeNs now, const std::string& fallback_name, TimeNs start_hint,
-               model::PhaseId root_phase);
+               model::PhaseId root_phase, bool root);
   void AddRootLocked(pid_t pid, const std::vector<std::string>& argv, TimeNs start_ns, model::PhaseId parent_phase);
   void Discover(TimeNs now);
   // Follows the forks and execs the kernel reported since the last call.
   void DrainProcessEvents(TimeNs now);
-  // A process's exit event: its end as the kernel stamped it, and how it ended (a tag).
-  void ApplyExitEvent(Proc* p, int exit_status, int64_t monotonic_ns);
   // Names a process's phase after its command line, read now (after an exec).
   void RenameFromCmdline(Proc* p);
-  // Reads a process's counters; false when it is gone. `exited`: its pidfd said it exited,
-  // so whatever can still be read is final. `with_io` false: I/O is not read (a read that no
-  // check of reaped children follows: the parent's I/O may then hold a child's that nobody
-  // has handed out yet, and would be emitted as the parent's own).
+  // Reads a process's counters and hands them to the books; false when it is gone.
+  // `exited`: its pidfd said it exited, so whatever can still be read is final. `with_io`
+  // false: I/O is not read (a read that no check of reaped children follows: the parent's
+  // I/O may then hold a child's that nobody has handed out yet, and would be emitted as the
+  // parent's own).
   bool ReadProc(Proc* p, TimeNs now, bool slow, bool exited, bool with_io = true);
-  void EmitSamples(Proc* p, TimeNs t);
   // Reads PSS where pages can be shared and the budget allows (pss_budget.h).
   void SamplePss(const std::vector<Proc*>& order, TimeNs now);
   static int PssFamily(const Proc* p);
   // Reads the cores the process may use (affinity, cgroup quota) when due, and records them.
   void RecordCpuLimits(Proc* p, TimeNs t);
-  void MarkGone(Proc* p, TimeNs t);
+  // The books say it is gone: its pidfd and files but stat are closed (stat reads until its
+  // parent reaps it).
+  void OnGone(Proc* p);
   // Reads an exited process's final counters (while it is a zombie) and marks it gone.
   void ReadFinal(Proc* p, TimeNs now);
   // True once an exited process has been reaped by its parent.
   bool Reaped(Proc* p);
+  // Finds the exited children a live parent reaped, reads it again until the read holds
+  // exactly those, and has the books share out its counters.
   void ResolveLiveParent(Proc* parent, TimeNs now);
-  // An exited process's claim on its parent's counters, its exited descendants included.
-  Claim TailClaim(const Proc* c, Metric m) const;
-  Claim OwnTailClaim(const Proc* c, Metric m) const;
-  // Reads the kernel's exit records waiting (after the process events: a process is known
-  // from its fork before its records are read) into the processes they belong to.
+  // Reads the exit records waiting into the books.
   void DrainExitRecords();
-  void ApplyExitRecord(Proc* p, const TaskExitStats::Record& r);
-  // Takes the kept records of a process just followed (its record read before its fork).
-  void ClaimRecentExitRecords(Proc* p);
-  // Whether a process's own value of `m` is known exactly from its exit records: it is gone,
-  // none of the records can be missing (no overflow since it was followed, none short of
-  // what was read of it), and for CPU the kernel gave its exact run time.
-  bool ExitRecordsExact(const Proc* p, Metric m) const;
-  // The seconds in which a process with exact exit records can have used CPU after its
-  // record (releasing its memory): from its main thread's record to its exit, plus a tick.
-  double AfterRecordWindow(const Proc* p) const;
-  // A process's own user and system CPU from its exit records and what was read of it: the
-  // records' total (or the read's, when larger), each never below what was read.
-  static std::array<double, 2> ExactOwnCpu(const Proc* p);
   // Reads again the descendants of an exited process that are still thought alive, so that
   // those that died with it are known as exited before its counters are shared out.
   void SettleExitedSubtree(Proc* p, TimeNs t);
-  // Resolves an exited process and its exited descendants from what its parent's counters
-  // grant it; returns the user and system CPU its subtree was given in all (more than
-  // granted where exact exit records say so), for the parent's books.
-  std::array<double, 2> ResolveDead(Proc* p, const Totals& inclusive_final);
-  void EndPhase(Proc* p);
   void Unwatch(Proc* p);
-  void PruneResolved(Proc* p);
-  void ResolveOrphansAtEnd(TimeNs end);
 };
 
 
