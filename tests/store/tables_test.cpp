@@ -40,6 +40,26 @@ TEST(TablesTest, GeneratedStepsAreTodaysText) {
   EXPECT_EQ(pg::PgCurrentSchemaVersion(), tables::CurrentVersion());
 }
 
+// The hot paths' statements (phases upserted, samples inserted, many rows a statement) take
+// their columns from the description: the lists are the ones the hand-written statements
+// named, in the same order (the binders bind in that order: TablesBackendTest below).
+TEST(TablesTest, HotPathColumnListsAreTheHandWrittenOnes) {
+  EXPECT_EQ(tables::ColumnList(tables::Get("phases")),
+            "run_id, id, parent_id, name, type, tags, start_ns, end_ns, host, pid, track_id");
+  EXPECT_EQ(tables::KeyList(tables::Get("phases")), "run_id, id");
+  EXPECT_EQ(tables::UpsertSet(tables::Get("phases")),
+            "parent_id = excluded.parent_id, name = excluded.name, type = excluded.type, tags = excluded.tags, "
+            "start_ns = excluded.start_ns, end_ns = excluded.end_ns, host = excluded.host, pid = excluded.pid, "
+            "track_id = excluded.track_id");
+  EXPECT_EQ(tables::ColumnList(tables::Get("samples")), "run_id, series_id, t_ns, value");
+  EXPECT_EQ(tables::ColumnList(tables::Get("edges")), "run_id, from_id, to_id, kind");  // seq: the server's
+  EXPECT_EQ(tables::PgSelectList(tables::Get("runs"), {"writers"}),
+            "id, uuid, command, cwd, host, start_ns, end_ns, exit_code::bigint, exit_signal::bigint, "
+            "complete::int::bigint, error, grademl_version, interval_ns, monitor_cpu_seconds");
+  EXPECT_EQ(tables::PgSelectList(tables::Get("tracks"), {"run_id"}),
+            "id, kind, source_id, host, pid::bigint, process_start_ns, tid, device::bigint, stream, name");
+}
+
 // The schema objects of an SQLite file, as SQLite keeps them.
 std::vector<std::string> SqliteSchemaObjects(const std::string& path) {
   RawDb db(path, SQLITE_OPEN_READONLY);
