@@ -4,6 +4,8 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
+#include <unordered_map>
 #include <map>
 #include <functional>
 #include <unordered_set>
@@ -12,6 +14,7 @@
 #include "store/json_columns.h"
 #include "store/postgres/pg_schema.h"
 #include "store/postgres/pg_wire.h"
+#include "store/tables.h"
 
 namespace grademl::store {
 namespace {
@@ -19,28 +22,119 @@ namespace {
 using pg::CopyBuffer;
 using pg::Result;
 
-constexpr const char* kPgRunColumns =
-    "id, uuid, command, cwd, host, start_ns, end_ns, exit_code::bigint, exit_signal::bigint, complete::int::bigint, "
-    "error, grademl_version, interval_ns, monitor_cpu_seconds";
+// Column lists, counts and upsert clauses come from the table description (store/tables.h);
+// the COPY rows and readers below follow its order (TablesBackendTest checks each column by name).
+const tables::Table& T(std::string_view name) { return tables::Get(name); }
 
-// Staging tables, one set per connection, emptied at each commit: rows that replace stored
-// ones by key arrive here by COPY and are upserted from here in one statement per table.
-constexpr const char* kPgStagingSql = R"sql(
-CREATE TEMP TABLE IF NOT EXISTS gml_phases_in (LIKE phases) ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS gml_resources_in (LIKE resources) ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS gml_series_in (LIKE series) ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS gml_hosts_in (LIKE hosts) ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS gml_sources_in (LIKE sources) ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS gml_tracks_in (LIKE tracks) ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS gml_ingest_in (LIKE ingest_stats) ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS gml_steps_in (LIKE step_executions) ON COMMIT DELETE ROWS;
-)sql";
+// The runs columns a loader reads (PgReadRunRow), integers as BIGINT: all but `writers`.
+const std::string kPgRunColumns = tables::PgSelectList(T("runs"), {"writers"});
+
+// "c1 = $2, ..." (or the INSERT's list and parameters): the RunInfo columns after the id ($1).
+std::string PgRunStatement(bool insert) {
+  std::string names, values, sets;
+  int n = insert ? 1 : 2;
+  for (const tables::Column& c : T("runs").columns) {
+    if (c.name == "id" || c.name == "writers") continue;
+    const std::string param = "$" + std::to_string(n++);
+    names += (names.empty() ? "" : ", ") + std::string(c.name);
+    values += (values.empty() ? "" : ", ") + param;
+    sets += (sets.empty() ? "" : ", ") + std::string(c.name) + " = " + param;
+  }
+  return insert ? "INSERT INTO runs (" + names + ") VALUES (" + values + ") RETURNING id"
+                : "UPDATE runs SET " + sets + " WHERE id = $1";
+}
+
+// The tables whose rows replace stored ones by key, and their staging tables: one set per
+// connection, emptied at each commit. Rows arrive there by COPY (every column, in the
+// description's order) and are upserted from there in one statement per table.
+struct PgStaged {
+  std::string_view table, staging;
+};
+constexpr PgStaged kPgStaged[] = {
+    {"phases", "gml_phases_in"},   {"resources", "gml_resources_in"}, {"series", "gml_series_in"},
+    {"hosts", "gml_hosts_in"},     {"sources", "gml_sources_in"},     {"tracks", "gml_tracks_in"},
+    {"ingest_stats", "gml_ingest_in"}, {"step_executions", "gml_steps_in"},
+};
+std::string_view PgStaging(std::string_view table) {
+  for (const PgStaged& s : kPgStaged) {
+    if (s.table == table) return s.staging;
+  }
+  return {};
+}
+const std::string kPgStagingSql = [] {
+  std::string sql;
+  for (const PgStaged& s : kPgStaged) {
+    sql += fmt::format("CREATE TEMP TABLE IF NOT EXISTS {} (LIKE {}) ON COMMIT DELETE ROWS;\n", s.staging, s.table);
+  }
+  return sql;
+}();
+// COPY into `table`'s staging table.
+std::string PgCopyStaged(std::string_view table) {
+  return fmt::format("COPY {} FROM STDIN (FORMAT binary)", PgStaging(table));
+}
+// The staged rows upserted: every column not in the key replaced.
+std::string PgUpsertStaged(std::string_view table) {
+  return fmt::format("INSERT INTO {} SELECT * FROM {} ON CONFLICT ({}) DO UPDATE SET {}", table, PgStaging(table),
+                     tables::KeyList(T(table)), tables::UpsertSet(T(table)));
+}
+// COPY appending rows to `table` (its kSeq column numbered by the server).
+std::string PgCopyInto(std::string_view table) {
+  return fmt::format("COPY {} ({}) FROM STDIN (FORMAT binary)", table, tables::ColumnList(T(table)));
+}
+int16_t PgColumns(std::string_view table) { return static_cast<int16_t>(tables::ColumnCount(T(table))); }
+// "SELECT every column but run_id (integers as BIGINT) FROM t WHERE run_id = $1 ORDER BY ...".
+std::string PgSelectOfRun(std::string_view table, std::string_view order) {
+  return fmt::format("SELECT {} FROM {} WHERE run_id = $1 ORDER BY {}", tables::PgSelectList(T(table), {"run_id"}),
+                     table, order);
+}
 
 // A step_executions row's columns in StepExecution's order (PgReadStepExecution reads them;
 // ListStepExecutions names them again, qualified).
-constexpr const char* kPgStepColumns =
-    "phase_id, step, workflow, key, not_reusable, outcome, reused_from, cost_ns, restore_ns, hash_ns, hashed_bytes, "
-    "materialize_ns, inputs, outputs";
+const std::string kPgStepColumns = tables::ColumnList(T("step_executions"), "", {"run_id"});
+
+// How many sample rows LoadRun fetches at a time (0: the default); a test hook.
+std::atomic<int> g_sample_chunk_rows{0};
+constexpr int kDefaultSampleChunkRows = 65536;
+
+// The samples of a delta to write when some (series, time) occurs twice: the last of each,
+// in their order, as applying the rows one by one to SQLite's key would leave them. Empty
+// when none repeats, found in one pass when each series' times increase (a RunBuilder's
+// deltas: every series in time order).
+std::vector<const model::SampleRecord*> PgSamplesWithoutRepeats(const std::vector<model::SampleRecord>& samples) {
+  std::vector<const model::SampleRecord*> out;
+  {
+    std::unordered_map<model::SeriesId, TimeNs> last;
+    model::SeriesId cached_series = 0;
+    TimeNs* cached = nullptr;
+    bool increasing = true;
+    for (const model::SampleRecord& r : samples) {
+      if (cached == nullptr || r.series != cached_series) {
+        auto [it, inserted] = last.try_emplace(r.series, r.sample.t);
+        cached_series = r.series;
+        cached = &it->second;
+        if (inserted) continue;
+      }
+      if (r.sample.t <= *cached) {
+        increasing = false;
+        break;
+      }
+      *cached = r.sample.t;
+    }
+    if (increasing) return out;
+  }
+  struct KeyHash {
+    size_t operator()(const std::pair<model::SeriesId, TimeNs>& k) const {
+      return std::hash<int64_t>()(k.first * 0x9e3779b97f4a7c15ULL ^ static_cast<uint64_t>(k.second));
+    }
+  };
+  std::unordered_set<std::pair<model::SeriesId, TimeNs>, KeyHash> seen;
+  seen.reserve(samples.size());
+  for (size_t i = samples.size(); i-- > 0;) {
+    if (seen.insert({samples[i].series, samples[i].sample.t}).second) out.push_back(&samples[i]);
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
 
 // The last element for each key, in the order of first appearance of those last elements:
 // what applying the elements one by one as upserts would leave (a statement may not upsert
@@ -176,6 +270,8 @@ StatusOr<model::StepExecution> PgReadStepExecution(const PGresult* r, int row, i
 
 }  // namespace
 
+void PgDatabase::SetSampleChunkRowsForTesting(int rows) { g_sample_chunk_rows.store(rows); }
+
 StatusOr<std::unique_ptr<Database>> PgDatabase::Open(const std::string& location, Mode mode) {
   if (Status loaded = pq::Load(); !loaded.ok()) {
     return Status(loaded.code(), pg::RedactPassword(location) + ": " + loaded.message());
@@ -301,11 +397,7 @@ StatusOr<model::RunId> PgDatabase::CreateRun(const model::RunInfo& info) {
   PgParams p;
   PgAddRunInfo(p, info, utf8_);
   GRADEML_ASSIGN_OR_RETURN(
-      Result r, pg::ExecParams(conn_, path_,
-                               "INSERT INTO runs (uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, "
-                               "complete, error, grademl_version, interval_ns, monitor_cpu_seconds) VALUES ($1, $2, $3, "
-                               "$4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
-                               p.Pointers()));
+      Result r, pg::ExecParams(conn_, path_, PgRunStatement(/*insert=*/true), p.Pointers()));
   return static_cast<model::RunId>(std::strtoll(PQgetvalue(r.get(), 0, 0), nullptr, 10));
 }
 
@@ -362,12 +454,7 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
     p.Int(run);
     PgAddRunInfo(p, *delta.info, utf8_);
     GRADEML_RETURN_IF_ERROR(
-        pg::ExecParams(conn_, path_,
-                       "UPDATE runs SET uuid = $2, command = $3, cwd = $4, host = $5, start_ns = $6, end_ns = $7, "
-                       "exit_code = $8, exit_signal = $9, complete = $10, error = $11, grademl_version = $12, "
-                       "interval_ns = $13, monitor_cpu_seconds = $14 WHERE id = $1",
-                       p.Pointers())
-            .status());
+        pg::ExecParams(conn_, path_, PgRunStatement(/*insert=*/false), p.Pointers()).status());
   }
   const bool upserts = !delta.phases.empty() || !delta.resources.empty() || !delta.series.empty() ||
                        !delta.hosts.empty() || !delta.sources.empty() || !delta.tracks.empty() ||
@@ -381,7 +468,7 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
     std::string tags;
     for (const model::Phase* p : PgLastOfEachKey(delta.phases, [](const model::Phase& x) { return x.id; })) {
       tags = EncodeTags(p->tags);
-      buf.Row(11);
+      buf.Row(PgColumns("phases"));
       buf.Int8(run);
       buf.Int8(p->id);
       buf.Int8OrNull(p->parent);
@@ -398,36 +485,29 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
       }
       buf.Int8OrNull(p->track);
     }
-    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, "COPY gml_phases_in FROM STDIN (FORMAT binary)", buf.Finish()));
-    GRADEML_RETURN_IF_ERROR(pg::Exec(
-        conn_, path_,
-        "INSERT INTO phases SELECT * FROM gml_phases_in ON CONFLICT (run_id, id) DO UPDATE SET "
-        "parent_id = excluded.parent_id, name = excluded.name, type = excluded.type, tags = excluded.tags, "
-        "start_ns = excluded.start_ns, end_ns = excluded.end_ns, host = excluded.host, pid = excluded.pid, "
-        "track_id = excluded.track_id"));
+    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, PgCopyStaged("phases"), buf.Finish()));
+    GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, PgUpsertStaged("phases")));
   }
   if (!delta.edges.empty()) {
     for (const model::Edge& e : delta.edges) {
-      buf.Row(4);
+      buf.Row(PgColumns("edges"));
       buf.Int8(run);
       buf.Int8(e.from);
       buf.Int8(e.to);
       buf.Text(e.kind);
     }
-    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, "COPY edges (run_id, from_id, to_id, kind) FROM STDIN (FORMAT binary)",
-                                       buf.Finish()));
+    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, PgCopyInto("edges"), buf.Finish()));
   }
   if (!delta.logs.empty()) {
     for (const model::LogLine& l : delta.logs) {
-      buf.Row(5);
+      buf.Row(PgColumns("logs"));
       buf.Int8(run);
       buf.Int8(l.phase);
       buf.Int8(l.t);
       buf.Int2(static_cast<int16_t>(l.stream));
       buf.Text(l.text);
     }
-    GRADEML_RETURN_IF_ERROR(pg::CopyIn(
-        conn_, path_, "COPY logs (run_id, phase_id, t_ns, stream, text) FROM STDIN (FORMAT binary)", buf.Finish()));
+    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, PgCopyInto("logs"), buf.Finish()));
   }
   auto int4_or_null = [&](int32_t v) {
     if (v == 0) {
@@ -438,7 +518,7 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
   };
   if (!delta.resources.empty()) {
     for (const model::Resource* r : PgLastOfEachKey(delta.resources, [](const model::Resource& x) { return x.id; })) {
-      buf.Row(9);
+      buf.Row(PgColumns("resources"));
       buf.Int8(run);
       buf.Int8(r->id);
       buf.Int8OrNull(r->parent);
@@ -449,47 +529,38 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
       buf.Int8OrNull(r->phase);
       buf.Int8OrNull(r->start_ns);
     }
-    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, "COPY gml_resources_in FROM STDIN (FORMAT binary)", buf.Finish()));
-    GRADEML_RETURN_IF_ERROR(pg::Exec(
-        conn_, path_,
-        "INSERT INTO resources SELECT * FROM gml_resources_in ON CONFLICT (run_id, id) DO UPDATE SET "
-        "parent_id = excluded.parent_id, kind = excluded.kind, name = excluded.name, host = excluded.host, "
-        "pid = excluded.pid, phase_id = excluded.phase_id, start_ns = excluded.start_ns"));
+    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, PgCopyStaged("resources"), buf.Finish()));
+    GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, PgUpsertStaged("resources")));
   }
   if (!delta.hosts.empty()) {
     for (const model::Host* h : PgLastOfEachKey(delta.hosts, [](const model::Host& x) { return x.name; })) {
-      buf.Row(5);
+      buf.Row(PgColumns("hosts"));
       buf.Int8(run);
       buf.Text(h->name);
       buf.Text(h->machine_id);
       buf.Int8(h->clock_offset_ns);
       buf.Int8(h->clock_uncertainty_ns);
     }
-    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, "COPY gml_hosts_in FROM STDIN (FORMAT binary)", buf.Finish()));
-    GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_,
-                                     "INSERT INTO hosts SELECT * FROM gml_hosts_in ON CONFLICT (run_id, name) DO UPDATE "
-                                     "SET machine_id = excluded.machine_id, clock_offset_ns = excluded.clock_offset_ns, "
-                                     "clock_uncertainty_ns = excluded.clock_uncertainty_ns"));
+    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, PgCopyStaged("hosts"), buf.Finish()));
+    GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, PgUpsertStaged("hosts")));
   }
   if (!delta.sources.empty()) {
     std::string tags;
     for (const model::Source* s : PgLastOfEachKey(delta.sources, [](const model::Source& x) { return x.id; })) {
       tags = EncodeTags(s->tags);
-      buf.Row(5);
+      buf.Row(PgColumns("sources"));
       buf.Int8(run);
       buf.Int8(s->id);
       buf.Text(s->path);
       buf.Text(s->format);
       buf.Text(tags);
     }
-    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, "COPY gml_sources_in FROM STDIN (FORMAT binary)", buf.Finish()));
-    GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_,
-                                     "INSERT INTO sources SELECT * FROM gml_sources_in ON CONFLICT (run_id, id) DO "
-                                     "UPDATE SET path = excluded.path, format = excluded.format, tags = excluded.tags"));
+    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, PgCopyStaged("sources"), buf.Finish()));
+    GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, PgUpsertStaged("sources")));
   }
   if (!delta.tracks.empty()) {
     for (const model::Track* t : PgLastOfEachKey(delta.tracks, [](const model::Track& x) { return x.id; })) {
-      buf.Row(11);
+      buf.Row(PgColumns("tracks"));
       buf.Int8(run);
       buf.Int8(t->id);
       buf.Text(model::TrackKindName(t->kind));
@@ -502,23 +573,18 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
       buf.Int8(t->stream);
       buf.Text(t->name);
     }
-    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, "COPY gml_tracks_in FROM STDIN (FORMAT binary)", buf.Finish()));
-    GRADEML_RETURN_IF_ERROR(pg::Exec(
-        conn_, path_,
-        "INSERT INTO tracks SELECT * FROM gml_tracks_in ON CONFLICT (run_id, id) DO UPDATE SET kind = excluded.kind, "
-        "source_id = excluded.source_id, host = excluded.host, pid = excluded.pid, "
-        "process_start_ns = excluded.process_start_ns, tid = excluded.tid, device = excluded.device, "
-        "stream = excluded.stream, name = excluded.name"));
+    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, PgCopyStaged("tracks"), buf.Finish()));
+    GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, PgUpsertStaged("tracks")));
   }
   if (!delta.ingest_stats.empty()) {
     for (const model::IngestStat& s : delta.ingest_stats) {
-      buf.Row(4);
+      buf.Row(PgColumns("ingest_stats"));
       buf.Int8(run);
       buf.Int8(s.source);
       buf.Text(s.reason);
       buf.Int8(s.count);
     }
-    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, "COPY gml_ingest_in FROM STDIN (FORMAT binary)", buf.Finish()));
+    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, PgCopyStaged("ingest_stats"), buf.Finish()));
     // Counts add up, also between rows of one delta for the same (source, reason).
     GRADEML_RETURN_IF_ERROR(pg::Exec(
         conn_, path_,
@@ -528,16 +594,14 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
   }
   if (!delta.clock_estimates.empty()) {
     for (const model::ClockEstimate& c : delta.clock_estimates) {
-      buf.Row(5);
+      buf.Row(PgColumns("clock_estimates"));
       buf.Int8(run);
       buf.Text(c.host);
       buf.Int8(c.t);
       buf.Int8(c.offset_ns);
       buf.Int8(c.uncertainty_ns);
     }
-    GRADEML_RETURN_IF_ERROR(pg::CopyIn(
-        conn_, path_, "COPY clock_estimates (run_id, host, t_ns, offset_ns, uncertainty_ns) FROM STDIN (FORMAT binary)",
-        buf.Finish()));
+    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, PgCopyInto("clock_estimates"), buf.Finish()));
   }
   if (!delta.step_executions.empty()) {
     std::string inputs, outputs;
@@ -545,7 +609,7 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
          PgLastOfEachKey(delta.step_executions, [](const model::StepExecution& x) { return x.phase; })) {
       inputs = EncodeArtifacts(e->inputs);
       outputs = EncodeArtifacts(e->outputs);
-      buf.Row(15);
+      buf.Row(PgColumns("step_executions"));
       buf.Int8(run);
       buf.Int8(e->phase);
       buf.Text(e->step);
@@ -562,19 +626,12 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
       buf.Text(inputs);
       buf.Text(outputs);
     }
-    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, "COPY gml_steps_in FROM STDIN (FORMAT binary)", buf.Finish()));
-    GRADEML_RETURN_IF_ERROR(pg::Exec(
-        conn_, path_,
-        "INSERT INTO step_executions SELECT * FROM gml_steps_in ON CONFLICT (run_id, phase_id) DO UPDATE SET "
-        "step = excluded.step, workflow = excluded.workflow, key = excluded.key, "
-        "not_reusable = excluded.not_reusable, outcome = excluded.outcome, reused_from = excluded.reused_from, "
-        "cost_ns = excluded.cost_ns, restore_ns = excluded.restore_ns, hash_ns = excluded.hash_ns, "
-        "hashed_bytes = excluded.hashed_bytes, materialize_ns = excluded.materialize_ns, inputs = excluded.inputs, "
-        "outputs = excluded.outputs"));
+    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, PgCopyStaged("step_executions"), buf.Finish()));
+    GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, PgUpsertStaged("step_executions")));
   }
   if (!delta.series.empty()) {
     for (const model::SeriesInfo* s : PgLastOfEachKey(delta.series, [](const model::SeriesInfo& x) { return x.id; })) {
-      buf.Row(7);
+      buf.Row(PgColumns("series"));
       buf.Int8(run);
       buf.Int8(s->id);
       buf.Int8(s->resource);
@@ -583,18 +640,17 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
       buf.Text(s->kind == model::SeriesKind::kCounter ? "counter" : "gauge");
       buf.Float8(s->capacity);
     }
-    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, "COPY gml_series_in FROM STDIN (FORMAT binary)", buf.Finish()));
-    GRADEML_RETURN_IF_ERROR(pg::Exec(
-        conn_, path_,
-        "INSERT INTO series SELECT * FROM gml_series_in ON CONFLICT (run_id, id) DO UPDATE SET "
-        "resource_id = excluded.resource_id, name = excluded.name, unit = excluded.unit, kind = excluded.kind, "
-        "capacity = excluded.capacity"));
+    GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, PgCopyStaged("series"), buf.Finish()));
+    GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, PgUpsertStaged("series")));
   }
   if (!delta.samples.empty()) {
     // Straight into each day's partition (a COPY into the parent routes row by row): one
-    // COPY per day the delta's samples cover, usually one.
+    // COPY per day the delta's samples cover, usually one; the partitions' columns are the
+    // description's (CopyBuffer::SampleRow writes them in that order). One sample per series
+    // and time, the last written, as SQLite's key keeps it: a (series, time) the delta holds
+    // twice is written once, with its later value (the loader orders earlier deltas' rows first).
     std::map<int64_t, CopyBuffer> by_day;
-    for (const model::SampleRecord& r : delta.samples) {
+    auto add = [&](const model::SampleRecord& r) {
       int64_t day = pg::SamplesPartitionDay(r.sample.t);
       auto it = by_day.find(day);
       if (it == by_day.end()) {
@@ -602,6 +658,12 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
         it->second.Reserve(delta.samples.size() * 50 + 32);
       }
       it->second.SampleRow(run, r.series, r.sample.t, r.sample.v);
+    };
+    std::vector<const model::SampleRecord*> kept = PgSamplesWithoutRepeats(delta.samples);
+    if (kept.empty()) {
+      for (const model::SampleRecord& r : delta.samples) add(r);
+    } else {
+      for (const model::SampleRecord* r : kept) add(*r);
     }
     for (auto& [day, b] : by_day) {
       GRADEML_RETURN_IF_ERROR(EnsureSamplePartition(day));
@@ -668,10 +730,9 @@ StatusOr<std::vector<model::StoredStepExecution>> PgDatabase::ListStepExecutions
   GRADEML_RETURN_IF_ERROR(EnsureConnected());
   // With a key, a seek on step_executions_by_key (key, run_id, phase_id), already in order.
   std::string sql = fmt::format(
-      "SELECT e.run_id, r.uuid, r.start_ns, e.phase_id, e.step, e.workflow, e.key, e.not_reusable, e.outcome, "
-      "e.reused_from, e.cost_ns, e.restore_ns, e.hash_ns, e.hashed_bytes, e.materialize_ns, e.inputs, e.outputs "
-      "FROM step_executions e JOIN runs r ON r.id = e.run_id{} ORDER BY e.run_id, e.phase_id",
-      key.empty() ? "" : " WHERE e.key = $1");
+      "SELECT e.run_id, r.uuid, r.start_ns, {} FROM step_executions e JOIN runs r ON r.id = e.run_id{} "
+      "ORDER BY e.run_id, e.phase_id",
+      tables::ColumnList(T("step_executions"), "e.", {"run_id"}), key.empty() ? "" : " WHERE e.key = $1");
   std::string scratch;
   std::string key_text(pg::ServerText(key, utf8_, scratch));
   std::vector<const char*> params;
@@ -746,8 +807,7 @@ Status PgDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
     GRADEML_ASSIGN_OR_RETURN(run.info, PgReadRunRow(r.get(), 0, path_));
   }
   {
-    GRADEML_ASSIGN_OR_RETURN(Result r, query("SELECT id, parent_id, name, type, tags, start_ns, end_ns, host, "
-                                             "pid::bigint, track_id FROM phases WHERE run_id = $1 ORDER BY id"));
+    GRADEML_ASSIGN_OR_RETURN(Result r, query(PgSelectOfRun("phases", "id")));
     const PGresult* s = r.get();
     run.phases.reserve(PQntuples(s));
     for (int i = 0; i < PQntuples(s); ++i) {
@@ -767,14 +827,13 @@ Status PgDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
     }
   }
   {
-    GRADEML_ASSIGN_OR_RETURN(Result r, query("SELECT from_id, to_id, kind FROM edges WHERE run_id = $1 ORDER BY seq"));
+    GRADEML_ASSIGN_OR_RETURN(Result r, query(PgSelectOfRun("edges", "seq")));
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       run.edges.push_back({.from = PgInt(r.get(), i, 0), .to = PgInt(r.get(), i, 1), .kind = PgString(r.get(), i, 2)});
     }
   }
   {
-    GRADEML_ASSIGN_OR_RETURN(Result r, query("SELECT phase_id, t_ns, stream::bigint, text FROM logs WHERE run_id = $1 "
-                                             "ORDER BY seq"));
+    GRADEML_ASSIGN_OR_RETURN(Result r, query(PgSelectOfRun("logs", "seq")));
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       run.logs.push_back({.phase = PgInt(r.get(), i, 0),
                           .t = PgInt(r.get(), i, 1),
@@ -783,8 +842,7 @@ Status PgDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
     }
   }
   {
-    GRADEML_ASSIGN_OR_RETURN(Result r, query("SELECT id, parent_id, kind, name, host, pid::bigint, phase_id, start_ns "
-                                             "FROM resources WHERE run_id = $1 ORDER BY id"));
+    GRADEML_ASSIGN_OR_RETURN(Result r, query(PgSelectOfRun("resources", "id")));
     const PGresult* s = r.get();
     for (int i = 0; i < PQntuples(s); ++i) {
       model::Resource& res = run.resources.emplace_back();
@@ -801,8 +859,7 @@ Status PgDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
     }
   }
   {
-    GRADEML_ASSIGN_OR_RETURN(Result r, query("SELECT name, machine_id, clock_offset_ns, clock_uncertainty_ns FROM hosts "
-                                             "WHERE run_id = $1 ORDER BY name COLLATE \"C\""));
+    GRADEML_ASSIGN_OR_RETURN(Result r, query(PgSelectOfRun("hosts", "name COLLATE \"C\"")));
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       run.hosts.push_back({.name = PgString(r.get(), i, 0),
                            .machine_id = PgString(r.get(), i, 1),
@@ -811,7 +868,7 @@ Status PgDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
     }
   }
   {
-    GRADEML_ASSIGN_OR_RETURN(Result r, query("SELECT id, path, format, tags FROM sources WHERE run_id = $1 ORDER BY id"));
+    GRADEML_ASSIGN_OR_RETURN(Result r, query(PgSelectOfRun("sources", "id")));
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       model::Source& src = run.sources.emplace_back();
       src.id = PgInt(r.get(), i, 0);
@@ -823,8 +880,7 @@ Status PgDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
     }
   }
   {
-    GRADEML_ASSIGN_OR_RETURN(Result r, query("SELECT id, kind, source_id, host, pid::bigint, process_start_ns, tid, "
-                                             "device::bigint, stream, name FROM tracks WHERE run_id = $1 ORDER BY id"));
+    GRADEML_ASSIGN_OR_RETURN(Result r, query(PgSelectOfRun("tracks", "id")));
     const PGresult* s = r.get();
     for (int i = 0; i < PQntuples(s); ++i) {
       model::Track& t = run.tracks.emplace_back();
@@ -843,16 +899,14 @@ Status PgDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
     }
   }
   {
-    GRADEML_ASSIGN_OR_RETURN(Result r, query("SELECT source_id, reason, count FROM ingest_stats WHERE run_id = $1 "
-                                             "ORDER BY source_id, reason COLLATE \"C\""));
+    GRADEML_ASSIGN_OR_RETURN(Result r, query(PgSelectOfRun("ingest_stats", "source_id, reason COLLATE \"C\"")));
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       run.ingest_stats.push_back(
           {.source = PgInt(r.get(), i, 0), .reason = PgString(r.get(), i, 1), .count = PgInt(r.get(), i, 2)});
     }
   }
   {
-    GRADEML_ASSIGN_OR_RETURN(Result r, query("SELECT host, t_ns, offset_ns, uncertainty_ns FROM clock_estimates "
-                                             "WHERE run_id = $1 ORDER BY host COLLATE \"C\", t_ns, seq"));
+    GRADEML_ASSIGN_OR_RETURN(Result r, query(PgSelectOfRun("clock_estimates", "host COLLATE \"C\", t_ns, seq")));
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       run.clock_estimates.push_back({.host = PgString(r.get(), i, 0),
                                      .t = PgInt(r.get(), i, 1),
@@ -862,15 +916,14 @@ Status PgDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
   }
   {
     GRADEML_ASSIGN_OR_RETURN(
-        Result r, query(fmt::format("SELECT {} FROM step_executions WHERE run_id = $1 ORDER BY phase_id", kPgStepColumns)));
+        Result r, query(PgSelectOfRun("step_executions", "phase_id")));
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       GRADEML_ASSIGN_OR_RETURN(model::StepExecution e, PgReadStepExecution(r.get(), i, 0, id, path_));
       run.step_executions.push_back(std::move(e));
     }
   }
   {
-    GRADEML_ASSIGN_OR_RETURN(Result r, query("SELECT id, resource_id, name, unit, kind, capacity FROM series "
-                                             "WHERE run_id = $1 ORDER BY id"));
+    GRADEML_ASSIGN_OR_RETURN(Result r, query(PgSelectOfRun("series", "id")));
     const PGresult* s = r.get();
     for (int i = 0; i < PQntuples(s); ++i) {
       model::SeriesInfo& info = run.series.emplace_back().info;
@@ -890,31 +943,47 @@ Status PgDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
     }
   }
   {
-    // The bulk of a run. Sorted on the server (BRIN finds the run's blocks; there is no btree
-    // to keep the ingestion fast); a sample stored twice (a write retried after its commit
-    // was not heard) is read once, as the SQLite backend's primary key keeps it once.
-    GRADEML_ASSIGN_OR_RETURN(Result r, query("SELECT series_id, t_ns, value FROM samples WHERE run_id = $1 "
-                                             "ORDER BY series_id, t_ns"));
-    const PGresult* s = r.get();
+    // The bulk of a run, streamed: a cursor fetched a chunk at a time (64k rows, about 6 MB
+    // of result), so that the client never holds a result set of every sample (about 100
+    // bytes a row in a PGresult, six times the Sample it becomes). Sorted on the server (BRIN
+    // finds the run's blocks; there is no btree, to keep the ingestion fast). One sample per
+    // series and time, the last written, as SQLite's key keeps it: a writer writes a delta's
+    // repeats once (WriteDeltaLocked), and rows of an earlier transaction (the larger age of
+    // their xmin) come first here, each replaced by the next (a write retried after its
+    // commit was not heard stored the same value twice).
+    GRADEML_RETURN_IF_ERROR(pg::Exec(
+        conn_, path_,
+        fmt::format("DECLARE gml_samples NO SCROLL CURSOR FOR SELECT {} FROM samples WHERE run_id = {} "
+                    "ORDER BY series_id, t_ns, age(xmin) DESC",
+                    tables::PgSelectList(T("samples"), {"run_id"}), id)));
+    const int chunk = g_sample_chunk_rows.load() > 0 ? g_sample_chunk_rows.load() : kDefaultSampleChunkRows;
+    const std::string fetch = fmt::format("FETCH FORWARD {} FROM gml_samples", chunk);
     size_t next = 0;
     model::SeriesId current = 0;
     std::vector<model::Sample>* out = nullptr;
-    for (int i = 0, n = PQntuples(s); i < n; ++i) {
-      model::SeriesId series = pg::GetInt8(s, i, 0);
-      if (series != current) {
-        current = series;
-        out = nullptr;
-        while (next < run.series.size() && run.series[next].info.id < series) ++next;
-        if (next < run.series.size() && run.series[next].info.id == series) out = &run.series[next].samples;
+    while (true) {
+      GRADEML_ASSIGN_OR_RETURN(Result r, pg::ExecParams(conn_, path_, fetch, {}, true));
+      const PGresult* s = r.get();
+      const int n = PQntuples(s);
+      for (int i = 0; i < n; ++i) {
+        model::SeriesId series = pg::GetInt8(s, i, 0);
+        if (series != current) {
+          current = series;
+          out = nullptr;
+          while (next < run.series.size() && run.series[next].info.id < series) ++next;
+          if (next < run.series.size() && run.series[next].info.id == series) out = &run.series[next].samples;
+        }
+        if (out == nullptr) continue;
+        model::Sample x{.t = pg::GetInt8(s, i, 1), .v = PgDouble(s, i, 2)};
+        if (!out->empty() && out->back().t == x.t) {
+          out->back() = x;
+        } else {
+          out->push_back(x);
+        }
       }
-      if (out == nullptr) continue;
-      model::Sample x{.t = pg::GetInt8(s, i, 1), .v = PgDouble(s, i, 2)};
-      if (!out->empty() && out->back().t == x.t) {
-        out->back() = x;
-      } else {
-        out->push_back(x);
-      }
+      if (n < chunk) break;
     }
+    GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, "CLOSE gml_samples"));
   }
   return Status::Ok();
 }

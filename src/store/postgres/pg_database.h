@@ -42,6 +42,10 @@ class PgDatabase final : public Database {
   Status CheckPresent() override { return Status::Ok(); }
   StatusOr<std::unique_ptr<Database>> OpenAnew() override { return Open(location_, Mode::kReadWrite); }
 
+  // How many sample rows LoadRun fetches from its cursor at a time (0: the default, 65536):
+  // tests force a small chunk to cross chunk boundaries.
+  static void SetSampleChunkRowsForTesting(int rows);
+
  protected:
   StatusOr<int64_t> CountRuns() override;
   StatusOr<std::optional<model::RunId>> NthLatestRun(int64_t n) override;

@@ -1,8 +1,10 @@
 // The PostgreSQL backend's schema and its migrations: the same tables and columns as the
 // SQLite schema (store/sqlite/schema.h, docs/store.md), in PostgreSQL's types, with samples
 // partitioned by time (one partition per day of t_ns, made when first needed) and indexed
-// with BRIN. Table grademl_meta holds the schema version; PgSchemaSteps()[i] migrates from
-// version i to i + 1, under an advisory lock so that peers migrating at once are safe.
+// with BRIN; the steps are generated from the table description (store/tables.h). Table
+// grademl_meta holds the schema version; PgSchemaSteps()[0] creates a new store at version 4,
+// PgSchemaSteps()[i] migrates from version 3 + i to 4 + i, under an advisory lock so that
+// peers migrating at once are safe.
 #pragma once
 
 #include "store/postgres/libpq.h"

@@ -2,9 +2,10 @@
 //
 // A GradeML database is an SQLite file whose PRAGMA application_id is kApplicationId and
 // whose PRAGMA user_version is the schema version it was last migrated to. SchemaSteps()[i]
-// migrates a file from version i to i + 1, so the current version is the number of steps;
-// a new schema version is one more string appended to the list in schema.cpp (and a
-// section in docs/store.md), never an edit of an older step.
+// migrates a file from version i to i + 1, so the current version is the number of steps.
+// The steps are generated from the table description (store/tables.h): a new schema version
+// is new entries there with that `since` (and a section in docs/store.md), never an edit of
+// what an older version says.
 #pragma once
 
 #include <sqlite3.h>

@@ -19,6 +19,7 @@
 #include "store/json_columns.h"
 #include "store/sqlite/schema.h"
 #include "store/sqlite/sqlite.h"
+#include "store/tables.h"
 
 namespace grademl::store {
 namespace {
@@ -37,14 +38,44 @@ constexpr auto kOpenRetryFor = std::chrono::seconds(60);
 // What an interrupted run's error says once the unclean-shutdown check has seen it.
 constexpr std::string_view kInterrupted = "recording interrupted (grademl was killed or the machine stopped)";
 
-// A step_executions row as the model holds it, in StepExecution's order.
-#define GRADEML_SQLITE_STEP_COLUMNS(e)                                                                             \
-  e "phase_id, " e "step, " e "workflow, " e "key, " e "not_reusable, " e "outcome, " e "reused_from, " e "cost_ns, " \
-  e "restore_ns, " e "hash_ns, " e "hashed_bytes, " e "materialize_ns, " e "inputs, " e "outputs"
+// Column lists and counts come from the table description (store/tables.h); the binders and
+// readers below follow its order (TablesBackendTest checks each column by name).
+const tables::Table& T(std::string_view name) { return tables::Get(name); }
 
-constexpr const char* kRunColumns =
-    "id, uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, complete, error, grademl_version, "
-    "interval_ns, monitor_cpu_seconds";
+// A step_executions row as the model holds it, in StepExecution's order (prefixed: "e.").
+std::string StepColumns(std::string_view prefix) { return tables::ColumnList(T("step_executions"), prefix, {"run_id"}); }
+
+// The runs columns a loader reads (ReadRunRow): all but `writers`, which ReopenRun keeps.
+std::string RunColumns() { return tables::ColumnList(T("runs"), "", {"writers"}); }
+
+// "c1 = ?2, c2 = ?3, ...": the RunInfo columns as numbered parameters after the id (?1).
+std::string RunAssignments(bool insert) {
+  std::string names, values, sets;
+  int n = 2;
+  for (const tables::Column& c : T("runs").columns) {
+    if (c.name == "id" || c.name == "writers") continue;
+    const std::string param = "?" + std::to_string(n++);
+    names += (names.empty() ? "" : ", ") + std::string(c.name);
+    values += (values.empty() ? "" : ", ") + param;
+    sets += (sets.empty() ? "" : ", ") + std::string(c.name) + " = " + param;
+  }
+  return insert ? "INSERT INTO runs (" + names + ") VALUES (" + values + ")"
+                : "UPDATE runs SET " + sets + " WHERE id = ?1";
+}
+
+// "INSERT OR REPLACE INTO t (every column) VALUES (?, ...)": a row replaced whole by its key.
+std::string InsertOrReplace(std::string_view table) {
+  const tables::Table& t = T(table);
+  std::string sql = "INSERT OR REPLACE INTO " + std::string(table) + " (" + tables::ColumnList(t) + ") VALUES (";
+  for (int c = 0; c < tables::ColumnCount(t); ++c) sql += c == 0 ? "?" : ", ?";
+  return sql + ")";
+}
+
+// "SELECT every column but run_id FROM t WHERE run_id = ? ORDER BY ...": a run's rows.
+std::string SelectOfRun(std::string_view table, std::string_view order) {
+  return "SELECT " + tables::ColumnList(T(table), "", {"run_id"}) + " FROM " + std::string(table) +
+         " WHERE run_id = ? ORDER BY " + std::string(order);
+}
 
 // Rows per multi-row statement of the bulk inserts (WriteDeltaLocked): one statement
 // execution (its cursors, statement journal and VDBE program start) for this many rows
@@ -52,6 +83,9 @@ constexpr const char* kRunColumns =
 constexpr size_t kPhaseRows = 32;   // 11 parameters each
 constexpr size_t kSampleRows = 64;  // 4 each
 constexpr size_t kEdgeRows = 64;    // 4 each
+const int kPhaseColumns = tables::ColumnCount(T("phases"));
+const int kSampleColumns = tables::ColumnCount(T("samples"));
+const int kEdgeColumns = tables::ColumnCount(T("edges"));
 
 // "HEAD (?, ?, ...), (?, ...) ... TAIL": `rows` rows of `columns` parameters.
 std::string MultiRow(std::string_view head, int columns, size_t rows, std::string_view tail) {
@@ -93,71 +127,57 @@ Status InsertInBatches(const std::vector<Row>& rows, size_t batch, int columns, 
   return Status::Ok();
 }
 
-constexpr std::string_view kPhaseUpsertTail =
-    " ON CONFLICT (run_id, id) DO UPDATE SET parent_id = excluded.parent_id, "
-    "name = excluded.name, type = excluded.type, tags = excluded.tags, start_ns = excluded.start_ns, "
-    "end_ns = excluded.end_ns, host = excluded.host, pid = excluded.pid, track_id = excluded.track_id";
-constexpr std::string_view kPhaseInsertHead =
-    "INSERT INTO phases (run_id, id, parent_id, name, type, tags, start_ns, end_ns, host, pid, track_id) VALUES ";
-constexpr std::string_view kSampleInsertHead = "INSERT OR REPLACE INTO samples (run_id, series_id, t_ns, value) VALUES ";
-constexpr std::string_view kEdgeInsertHead = "INSERT INTO edges (run_id, from_id, to_id, kind) VALUES ";
+const std::string kPhaseUpsertTail =
+    " ON CONFLICT (" + tables::KeyList(T("phases")) + ") DO UPDATE SET " + tables::UpsertSet(T("phases"));
+const std::string kPhaseInsertHead = "INSERT INTO phases (" + tables::ColumnList(T("phases")) + ") VALUES ";
+const std::string kSampleInsertHead = "INSERT OR REPLACE INTO samples (" + tables::ColumnList(T("samples")) + ") VALUES ";
+const std::string kEdgeInsertHead = "INSERT INTO edges (" + tables::ColumnList(T("edges")) + ") VALUES ";
 
 // Indexed by SqliteDatabase::Query.
 const std::string kSql[] = {
     "SELECT 1 FROM runs WHERE id = ?1",
-    "INSERT INTO runs (uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, complete, error, "
-    "grademl_version, interval_ns, monitor_cpu_seconds) VALUES (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-    "?14)",
-    "UPDATE runs SET uuid = ?2, command = ?3, cwd = ?4, host = ?5, start_ns = ?6, end_ns = ?7, exit_code = ?8, "
-    "exit_signal = ?9, complete = ?10, error = ?11, grademl_version = ?12, interval_ns = ?13, "
-    "monitor_cpu_seconds = ?14 WHERE id = ?1",
-    MultiRow(kPhaseInsertHead, 11, 1, kPhaseUpsertTail),
-    MultiRow(kEdgeInsertHead, 4, 1, ""),
-    "INSERT OR REPLACE INTO resources (run_id, id, parent_id, kind, name, host, pid, phase_id, start_ns) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    "INSERT OR REPLACE INTO series (run_id, id, resource_id, name, unit, kind, capacity) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    MultiRow(kSampleInsertHead, 4, 1, ""),
-    std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY id",
-    std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?",
-    "SELECT id, parent_id, name, type, tags, start_ns, end_ns, host, pid, track_id FROM phases WHERE run_id = ? "
-    "ORDER BY id",
-    "SELECT from_id, to_id, kind FROM edges WHERE run_id = ? ORDER BY rowid",
-    "SELECT id, parent_id, kind, name, host, pid, phase_id, start_ns FROM resources WHERE run_id = ? ORDER BY id",
-    "SELECT id, resource_id, name, unit, kind, capacity FROM series WHERE run_id = ? ORDER BY id",
-    "SELECT series_id, t_ns, value FROM samples WHERE run_id = ? ORDER BY series_id, t_ns",
+    RunAssignments(/*insert=*/true),
+    RunAssignments(/*insert=*/false),
+    MultiRow(kPhaseInsertHead, kPhaseColumns, 1, kPhaseUpsertTail),
+    MultiRow(kEdgeInsertHead, kEdgeColumns, 1, ""),
+    InsertOrReplace("resources"),
+    InsertOrReplace("series"),
+    MultiRow(kSampleInsertHead, kSampleColumns, 1, ""),
+    "SELECT " + RunColumns() + " FROM runs ORDER BY id",
+    "SELECT " + RunColumns() + " FROM runs WHERE id = ?",
+    SelectOfRun("phases", "id"),
+    SelectOfRun("edges", "rowid"),
+    SelectOfRun("resources", "id"),
+    SelectOfRun("series", "id"),
+    SelectOfRun("samples", "series_id, t_ns"),
     "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?",
     "SELECT count(*) FROM runs",
-    "INSERT INTO logs (run_id, phase_id, t_ns, stream, text) VALUES (?, ?, ?, ?, ?)",
-    "SELECT phase_id, t_ns, stream, text FROM logs WHERE run_id = ? ORDER BY rowid",
-    "INSERT OR REPLACE INTO hosts (run_id, name, machine_id, clock_offset_ns, clock_uncertainty_ns) "
-    "VALUES (?, ?, ?, ?, ?)",
-    "INSERT OR REPLACE INTO sources (run_id, id, path, format, tags) VALUES (?, ?, ?, ?, ?)",
-    "INSERT OR REPLACE INTO tracks (run_id, id, kind, source_id, host, pid, process_start_ns, tid, device, stream, "
-    "name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    "INSERT INTO ingest_stats (run_id, source_id, reason, count) VALUES (?, ?, ?, ?) "
-    "ON CONFLICT (run_id, source_id, reason) DO UPDATE SET count = count + excluded.count",
-    "SELECT name, machine_id, clock_offset_ns, clock_uncertainty_ns FROM hosts WHERE run_id = ? ORDER BY name",
-    "SELECT id, path, format, tags FROM sources WHERE run_id = ? ORDER BY id",
-    "SELECT id, kind, source_id, host, pid, process_start_ns, tid, device, stream, name FROM tracks "
-    "WHERE run_id = ? ORDER BY id",
-    "SELECT source_id, reason, count FROM ingest_stats WHERE run_id = ? ORDER BY source_id, reason",
-    "INSERT OR IGNORE INTO uploads (run_id, writer, seq) VALUES (?, ?, ?)",
+    "INSERT INTO logs (" + tables::ColumnList(T("logs")) + ") VALUES (?, ?, ?, ?, ?)",
+    SelectOfRun("logs", "rowid"),
+    InsertOrReplace("hosts"),
+    InsertOrReplace("sources"),
+    InsertOrReplace("tracks"),
+    "INSERT INTO ingest_stats (" + tables::ColumnList(T("ingest_stats")) + ") VALUES (?, ?, ?, ?) ON CONFLICT (" +
+        tables::KeyList(T("ingest_stats")) + ") DO UPDATE SET count = count + excluded.count",
+    SelectOfRun("hosts", "name"),
+    SelectOfRun("sources", "id"),
+    SelectOfRun("tracks", "id"),
+    SelectOfRun("ingest_stats", "source_id, reason"),
+    "INSERT OR IGNORE INTO uploads (" + tables::ColumnList(T("uploads")) + ") VALUES (?, ?, ?)",
     "SELECT id FROM runs WHERE uuid = ? ORDER BY id LIMIT 1",
-    "INSERT INTO clock_estimates (run_id, host, t_ns, offset_ns, uncertainty_ns) VALUES (?, ?, ?, ?, ?)",
-    "SELECT host, t_ns, offset_ns, uncertainty_ns FROM clock_estimates WHERE run_id = ? ORDER BY host, t_ns, rowid",
-    "INSERT OR REPLACE INTO step_executions (run_id, " GRADEML_SQLITE_STEP_COLUMNS("") ") "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    "SELECT " GRADEML_SQLITE_STEP_COLUMNS("") " FROM step_executions WHERE run_id = ? ORDER BY phase_id",
+    "INSERT INTO clock_estimates (" + tables::ColumnList(T("clock_estimates")) + ") VALUES (?, ?, ?, ?, ?)",
+    SelectOfRun("clock_estimates", "host, t_ns, rowid"),
+    InsertOrReplace("step_executions"),
+    SelectOfRun("step_executions", "phase_id"),
     // By the index on (key, run_id, phase_id): a seek, rows already in order.
-    "SELECT e.run_id, r.uuid, r.start_ns, " GRADEML_SQLITE_STEP_COLUMNS("e.") " FROM step_executions e "
+    "SELECT e.run_id, r.uuid, r.start_ns, " + StepColumns("e.") + " FROM step_executions e "
     "JOIN runs r ON r.id = e.run_id WHERE e.key = ? ORDER BY e.run_id, e.phase_id",
-    "SELECT e.run_id, r.uuid, r.start_ns, " GRADEML_SQLITE_STEP_COLUMNS("e.") " FROM step_executions e "
+    "SELECT e.run_id, r.uuid, r.start_ns, " + StepColumns("e.") + " FROM step_executions e "
     "JOIN runs r ON r.id = e.run_id ORDER BY e.run_id, e.phase_id",
-    MultiRow(kPhaseInsertHead, 11, kPhaseRows, kPhaseUpsertTail),
-    MultiRow(kSampleInsertHead, 4, kSampleRows, ""),
-    MultiRow(kEdgeInsertHead, 4, kEdgeRows, ""),
+    MultiRow(kPhaseInsertHead, kPhaseColumns, kPhaseRows, kPhaseUpsertTail),
+    MultiRow(kSampleInsertHead, kSampleColumns, kSampleRows, ""),
+    MultiRow(kEdgeInsertHead, kEdgeColumns, kEdgeRows, ""),
 };
-#undef GRADEML_SQLITE_STEP_COLUMNS
 
 Status NotSqlite(const std::string& path) {
   return Corrupt("{}: not a SQLite database (file is corrupt or of another kind)", path);
@@ -661,7 +681,7 @@ Status SqliteDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta&
     };
     if (phase_tags_.size() < kPhaseRows) phase_tags_.resize(kPhaseRows);
     GRADEML_RETURN_IF_ERROR(InsertInBatches(
-        delta.phases, kPhaseRows, 11, [&](bool batched) { return Prepared(batched ? kUpsertPhaseRows : kUpsertPhase); },
+        delta.phases, kPhaseRows, kPhaseColumns, [&](bool batched) { return Prepared(batched ? kUpsertPhaseRows : kUpsertPhase); },
         [&](sqlite3_stmt* s) { return StepDone(s); },
         [&](sqlite3_stmt* s, int first, const model::Phase& p, size_t slot) {
           EncodeTagsInto(phase_tags_[slot], p.tags);
@@ -676,7 +696,7 @@ Status SqliteDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta&
       BindText(s, first + 4, e.kind);
     };
     GRADEML_RETURN_IF_ERROR(InsertInBatches(
-        delta.edges, kEdgeRows, 4, [&](bool batched) { return Prepared(batched ? kInsertEdgeRows : kInsertEdge); },
+        delta.edges, kEdgeRows, kEdgeColumns, [&](bool batched) { return Prepared(batched ? kInsertEdgeRows : kInsertEdge); },
         [&](sqlite3_stmt* s) { return StepDone(s); },
         bind));
   }
@@ -829,7 +849,7 @@ Status SqliteDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta&
       BindDouble(s, first + 4, r->sample.v);
     };
     GRADEML_RETURN_IF_ERROR(InsertInBatches(
-        ordered, kSampleRows, 4, [&](bool batched) { return Prepared(batched ? kInsertSampleRows : kInsertSample); },
+        ordered, kSampleRows, kSampleColumns, [&](bool batched) { return Prepared(batched ? kInsertSampleRows : kInsertSample); },
         [&](sqlite3_stmt* s) { return StepDone(s); },
         bind));
   }
