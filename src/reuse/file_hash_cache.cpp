@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include "core/sha256.h"
 #include "store/sqlite/file_hash_file.h"

@@ -1,6 +1,7 @@
 #include "reuse/stored_run.h"
 
 #include <memory>
+#include <utility>
 
 #include "reuse/experiment_graph.h"
 #include "store/database.h"
@@ -11,7 +12,9 @@ namespace {
 StatusOr<StoredRun> LoadStoredRunFrom(const std::string& location, const std::string* spec, model::RunId id) {
   GRADEML_ASSIGN_OR_RETURN(std::unique_ptr<store::Database> db,
                            store::Database::Open(location, store::Database::Mode::kReadOnly));
-  if (spec != nullptr) GRADEML_ASSIGN_OR_RETURN(id, db->ResolveRun(*spec));
+  if (spec != nullptr) {
+    GRADEML_ASSIGN_OR_RETURN(id, db->ResolveRun(*spec));
+  }
   StoredRun stored;
   GRADEML_ASSIGN_OR_RETURN(stored.run, db->LoadRun(id));
   stored.graph = RunExperimentGraph(*db, stored.run);

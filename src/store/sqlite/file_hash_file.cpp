@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <utility>
 
 #include "store/sqlite/sqlite.h"
 
