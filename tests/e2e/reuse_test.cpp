@@ -304,7 +304,7 @@ TEST_F(ReuseE2E, TheBudgetKeepsTheMostUsefulPerByte) {
 }
 
 // Files under `dir`, recursively, with their sizes.
-std::map<std::string, uintmax_t> FilesUnder(const std::string& dir) {
+std::map<std::string, uintmax_t> ArtifactFilesUnder(const std::string& dir) {
   std::map<std::string, uintmax_t> files;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
@@ -326,7 +326,7 @@ TEST_F(ReuseE2E, AStoreItCannotOpenEvictsNothing) {
   std::string a = Checkout(root_, "a", "0.1");
   CommandResult r = RunIn(db_, a, {"--reuse", "--artifacts", artifacts});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::map<std::string, uintmax_t> before = FilesUnder(artifacts);
+  const std::map<std::string, uintmax_t> before = ArtifactFilesUnder(artifacts);
   ASSERT_GE(before.size(), 4u);  // gen, clean/ (two files), featurize, train at least
 
   const std::string corrupt = root_ + "/corrupt.db";
@@ -355,13 +355,13 @@ TEST_F(ReuseE2E, AStoreItCannotOpenEvictsNothing) {
       EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
       EXPECT_NE(e.err.find("nothing evicted"), std::string::npos) << e.err;
       EXPECT_NE(e.err.find(c.says), std::string::npos) << e.err;
-      EXPECT_EQ(FilesUnder(artifacts), before) << c.db << " " << e.err;
+      EXPECT_EQ(ArtifactFilesUnder(artifacts), before) << c.db << " " << e.err;
     }
   }
   // The store itself still applies the budget.
   CommandResult ok = RunCommand({GrademlBinary(), "--db", db_, "reuse", "--artifacts", artifacts, "--budget", "0"});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
-  EXPECT_LT(FilesUnder(artifacts).size(), before.size());
+  EXPECT_LT(ArtifactFilesUnder(artifacts).size(), before.size());
 }
 
 TEST(ReuseCliE2E, ErrorsAreOneLine) {
