@@ -193,8 +193,9 @@ TEST_F(RedundantStepsE2E, TheViewIsTheReportsReuseSection) {
   json rows = Rows(r1);
   CommandResult report = RunCommand({GrademlBinary(), "--db", db_, "report", std::to_string(r1), "--json"});
   ASSERT_EQ(report.exit_code, 0) << report.err;
+  const json parsed = json::parse(report.out);
   json redundant = json::array();
-  for (const json& s : json::parse(report.out)["reuse"]["steps"]) {
+  for (const json& s : parsed["reuse"]["steps"]) {
     if (s["redundant"] == true) redundant.push_back({s["step"], s["earlier_run"], s["earlier_uuid"]});
   }
   ASSERT_EQ(rows.size(), 1u) << rows.dump();

@@ -212,7 +212,7 @@ TEST_F(FileHashCacheTest, ACacheFileOfTheEarlierFormatIsReadAsItIs) {
   }
   FileHashCache cache(cache_path);
   ASSERT_TRUE(cache.usable());
-  int64_t read = -1;
+  int64_t read = 0;  // HashFile adds the bytes it read
   StatusOr<std::string> h = ContentHasher(&cache).HashFile(path, &read);
   ASSERT_TRUE(h.ok()) << h.status().message();
   EXPECT_EQ(*h, recorded);
@@ -226,6 +226,7 @@ TEST_F(FileHashCacheTest, ACacheFileOfTheEarlierFormatIsReadAsItIs) {
     sqlite3_close(db);
   }
   FileHashCache again(cache_path);
+  read = 0;
   h = ContentHasher(&again).HashFile(path, &read);
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(*h, grademl::testing::Sha256sumOf(path));
