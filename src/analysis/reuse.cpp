@@ -95,6 +95,7 @@ ReuseAnalysis AnalyzeReuse(const model::Run& run, const model::ExperimentGraph& 
         s.redundant = true;
         s.earlier_run = earlier->run;
         s.earlier_uuid = earlier->run_uuid;
+        s.earlier_step = earlier->execution.step;
         s.outputs_identical = SameOutputs(*e, earlier->execution);
         ++a.redundant;
         a.redundant_s += s.cost_s;

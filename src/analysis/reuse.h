@@ -26,7 +26,10 @@ struct StepReuse {
   bool redundant = false;
   model::RunId earlier_run = 0;    // the latest such run
   std::string earlier_uuid;
-  bool outputs_identical = false;  // every output's hash the same as that execution's
+  std::string earlier_step;        // the step's name in that run
+  // Every output's hash the same as that execution's output at the same path (none
+  // unreadable), and as many outputs.
+  bool outputs_identical = false;
   std::vector<std::string> outputs;  // its outputs' paths, as declared
   int64_t output_bytes = 0;          // their sizes, summed
   std::string not_reusable;          // why reuse never skips it ("" when it may)

@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "model/run.h"
+#include "reuse/stored_run.h"
 
 namespace grademl::cli {
 
@@ -20,9 +21,11 @@ using Action = std::function<int()>;
 struct CommonOptions {
   std::string db_path;  // empty: store::DefaultDatabasePath()
   std::string ResolvedDbPath() const;
-  // Opens the database read-only and loads one run: `spec` is a run id, -N for the N-th
-  // latest, or empty for the latest. Errors are one line naming the file or the run.
-  StatusOr<model::Run> LoadRun(const std::string& spec) const;
+  // Opens the database read-only and loads one run with its part of the experiment graph
+  // (reuse::LoadStoredRun, the one way every verb loads a run to analyse): `spec` is a run
+  // id, -N for the N-th latest, or empty for the latest. Errors are one line naming the file
+  // or the run.
+  StatusOr<reuse::StoredRun> LoadRun(const std::string& spec) const;
 };
 
 Action RegisterRunCommand(CLI::App& app, CommonOptions& common);

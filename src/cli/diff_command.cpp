@@ -41,18 +41,20 @@ Action RegisterDiffCommand(CLI::App& app, CommonOptions& common) {
       "Examples: grademl diff -2 -1   (the latest run against the one before)\n"
       "          grademl diff 3 5 --json");
   return [opts, &common]() -> int {
-    auto a = common.LoadRun(opts->run_a);
-    if (!a.ok()) {
-      PrintError(a.status().message());
+    auto stored_a = common.LoadRun(opts->run_a);
+    if (!stored_a.ok()) {
+      PrintError(stored_a.status().message());
       return kExitFailure;
     }
-    auto b = common.LoadRun(opts->run_b);
-    if (!b.ok()) {
-      PrintError(b.status().message());
+    auto stored_b = common.LoadRun(opts->run_b);
+    if (!stored_b.ok()) {
+      PrintError(stored_b.status().message());
       return kExitFailure;
     }
-    analysis::RunAnalysis analysis_a = analysis::AnalyzeRun(*a);
-    analysis::RunAnalysis analysis_b = analysis::AnalyzeRun(*b);
+    const model::Run* a = &stored_a->run;
+    const model::Run* b = &stored_b->run;
+    analysis::RunAnalysis analysis_a = reuse::AnalyzeStoredRun(*stored_a);
+    analysis::RunAnalysis analysis_b = reuse::AnalyzeStoredRun(*stored_b);
     analysis::DiffOptions options;
     options.min_change_s = opts->min_change_s;
     analysis::RunDiff diff = analysis::DiffRuns(*a, analysis_a, *b, analysis_b, options);

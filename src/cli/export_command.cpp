@@ -26,11 +26,12 @@ Action RegisterExportCommand(CLI::App& app, CommonOptions& common) {
       ->required();
   sub->add_flag("--no-critical-path", opts->no_critical_path, "Do not compute and mark the critical path");
   return [opts, &common]() -> int {
-    auto run = common.LoadRun(opts->run);
-    if (!run.ok()) {
-      PrintError(run.status().message());
+    auto stored = common.LoadRun(opts->run);
+    if (!stored.ok()) {
+      PrintError(stored.status().message());
       return kExitFailure;
     }
+    const model::Run* run = &stored->run;
     report::ChromeTraceOptions topts;
     topts.critical_path = !opts->no_critical_path;
     StatusOr<long> size =

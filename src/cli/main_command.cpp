@@ -15,10 +15,8 @@ std::string CommonOptions::ResolvedDbPath() const {
   return db_path.empty() ? store::DefaultDatabasePath() : db_path;
 }
 
-StatusOr<model::Run> CommonOptions::LoadRun(const std::string& spec) const {
-  GRADEML_ASSIGN_OR_RETURN(auto db, store::Database::Open(ResolvedDbPath(), store::Database::Mode::kReadOnly));
-  GRADEML_ASSIGN_OR_RETURN(auto id, db->ResolveRun(spec));
-  return db->LoadRun(id);
+StatusOr<reuse::StoredRun> CommonOptions::LoadRun(const std::string& spec) const {
+  return reuse::LoadStoredRun(ResolvedDbPath(), spec);
 }
 
 CLI::Validator WholeNumberIn(long long min, long long max) {

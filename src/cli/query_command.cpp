@@ -1,9 +1,9 @@
 // `grademl query [RUN] "SELECT ..." [--format table|csv|json]`: read-only SQL over one run
 // (the latest by default), through the views documented in docs/query.md: `phases`,
-// `edges`, `samples`, `kernels`, `step_executions`, `redundant_steps` (the store's data,
-// store/query_session.h) and `attribution`,
-// `bottlenecks`, `issues`, `gpu_breakdown` (the analyses' results, computed here when the
-// query names them).
+// `edges`, `samples`, `kernels`, `step_executions` (the store's data, store/query_session.h)
+// and `redundant_steps`, `attribution`, `bottlenecks`, `issues`, `gpu_breakdown` (the
+// analyses' results, computed when the query names them; the run is loaded and analysed as
+// every verb does, reuse/stored_run.h).
 #include <stdlib.h>
 
 #include <cerrno>
@@ -27,6 +27,7 @@
 #include "store/database.h"
 #include "store/query_session.h"
 #include "reuse/artifact_store.h"
+#include "reuse/stored_run.h"
 
 namespace grademl::cli {
 namespace {
@@ -38,6 +39,24 @@ using store::QueryView;
 using Rows = std::vector<std::vector<QueryValue>>;
 
 // --- the analyses' views ---------------------------------------------------------------------
+
+const QueryView kRedundantStepsView = {
+    "redundant_steps",
+    "one row per step the run ran although an earlier run had executed the same computation (same key): the "
+    "reuse analysis's redundant steps (docs/reuse.md)",
+    {
+        {"step", "TEXT", "the step's name"},
+        {"phase_id", "INTEGER", "the step's phase"},
+        {"cost_s", "REAL", "what running it cost this run, in seconds: what reuse could have saved"},
+        {"earlier_run_id", "INTEGER",
+         "the latest earlier run (a smaller id, or an earlier start) that ran it or reused it with the same key"},
+        {"earlier_run_uuid", "TEXT", "that run's uuid"},
+        {"earlier_step", "TEXT", "the step's name in that run"},
+        {"outputs_identical", "INTEGER",
+         "1 when both executions have as many outputs and each has the hash of the other's output at the same path "
+         "(none unreadable), else 0"},
+    },
+};
 
 const QueryView kAttributionView = {
     "attribution",
@@ -80,7 +99,7 @@ const QueryView kIssuesView = {
         {"rank", "INTEGER", "1 for the issue whose fix would save the most"},
         {"kind", "TEXT",
          "`cpu`, `memory`, `disk`, `network`, `gpu`, `waiting`, `imbalance`, `straggler`, `data_wait`, "
-         "`concurrency`"},
+         "`concurrency`, `redundant_step`, ... (every kind: docs/analysis.md)"},
         {"phase_id", "INTEGER", "the phase it is about (imbalance, stragglers: the slowest one); NULL for none"},
         {"name", "TEXT", "that phase's name"},
         {"impact_seconds", "REAL", "what the change would save, by the what-if engine"},
@@ -111,6 +130,7 @@ const QueryView kGpuBreakdownView = {
 // Every view, in the order of docs/query.md.
 std::vector<QueryView> AllViews() {
   std::vector<QueryView> views = store::QuerySession::BuiltinViews();
+  views.push_back(kRedundantStepsView);
   views.push_back(kAttributionView);
   views.push_back(kBottlenecksView);
   views.push_back(kIssuesView);
@@ -168,6 +188,16 @@ Rows IssueRows(const model::Run& run, const std::vector<analysis::Issue>& issues
   return rows;
 }
 
+Rows RedundantStepRows(const analysis::ReuseAnalysis& reuse) {
+  Rows rows;
+  for (const analysis::StepReuse& s : reuse.steps) {
+    if (!s.redundant) continue;
+    rows.push_back({s.step, s.phase, s.cost_s, s.earlier_run, s.earlier_uuid, s.earlier_step,
+                    int64_t{s.outputs_identical ? 1 : 0}});
+  }
+  return rows;
+}
+
 Rows GpuBreakdownRows(const analysis::GpuAnalysis& gpu) {
   std::map<int64_t, double> overlap;
   for (const analysis::GpuOverlap& o : gpu.overlap) overlap[o.rank] = o.comm_comp_overlap_pct;
@@ -187,26 +217,40 @@ bool Mentions(const std::string& sql, const std::string& view) {
   return std::regex_search(sql, word);
 }
 
-// Adds the analyses' tables the query needs to the session.
-Status AddAnalysisTables(store::QuerySession& session, const std::string& sql) {
+// Adds the analyses' tables the query needs to the session. `location` is the run's store:
+// the experiment graph is read from it (the session may hold a copy of the run only).
+Status AddAnalysisTables(store::QuerySession& session, const std::string& location, const std::string& sql) {
+  const bool redundant = Mentions(sql, kRedundantStepsView.name);
   const bool attribution = Mentions(sql, kAttributionView.name);
   const bool bottlenecks = Mentions(sql, kBottlenecksView.name);
   const bool issues = Mentions(sql, kIssuesView.name);
   const bool gpu = Mentions(sql, kGpuBreakdownView.name);
-  if (!attribution && !bottlenecks && !issues && !gpu) return Status::Ok();
-  GRADEML_ASSIGN_OR_RETURN(model::Run run, session.database().LoadRun(session.run_id()));
+  if (!redundant && !attribution && !bottlenecks && !issues && !gpu) return Status::Ok();
+  GRADEML_ASSIGN_OR_RETURN(model::Run loaded, session.database().LoadRun(session.run_id()));
+  // The issues and the redundant steps need the store's experiment graph: read as every verb
+  // reads it (reuse/stored_run.h), so that they are the ones `grademl report` shows.
+  reuse::StoredRun stored = issues || redundant ? reuse::WithExperimentGraph(location, std::move(loaded))
+                                                : reuse::StoredRun{.run = std::move(loaded), .graph = std::nullopt};
+  const model::Run& run = stored.run;
   if (gpu) GRADEML_RETURN_IF_ERROR(session.AddTable(kGpuBreakdownView, GpuBreakdownRows(analysis::AnalyzeGpu(run))));
   if (attribution) {
     GRADEML_RETURN_IF_ERROR(
         session.AddTable(kAttributionView, AttributionRows(run, analysis::AttributeResources(run))));
   }
   if (issues) {
-    // The issues need every other analysis; the bottlenecks come with them.
-    analysis::RunAnalysis a = analysis::AnalyzeRun(run);
+    // The issues need every other analysis; the bottlenecks and the reuse come with them.
+    analysis::RunAnalysis a = reuse::AnalyzeStoredRun(stored);
     GRADEML_RETURN_IF_ERROR(session.AddTable(kIssuesView, IssueRows(run, a.issues)));
     if (bottlenecks) GRADEML_RETURN_IF_ERROR(session.AddTable(kBottlenecksView, BottleneckRows(run, a.bottlenecks)));
-  } else if (bottlenecks) {
+    if (redundant) GRADEML_RETURN_IF_ERROR(session.AddTable(kRedundantStepsView, RedundantStepRows(a.reuse)));
+    return Status::Ok();
+  }
+  if (bottlenecks) {
     GRADEML_RETURN_IF_ERROR(session.AddTable(kBottlenecksView, BottleneckRows(run, analysis::FindBottlenecks(run))));
+  }
+  if (redundant) {
+    GRADEML_RETURN_IF_ERROR(
+        session.AddTable(kRedundantStepsView, RedundantStepRows(reuse::AnalyzeStoredReuse(stored))));
   }
   return Status::Ok();
 }
@@ -613,7 +657,7 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common) {
       QueryGuard& guard;
       ~Unwatch() { guard.Watch(nullptr); }
     } unwatch{guard};
-    if (Status st = AddAnalysisTables(**session, sql); !st.ok()) return finish(st, kExitFailure);
+    if (Status st = AddAnalysisTables(**session, location, sql); !st.ok()) return finish(st, kExitFailure);
     std::unique_ptr<Printer> printer = MakePrinter(format, opts->max_width);
     Status st = (*session)->Execute(
         sql, [&](const std::vector<std::string>& columns) { printer->Columns(columns); },

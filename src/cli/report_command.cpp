@@ -14,11 +14,9 @@
 
 #include "analysis/run_analysis.h"
 #include "cli/commands.h"
-#include "reuse/experiment_graph.h"
 #include "cli/output_file.h"
 #include "analysis/attribution.h"
 #include "analysis/level_breakdown.h"
-#include "model/experiment_graph.h"
 #include "model/phase_level.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
@@ -97,11 +95,12 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
         selector = std::move(*parsed);
       }
     }
-    auto run = common.LoadRun(opts->run);
-    if (!run.ok()) {
-      PrintError(run.status().message());
+    auto stored = common.LoadRun(opts->run);
+    if (!stored.ok()) {
+      PrintError(stored.status().message());
       return kExitFailure;
     }
+    const model::Run* run = &stored->run;
     std::optional<analysis::LevelBreakdown> breakdown;
     if (level) {
       auto b = analysis::BreakDownByLevel(*run, *level, selector ? &*selector : nullptr);
@@ -111,8 +110,7 @@ Action RegisterReportCommand(CLI::App& app, CommonOptions& common) {
       }
       breakdown = std::move(*b);
     }
-    std::optional<model::ExperimentGraph> graph = reuse::RunExperimentGraph(common.ResolvedDbPath(), *run);
-    analysis::RunAnalysis analysis = analysis::AnalyzeRun(*run, graph ? &*graph : nullptr);
+    analysis::RunAnalysis analysis = reuse::AnalyzeStoredRun(*stored);
     std::string out;
     if (!opts->html.empty()) {
       report::HtmlReportOptions hopts;

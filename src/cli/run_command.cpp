@@ -11,7 +11,6 @@
 #include "analysis/run_analysis.h"
 #include "reuse/artifact_budget.h"
 #include "cli/commands.h"
-#include "reuse/experiment_graph.h"
 #include "core/stop.h"
 #include "report/terminal_report.h"
 #include "store/database.h"
@@ -328,17 +327,15 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     }
     if (!result->error.empty()) PrintError(result->error);
     if (!opts->no_report) {
-      auto db = store::Database::Open(options.db_path, store::Database::Mode::kReadOnly);
-      auto run = db.ok() ? (*db)->LoadRun(result->run_id) : StatusOr<model::Run>(db.status());
+      auto run = reuse::LoadStoredRun(options.db_path, result->run_id);
       if (!run.ok()) {
         PrintError("cannot read the run back: " + run.status().message());
       } else {
-        std::optional<model::ExperimentGraph> graph = reuse::RunExperimentGraph(options.db_path, *run);
-        analysis::RunAnalysis analysis = analysis::AnalyzeRun(*run, graph ? &*graph : nullptr);
+        analysis::RunAnalysis analysis = reuse::AnalyzeStoredRun(*run);
         report::TerminalReportOptions ropts;
         ropts.color = isatty(STDERR_FILENO) != 0;
         ropts.max_phases = 20;
-        std::string text = report::RenderTerminalReport(*run, analysis, ropts);
+        std::string text = report::RenderTerminalReport(run->run, analysis, ropts);
         std::fprintf(stderr, "\n%s", text.c_str());
       }
     }

@@ -22,8 +22,6 @@
 #include "analysis/issues.h"
 #include "analysis/whatif.h"
 #include "cli/commands.h"
-#include "reuse/experiment_graph.h"
-#include "model/experiment_graph.h"
 #include "report/text_format.h"
 #include "store/database.h"
 
@@ -286,11 +284,12 @@ Action RegisterWhatifCommand(CLI::App& app, CommonOptions& common) {
       changes.push_back(std::move(*ch));
     }
 
-    auto run = common.LoadRun(run_spec);
-    if (!run.ok()) {
-      PrintError(run.status().message());
+    auto stored = common.LoadRun(run_spec);
+    if (!stored.ok()) {
+      PrintError(stored.status().message());
       return kExitFailure;
     }
+    const model::Run* run = &stored->run;
     analysis::WhatifOptions options;
     // Resource changes (SEL:RES*F) need the time each phase was bound by each resource: the
     // bottleneck analysis, run only when a change asks for it.
@@ -307,14 +306,9 @@ Action RegisterWhatifCommand(CLI::App& app, CommonOptions& common) {
       // threads=N / cores=N: the cores each selected phase used and could use.
       options.core_use = analysis::CoreUseOfRun(*run, nullptr);
     }
-    // reuse:SEL says whether an earlier run had each step's key: the experiment graph, loaded
-    // only when a change asks for it.
-    std::optional<model::ExperimentGraph> graph;
-    if (std::any_of(changes.begin(), changes.end(),
-                    [](const analysis::WhatifChange& c) { return c.kind == analysis::WhatifChange::Kind::kReuse; })) {
-      graph = reuse::RunExperimentGraph(common.ResolvedDbPath(), *run);
-      if (graph) options.graph = &*graph;
-    }
+    // reuse:SEL says whether an earlier run had each step's key: the experiment graph loaded
+    // with the run, the one `report` analyses it with.
+    options.graph = stored->graph_or_null();
     auto result = analysis::SimulateWhatif(*run, changes, options);
     if (!result.ok()) {
       PrintError(result.status().message());

@@ -14,13 +14,27 @@ StatusOr<std::string> ResolveArtifactsDir(const std::string& db_location, const 
   return dir;
 }
 
+namespace {
+
+Status CannotReadGraph(const Status& why) {
+  return Status(why.code(), "cannot rank the artifacts without the store's experiment graph, nothing evicted: " +
+                                why.message());
+}
+
+}  // namespace
+
 StatusOr<BudgetResult> ApplyReuseBudget(const std::string& db_location, ArtifactStore& artifacts,
                                         int64_t budget_bytes, bool dry_run) {
+  // The artifacts' utilities come from the store's graph: a store that cannot be read is an
+  // error, never an empty graph (every artifact would have utility 0, and the budget would
+  // evict what the store's runs need).
   model::ExperimentGraph graph;
-  auto db = store::Database::Open(db_location, store::Database::Mode::kReadOnly);
-  if (db.ok()) {
+  {
+    auto db = store::Database::Open(db_location, store::Database::Mode::kReadOnly);
+    if (!db.ok()) return CannotReadGraph(db.status());
     auto executions = (*db)->ListStepExecutions("");
-    if (executions.ok()) graph.executions = std::move(*executions);
+    if (!executions.ok()) return CannotReadGraph(executions.status());
+    graph.executions = std::move(*executions);
   }
   GRADEML_ASSIGN_OR_RETURN(std::vector<ArtifactStore::Stored> stored, artifacts.List());
   std::vector<std::pair<std::string, int64_t>> candidates;

@@ -24,8 +24,8 @@ struct BudgetResult {
   int64_t freed_bytes = 0;
 };
 // Plans what to keep of what `artifacts` holds within `budget_bytes`, and (unless `dry_run`)
-// evicts the rest. A store that cannot be read gives an empty graph (every artifact then has
-// utility 0 and the smallest are kept first).
+// evicts the rest. A store that cannot be opened (missing, corrupt, unreadable, not a store)
+// or whose step executions cannot be listed is an error naming it, and nothing is evicted.
 StatusOr<BudgetResult> ApplyReuseBudget(const std::string& db_location, ArtifactStore& artifacts,
                                         int64_t budget_bytes, bool dry_run);
 

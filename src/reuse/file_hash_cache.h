@@ -6,8 +6,9 @@
 //
 // It lives in a small SQLite file per user and machine ($GRADEML_HASH_CACHE, else
 // $XDG_CACHE_HOME/grademl/file-hashes.sqlite, else ~/.cache/grademl/file-hashes.sqlite): inode
-// numbers and times mean nothing on another machine. A cache that cannot be opened or written
-// is no cache (every file is read), never an error. Thread-safe.
+// numbers and times mean nothing on another machine. The file is the store's
+// (store/sqlite/file_hash_file.h); what to trust of it is decided here. A cache that cannot be
+// opened or written is no cache (every file is read), never an error. Thread-safe.
 #pragma once
 
 #include <sys/stat.h>
@@ -20,8 +21,9 @@
 
 #include "core/time.h"
 
-struct sqlite3;
-struct sqlite3_stmt;
+namespace grademl::store {
+class FileHashFile;
+}
 
 namespace grademl::reuse {
 
@@ -37,7 +39,7 @@ class FileHashCache {
   FileHashCache(const FileHashCache&) = delete;
   FileHashCache& operator=(const FileHashCache&) = delete;
 
-  bool usable() const { return db_ != nullptr; }
+  bool usable() const { return file_ != nullptr; }
   // The recorded hash of the file at `path` (absolute) whose stat is `st`, when it still holds.
   std::optional<std::string> Lookup(const std::string& path, const struct stat& st);
   // Records `hash` for the file at `path` whose stat was `st` when reading it started at `read_start_ns`.
@@ -45,9 +47,7 @@ class FileHashCache {
 
  private:
   std::mutex mu_;
-  sqlite3* db_ = nullptr;
-  sqlite3_stmt* lookup_ = nullptr;
-  sqlite3_stmt* remember_ = nullptr;
+  std::unique_ptr<store::FileHashFile> file_;  // null: no cache
 };
 
 }  // namespace grademl::reuse

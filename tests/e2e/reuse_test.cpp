@@ -4,8 +4,10 @@
 // first checkout's; DVC's format alike; a tampered artifact store; the budget.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -184,6 +186,25 @@ TEST_F(ReuseE2E, FreshCheckoutsShareOneStore) {
     }
   }
   EXPECT_EQ(reported, redundant_steps) << report["reuse"].dump(2);
+  // The query's issues are the report's: the run loaded and analysed the same way, with the
+  // store's experiment graph (reuse/stored_run.h); before, the query analysed it without and
+  // listed no redundant_step. The same kinds and phases in the same order.
+  std::vector<std::pair<std::string, json>> report_issues, query_issues;
+  for (const json& issue : report["issues"]) report_issues.push_back({issue["kind"], issue["phase"]});
+  for (const json& row : Query(db_, "4", "SELECT kind, phase_id FROM issues ORDER BY rank")) {
+    query_issues.push_back({row["kind"], row["phase_id"]});
+  }
+  EXPECT_EQ(query_issues, report_issues) << report["issues"].dump(2);
+  std::set<std::string> redundant_issues;
+  for (const json& row : Query(db_, "4",
+                               "SELECT p.name FROM issues i JOIN phases p ON p.id = i.phase_id "
+                               "WHERE i.kind = 'redundant_step'")) {
+    redundant_issues.insert(row["name"].get<std::string>());
+  }
+  // Those whose saving passes the issues' threshold: featurize at least (its 0.2 s sleep).
+  EXPECT_TRUE(redundant_issues.contains("featurize")) << report["issues"].dump(2);
+  EXPECT_TRUE(std::includes(redundant_steps.begin(), redundant_steps.end(), redundant_issues.begin(),
+                            redundant_issues.end()));
 }
 
 TEST_F(ReuseE2E, DvcStagesAlikeWithTheirOptOuts) {
@@ -280,6 +301,67 @@ TEST_F(ReuseE2E, TheBudgetKeepsTheMostUsefulPerByte) {
   ASSERT_EQ(cleared.exit_code, 0) << cleared.err;
   CommandResult empty = RunCommand({GrademlBinary(), "--db", db_, "reuse"});
   EXPECT_NE(empty.out.find("No artifacts materialised"), std::string::npos) << empty.out;
+}
+
+// Files under `dir`, recursively, with their sizes.
+std::map<std::string, uintmax_t> ArtifactFilesUnder(const std::string& dir) {
+  std::map<std::string, uintmax_t> files;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_regular_file()) files[it->path().string()] = it->file_size();
+  }
+  return files;
+}
+
+// `grademl reuse --budget` (or --clear, or the listing) on a store it cannot open: one line
+// naming the store, exit code 1, and every artifact still there. Before, an unreadable store
+// was taken for an empty graph: every artifact had utility 0 and the budget evicted them.
+//   a corrupt store file (bytes that are not SQLite): "file is not a database";
+//   a store path where nothing is: "no GradeML database here";
+//   a directory where the store should be: "is a directory";
+//   a PostgreSQL store that cannot be reached.
+TEST_F(ReuseE2E, AStoreItCannotOpenEvictsNothing) {
+  const std::string artifacts = root_ + "/artifacts";
+  std::string a = Checkout(root_, "a", "0.1");
+  CommandResult r = RunIn(db_, a, {"--reuse", "--artifacts", artifacts});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::map<std::string, uintmax_t> before = ArtifactFilesUnder(artifacts);
+  ASSERT_GE(before.size(), 4u);  // gen, clean/ (two files), featurize, train at least
+
+  const std::string corrupt = root_ + "/corrupt.db";
+  std::ofstream(corrupt) << std::string(8192, 'x');
+  const std::string missing = root_ + "/nothing/here.db";
+  const std::string directory = root_ + "/a_directory.db";
+  fs::create_directories(directory);
+  struct Case {
+    std::string db;  // a path, or a PostgreSQL URI
+    std::string says;
+  };
+  std::vector<Case> cases = {{corrupt, "not a"}, {missing, "no GradeML database here"}, {directory, "is a directory"},
+                             {"postgresql:///grademl_no_such_store?host=/nonexistent-socket-dir&connect_timeout=2", ""}};
+  for (const Case& c : cases) {
+    // Under GRADEML_TEST_BACKEND=postgresql a file path becomes a database that opens: the
+    // file cases are SQLite's.
+    if (TestStoreLocation(c.db) != c.db) continue;
+    for (std::vector<std::string> args : {std::vector<std::string>{"--budget", "0"},
+                                          std::vector<std::string>{"--clear"}, std::vector<std::string>{}}) {
+      std::vector<std::string> argv = {GrademlBinary(), "--db", c.db, "reuse", "--artifacts", artifacts};
+      argv.insert(argv.end(), args.begin(), args.end());
+      CommandResult e = RunCommand(argv);
+      EXPECT_EQ(e.exit_code, 1) << c.db << " " << e.out << e.err;
+      EXPECT_EQ(e.out, "") << c.db;
+      EXPECT_EQ(e.err.rfind("grademl: ", 0), 0u) << e.err;
+      EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
+      EXPECT_NE(e.err.find("nothing evicted"), std::string::npos) << e.err;
+      EXPECT_NE(e.err.find(c.says), std::string::npos) << e.err;
+      EXPECT_EQ(ArtifactFilesUnder(artifacts), before) << c.db << " " << e.err;
+    }
+  }
+  // The store itself still applies the budget.
+  CommandResult ok = RunCommand({GrademlBinary(), "--db", db_, "reuse", "--artifacts", artifacts, "--budget", "0"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_LT(ArtifactFilesUnder(artifacts).size(), before.size());
 }
 
 TEST(ReuseCliE2E, ErrorsAreOneLine) {

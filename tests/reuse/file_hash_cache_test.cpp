@@ -5,9 +5,13 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -180,6 +184,53 @@ TEST_F(FileHashCacheTest, UnwritablePlaceIsNoCacheAndNoError) {
   EXPECT_FALSE(cache.usable());
   int64_t read = 0;
   EXPECT_TRUE(ContentHasher(&cache).HashFile(dir_.Write("g.txt", "abc"), &read).ok());
+}
+
+// The cache file goes through the store (store/sqlite/file_hash_file.h) but keeps its format: a
+// file written as caches were before (the same table, written here with plain SQL) is read as
+// it is. Its row for the file carries a hash nobody computed, so a read of 0 bytes returning
+// it proves the row was used.
+TEST_F(FileHashCacheTest, ACacheFileOfTheEarlierFormatIsReadAsItIs) {
+  const std::string cache_path = dir_.Path("before.sqlite");
+  const std::string path = dir_.Write("kept.txt", "kept content\n");
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  const auto ns = [](const struct timespec& ts) { return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec; };
+  const std::string recorded(64, 'a');
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(cache_path.c_str(), &db), SQLITE_OK);
+    const std::string sql = fmt::format(
+        "PRAGMA journal_mode=WAL; CREATE TABLE file_hashes (path TEXT PRIMARY KEY, dev INTEGER NOT NULL, ino INTEGER "
+        "NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL, hash TEXT NOT NULL, "
+        "read_start_ns INTEGER NOT NULL) WITHOUT ROWID; INSERT INTO file_hashes VALUES ('{}', {}, {}, {}, {}, {}, "
+        "'{}', {});",
+        path, static_cast<int64_t>(st.st_dev), static_cast<int64_t>(st.st_ino), static_cast<int64_t>(st.st_size),
+        ns(st.st_mtim), ns(st.st_ctim), recorded, std::max(ns(st.st_mtim), ns(st.st_ctim)) + kRacyMarginNs);
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  FileHashCache cache(cache_path);
+  ASSERT_TRUE(cache.usable());
+  int64_t read = 0;  // HashFile adds the bytes it read
+  StatusOr<std::string> h = ContentHasher(&cache).HashFile(path, &read);
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  EXPECT_EQ(*h, recorded);
+  EXPECT_EQ(read, 0);
+  // One nanosecond inside the racy margin: not trusted, the file is read.
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(cache_path.c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, "UPDATE file_hashes SET read_start_ns = read_start_ns - 1", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  FileHashCache again(cache_path);
+  read = 0;
+  h = ContentHasher(&again).HashFile(path, &read);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(*h, grademl::testing::Sha256sumOf(path));
+  EXPECT_EQ(read, 13);
 }
 
 }  // namespace

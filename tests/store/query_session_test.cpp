@@ -283,7 +283,7 @@ TEST_F(QuerySessionTest, IntrospectionIsAllowed) {
   QueryResult r = Query(*s, "PRAGMA table_info(samples)");
   EXPECT_EQ(r.rows.size(), QuerySession::BuiltinViews()[2].columns.size());
   r = Query(*s, "SELECT name FROM sqlite_temp_master WHERE type = 'view' ORDER BY name");
-  EXPECT_EQ(r.rows.size(), 5u);  // edges, kernels, redundant_steps, samples, step_executions
+  EXPECT_EQ(r.rows.size(), 4u);  // edges, kernels, samples, step_executions
   r = Query(*s, "EXPLAIN QUERY PLAN SELECT * FROM phases WHERE id = 2");
   EXPECT_FALSE(r.rows.empty());
   r = Query(*s, "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 5) SELECT sum(x) FROM n");

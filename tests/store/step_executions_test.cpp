@@ -1,7 +1,7 @@
 // The experiment graph's step executions in the store (docs/store.md, schema version 5): written
 // by WriteDelta (upserted by phase), loaded with the run, listed by key across runs, migrated
-// into a version-4 store, spooled by the agents, and queried as `step_executions` and
-// `redundant_steps` (docs/query.md), on both backends.
+// into a version-4 store, spooled by the agents, and queried as `step_executions`
+// (docs/query.md), on both backends.
 #include <gtest/gtest.h>
 #include "store/postgres/libpq.h"
 
@@ -193,24 +193,16 @@ TEST_P(StepExecutionStoreTest, ListStepExecutionsFindsAKeyAcrossRunsOrListsAll) 
   EXPECT_EQ((*ro)->ListStepExecutions("K1").value(), *k1);
 }
 
-// The case worked out by hand: run 1 ran A (key K1) and B (K2); run 2 ran A again with the
-// same key and the same outputs, and B with another key (K3). Only A of run 2 is redundant,
-// pointing at run 1.
-TEST_P(StepExecutionStoreTest, RedundantStepsFindsTheRerunOfAnEarlierComputation) {
+// The run's own step executions in `step_executions`, seconds for nanoseconds. (Which steps
+// were redundant, the `redundant_steps` view, is the reuse analysis's, filled by `grademl
+// query`: tests/e2e/redundant_steps_test.cpp.)
+TEST_P(StepExecutionStoreTest, TheStepExecutionsViewShowsTheRunsOwn) {
   model::RunId r1 = AddRun("uuid-1", {StepExecRan(2, "A", "K1", {"a1", "a2"}), StepExecRan(3, "B", "K2", {"b1"})});
   model::RunId r2 = AddRun("uuid-2", {StepExecRan(2, "A", "K1", {"a1", "a2"}, 1'500'000'000),
                                       StepExecRan(3, "B", "K3", {"b2"})});
   db_.reset();
   auto s2 = Session(r2);
   ASSERT_NE(s2, nullptr);
-  auto rows = s2->Query("SELECT * FROM redundant_steps");
-  ASSERT_TRUE(rows.ok()) << rows.status().message();
-  EXPECT_EQ(rows->columns, (std::vector<std::string>{"step", "phase_id", "cost_s", "earlier_run_id",
-                                                     "earlier_run_uuid", "earlier_step", "outputs_identical"}));
-  ASSERT_EQ(rows->rows.size(), 1u);
-  EXPECT_EQ(rows->rows[0], (std::vector<QueryValue>{std::string("A"), int64_t{2}, 1.5, int64_t{r1},
-                                                    std::string("uuid-1"), std::string("A"), int64_t{1}}));
-  // The run's own step executions, seconds for nanoseconds.
   auto own = s2->Query("SELECT phase_id, step, key, outcome, cost_s, json_extract(outputs, '$[0].hash') "
                        "FROM step_executions");
   ASSERT_TRUE(own.ok()) << own.status().message();
@@ -218,67 +210,17 @@ TEST_P(StepExecutionStoreTest, RedundantStepsFindsTheRerunOfAnEarlierComputation
   EXPECT_EQ(own->rows[0], (std::vector<QueryValue>{int64_t{2}, std::string("A"), std::string("K1"),
                                                    std::string("ran"), 1.5, std::string("a1")}));
   EXPECT_EQ(own->rows[1][2], QueryValue(std::string("K3")));
-  // Run 1 has no earlier run.
   auto s1 = Session(r1);
   ASSERT_NE(s1, nullptr);
-  EXPECT_TRUE(s1->Query("SELECT * FROM redundant_steps").value().rows.empty());
   EXPECT_EQ(s1->Query("SELECT count(*) FROM step_executions").value().rows[0][0], QueryValue(int64_t{2}));
-}
-
-// Three runs, worked out by hand. Run 1 ran prep (K1), train (K2) and eval (K4, whose output
-// could not be hashed); run 2 reused prep, failed train (K2) and ran eval (K4, again
-// unhashable); run 3 ran prep (K1) with other outputs, train (K2) with the same, failed eval,
-// and ran a step with no key, one with a new key (K5) and one that reuse never skips (K1 again,
-// `reuse: false`).
-//   run 3: prep -> run 2 (reused counts, and it is later than run 1), outputs differ: 0;
-//          train -> run 1 (run 2's failed execution does not count), identical: 1;
-//          eval (failed), the keyless step, K5 and the step reuse never skips: no row.
-//   run 2: prep was reused, train failed: no row; eval -> run 1, its hashes equal but
-//          unreadable (""): 0.
-TEST_P(StepExecutionStoreTest, RedundantStepsTakesTheLatestEarlierExecutionThatRanOrWasReused) {
-  model::RunId r1 = AddRun("uuid-1", {StepExecRan(2, "prep", "K1", {"p1"}), StepExecRan(3, "train", "K2", {"m1"}),
-                                      StepExecRan(4, "eval", "K4", {""})});
-  model::RunId r2 =
-      AddRun("uuid-2", {StepExecRan(2, "prep", "K1", {"p1"}, 0, "reused"), StepExecRan(3, "train2", "K2", {}, 1, "failed"),
-                        StepExecRan(4, "eval", "K4", {""}, 4 * kNsPerSec)});
-  model::RunId r3 = AddRun("uuid-3", {StepExecRan(2, "prep", "K1", {"p9"}, 2 * kNsPerSec),
-                                      StepExecRan(3, "train", "K2", {"m1"}, 30 * kNsPerSec),
-                                      StepExecRan(4, "eval", "K4", {}, kNsPerSec, "failed"),
-                                      StepExecRan(5, "nokey", "", {"x"}), StepExecRan(6, "new", "K5", {"y"}),
-                                      [] {
-                                        StepExecution pinned = StepExecRan(7, "pinned", "K1", {"p1"});
-                                        pinned.not_reusable = "reuse: false in the spec";
-                                        return pinned;
-                                      }()});
-  // A later run with the same keys is not earlier than run 3.
-  AddRun("uuid-4", {StepExecRan(2, "prep", "K1", {"p9"}), StepExecRan(3, "train", "K2", {"m1"})});
-  db_.reset();
-  const std::string sql = "SELECT step, phase_id, cost_s, earlier_run_id, earlier_run_uuid, earlier_step, "
-                          "outputs_identical FROM redundant_steps";
-  auto s3 = Session(r3);
-  ASSERT_NE(s3, nullptr);
-  auto rows = s3->Query(sql);
-  ASSERT_TRUE(rows.ok()) << rows.status().message();
-  EXPECT_EQ(rows->rows, (std::vector<std::vector<QueryValue>>{
-                            {std::string("prep"), int64_t{2}, 2.0, int64_t{r2}, std::string("uuid-2"),
-                             std::string("prep"), int64_t{0}},
-                            {std::string("train"), int64_t{3}, 30.0, int64_t{r1}, std::string("uuid-1"),
-                             std::string("train"), int64_t{1}},
-                        }));
-  auto s2 = Session(r2);
-  ASSERT_NE(s2, nullptr);
-  EXPECT_EQ(s2->Query(sql).value().rows,
-            (std::vector<std::vector<QueryValue>>{{std::string("eval"), int64_t{4}, 4.0, int64_t{r1},
-                                                   std::string("uuid-1"), std::string("eval"), int64_t{0}}}));
-  // What the saving adds up to.
-  EXPECT_EQ(s3->Query("SELECT sum(cost_s) FROM redundant_steps WHERE outputs_identical = 1").value().rows[0][0],
-            QueryValue(30.0));
+  // The session makes no redundant_steps view of its own.
+  EXPECT_FALSE(s1->Query("SELECT * FROM redundant_steps").ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StepExecutionStoreTest, ::testing::Values("sqlite", "postgresql"),
                          [](const auto& info) { return info.param; });
 
-// The lookups by key are index seeks, and redundant_steps finds each earlier execution with one.
+// The lookups by key (ListStepExecutions, which the reuse analysis's graph is read with) are index seeks.
 TEST(StepExecutionSqliteTest, LookupsByKeyUseTheIndex) {
   TempDir dir;
   const std::string path = dir.File("g.db");
@@ -307,15 +249,6 @@ TEST(StepExecutionSqliteTest, LookupsByKeyUseTheIndex) {
                             "JOIN runs r ON r.id = e.run_id WHERE e.key = 'K' ORDER BY e.run_id, e.phase_id");
   EXPECT_NE(by_key.find("INDEX step_executions_by_key (key=?)"), std::string::npos) << by_key;
   EXPECT_EQ(by_key.find("TEMP B-TREE"), std::string::npos) << by_key;  // no sort: the index's order
-  auto session = QuerySession::Open(path, "3");
-  ASSERT_TRUE(session.ok()) << session.status().message();
-  auto r = (*session)->Query("EXPLAIN QUERY PLAN SELECT * FROM redundant_steps");
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  std::string redundant;
-  for (const auto& row : r->rows) redundant += std::get<std::string>(row[3]) + "\n";
-  EXPECT_NE(redundant.find("step_executions_by_key (key=? AND run_id<?)"), std::string::npos) << redundant;
-  EXPECT_EQ((*session)->Query("SELECT earlier_run_id FROM redundant_steps").value().rows,
-            (std::vector<std::vector<QueryValue>>{{int64_t{2}}}));
 }
 
 // A store of schema version 4 (before step executions) gets the table and its index when a

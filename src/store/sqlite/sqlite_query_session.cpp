@@ -349,21 +349,6 @@ const QueryView kStepExecutionsView = {
     },
 };
 
-const QueryView kRedundantStepsView = {
-    "redundant_steps",
-    "one row per step the run ran although an earlier run had executed the same computation (same key)",
-    {
-        {"step", "TEXT", "the step's name"},
-        {"phase_id", "INTEGER", "the step's phase"},
-        {"cost_s", "REAL", "what running it cost this run, in seconds: what reuse could have saved"},
-        {"earlier_run_id", "INTEGER", "the latest earlier run that ran it or reused it with the same key"},
-        {"earlier_run_uuid", "TEXT", "that run's uuid"},
-        {"earlier_step", "TEXT", "the step's name in that run"},
-        {"outputs_identical", "INTEGER",
-         "1 when both executions' outputs have the same hashes in the same order (none unreadable), else 0"},
-    },
-};
-
 // A limit as people say it: "2 GiB", "256 MiB" when whole, else FormatBytes's three digits.
 std::string LimitText(int64_t bytes) {
   for (auto [unit, name] : {std::pair<int64_t, const char*>{int64_t{1} << 30, "GiB"}, {int64_t{1} << 20, "MiB"}}) {
@@ -402,8 +387,8 @@ Status QuerySession::SqlError(int rc) const {
 }
 
 const std::vector<QueryView>& QuerySession::BuiltinViews() {
-  static const std::vector<QueryView> views = {kPhasesView,          kEdgesView,         kSamplesView,
-                                               kKernelsView,         kStepExecutionsView, kRedundantStepsView};
+  static const std::vector<QueryView> views = {kPhasesView, kEdgesView, kSamplesView, kKernelsView,
+                                               kStepExecutionsView};
   return views;
 }
 
@@ -414,28 +399,6 @@ StatusOr<std::string> QuerySession::SnapshotFromPostgres(const std::string& loca
   GRADEML_ASSIGN_OR_RETURN(model::Run run, source->LoadRun(run_id));
   // LoadRun put every host on the store's clock already.
   run.clock_estimates.clear();
-  // What redundant_steps compares the run with: the step executions of earlier runs that share
-  // a key with one of its own, with those runs' rows (by id, ascending).
-  std::map<model::RunId, std::vector<model::StepExecution>> earlier;
-  {
-    std::set<std::string> keys;
-    for (const model::StepExecution& e : run.step_executions) {
-      if (!e.key.empty()) keys.insert(e.key);
-    }
-    for (const std::string& key : keys) {
-      GRADEML_ASSIGN_OR_RETURN(std::vector<model::StoredStepExecution> found, source->ListStepExecutions(key));
-      for (model::StoredStepExecution& x : found) {
-        if (x.run < run_id) earlier[x.run].push_back(std::move(x.execution));
-      }
-    }
-  }
-  std::vector<model::RunInfo> earlier_runs;
-  if (!earlier.empty()) {
-    GRADEML_ASSIGN_OR_RETURN(std::vector<model::RunInfo> all, source->ListRuns());
-    for (model::RunInfo& info : all) {
-      if (earlier.contains(info.id)) earlier_runs.push_back(std::move(info));
-    }
-  }
   const std::string file = dir + "/snapshot.db";
   {
     GRADEML_ASSIGN_OR_RETURN(auto copy, Database::Open(file, Database::Mode::kReadWrite));
@@ -443,7 +406,7 @@ StatusOr<std::string> QuerySession::SnapshotFromPostgres(const std::string& loca
     int rc = sqlite3_open_v2(file.c_str(), &raw, SQLITE_OPEN_READWRITE, nullptr);
     std::unique_ptr<sqlite3, int (*)(sqlite3*)> handle(raw, sqlite3_close_v2);
     if (rc != SQLITE_OK) return sqlite::Error(raw, rc, file);
-    // Each run keeps its id: the next id AUTOINCREMENT hands out is set to it before each.
+    // The run keeps its id: the next id AUTOINCREMENT hands out is set to it first.
     auto create = [&](const model::RunInfo& info, model::RunId id) -> Status {
       GRADEML_RETURN_IF_ERROR(sqlite::Exec(
           raw, file,
@@ -454,11 +417,6 @@ StatusOr<std::string> QuerySession::SnapshotFromPostgres(const std::string& loca
       if (copied != id) return Internal("{}: snapshot of run {} got id {}", file, id, copied);
       return Status::Ok();
     };
-    for (const model::RunInfo& info : earlier_runs) {
-      GRADEML_RETURN_IF_ERROR(create(info, info.id));
-      GRADEML_RETURN_IF_ERROR(
-          copy->WriteDelta(info.id, model::RunDelta{.step_executions = std::move(earlier[info.id])}));
-    }
     GRADEML_RETURN_IF_ERROR(create(run.info, run_id));
     GRADEML_RETURN_IF_ERROR(copy->WriteDelta(run_id, model::DeltaOfRun(run)));
   }
@@ -705,23 +663,6 @@ Status QuerySession::CreateViews() {
         "reused_from, cost_ns / 1e9 AS cost_s, restore_ns / 1e9 AS restore_s, hash_ns / 1e9 AS hash_s, hashed_bytes, "
         "materialize_ns / 1e9 AS materialize_s, inputs, outputs FROM main.step_executions WHERE run_id = " + run +
         " ORDER BY phase_id"));
-    // For each step the run ran with a key, the latest execution of an earlier run with that key
-    // that ran or was reused: one seek backwards on step_executions_by_key (key, run_id, phase_id).
-    // Outputs are identical when their hashes match one by one, none of them "" (unreadable).
-    GRADEML_RETURN_IF_ERROR(Exec(
-        "CREATE TEMP VIEW redundant_steps AS SELECT e.step AS step, e.phase_id AS phase_id, "
-        "e.cost_ns / 1e9 AS cost_s, p.run_id AS earlier_run_id, r.uuid AS earlier_run_uuid, p.step AS earlier_step, "
-        "CASE WHEN json_array_length(e.outputs) = json_array_length(p.outputs) AND NOT EXISTS ("
-        "SELECT 1 FROM json_each(e.outputs) x LEFT JOIN json_each(p.outputs) y ON y.key = x.key "
-        "WHERE y.key IS NULL OR json_extract(x.value, '$.hash') = '' "
-        "OR json_extract(x.value, '$.hash') IS NOT json_extract(y.value, '$.hash')) THEN 1 ELSE 0 END "
-        "AS outputs_identical "
-        "FROM main.step_executions e JOIN main.step_executions p ON (p.run_id, p.phase_id) = ("
-        "SELECT q.run_id, q.phase_id FROM main.step_executions q WHERE q.key = e.key AND q.run_id < e.run_id "
-        "AND q.outcome IN ('ran', 'reused') ORDER BY q.run_id DESC, q.phase_id DESC LIMIT 1) "
-        "LEFT JOIN main.runs r ON r.id = p.run_id "
-        "WHERE e.run_id = " + run + " AND e.outcome = 'ran' AND e.key <> '' "
-        "AND COALESCE(e.not_reusable, '') = '' ORDER BY e.phase_id"));
     return Exec(
         "CREATE TEMP VIEW samples AS SELECT se.id AS series_id, se.name AS metric, se.unit AS unit, "
         "se.kind AS series_kind, se.capacity AS capacity, se.resource_id AS resource_id, r.name AS resource, "
