@@ -784,20 +784,61 @@ class Attributor {
     size_t n = phases.size();
     t.n = n;
     TimeNs run_end = run_.EffectiveEnd();
+    // One pass over the phases reads every field the table needs (a phase is several cache
+    // lines; each further pass over a million of them costs as much as the work): the
+    // declared parent, times, type, own host, process, pid and whether it runs on a thread.
+    // A run has few types, repeated in short cycles (iteration, forward, backward): the
+    // types of the last few phases are compared before the hash map is asked.
     std::vector<uint32_t> declared(n, kNone);
-    for (size_t i = 0; i < n; ++i) {
-      if (phases[i].parent == 0) continue;
-      const model::Phase* parent = run_.FindPhase(phases[i].parent);
-      if (parent == nullptr) continue;
-      auto p = static_cast<size_t>(parent - phases.data());
-      if (p != i) declared[i] = static_cast<uint32_t>(p);
-    }
+    std::vector<const std::string*> own_host(n, nullptr);
+    std::vector<uint32_t> domain_of(n, kNone);
+    std::vector<int32_t> pid(n, 0);
+    std::vector<char> beside(n, 0);  // on a device or async track, beside the process's threads
     t.start.resize(n);
     t.end.resize(n);
+    t.type.resize(n);
+    std::unordered_map<std::string_view, uint32_t> type_ids;
+    constexpr size_t kRecent = 4;
+    std::array<uint32_t, kRecent> recent;
+    recent.fill(kNone);
+    size_t recent_next = 0;
     for (size_t i = 0; i < n; ++i) {
-      t.start[i] = phases[i].start_ns;
-      TimeNs end = phases[i].ended() ? phases[i].end_ns : std::max(phases[i].start_ns, run_end);
-      t.end[i] = std::max(end, phases[i].start_ns);
+      const model::Phase& ph = phases[i];
+      if (ph.parent != 0) {
+        if (const model::Phase* parent = run_.FindPhase(ph.parent); parent != nullptr) {
+          auto p = static_cast<size_t>(parent - phases.data());
+          if (p != i) declared[i] = static_cast<uint32_t>(p);
+        }
+      }
+      t.start[i] = ph.start_ns;
+      TimeNs end = ph.ended() ? ph.end_ns : std::max(ph.start_ns, run_end);
+      t.end[i] = std::max(end, ph.start_ns);
+      std::string_view type = ph.type;
+      uint32_t id = kNone;
+      for (uint32_t r : recent) {
+        if (r != kNone && t.type_names[r] == type) {
+          id = r;
+          break;
+        }
+      }
+      if (id == kNone) {
+        auto [it, inserted] = type_ids.try_emplace(type, static_cast<uint32_t>(t.type_names.size()));
+        if (inserted) t.type_names.push_back(type);
+        id = it->second;
+        recent[recent_next] = id;
+        recent_next = (recent_next + 1) % kRecent;
+      }
+      t.type[i] = id;
+      if (!ph.host.empty()) own_host[i] = &ph.host;
+      pid[i] = ph.pid;
+      if (const model::Track* track = run_.FindTrack(ph.track);
+          track != nullptr && track->kind != model::TrackKind::kThread) {
+        beside[i] = 1;
+      }
+      if (const model::Resource* r = run_.ProcessResourceOf(ph.id); r != nullptr) {
+        domain_of[i] = static_cast<uint32_t>(processes_.size());
+        processes_.push_back({static_cast<uint32_t>(i), r, r->pid != 0 ? r->pid : ph.pid});
+      }
     }
     // Children in start order, then a depth-first walk from the roots; phases on a parent
     // cycle (corrupt input) become roots.
@@ -846,53 +887,27 @@ class Attributor {
     GroupBy(t.parent, n, t.child_offset, t.child_list);
     sort_children(t.child_list, t.child_offset);
 
-    // Types and hosts (a phase without a host runs on its parent's, the root on the run's).
-    // A run has few types, repeated in short cycles (iteration, forward, backward): the
-    // types of the last few phases are compared before the hash map is asked.
-    std::unordered_map<std::string_view, uint32_t> type_ids;
-    t.type.resize(n);
-    constexpr size_t kRecent = 4;
-    std::array<uint32_t, kRecent> recent;
-    recent.fill(kNone);
-    size_t recent_next = 0;
-    for (size_t i = 0; i < n; ++i) {
-      std::string_view type = phases[i].type;
-      uint32_t id = kNone;
-      for (uint32_t r : recent) {
-        if (r != kNone && t.type_names[r] == type) {
-          id = r;
-          break;
-        }
-      }
-      if (id == kNone) {
-        auto [it, inserted] = type_ids.try_emplace(type, static_cast<uint32_t>(t.type_names.size()));
-        if (inserted) t.type_names.push_back(type);
-        id = it->second;
-        recent[recent_next] = id;
-        recent_next = (recent_next + 1) % kRecent;
-      }
-      t.type[i] = id;
-    }
+    // Hosts (a phase without a host runs on its parent's, the root on the run's), numbered
+    // in pre-order; the last host's name is compared before the map is asked.
     t.host.assign(n, kNone);
+    const std::string* last_host = nullptr;
+    uint32_t last_host_id = kNone;
     for (uint32_t i : t.preorder) {
-      const std::string& h = phases[i].host;
-      if (!h.empty())
-        t.host[i] = HostId(h);
-      else if (t.parent[i] != kNone)
+      if (const std::string* h = own_host[i]; h != nullptr) {
+        if (last_host == nullptr || *last_host != *h) {
+          last_host = h;
+          last_host_id = HostId(*h);
+        }
+        t.host[i] = last_host_id;
+      } else if (t.parent[i] != kNone) {
         t.host[i] = t.host[t.parent[i]];
-      else if (!run_.info.host.empty())
+      } else if (!run_.info.host.empty()) {
         t.host[i] = HostId(run_.info.host);
+      }
     }
 
     // Processes: a phase with a process resource starts a process domain; its descendants
     // with the same pid (or none) run in it.
-    std::vector<uint32_t> domain_of(n, kNone);
-    for (size_t i = 0; i < n; ++i) {
-      const model::Resource* r = run_.ProcessResourceOf(phases[i].id);
-      if (r == nullptr) continue;
-      domain_of[i] = static_cast<uint32_t>(processes_.size());
-      processes_.push_back({static_cast<uint32_t>(i), r, r->pid != 0 ? r->pid : phases[i].pid});
-    }
     t.owner.assign(n, kNone);
     for (uint32_t i : t.preorder) {
       if (domain_of[i] != kNone) {
@@ -903,12 +918,8 @@ class Attributor {
       if (p == kNone || t.owner[p] == kNone) continue;
       // Work on a device (a GPU stream's kernels) or an async track runs beside the process's
       // threads, not in them: it takes no share of the process's CPU, memory or I/O.
-      if (const model::Track* track = run_.FindTrack(phases[i].track);
-          track != nullptr && track->kind != model::TrackKind::kThread) {
-        continue;
-      }
-      int32_t pid = phases[i].pid;
-      if (pid == 0 || pid == processes_[t.owner[p]].pid) t.owner[i] = t.owner[p];
+      if (beside[i]) continue;
+      if (pid[i] == 0 || pid[i] == processes_[t.owner[p]].pid) t.owner[i] = t.owner[p];
     }
   }
 
@@ -1369,6 +1380,13 @@ class Attributor {
           if (nt == next_b) next_b = grid_.NextBoundary(nt);
           for (; e < ev.size() && ev[e].t == nt && nt < t1; ++e) apply(ev[e]);
         }
+        return;
+      }
+      if (value == 0 && !has_cap) {
+        // Nothing to share and no capacity to count (a byte counter that did not move, most
+        // of its periods): every sub-segment would add exactly +0 to the integrals and the
+        // totals, so only the events inside the period are applied, at the same integrals.
+        for (; e < ev.size() && ev[e].t < t1; ++e) apply(ev[e]);
         return;
       }
       // The sub-segments, by looking ahead at the events inside the period.
