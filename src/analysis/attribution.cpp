@@ -400,18 +400,26 @@ void SortEvents(std::vector<Event>& v, size_t first, std::vector<Event>& buffer)
   buffer.resize(n);
   Event* from = data;
   Event* to = buffer.data();
-  std::vector<size_t> count(kBuckets);
-  for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += kBits) {
-    std::fill(count.begin(), count.end(), 0);
-    for (size_t i = 0; i < n; ++i) ++count[(static_cast<uint64_t>(from[i].t - lo) >> shift) & (kBuckets - 1)];
+  // Every digit's counts in one pass; a digit that all events share moves nothing and is
+  // skipped (the order is that of the passes made).
+  int digits = 0;
+  while (digits * kBits < 64 && (range >> (digits * kBits)) != 0) ++digits;
+  std::vector<size_t> count(kBuckets * static_cast<size_t>(digits), 0);
+  for (size_t i = 0; i < n; ++i) {
+    auto key = static_cast<uint64_t>(data[i].t - lo);
+    for (int d = 0; d < digits; ++d) ++count[static_cast<size_t>(d) * kBuckets + ((key >> (d * kBits)) & (kBuckets - 1))];
+  }
+  for (int d = 0; d < digits; ++d) {
+    size_t* c = count.data() + static_cast<size_t>(d) * kBuckets;
+    int shift = d * kBits;
+    if (std::find(c, c + kBuckets, n) != c + kBuckets) continue;
     size_t sum = 0;
-    for (size_t& c : count) {
-      size_t k = c;
-      c = sum;
+    for (size_t b = 0; b < kBuckets; ++b) {
+      size_t k = c[b];
+      c[b] = sum;
       sum += k;
     }
-    for (size_t i = 0; i < n; ++i)
-      to[count[(static_cast<uint64_t>(from[i].t - lo) >> shift) & (kBuckets - 1)]++] = from[i];
+    for (size_t i = 0; i < n; ++i) to[c[(static_cast<uint64_t>(from[i].t - lo) >> shift) & (kBuckets - 1)]++] = from[i];
     std::swap(from, to);
   }
   if (from != data) std::copy(from, from + n, data);
