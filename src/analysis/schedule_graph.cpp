@@ -334,6 +334,7 @@ ScheduleGraph ScheduleGraph::Build(const model::Run& run) {
   for (size_t i = 0; i < n_all; ++i) {
     if (parent_id[i] != 0) orig_parent[i] = index.Find(parent_id[i]);
   }
+  std::vector<model::PhaseId>().swap(parent_id);  // not held through the rest of the build
   const int32_t root_pos = index.Find(root_phase->id);
   orig_parent[static_cast<size_t>(root_pos)] = -1;
 
