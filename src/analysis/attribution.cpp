@@ -180,6 +180,7 @@ constexpr TimeNs kForever = std::numeric_limits<TimeNs>::max();
 double DurationSeconds(DurationNs ns) { return static_cast<double>(ns) * 1e-9; }
 
 constexpr size_t kMaxSlices = 100'000;
+constexpr size_t kPrefetchEvents = 16;  // how far ahead a sweep fetches its phases' entries
 constexpr size_t kMaxSeriesCells = size_t{1} << 20;  // per metric: 8 MiB of series at most
 
 // The per-phase metrics, in output order.
@@ -235,6 +236,8 @@ struct Grid {
     if (k >= slices) return kForever;
     return start + static_cast<TimeNs>(k) * width;
   }
+  // The start of slice k.
+  TimeNs Start(size_t k) const { return start + static_cast<TimeNs>(k) * width; }
   // Adds `amount` spread evenly over [t0, t1) (all of it at t0 when t1 <= t0).
   void Spread(TimeNs t0, TimeNs t1, double amount, std::vector<double>& out) const {
     if (amount == 0) return;
@@ -250,6 +253,39 @@ struct Grid {
       a = b;
     }
   }
+};
+
+// SliceOf, SliceOfEnd and NextBoundary for times that mostly come in order (a sweep's events
+// or periods): the slice is kept and moved only when a time leaves it, by the same division,
+// so the answers are Grid's exactly, in any order, with one comparison per call in order.
+class SliceCursor {
+ public:
+  explicit SliceCursor(const Grid& grid) : grid_(grid) { Seek(std::numeric_limits<TimeNs>::min()); }
+  size_t At(TimeNs t) {
+    if (t >= next_ || (k_ > 0 && t < lo_)) Seek(t);
+    return k_;
+  }
+  // SliceOfEnd(t) == SliceOf(t - 1): the slice before when t is its slice's first instant.
+  size_t EndAt(TimeNs t) {
+    size_t k = At(t);
+    return k > 0 && t == lo_ ? k - 1 : k;
+  }
+  // NextBoundary(t).
+  TimeNs NextAt(TimeNs t) {
+    At(t);
+    return next_;
+  }
+
+ private:
+  void Seek(TimeNs t) {
+    k_ = grid_.SliceOf(t);
+    lo_ = grid_.Start(k_);
+    next_ = k_ + 1 < grid_.slices ? grid_.Start(k_ + 1) : std::numeric_limits<TimeNs>::max();
+  }
+  const Grid& grid_;
+  size_t k_ = 0;
+  TimeNs lo_ = 0;    // the start of slice k_ (t >= lo_ whenever k_ > 0)
+  TimeNs next_ = 0;  // the start of slice k_ + 1, or never
 };
 
 // --- the phase tree as indexes ------------------------------------------------------------
@@ -296,9 +332,17 @@ void GroupBy(const std::vector<uint32_t>& key, size_t groups, std::vector<uint32
 // One rule per type id for one metric source group. Amounts are also kept in fixed point so
 // that the sums of running demands are exact however many phases start and end.
 struct RuleTable {
+  // A type's rule as a sweep reads it, in one place: the sums it adds to (0 exact, 1
+  // variable, 2 none), its amount and its fixed-point amount.
+  struct Packed {
+    double amount;
+    int64_t fixed;
+    uint32_t sum;
+  };
   std::vector<DemandKind> kind;
   std::vector<double> amount;
   std::vector<int64_t> fixed;
+  std::vector<Packed> packed;  // per type, made by Finish
   double to_double = 1;  // fixed * to_double == amount
 
   void Finish() {
@@ -316,6 +360,11 @@ struct RuleTable {
       if (kind[t] == DemandKind::kNone) continue;
       fixed[t] = std::llround(amount[t] * scale);
       amount[t] = static_cast<double>(fixed[t]) * to_double;
+    }
+    packed.resize(kind.size());
+    for (size_t t = 0; t < kind.size(); ++t) {
+      uint32_t sum = kind[t] == DemandKind::kExact ? 0 : kind[t] == DemandKind::kVariable ? 1 : 2;
+      packed[t] = {sum == 2 ? 0.0 : amount[t], sum == 2 ? 0 : fixed[t], sum};
     }
   }
 };
@@ -351,18 +400,26 @@ void SortEvents(std::vector<Event>& v, size_t first, std::vector<Event>& buffer)
   buffer.resize(n);
   Event* from = data;
   Event* to = buffer.data();
-  std::vector<size_t> count(kBuckets);
-  for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += kBits) {
-    std::fill(count.begin(), count.end(), 0);
-    for (size_t i = 0; i < n; ++i) ++count[(static_cast<uint64_t>(from[i].t - lo) >> shift) & (kBuckets - 1)];
+  // Every digit's counts in one pass; a digit that all events share moves nothing and is
+  // skipped (the order is that of the passes made).
+  int digits = 0;
+  while (digits * kBits < 64 && (range >> (digits * kBits)) != 0) ++digits;
+  std::vector<size_t> count(kBuckets * static_cast<size_t>(digits), 0);
+  for (size_t i = 0; i < n; ++i) {
+    auto key = static_cast<uint64_t>(data[i].t - lo);
+    for (int d = 0; d < digits; ++d) ++count[static_cast<size_t>(d) * kBuckets + ((key >> (d * kBits)) & (kBuckets - 1))];
+  }
+  for (int d = 0; d < digits; ++d) {
+    size_t* c = count.data() + static_cast<size_t>(d) * kBuckets;
+    int shift = d * kBits;
+    if (std::find(c, c + kBuckets, n) != c + kBuckets) continue;
     size_t sum = 0;
-    for (size_t& c : count) {
-      size_t k = c;
-      c = sum;
+    for (size_t b = 0; b < kBuckets; ++b) {
+      size_t k = c[b];
+      c[b] = sum;
       sum += k;
     }
-    for (size_t i = 0; i < n; ++i)
-      to[count[(static_cast<uint64_t>(from[i].t - lo) >> shift) & (kBuckets - 1)]++] = from[i];
+    for (size_t i = 0; i < n; ++i) to[c[(static_cast<uint64_t>(from[i].t - lo) >> shift) & (kBuckets - 1)]++] = from[i];
     std::swap(from, to);
   }
   if (from != data) std::copy(from, from + n, data);
@@ -736,29 +793,75 @@ class Attributor {
     size_t n = phases.size();
     t.n = n;
     TimeNs run_end = run_.EffectiveEnd();
+    // One pass over the phases reads every field the table needs (a phase is several cache
+    // lines; each further pass over a million of them costs as much as the work): the
+    // declared parent, times, type, own host, process, pid and whether it runs on a thread.
+    // A run has few types, repeated in short cycles (iteration, forward, backward): the
+    // types of the last few phases are compared before the hash map is asked.
     std::vector<uint32_t> declared(n, kNone);
-    for (size_t i = 0; i < n; ++i) {
-      if (phases[i].parent == 0) continue;
-      const model::Phase* parent = run_.FindPhase(phases[i].parent);
-      if (parent == nullptr) continue;
-      auto p = static_cast<size_t>(parent - phases.data());
-      if (p != i) declared[i] = static_cast<uint32_t>(p);
-    }
+    std::vector<const std::string*> own_host(n, nullptr);
+    std::vector<uint32_t> domain_of(n, kNone);
+    std::vector<int32_t> pid(n, 0);
+    std::vector<char> beside(n, 0);  // on a device or async track, beside the process's threads
     t.start.resize(n);
     t.end.resize(n);
+    t.type.resize(n);
+    std::unordered_map<std::string_view, uint32_t> type_ids;
+    constexpr size_t kRecent = 4;
+    std::array<uint32_t, kRecent> recent;
+    recent.fill(kNone);
+    size_t recent_next = 0;
     for (size_t i = 0; i < n; ++i) {
-      t.start[i] = phases[i].start_ns;
-      TimeNs end = phases[i].ended() ? phases[i].end_ns : std::max(phases[i].start_ns, run_end);
-      t.end[i] = std::max(end, phases[i].start_ns);
+      const model::Phase& ph = phases[i];
+      if (ph.parent != 0) {
+        if (const model::Phase* parent = run_.FindPhase(ph.parent); parent != nullptr) {
+          auto p = static_cast<size_t>(parent - phases.data());
+          if (p != i) declared[i] = static_cast<uint32_t>(p);
+        }
+      }
+      t.start[i] = ph.start_ns;
+      TimeNs end = ph.ended() ? ph.end_ns : std::max(ph.start_ns, run_end);
+      t.end[i] = std::max(end, ph.start_ns);
+      std::string_view type = ph.type;
+      uint32_t id = kNone;
+      for (uint32_t r : recent) {
+        if (r != kNone && t.type_names[r] == type) {
+          id = r;
+          break;
+        }
+      }
+      if (id == kNone) {
+        auto [it, inserted] = type_ids.try_emplace(type, static_cast<uint32_t>(t.type_names.size()));
+        if (inserted) t.type_names.push_back(type);
+        id = it->second;
+        recent[recent_next] = id;
+        recent_next = (recent_next + 1) % kRecent;
+      }
+      t.type[i] = id;
+      if (!ph.host.empty()) own_host[i] = &ph.host;
+      pid[i] = ph.pid;
+      if (const model::Track* track = run_.FindTrack(ph.track);
+          track != nullptr && track->kind != model::TrackKind::kThread) {
+        beside[i] = 1;
+      }
+      if (const model::Resource* r = run_.ProcessResourceOf(ph.id); r != nullptr) {
+        domain_of[i] = static_cast<uint32_t>(processes_.size());
+        processes_.push_back({static_cast<uint32_t>(i), r, r->pid != 0 ? r->pid : ph.pid});
+      }
     }
     // Children in start order, then a depth-first walk from the roots; phases on a parent
     // cycle (corrupt input) become roots.
     std::vector<uint32_t> off, members;
     GroupBy(declared, n, off, members);
-    for (size_t i = 0; i < n; ++i) {
-      std::stable_sort(members.begin() + off[i], members.begin() + off[i + 1],
-                       [&](uint32_t a, uint32_t b) { return t.start[a] < t.start[b]; });
-    }
+    // Children are usually recorded in start order already: sorting them is then a check.
+    auto by_start = [&](uint32_t a, uint32_t b) { return t.start[a] < t.start[b]; };
+    auto sort_children = [&](std::vector<uint32_t>& list, const std::vector<uint32_t>& offset) {
+      for (size_t i = 0; i < n; ++i) {
+        auto first = list.begin() + offset[i], last = list.begin() + offset[i + 1];
+        if (!std::is_sorted(first, last, by_start)) std::stable_sort(first, last, by_start);
+      }
+    };
+    sort_children(members, off);
     t.parent.assign(n, kNone);
     t.depth.assign(n, 0);
     t.preorder.clear();
@@ -791,39 +894,29 @@ class Attributor {
       if (!visited[i]) walk(static_cast<uint32_t>(i));
     }
     GroupBy(t.parent, n, t.child_offset, t.child_list);
-    for (size_t i = 0; i < n; ++i) {
-      std::stable_sort(t.child_list.begin() + t.child_offset[i], t.child_list.begin() + t.child_offset[i + 1],
-                       [&](uint32_t a, uint32_t b) { return t.start[a] < t.start[b]; });
-    }
+    sort_children(t.child_list, t.child_offset);
 
-    // Types and hosts (a phase without a host runs on its parent's, the root on the run's).
-    std::unordered_map<std::string_view, uint32_t> type_ids;
-    t.type.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      auto [it, inserted] = type_ids.try_emplace(phases[i].type, static_cast<uint32_t>(t.type_names.size()));
-      if (inserted) t.type_names.push_back(phases[i].type);
-      t.type[i] = it->second;
-    }
+    // Hosts (a phase without a host runs on its parent's, the root on the run's), numbered
+    // in pre-order; the last host's name is compared before the map is asked.
     t.host.assign(n, kNone);
+    const std::string* last_host = nullptr;
+    uint32_t last_host_id = kNone;
     for (uint32_t i : t.preorder) {
-      const std::string& h = phases[i].host;
-      if (!h.empty())
-        t.host[i] = HostId(h);
-      else if (t.parent[i] != kNone)
+      if (const std::string* h = own_host[i]; h != nullptr) {
+        if (last_host == nullptr || *last_host != *h) {
+          last_host = h;
+          last_host_id = HostId(*h);
+        }
+        t.host[i] = last_host_id;
+      } else if (t.parent[i] != kNone) {
         t.host[i] = t.host[t.parent[i]];
-      else if (!run_.info.host.empty())
+      } else if (!run_.info.host.empty()) {
         t.host[i] = HostId(run_.info.host);
+      }
     }
 
     // Processes: a phase with a process resource starts a process domain; its descendants
     // with the same pid (or none) run in it.
-    std::vector<uint32_t> domain_of(n, kNone);
-    for (size_t i = 0; i < n; ++i) {
-      const model::Resource* r = run_.ProcessResourceOf(phases[i].id);
-      if (r == nullptr) continue;
-      domain_of[i] = static_cast<uint32_t>(processes_.size());
-      processes_.push_back({static_cast<uint32_t>(i), r, r->pid != 0 ? r->pid : phases[i].pid});
-    }
     t.owner.assign(n, kNone);
     for (uint32_t i : t.preorder) {
       if (domain_of[i] != kNone) {
@@ -834,12 +927,8 @@ class Attributor {
       if (p == kNone || t.owner[p] == kNone) continue;
       // Work on a device (a GPU stream's kernels) or an async track runs beside the process's
       // threads, not in them: it takes no share of the process's CPU, memory or I/O.
-      if (const model::Track* track = run_.FindTrack(phases[i].track);
-          track != nullptr && track->kind != model::TrackKind::kThread) {
-        continue;
-      }
-      int32_t pid = phases[i].pid;
-      if (pid == 0 || pid == processes_[t.owner[p]].pid) t.owner[i] = t.owner[p];
+      if (beside[i]) continue;
+      if (pid[i] == 0 || pid[i] == processes_[t.owner[p]].pid) t.owner[i] = t.owner[p];
     }
   }
 
@@ -1014,11 +1103,12 @@ class Attributor {
   void MakeEvents(std::span<const uint32_t> phases, ChildFilter&& counts_as_child, std::vector<Event>& out,
                   std::vector<double>* active) {
     size_t first = out.size();
+    SliceCursor slices(grid_);  // the phases of a process come in time order
     auto emit = [&](uint32_t p, TimeNs a, TimeNs b) {
       uint32_t type = table_.type[p];
       if (active != nullptr) (*active)[type] += DurationSeconds(b - a);
       while (a < b) {
-        TimeNs cut = std::min(b, grid_.NextBoundary(a));
+        TimeNs cut = std::min(b, slices.NextAt(a));
         out.push_back({a, p, type << 1});
         out.push_back({cut, p, type << 1 | 1});
         a = cut;
@@ -1198,35 +1288,37 @@ class Attributor {
       acc.all_capacity = false;
     }
     size_t slices = grid_.slices;
-    int64_t e_fx = 0, v_fx = 0;
-    double g_ex = 0, g_var = 0, c_ex = 0, c_var = 0;
-    TimeNs cached_t = std::numeric_limits<TimeNs>::min();
-    size_t cached_start = 0, cached_end = 0;
+    const RuleTable::Packed* packed = rules.packed.data();
+    double* self = acc.self.data();
+    double* could = has_cap ? acc.could.data() : nullptr;
+    const uint32_t* target = target_.data();
+    // The running sums by rule kind ([0] exact, [1] variable; [2] takes the types without a
+    // demand, never read): fixed-point demand, and the integrals of each kind's share per
+    // unit of demand (g) and of its capacity (c).
+    int64_t fx[3] = {0, 0, 0};
+    double g[3] = {0, 0, 0}, c[3] = {0, 0, 0};
+    SliceCursor event_slices(grid_), period_slices(grid_);
 
+    // The phases of a host's events interleave every process running at the time: their
+    // entries are fetched a few events ahead.
+    const Event* ev_end = ev.data() + ev.size();
     auto apply = [&](const Event& x) {
-      uint32_t ty = x.type();
-      DemandKind kind = rules.kind[ty];
-      if (kind == DemandKind::kNone) return;
-      double d = rules.amount[ty];
-      bool exact = kind == DemandKind::kExact;
-      double g = exact ? g_ex : g_var;
-      bool end = x.is_end();
-      double sign = end ? d : -d;
-      acc.self[x.phase] += sign * g;
-      if (has_cap) acc.could[x.phase] += sign * (exact ? c_ex : c_var);
-      uint32_t q = target_[x.phase];
-      if (q != kNone) {
-        // Many events share a time (one phase ends as the next starts): a one-entry cache
-        // saves the division.
-        if (x.t != cached_t) {
-          cached_t = x.t;
-          cached_start = grid_.SliceOf(x.t);
-          cached_end = grid_.SliceOfEnd(x.t);
-        }
-        acc.slices[q * slices + (end ? cached_end : cached_start)] += sign * g;
+      if (&x + kPrefetchEvents < ev_end) {
+        uint32_t ahead = (&x)[kPrefetchEvents].phase;
+        __builtin_prefetch(self + ahead, 1);
+        if (could != nullptr) __builtin_prefetch(could + ahead, 1);
+        __builtin_prefetch(target + ahead, 0);
       }
-      int64_t f = end ? -rules.fixed[ty] : rules.fixed[ty];
-      (exact ? e_fx : v_fx) += f;
+      const RuleTable::Packed& r = packed[x.type()];
+      if (r.sum == 2) return;
+      bool end = x.is_end();
+      double sign = end ? r.amount : -r.amount;
+      double share = sign * g[r.sum];
+      self[x.phase] += share;
+      if (could != nullptr) could[x.phase] += sign * c[r.sum];
+      uint32_t q = target[x.phase];
+      if (q != kNone) acc.slices[q * slices + (end ? event_slices.EndAt(x.t) : event_slices.At(x.t))] += share;
+      fx[r.sum] += end ? -r.fixed : r.fixed;
     };
     auto sink = [&](double amount, size_t slice) {
       if (amount == 0) return;
@@ -1253,8 +1345,8 @@ class Attributor {
     // Shares of [t0, t1) at rate (or level) u, by the demands running now.
     auto segment = [&](TimeNs t0, TimeNs t1, double u) {
       double l = DurationSeconds(t1 - t0);
-      double ex = static_cast<double>(e_fx) * rules.to_double;
-      double va = static_cast<double>(v_fx) * rules.to_double;
+      double ex = static_cast<double>(fx[0]) * rules.to_double;
+      double va = static_cast<double>(fx[1]) * rules.to_double;
       double gex = 0, taken = 0;
       if (ex > 0) {
         gex = std::min(1.0, u / ex);
@@ -1266,13 +1358,13 @@ class Attributor {
         gvar = rest / va;
         left = 0;
       }
-      g_ex += gex * l;
-      g_var += gvar * l;
+      g[0] += gex * l;
+      g[1] += gvar * l;
       if (has_cap) {
-        if (ex > 0) c_ex += std::min(1.0, cap / ex) * l;
-        if (va > 0) c_var += std::max(0.0, cap - ex) / va * l;
+        if (ex > 0) c[0] += std::min(1.0, cap / ex) * l;
+        if (va > 0) c[1] += std::max(0.0, cap - ex) / va * l;
       }
-      size_t slice = grid_.SliceOf(t0);
+      size_t slice = period_slices.At(t0);
       measured(u * l, slice);
       sink(left * l, slice);
     };
@@ -1290,14 +1382,15 @@ class Attributor {
     size_t e = 0;
     src.ForEach([&](TimeNs t0, TimeNs t1, double value) {
       if (t1 <= t0) {  // an amount at one instant: no phase can be told apart
-        measured(value, grid_.SliceOf(t0));
-        sink(value, grid_.SliceOf(t0));
+        size_t slice = period_slices.At(t0);
+        measured(value, slice);
+        sink(value, slice);
         return;
       }
       for (; e < ev.size() && ev[e].t <= t0; ++e) apply(ev[e]);
       if (src.gauge) {
         // A level needs no upsampling: walk the period, cutting at events and slice bounds.
-        TimeNs cur = t0, next_b = grid_.NextBoundary(t0);
+        TimeNs cur = t0, next_b = period_slices.NextAt(t0);
         while (cur < t1) {
           TimeNs nt = std::min({e < ev.size() ? ev[e].t : kForever, next_b, t1});
           segment(cur, nt, value);
@@ -1307,25 +1400,30 @@ class Attributor {
         }
         return;
       }
+      if (value == 0 && !has_cap) {
+        // Nothing to share and no capacity to count (a byte counter that did not move, most
+        // of its periods): every sub-segment would add exactly +0 to the integrals and the
+        // totals, so only the events inside the period are applied, at the same integrals.
+        for (; e < ev.size() && ev[e].t < t1; ++e) apply(ev[e]);
+        return;
+      }
       // The sub-segments, by looking ahead at the events inside the period.
       segs.clear();
-      int64_t ef = e_fx, vf = v_fx;
+      int64_t sums[3] = {fx[0], fx[1], 0};
       size_t f = e;
-      TimeNs cur = t0, next_b = grid_.NextBoundary(t0);
+      TimeNs cur = t0, next_b = period_slices.NextAt(t0);
       while (true) {
         TimeNs next_e = f < ev.size() ? ev[f].t : kForever;
         TimeNs nt = std::min({next_e, next_b, t1});
         if (nt > cur) {
-          segs.push_back(
-              {cur, nt, static_cast<double>(ef) * rules.to_double, static_cast<double>(vf) * rules.to_double});
+          segs.push_back({cur, nt, static_cast<double>(sums[0]) * rules.to_double,
+                          static_cast<double>(sums[1]) * rules.to_double});
           cur = nt;
         }
         if (nt >= t1) break;
         for (; f < ev.size() && ev[f].t == nt; ++f) {
-          uint32_t ty = ev[f].type();
-          if (rules.kind[ty] == DemandKind::kNone) continue;
-          int64_t fx = ev[f].is_end() ? -rules.fixed[ty] : rules.fixed[ty];
-          (rules.kind[ty] == DemandKind::kExact ? ef : vf) += fx;
+          const RuleTable::Packed& r = packed[ev[f].type()];
+          sums[r.sum] += ev[f].is_end() ? -r.fixed : r.fixed;
         }
         if (nt == next_b) next_b = grid_.NextBoundary(nt);
       }

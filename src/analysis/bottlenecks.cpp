@@ -552,19 +552,25 @@ class Analyzer {
   }
 
  private:
-  TimeNs StartOf(size_t i) const { return run_.phases[i].start_ns; }
-  TimeNs EndOf(size_t i) const {
-    const model::Phase& p = run_.phases[i];
-    TimeNs e = p.end_ns != 0 ? p.end_ns : end_;
-    return std::max(e, p.start_ns);
-  }
+  TimeNs StartOf(size_t i) const { return start_[i]; }
+  TimeNs EndOf(size_t i) const { return end_of_[i]; }
 
   void IndexPhases() {
     size_t n = run_.phases.size();
     parent_.assign(n, -1);
     std::vector<int> count(n + 1, 0);
+    // The fields the later passes read, copied in this one: a phase is several cache lines,
+    // and each pass over a million of them cost as much as its work.
+    id_.resize(n);
+    pid_.resize(n);
+    start_.resize(n);
+    end_of_.resize(n);
     for (size_t i = 0; i < n; ++i) {
       const model::Phase& p = run_.phases[i];
+      id_[i] = p.id;
+      pid_[i] = p.pid;
+      start_[i] = p.start_ns;
+      end_of_[i] = std::max(p.end_ns != 0 ? p.end_ns : end_, p.start_ns);
       if (p.parent == 0) continue;
       if (const model::Phase* parent = run_.FindPhase(p.parent)) {
         parent_[i] = static_cast<int>(parent - run_.phases.data());
@@ -613,7 +619,7 @@ class Analyzer {
     proc_of_phase_.assign(n, -1);
     std::unordered_map<std::string, int> hosts;
     for (size_t i = 0; i < n; ++i) {
-      const model::Resource* r = run_.ProcessResourceOf(run_.phases[i].id);
+      const model::Resource* r = run_.ProcessResourceOf(id_[i]);
       if (r == nullptr || r->kind != ResourceKind::kProcess) continue;
       Proc p;
       p.phase = i;
@@ -647,11 +653,12 @@ class Analyzer {
   // The process a phase with a pid ran in: the nearest process ancestor with that pid, else
   // a process with that pid on that host alive at the phase's start.
   int ProcessWithPid(size_t i) const {
-    const model::Phase& ph = run_.phases[i];
-    if (ph.pid == 0) return -1;
+    int32_t pid = pid_[i];
+    if (pid == 0) return -1;
     for (int p = nearest_proc_[i]; p >= 0; p = procs_[p].parent) {
-      if (procs_[p].resource->pid == ph.pid) return p;
+      if (procs_[p].resource->pid == pid) return p;
     }
+    const model::Phase& ph = run_.phases[i];
     auto it = by_pid_.find(ph.pid);
     if (it == by_pid_.end()) return -1;
     int best = -1;
@@ -971,10 +978,9 @@ class Analyzer {
   // Completes a phase's entry: process phases got theirs while their process was
   // classified; composite phases are summed here, slice by slice.
   void Answer(size_t i) {
-    const model::Phase& ph = run_.phases[i];
     TimeNs a = StartOf(i), b = EndOf(i);
     PhaseBottlenecks& out = out_[i];
-    out.phase = ph.id;
+    out.phase = id_[i];
     out.duration_s = SpanSeconds(a, b);
     const Target& t = target_[i];
     if (t.kind == Target::kProcess) {
@@ -1010,6 +1016,9 @@ class Analyzer {
   const BottleneckOptions& o_;
   TimeNs end_;
   std::vector<int> parent_, child_start_, children_, order_;
+  std::vector<model::PhaseId> id_;   // per phase, copied once (IndexPhases)
+  std::vector<int32_t> pid_;
+  std::vector<TimeNs> start_, end_of_;  // per phase: its start and its end (the run's while open)
   std::vector<int> proc_of_phase_, nearest_proc_;
   std::vector<Proc> procs_;
   std::vector<HostTimeline> hosts_;

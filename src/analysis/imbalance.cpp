@@ -1,6 +1,7 @@
 #include "analysis/imbalance.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <span>
 #include <string>
@@ -95,6 +96,21 @@ class GroupScanner {
   void ScanChildren(const model::Run& run, model::PhaseId parent, std::vector<Imbalance>& out) {
     const auto& kids = run.ChildrenOf(parent);
     if (kids.size() < 2) return;
+    if (kids.size() <= kFewKids) {
+      // A group's key holds the type: a few children of pairwise different types (an
+      // iteration's forward and backward) make no group of two, so there is nothing to
+      // compare and no grouping to build.
+      std::array<const model::Phase*, kFewKids> few;
+      size_t m = 0;
+      for (model::PhaseId id : kids) {
+        if (const model::Phase* p = run.FindPhase(id)) few[m++] = p;
+      }
+      bool distinct = true;
+      for (size_t i = 0; i < m && distinct; ++i) {
+        for (size_t j = i + 1; j < m && distinct; ++j) distinct = few[i]->type != few[j]->type;
+      }
+      if (distinct) return;
+    }
     // Group by type and GroupName, keeping the start order of ChildrenOf; groups of two or
     // more are scanned, in key order. Many groups (a million children each tagged with a
     // different word) are found by sorting the children by a hash of their key and their
@@ -289,6 +305,7 @@ class GroupScanner {
     return keep < chain.size() ? chain[keep] : 0;
   }
 
+  static constexpr size_t kFewKids = 8;
   const ImbalanceOptions& o_;
   TimeNs run_end_;
   double min_cost_;

@@ -146,34 +146,42 @@ struct PhaseForest {
 
 PhaseForest BuildForest(const Run& run) {
   size_t n = run.phases.size();
-  // The index of a phase id: its position when the ids are 1..n in order (as stored),
-  // else the first phase with that id.
-  bool dense = true;
-  for (size_t i = 0; i < n && dense; ++i) dense = run.phases[i].id == static_cast<model::PhaseId>(i) + 1;
-  std::unordered_map<model::PhaseId, size_t> index;
-  if (!dense) {
-    index.reserve(n);
-    for (size_t i = 0; i < n; ++i) index.emplace(run.phases[i].id, i);
-  }
-  auto index_of = [&](model::PhaseId id) -> size_t {
-    if (dense) return id >= 1 && static_cast<size_t>(id) <= n ? static_cast<size_t>(id) - 1 : n;
-    auto it = index.find(id);
-    return it == index.end() ? n : it->second;
-  };
-
-  // Each phase's declared parent (n: none), then the children of each phase in index order
-  // (a counting sort by parent).
+  // Each phase's declared parent (kNoParent: none), then the children of each phase in index
+  // order (a counting sort by parent). A parent id is its position when the ids are 1..n in
+  // order (as stored), else the first phase with that id: the first pass assumes the former,
+  // checks it as it goes and is redone with a map when it does not hold.
   constexpr uint32_t kNoParent = std::numeric_limits<uint32_t>::max();
   std::vector<uint32_t> parent(n, kNoParent);
+  std::vector<TimeNs> start(n);
   PhaseForest forest;
   std::vector<uint32_t>& offset = forest.child_offset;
   offset.assign(n + 1, 0);
+  bool dense = true;
   for (size_t i = 0; i < n; ++i) {
     const model::Phase& p = run.phases[i];
-    size_t pa = p.parent == 0 ? n : index_of(p.parent);
+    dense = dense && p.id == static_cast<model::PhaseId>(i) + 1;
+    start[i] = p.start_ns;
+    size_t pa = p.parent >= 1 && static_cast<size_t>(p.parent) <= n ? static_cast<size_t>(p.parent) - 1 : n;
     if (pa != n && pa != i) {
       parent[i] = static_cast<uint32_t>(pa);
       ++offset[pa + 1];
+    }
+  }
+  if (!dense) {
+    std::unordered_map<model::PhaseId, size_t> index;
+    index.reserve(n);
+    for (size_t i = 0; i < n; ++i) index.emplace(run.phases[i].id, i);
+    std::fill(parent.begin(), parent.end(), kNoParent);
+    std::fill(offset.begin(), offset.end(), 0);
+    for (size_t i = 0; i < n; ++i) {
+      const model::Phase& p = run.phases[i];
+      if (p.parent == 0) continue;
+      auto it = index.find(p.parent);
+      size_t pa = it == index.end() ? n : it->second;
+      if (pa != n && pa != i) {
+        parent[i] = static_cast<uint32_t>(pa);
+        ++offset[pa + 1];
+      }
     }
   }
   for (size_t i = 0; i < n; ++i) offset[i + 1] += offset[i];
@@ -186,7 +194,7 @@ PhaseForest BuildForest(const Run& run) {
   }
   // Children in start order, as the reports show them (lists already in order are only
   // checked).
-  auto before = [&](uint32_t a, uint32_t b) { return run.phases[a].start_ns < run.phases[b].start_ns; };
+  auto before = [&](uint32_t a, uint32_t b) { return start[a] < start[b]; };
   for (size_t i = 0; i < n; ++i) {
     auto b = kids.begin() + offset[i], e = kids.begin() + offset[i + 1];
     if (!std::is_sorted(b, e, before)) std::stable_sort(b, e, before);
@@ -443,12 +451,39 @@ void ComputeSubtreePeaks(const PhaseForest& forest, const std::vector<PhaseTrack
     for (const PhaseTrack& pt : tracks) count += pt.track.samples.size() + 1;
     xs.reserve(count);
   }
+  // Each track's times are a sorted run (samples in time order, then the end after the last):
+  // the runs are merged pairwise, which orders them as a sort would with a fraction of the
+  // comparisons. Any run out of order: sorted.
+  std::vector<size_t> runs{0};
+  bool runs_sorted = true;
   for (const PhaseTrack& pt : tracks) {
+    size_t from = xs.size();
     for (const Sample& s : pt.track.samples) xs.push_back(s.t);
     xs.push_back(RssTrackEnd(pt.track.samples, pt.track.end_ns));
+    runs_sorted = runs_sorted && std::is_sorted(xs.begin() + static_cast<std::ptrdiff_t>(from), xs.end());
+    runs.push_back(xs.size());
   }
   if (xs.empty()) return;
-  std::sort(xs.begin(), xs.end());
+  if (!runs_sorted) {
+    std::sort(xs.begin(), xs.end());
+  } else {
+    std::vector<TimeNs> scratch(xs.size());
+    while (runs.size() > 2) {
+      std::vector<size_t> merged{0};
+      for (size_t r = 0; r + 1 < runs.size(); r += 2) {
+        auto at = [&](size_t k) { return xs.begin() + static_cast<std::ptrdiff_t>(runs[k]); };
+        if (r + 2 < runs.size()) {
+          std::merge(at(r), at(r + 1), at(r + 1), at(r + 2), scratch.begin() + static_cast<std::ptrdiff_t>(runs[r]));
+          merged.push_back(runs[r + 2]);
+        } else {
+          std::copy(at(r), at(r + 1), scratch.begin() + static_cast<std::ptrdiff_t>(runs[r]));
+          merged.push_back(runs[r + 1]);
+        }
+      }
+      xs.swap(scratch);
+      runs.swap(merged);
+    }
+  }
   xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
   // The index of t in xs: searched from `from` onwards when t is known to be at or after
   // xs[from] (a galloping search: a track's times come in order, close together), else in
@@ -817,6 +852,12 @@ RunSummary SummarizeRun(const Run& run) {
                           LastValue(SamplesOf(run.FindSeries(proc->id, metric::kProcCpuUnseenChildren)));
     ps.self_read_bytes = LastValue(SamplesOf(run.FindSeries(proc->id, metric::kProcReadBytes)));
     ps.self_write_bytes = LastValue(SamplesOf(run.FindSeries(proc->id, metric::kProcWriteBytes)));
+    // The inclusive sums start from the phase's own (0 for a phase without a process).
+    ps.cpu_seconds = ps.self_cpu_seconds;
+    ps.user_cpu_seconds = ps.self_user_cpu_seconds;
+    ps.system_cpu_seconds = ps.self_system_cpu_seconds;
+    ps.read_bytes = ps.self_read_bytes;
+    ps.write_bytes = ps.self_write_bytes;
     const model::Series* rss = run.FindSeries(proc->id, metric::kProcRss);
     if (rss != nullptr && !rss->samples.empty()) {
       ps.self_peak_rss_bytes = GaugeMax(rss->samples);
@@ -832,14 +873,6 @@ RunSummary SummarizeRun(const Run& run) {
 
   // Inclusive sums, children before parents.
   PhaseForest forest = BuildForest(run);
-  for (size_t i = 0; i < n; ++i) {
-    PhaseSummary& ps = summary.phases[i];
-    ps.cpu_seconds = ps.self_cpu_seconds;
-    ps.user_cpu_seconds = ps.self_user_cpu_seconds;
-    ps.system_cpu_seconds = ps.self_system_cpu_seconds;
-    ps.read_bytes = ps.self_read_bytes;
-    ps.write_bytes = ps.self_write_bytes;
-  }
   for (auto it = forest.preorder.rbegin(); it != forest.preorder.rend(); ++it) {
     PhaseSummary& ps = summary.phases[*it];
     for (uint32_t c : forest.Children(*it)) {

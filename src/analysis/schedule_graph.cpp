@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <queue>
+#include <span>
 #include <unordered_map>
 #include <utility>
 
@@ -29,20 +30,21 @@ TimeNs Scale(DurationNs d, double m) {
 // Looks phases up by id: a vector when ids are dense (the store's are), a hash map otherwise.
 class PositionIndex {
  public:
-  explicit PositionIndex(const std::vector<model::Phase>& phases) {
+  // `ids`: the phases' ids, in run.phases order.
+  explicit PositionIndex(std::span<const model::PhaseId> ids) {
     model::PhaseId max_id = 0;
     bool positive = true;
-    for (const auto& p : phases) {
-      max_id = std::max(max_id, p.id);
-      positive = positive && p.id > 0;
+    for (model::PhaseId id : ids) {
+      max_id = std::max(max_id, id);
+      positive = positive && id > 0;
     }
-    dense_ = positive && static_cast<size_t>(max_id) <= 4 * phases.size() + 16;
+    dense_ = positive && static_cast<size_t>(max_id) <= 4 * ids.size() + 16;
     if (dense_) {
       by_id_.assign(static_cast<size_t>(max_id) + 1, -1);
-      for (size_t i = 0; i < phases.size(); ++i) by_id_[static_cast<size_t>(phases[i].id)] = static_cast<int32_t>(i);
+      for (size_t i = 0; i < ids.size(); ++i) by_id_[static_cast<size_t>(ids[i])] = static_cast<int32_t>(i);
     } else {
-      map_.reserve(phases.size());
-      for (size_t i = 0; i < phases.size(); ++i) map_.emplace(phases[i].id, static_cast<int32_t>(i));
+      map_.reserve(ids.size());
+      for (size_t i = 0; i < ids.size(); ++i) map_.emplace(ids[i], static_cast<int32_t>(i));
     }
   }
   int32_t Find(model::PhaseId id) const {
@@ -307,26 +309,32 @@ ScheduleGraph ScheduleGraph::Build(const model::Run& run) {
   if (root_phase == nullptr) return g;
   const auto& phases = run.phases;
   const size_t n_all = phases.size();
-  PositionIndex index(phases);
-
   // Recorded times by position in run.phases; an open phase ends at the run's end.
   const TimeNs effective_end = run.EffectiveEnd();
-  // What the build needs of each phase, read once (phases are large; these arrays are not).
+  // What the build needs of each phase, read in one pass (phases are large and their types
+  // are apart from them; these arrays are not), the types fetched a few phases ahead.
   std::vector<TimeNs> ps(n_all), pe(n_all);
   std::vector<int32_t> orig_parent(n_all, -1);
+  std::vector<model::PhaseId> parent_id(n_all);
   std::vector<int32_t> pid_of(n_all);
   std::vector<uint8_t> is_proc(n_all), is_step(n_all);
   std::vector<model::PhaseId> id_of(n_all);
   for (size_t i = 0; i < n_all; ++i) {
+    if (i + 8 < n_all) __builtin_prefetch(phases[i + 8].type.data());
     const model::Phase& ph = phases[i];
     ps[i] = ph.start_ns;
     pe[i] = std::max(ps[i], ph.ended() ? ph.end_ns : effective_end);
-    if (ph.parent != 0 && ph.parent != ph.id) orig_parent[i] = index.Find(ph.parent);
+    parent_id[i] = ph.parent != ph.id ? ph.parent : 0;
     pid_of[i] = ph.pid;
     is_proc[i] = IsProcess(ph) ? 1 : 0;
     is_step[i] = IsStep(ph) ? 1 : 0;
     id_of[i] = ph.id;
   }
+  PositionIndex index(id_of);
+  for (size_t i = 0; i < n_all; ++i) {
+    if (parent_id[i] != 0) orig_parent[i] = index.Find(parent_id[i]);
+  }
+  std::vector<model::PhaseId>().swap(parent_id);  // not held through the rest of the build
   const int32_t root_pos = index.Find(root_phase->id);
   orig_parent[static_cast<size_t>(root_pos)] = -1;
 

@@ -1,5 +1,6 @@
 #include "report/chrome_trace.h"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -133,7 +134,10 @@ void AppendValue(std::string& out, double v) {
   if (v == std::floor(v) && std::fabs(v) < 1e15) {
     AppendInt(out, static_cast<int64_t>(v));
   } else {
-    fmt::format_to(std::back_inserter(out), "{:.6g}", v);
+    // Compiled once, into a buffer: the same bytes as the run-time format.
+    char text[64];
+    char* end = fmt::format_to(text, FMT_COMPILE("{:.6g}"), v);
+    out.append(text, end);
   }
 }
 
@@ -342,14 +346,18 @@ class TraceBuilder {
   void AssignLanes(Track& track, size_t g) {
     LaneGroup& group = track.groups[g];
     if (lane_of_.empty()) lane_of_.assign(run_.phases.size(), -1);
-    std::sort(group.phases.begin(), group.phases.end(), [&](uint32_t a, uint32_t b) {
+    auto by_start = [&](uint32_t a, uint32_t b) {
       const model::Phase& pa = run_.phases[a];
       const model::Phase& pb = run_.phases[b];
       if (pa.start_ns != pb.start_ns) return pa.start_ns < pb.start_ns;
       TimeNs ea = EndOf(pa), eb = EndOf(pb);
       if (ea != eb) return ea > eb;
       return a < b;
-    });
+    };
+    // Recorded phases usually come in this order already (a total order: the check is the sort).
+    if (!std::is_sorted(group.phases.begin(), group.phases.end(), by_start)) {
+      std::sort(group.phases.begin(), group.phases.end(), by_start);
+    }
     std::vector<std::vector<TimeNs>> open;  // per lane, the ends of its open slices (a stack)
     auto fits = [&](size_t lane, TimeNs s, TimeNs e) {
       std::vector<TimeNs>& stack = open[lane];

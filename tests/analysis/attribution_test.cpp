@@ -715,6 +715,48 @@ TEST(AttributionTest, SeriesOnTheTimeGrid) {
   EXPECT_EQ(Get(AttributeResources(r.f.run, o), attributed::kCpu).series.size(), 1u);
 }
 
+// A byte counter that does not move in most periods: the phases that start and end inside
+// those periods still take their turns, so the one period that moves is shared by the phases
+// running then, and each phase's part lands in the slice it ran in (an end at a slice's
+// first instant belongs to the slice before).
+TEST(AttributionTest, AFlatCounterStillFollowsItsPhasesSliceBySlice) {
+  HostRun r;
+  auto proc = r.f.AddProcess(r.root, "p", Sec(0), Sec(10), 10, r.host);
+  auto a = r.f.AddPhase(proc, "a", "run/process/a", Sec(1), Sec(3), 10);
+  auto b = r.f.AddPhase(proc, "b", "run/process/b", Sec(3), Sec(5), 10);
+  auto c = r.f.AddPhase(proc, "c", "run/process/c", Sec(5), Sec(9), 10);
+  // Flat over [0, 4), 600 bytes over [4, 6) (b runs [4, 5), c [5, 6)), flat after.
+  r.f.Counter(r.f.last_process_resource, metric::kProcReadBytes,
+              {{Sec(0), 0}, {Sec(2), 0}, {Sec(4), 0}, {Sec(6), 600}, {Sec(10), 600}});
+  AttributionOptions o;
+  o.slices = 10;
+  o.fit_rules = false;
+  Attribution at = AttributeResources(r.f.Build(), o);
+  std::string_view m = attributed::kReadBytes;
+  EXPECT_NEAR(UsageOf(at, m, a), 0, kEps);
+  EXPECT_NEAR(UsageOf(at, m, b), 300, kEps);
+  EXPECT_NEAR(UsageOf(at, m, c), 300, kEps);
+  EXPECT_NEAR(SelfUsage(r.f.run, Get(at, m), proc), 0, kEps);
+  EXPECT_NEAR(UsageOf(at, m, proc), 600, kEps);
+  // Series: b over slices 3..4 (its end at 5 s is slice 4's), c over slices 5..8.
+  const MetricAttribution& got = Get(at, m);
+  for (const PhaseSeries& s : got.series) {
+    if (s.phase == b) {
+      EXPECT_EQ(s.first_slice, 3u);
+      ASSERT_EQ(s.usage.size(), 2u);
+      EXPECT_NEAR(s.usage[0], 0, kEps);
+      EXPECT_NEAR(s.usage[1], 300, kEps);
+    } else if (s.phase == c) {
+      EXPECT_EQ(s.first_slice, 5u);
+      ASSERT_EQ(s.usage.size(), 4u);
+      EXPECT_NEAR(s.usage[0], 300, kEps);
+      for (size_t k = 1; k < 4; ++k) EXPECT_NEAR(s.usage[k], 0, kEps);
+    } else if (s.phase == a) {
+      for (double v : s.usage) EXPECT_NEAR(v, 0, kEps);
+    }
+  }
+}
+
 TEST(AttributionTest, EmptyRun) {
   model::Run run;
   run.Index();

@@ -44,6 +44,35 @@ TEST(ImbalanceTest, ThreeParallelWorkersWithAStraggler) {
   EXPECT_EQ(im.end_ns, Sec(5.5));
 }
 
+// A parent with a few children of different types (a setup, two workers, a teardown):
+// the two of one type are still compared; a parent whose few children all differ in type
+// (an iteration's forward and backward) has nothing to compare.
+TEST(ImbalanceTest, AFewChildrenOfMixedTypesCompareTheirLikeOnes) {
+  RunFixture f;
+  f.run.info.end_ns = Sec(8);
+  auto root = f.AddPhase(0, "run", "run", 0, Sec(8));
+  auto main = f.AddPhase(root, "main", "run/main", 0, Sec(8));
+  f.AddPhase(main, "setup", "run/main/setup", 0, Sec(1));
+  f.AddPhase(main, "worker", "run/main/worker", Sec(1), Sec(3));
+  auto slow = f.AddPhase(main, "worker", "run/main/worker", Sec(1), Sec(7));
+  f.AddPhase(main, "teardown", "run/main/teardown", Sec(7), Sec(8));
+  auto iteration = f.AddPhase(root, "iteration", "run/iteration", 0, Sec(8));
+  f.AddPhase(iteration, "forward", "run/iteration/forward", 0, Sec(1));
+  f.AddPhase(iteration, "backward", "run/iteration/backward", Sec(1), Sec(8));
+  auto out = FindImbalance(f.Build());
+  ASSERT_EQ(out.size(), 1u);
+  const Imbalance& im = out[0];
+  EXPECT_EQ(im.kind, ImbalanceKind::kConcurrent);
+  EXPECT_EQ(im.parent, main);
+  EXPECT_EQ(im.type, "run/main/worker");
+  EXPECT_EQ(im.count, 2);
+  EXPECT_EQ(im.straggler, slow);
+  EXPECT_NEAR(im.actual_s, 6, kEps);
+  EXPECT_NEAR(im.balanced_s, 4, kEps);  // the mean of 2 s and 6 s
+  EXPECT_NEAR(im.cost_s, 2, kEps);
+  EXPECT_NE(im.parent, iteration);
+}
+
 TEST(ImbalanceTest, AnIterationMuchSlowerThanTheMedian) {
   RunFixture f;
   f.run.info.end_ns = Sec(10);
