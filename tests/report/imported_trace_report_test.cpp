@@ -154,9 +154,15 @@ TEST(ImportedTraceReportTest, HtmlAndJsonListTheSources) {
   EXPECT_EQ(sources[0]["clock"], "absolute");
   EXPECT_TRUE(sources[0]["clock_note"].is_null());
   EXPECT_EQ(sources[0]["dropped_total"], 7);
-  EXPECT_EQ(sources[0]["dropped"], (json::array({{{"reason", "unknown phase 'Z'"}, {"count", 3}},
-                                                 {{"reason", "unmatched E"}, {"count", 3}},
-                                                 {{"reason", "bad ts"}, {"count", 1}}})));
+  EXPECT_EQ(sources[0]["kept_total"], 0);
+  // The severity and description stored with each stat (sample_runs.h), whether it counts as dropped.
+  EXPECT_EQ(sources[0]["dropped"],
+            (json::array({{{"reason", "unknown phase 'Z'"}, {"count", 3}, {"severity", "data_loss"}, {"dropped", true},
+                           {"description", ""}},
+                          {{"reason", "unmatched E"}, {"count", 3}, {"severity", "data_loss"}, {"dropped", true},
+                           {"description", ""}},
+                          {{"reason", "bad ts"}, {"count", 1}, {"severity", "error"}, {"dropped", true},
+                           {"description", "a ts that is not a number"}}})));
   EXPECT_EQ(sources[1]["clock"], "aligned");
   EXPECT_EQ(sources[1]["clock_note"], "aligned to the process lifetime, not absolute");
   EXPECT_EQ(sources[1]["dropped_total"], 0);
