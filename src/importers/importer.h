@@ -2,7 +2,10 @@
 // dispatch to the format's importer (one folder per format under src/importers/, listed in
 // formats.cpp). Importers
 // never touch the store: they add hosts, sources, tracks, phases, edges, series and ingest
-// stats through model::RunBuilder, like the collectors. docs/import.md describes the mapping.
+// stats through model::RunBuilder, like the collectors. Every importer pairs, nests and closes
+// its slices through the one SliceTracker (importers/slice_tracker.h) and counts its ingest
+// stats (model/ingest_stats.h's list) through model::IngestStatCounter. docs/import.md
+// describes the mapping.
 #pragma once
 
 #include <cstdint>

@@ -195,7 +195,9 @@ TEST(DaskImporterTest, TasksGoUnderTheirWorkersProcesses) {
   EXPECT_EQ(im.SourceTag("max_shift_ns"), "900000000");
   EXPECT_EQ(im.Stat("times_shifted_into_the_scheduler_window"), 1);
   for (const auto& s : im.run.ingest_stats) {
-    if (s.reason == "times_shifted_into_the_scheduler_window") EXPECT_EQ(s.severity, model::StatSeverity::kInfo);
+    if (s.reason == "times_shifted_into_the_scheduler_window") {
+      EXPECT_EQ(s.severity, model::StatSeverity::kInfo);
+    }
   }
   // inc-c: transfer, deserialize, compute as children; the task spans them.
   EXPECT_EQ(inc_c.start_ns, S(1002, 0));

@@ -68,7 +68,7 @@ TEST(IngestStatsSqliteTest, AVersion5FileIsMigratedAndItsStatsGetTheListsSeverit
   ASSERT_TRUE((*db)->WriteDelta(1, NewStats()).ok());
   std::vector<IngestStat> want = ExpectedOldStats();
   want[0].count = 5;
-  want.insert(want.begin() + 1, ForeignStat());  // by reason
+  want.push_back(ForeignStat());  // by reason: last
   EXPECT_EQ((*db)->LoadRun(1)->ingest_stats, want);
   db->reset();
   RawDb raw(path);
@@ -103,7 +103,7 @@ TEST(IngestStatsPgTest, AVersion5DatabaseIsMigratedAndItsStatsGetTheListsSeverit
   ASSERT_TRUE((*db)->WriteDelta(1, NewStats()).ok());
   std::vector<IngestStat> want = ExpectedOldStats();
   want[0].count = 5;
-  want.insert(want.begin() + 1, ForeignStat());
+  want.push_back(ForeignStat());
   EXPECT_EQ((*db)->LoadRun(1)->ingest_stats, want);
   PGconn* conn = PQconnectdb(url.c_str());
   PGresult* r = PQexec(conn, "SELECT severity FROM ingest_stats WHERE reason = 'end_without_begin'");

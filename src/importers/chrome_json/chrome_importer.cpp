@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/text.h"
+#include "importers/slice_tracker.h"
 #include "importers/trace_input.h"
 
 namespace grademl::importers::chrome_json {
@@ -508,29 +509,20 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, SliceRange slices, F
            r.kind == RecordKind::kAsyncEnd;
   });
   if (has_pairs) {
-    std::vector<size_t> open;
-    std::unordered_map<uint32_t, std::vector<size_t>> open_async;  // by name: async b/e pair by name and id
+    // The shared slice tracker pairs them: async b/e by name (an end without one closes the
+    // latest open), and counts unmatched ends and begins never ended.
+    SliceTracker tracker(stats_);
     for (size_t i = 0; i < slices.size(); ++i) {
       SliceRecord& r = slices[i];
+      const auto index = static_cast<uint32_t>(i);
       if (r.kind == RecordKind::kBegin) {
-        open.push_back(i);
+        tracker.Begin(index);
       } else if (r.kind == RecordKind::kAsyncBegin) {
-        open_async[r.name].push_back(i);
+        tracker.BeginAsync(r.name, index);
       } else if (r.kind == RecordKind::kEnd || r.kind == RecordKind::kAsyncEnd) {
-        std::vector<size_t>* stack = &open;
-        if (r.kind == RecordKind::kAsyncEnd) {
-          // An async end names its begin by name, or (no name) closes the latest open one.
-          auto it = open_async.find(r.name);
-          if (it == open_async.end() || it->second.empty()) {
-            it = std::find_if(open_async.begin(), open_async.end(), [](const auto& kv) { return !kv.second.empty(); });
-          }
-          stack = it == open_async.end() ? nullptr : &it->second;
-        }
-        if (stack == nullptr || stack->empty()) {
-          Drop(r.kind == RecordKind::kEnd ? model::StatKey::end_without_begin : model::StatKey::async_end_without_begin);
-        } else {
-          SliceRecord& b = slices[stack->back()];
-          stack->pop_back();
+        std::optional<uint32_t> begin = r.kind == RecordKind::kEnd ? tracker.End() : tracker.EndAsync(r.name);
+        if (begin) {
+          SliceRecord& b = slices[*begin];
           b.end = r.start;
           b.kind = RecordKind::kComplete;
           // Tags given on the end event (Chrome merges E's args into the slice) fill gaps.
@@ -540,16 +532,10 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, SliceRange slices, F
       }
     }
     // Begins never ended (a truncated trace): kept, ended at the track's last time.
-    auto close_open = [&](std::vector<size_t>& stack) {
-      for (size_t i : stack) {
-        slices[i].end = std::max(max_ts_, slices[i].start);
-        slices[i].kind = RecordKind::kComplete;
-        Drop(model::StatKey::begin_without_end_closed_at_trace_end);
-      }
-      stack.clear();
-    };
-    close_open(open);
-    for (auto& [name, stack] : open_async) close_open(stack);
+    tracker.CloseOpen([&](uint32_t i) {
+      slices[i].end = std::max(max_ts_, slices[i].start);
+      slices[i].kind = RecordKind::kComplete;
+    });
     auto end_it = std::remove_if(slices.begin(), slices.end(), [](const SliceRecord& r) { return r.kind == RecordKind::kEnd; });
     kept = static_cast<size_t>(end_it - slices.begin());
     slices.e = slices.b + static_cast<std::ptrdiff_t>(kept);
@@ -588,29 +574,21 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, SliceRange slices, F
   const bool nests = track.kind == model::TrackKind::kThread;
   if (nests) parent_of.resize(slices.size());
   model::PhaseId container = ContainerFor(owner);
-  std::vector<uint32_t> stack;
+  SliceTracker tracker(stats_);
   for (size_t i = 0; i < slices.size(); ++i) {
     const SliceRecord& r = slices[i];
     model::PhaseId parent = container;
     if (nests) {
-      while (!stack.empty()) {
-        const SliceRecord& top = slices[stack.back()];
-        bool ended_before = top.end < r.start || (top.end == r.start && r.end > r.start);
-        if (!ended_before) break;
-        stack.pop_back();
-      }
+      std::optional<uint32_t> enclosing = tracker.Nest(static_cast<uint32_t>(i), r.start, r.end);
       parent_of[i] = -1;
-      if (!stack.empty()) {
-        const SliceRecord& top = slices[stack.back()];
-        if (r.end > top.end) Drop(model::StatKey::slice_ends_after_parent_kept_as_child);
-        parent = phase_of[stack.back()];
-        parent_of[i] = static_cast<int32_t>(stack.back());
+      if (enclosing) {
+        parent = phase_of[*enclosing];
+        parent_of[i] = static_cast<int32_t>(*enclosing);
       } else if (target_.process_phase != 0 && !iterations_.empty()) {
         parent = StitchParent(SaturatingAdd(r.start, offset_), SaturatingAdd(r.end, offset_));
       }
     }
     phase_of[i] = EmitSlice(r, owner, parent, track_id);
-    if (nests) stack.push_back(static_cast<uint32_t>(i));
     GRADEML_RETURN_IF_ERROR(MaybeFlush());
   }
 

@@ -337,8 +337,9 @@ Status DaskLogImporter::EmitTask(const DaskTaskRecord& t) {
     max_shift_ = std::max(max_shift_, times.shifted_ns < 0 ? -times.shifted_ns : times.shifted_ns);
   }
   // Within the worker process's lifetime.
-  if (w.recorded && (times.start < w.window_start || times.end > w.window_end)) {
-    Note(model::StatKey::clamped_into_the_worker_process);
+  if (w.recorded && tracker_.OutsideParent(times.start, times.end, w.window_start, w.window_end,
+                                           model::StatKey::clamped_into_the_worker_process)) {
+    NoteTag(model::StatKey::clamped_into_the_worker_process);  // the tracker counted the stat
     auto clamp = [&](TimeNs x) { return std::clamp(x, w.window_start, std::max(w.window_start, w.window_end)); };
     times.start = clamp(times.start);
     times.end = clamp(times.end);

@@ -42,6 +42,7 @@
 #include "core/status.h"
 #include "importers/dask/dask_log_reader.h"
 #include "importers/importer.h"
+#include "importers/slice_tracker.h"
 
 namespace grademl::importers::dask {
 
@@ -105,8 +106,9 @@ class DaskLogImporter final : public TraceRead {
   // Kept but adjusted: an info stat, also the source's tag (by name, as before the list).
   void Note(model::StatKey key, int64_t n = 1) {
     stats_.Add(key, n);
-    notes_[std::string(model::InfoOf(key).name)] += n;
+    NoteTag(key, n);
   }
+  void NoteTag(model::StatKey key, int64_t n = 1) { notes_[std::string(model::InfoOf(key).name)] += n; }
   void ResolveWorkers();
   Status EmitTask(const DaskTaskRecord& task);
   Status MaybeFlush();
@@ -124,6 +126,7 @@ class DaskLogImporter final : public TraceRead {
   std::vector<TaskRef> tasks_;
   std::unordered_map<uint32_t, std::vector<uint32_t>> deps_;
   model::IngestStatCounter stats_;  // events not imported, by reason
+  SliceTracker tracker_{stats_};     // tasks outside their worker process
   std::map<std::string, int64_t> notes_;  // kept, adjusted, by reason: the source's tags
   int64_t lines_ = 0;        // lines to read (before the damage)
   int64_t records_ = 0;

@@ -980,12 +980,10 @@ void SparkLogImporter::ResolveSpans() {
     int64_t start = s.submit_ms != 0 ? s.submit_ms : s.first_launch_ms;
     if (start == 0 && s.job != kNone) start = jobs_[s.job].submit_ms;
     if (start == 0) start = min_ms_;
-    int64_t end = s.completed && s.complete_ms != 0 ? s.complete_ms : 0;
-    if (end == 0 && s.completed) end = std::max(s.last_finish_ms, start);
-    if (end == 0) {
-      end = log_end;
-      Drop(model::StatKey::stage_without_completion_closed_at_log_end);
-    }
+    int64_t own = s.completed && s.complete_ms != 0 ? s.complete_ms : 0;
+    if (own == 0 && s.completed) own = std::max(s.last_finish_ms, start);
+    int64_t end = tracker_.EndOrClose(own != 0 ? std::optional<int64_t>(own) : std::nullopt, log_end,
+                                      model::StatKey::stage_without_completion_closed_at_log_end);
     stage_start_[i] = start;
     stage_end_[i] = std::max(end, start);
   }
@@ -999,13 +997,9 @@ void SparkLogImporter::ResolveSpans() {
     Job& job = jobs_[j];
     int64_t start = job.submit_ms != 0 ? job.submit_ms : job_start_[j] != 0 ? job_start_[j] : job.seen_start_ms;
     if (start == 0) start = min_ms_;
-    int64_t end = 0;
-    if (job.ended) {
-      end = job.end_ms != 0 ? job.end_ms : job_end_[j] != 0 ? job_end_[j] : job.seen_end_ms;
-    } else {
-      end = log_end;
-      Drop(model::StatKey::job_without_end_closed_at_log_end);
-    }
+    std::optional<int64_t> own;
+    if (job.ended) own = job.end_ms != 0 ? job.end_ms : job_end_[j] != 0 ? job_end_[j] : job.seen_end_ms;
+    int64_t end = tracker_.EndOrClose(own, log_end, model::StatKey::job_without_end_closed_at_log_end);
     job_start_[j] = start;
     job_end_[j] = std::max(end, start);
     // Stages in the job's plan that never ran in it (their output was there already).
@@ -1032,11 +1026,8 @@ void SparkLogImporter::ResolveSpans() {
   for (size_t q = 0; q < sqls_.size(); ++q) {
     const Sql& s = sqls_[q];
     int64_t start = s.start_ms != 0 ? s.start_ms : sql_start_[q] != 0 ? sql_start_[q] : min_ms_;
-    int64_t end = s.end_ms;
-    if (end == 0) {
-      end = log_end;
-      Drop(model::StatKey::sql_execution_without_end_closed_at_log_end);
-    }
+    int64_t end = tracker_.EndOrClose(s.end_ms != 0 ? std::optional<int64_t>(s.end_ms) : std::nullopt, log_end,
+                                      model::StatKey::sql_execution_without_end_closed_at_log_end);
     sql_start_[q] = start;
     sql_end_[q] = std::max(end, start);
   }
@@ -1051,8 +1042,9 @@ Status SparkLogImporter::EmitTree(model::SourceId source) {
 
   // ---- The application. ----
   int64_t app_start = app_.start_ms != 0 ? std::min(app_.start_ms, min_ms_) : min_ms_;
-  int64_t app_end = log_end;
-  if (!app_.ended) Drop(model::StatKey::application_without_end_closed_at_log_end);
+  // The application spans the log whether or not it ended.
+  int64_t app_end = tracker_.EndOrClose(app_.ended ? std::optional<int64_t>(log_end) : std::nullopt, log_end,
+                                        model::StatKey::application_without_end_closed_at_log_end);
   if (!app_.started) Drop(model::StatKey::application_without_start);
   model::PhaseSpec spec;
   spec.parent = target_.under;
@@ -1187,13 +1179,11 @@ Status SparkLogImporter::EmitTree(model::SourceId source) {
     s.name = fmt::format("task {}.{}", t.index, t.attempt);
     s.type = "task";
     int64_t start = t.launch_ms != 0 ? t.launch_ms : st != nullptr ? stage_start_[t.stage] : app_start;
-    int64_t end = t.ended && t.finish_ms != 0 ? t.finish_ms : 0;
-    if (end == 0) {
-      end = st != nullptr && st->completed ? stage_end_[t.stage] : log_end;
-      Drop(model::StatKey::task_without_end_closed_at_log_end);
-    }
+    int64_t end = tracker_.EndOrClose(t.ended && t.finish_ms != 0 ? std::optional<int64_t>(t.finish_ms) : std::nullopt,
+                                      st != nullptr && st->completed ? stage_end_[t.stage] : log_end,
+                                      model::StatKey::task_without_end_closed_at_log_end);
     end = std::max(end, start);
-    if (st != nullptr && end > stage_end_[t.stage]) Drop(model::StatKey::task_ends_after_its_stage_kept_as_child);
+    if (st != nullptr) tracker_.KeepAsChild(end, stage_end_[t.stage], model::StatKey::task_ends_after_its_stage_kept_as_child);
     s.start_ns = Ns(start);
     const Executor* ex = t.executor != kNone ? &executors_[t.executor] : nullptr;
     s.host = ex != nullptr ? HostName(ex->host) : driver_host;

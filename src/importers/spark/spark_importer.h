@@ -29,6 +29,7 @@
 
 #include "core/status.h"
 #include "importers/importer.h"
+#include "importers/slice_tracker.h"
 #include "importers/spark/line_reader.h"
 
 namespace grademl::importers::spark {
@@ -195,6 +196,7 @@ class SparkLogImporter final : public TraceRead {
   std::vector<std::string> strings_;
   std::unordered_map<std::string, uint32_t> string_index_;
   model::IngestStatCounter stats_;  // what was not imported, or imported adjusted
+  SliceTracker tracker_{stats_};     // spans never ended, tasks past their stage
 
   int64_t events_ = 0;
   int64_t lines_ = 0;
