@@ -229,13 +229,8 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
                                    EscapeControl(options.files[i]), result->events, result->phases, result->edges,
                                    result->dropped, result->format, result->clock,
                                    result->partial ? ", PARTIAL" : "");
-    if (!result->stats.empty()) {
-      line += "  not imported as is:";
-      for (size_t k = 0; k < result->stats.size(); ++k) {
-        line += fmt::format("{} {} {}", k == 0 ? "" : ",", result->stats[k].second, result->stats[k].first);
-      }
-      line += "\n";
-    }
+    // The same words and counts as the report's "Imported traces" (report::IngestStatsLine).
+    if (std::string stats = report::IngestStatsLine(result->stats); !stats.empty()) line += "  " + stats + "\n";
     std::fwrite(line.data(), 1, line.size(), stdout);
     if (result->partial) {
       PrintError(result->error.message());
@@ -276,7 +271,8 @@ Action RegisterImportCommand(CLI::App& app, CommonOptions& common) {
       "profiler's (Kineto) traces and torch 1.13's own export, Spark event logs (a file, or a rolling "
       "eventlog_v2_* directory), grademl's Dask task logs (with --into, each task under the recorded worker "
       "process); plain, gzip or zstd, detected by content. "
-      "Several files go into one run (e.g. the ranks of one job). A damaged file imports what came before "
+      "Several files go into one run (e.g. the ranks of one job). Per file it prints what was dropped (severity "
+      "data_loss or error) and what was kept adjusted (info), by reason, as `grademl report` does. A damaged file imports what came before "
       "the damage (a rolling Spark log with files missing: the other files), marks the run incomplete and exits "
       "1; text that is not UTF-8 is kept, shown as U+FFFD; Ctrl-C or SIGTERM once the run is written stops the "
       "import within a second, keeps what was imported as a partial import and exits 128+N (docs/import.md)");

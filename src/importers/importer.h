@@ -2,7 +2,10 @@
 // dispatch to the format's importer (one folder per format under src/importers/, listed in
 // formats.cpp). Importers
 // never touch the store: they add hosts, sources, tracks, phases, edges, series and ingest
-// stats through model::RunBuilder, like the collectors. docs/import.md describes the mapping.
+// stats through model::RunBuilder, like the collectors. Every importer pairs, nests and closes
+// its slices through the one SliceTracker (importers/slice_tracker.h) and counts its ingest
+// stats (model/ingest_stats.h's list) through model::IngestStatCounter. docs/import.md
+// describes the mapping.
 #pragma once
 
 #include <cstdint>
@@ -62,7 +65,7 @@ struct ImportResult {
   model::SourceId source = 0;
   int64_t events = 0;   // events read from the file
   int64_t phases = 0;   // phases added
-  int64_t dropped = 0;  // events not imported (sum of the ingest stats of this source)
+  int64_t dropped = 0;  // events not imported (the source's ingest stats of severity data_loss or error)
   bool partial = false; // the file was damaged: everything before the damage was imported
   Status error;         // why it was partial: "PATH: byte N: what"
   // Extensions: the span of the imported phases in the run's clock (0 when none), the
@@ -71,8 +74,8 @@ struct ImportResult {
   std::string format;
   std::string clock;
   int64_t edges = 0;
-  // The source's ingest stats (reason, count), as added to the run, by reason.
-  std::vector<std::pair<std::string, int64_t>> stats;
+  // The source's ingest stats, as added to the run, by reason (model/ingest_stats.h).
+  std::vector<model::IngestStat> stats;
 };
 
 // A file read by its format's importer into compact records, its events not yet added to

@@ -29,6 +29,7 @@ constexpr int64_t UnZigZag(uint64_t z) { return static_cast<int64_t>((z >> 1) ^ 
 constexpr uint64_t EnumMax(TrackKind) { return static_cast<uint64_t>(TrackKind::kAsync); }
 constexpr uint64_t EnumMax(ResourceKind) { return static_cast<uint64_t>(ResourceKind::kOutsideProcess); }
 constexpr uint64_t EnumMax(SeriesKind) { return static_cast<uint64_t>(SeriesKind::kCounter); }
+constexpr uint64_t EnumMax(StatSeverity) { return static_cast<uint64_t>(StatSeverity::kError); }
 template <typename E>
 concept CodecEnum = std::is_enum_v<E> && requires(E e) { EnumMax(e); };
 
@@ -386,7 +387,7 @@ bool Visit(Io& io, typename Io::template Obj<Track>& x) {
 }
 template <typename Io>
 bool Visit(Io& io, typename Io::template Obj<IngestStat>& x) {
-  GRADEML_DELTA_CODEC_FIELDS(io, x, source, reason, count);
+  GRADEML_DELTA_CODEC_FIELDS(io, x, source, reason, count, severity, description);
 }
 template <typename Io>
 bool Visit(Io& io, typename Io::template Obj<ClockEstimate>& x) {

@@ -42,7 +42,8 @@
 //   sources   vec<Source>: svarint id, str path, str format, tags tags
 //   tracks    vec<Track>: svarint id, enum kind, svarint source, str host, i32 pid,
 //             svarint process_start_ns, svarint tid, i32 device, svarint stream, str name
-//   stats     vec<IngestStat>: svarint source, str reason, svarint count
+//   stats     vec<IngestStat>: svarint source, str reason, svarint count, enum severity,
+//             str description (version 3)
 //   clocks    vec<ClockEstimate>: str host, svarint t, svarint offset_ns, svarint uncertainty_ns
 //   steps     vec<StepExecution> (version 2): svarint phase, str step, str workflow, str key,
 //             str not_reusable, str outcome, str reused_from, svarint cost_ns,
@@ -71,7 +72,7 @@
 namespace grademl::model {
 
 inline constexpr std::string_view kRunDeltaCodecMagic = "GDLT";
-inline constexpr uint32_t kRunDeltaCodecVersion = 2;  // 2: step executions
+inline constexpr uint32_t kRunDeltaCodecVersion = 3;  // 2: step executions; 3: ingest stats' severity
 
 // Encodes every field of `delta` exactly (see above). Fast: no allocation per sample.
 std::string EncodeRunDelta(const RunDelta& delta);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/time.h"
+#include "model/ingest_stats.h"
 
 namespace grademl::model {
 
@@ -102,11 +103,15 @@ struct Track {
   bool operator==(const Track&) const = default;
 };
 
-// How many events an importer dropped from a source, and why (one row per reason).
+// How many events of a source an importer dropped or adjusted, and why (one row per reason;
+// the reasons, their severities and descriptions are model/ingest_stats.h's list, stored with
+// the count so that a store read by another grademl still says what they meant).
 struct IngestStat {
   SourceId source = 0;
   std::string reason;
   int64_t count = 0;
+  StatSeverity severity = StatSeverity::kInfo;
+  std::string description;
   bool operator==(const IngestStat&) const = default;
 };
 

@@ -246,15 +246,33 @@ TrackId RunBuilder::AddTrack(Track track) {
   return new_tracks_.back().id;
 }
 
-void RunBuilder::AddIngestStat(SourceId source, const std::string& reason, int64_t count) {
+void RunBuilder::AddIngestStat(IngestStat stat) {
   std::lock_guard lock(mu_);
   for (IngestStat& s : new_ingest_stats_) {
-    if (s.source == source && s.reason == reason) {
-      s.count += count;
+    if (s.source == stat.source && s.reason == stat.reason) {
+      s.count += stat.count;
       return;
     }
   }
-  new_ingest_stats_.push_back({source, reason, count});
+  new_ingest_stats_.push_back(std::move(stat));
+}
+
+void RunBuilder::AddIngestStat(SourceId source, StatKey key, int64_t count) {
+  const StatInfo& info = InfoOf(key);
+  AddIngestStat({.source = source,
+                 .reason = std::string(info.name),
+                 .count = count,
+                 .severity = info.severity,
+                 .description = std::string(info.description)});
+}
+
+void RunBuilder::AddIngestStat(SourceId source, const std::string& reason, int64_t count) {
+  const StatInfo* info = FindStat(reason);
+  AddIngestStat({.source = source,
+                 .reason = reason,
+                 .count = count,
+                 .severity = info != nullptr ? info->severity : StatSeverity::kInfo,
+                 .description = info != nullptr ? std::string(info->description) : std::string()});
 }
 
 void RunBuilder::EndPhase(PhaseId id, TimeNs end_ns, Keep keep) {

@@ -136,7 +136,13 @@ class RunBuilder {
   void AddClockEstimate(ClockEstimate estimate);
   // Records (or replaces, by phase) what the experiment graph keeps of a workflow step's execution.
   void SetStepExecution(StepExecution execution);
-  // Counts `count` more events of `source` dropped for `reason`.
+  // Counts `count` more events of `source` for a stat of the list (model/ingest_stats.h).
+  void AddIngestStat(SourceId source, StatKey key, int64_t count = 1);
+  // The same for a stat as stored (its severity and description as given: a stat loaded from
+  // a store, an indexed stat's full reason).
+  void AddIngestStat(IngestStat stat);
+  // A stat by its stored reason: its severity and description from the list (info and no
+  // description for a reason the list does not have).
   void AddIngestStat(SourceId source, const std::string& reason, int64_t count = 1);
 
   // Declares a resource; its id field is ignored and the new id returned.

@@ -406,13 +406,17 @@ class TraceBuilder {
       for (const model::Source& source : run_.sources) {
         nlohmann::json tags = nlohmann::json::object();
         for (const auto& [k, v] : source.tags) tags[ValidUtf8(k)] = ValidUtf8(v);
-        nlohmann::json dropped = nlohmann::json::object();
-        for (const model::IngestStat& stat : IngestStatsOf(run_, source.id)) dropped[ValidUtf8(stat.reason)] = stat.count;
+        // Dropped (severity data_loss or error) and kept adjusted (info), as the reports say.
+        nlohmann::json dropped = nlohmann::json::object(), kept = nlohmann::json::object();
+        for (const model::IngestStat& stat : IngestStatsOf(run_, source.id)) {
+          (model::IsDropped(stat.severity) ? dropped : kept)[ValidUtf8(stat.reason)] = stat.count;
+        }
         nlohmann::json entry = {{"id", source.id},
                                 {"path", ValidUtf8(source.path)},
                                 {"format", ValidUtf8(source.format)},
                                 {"tags", std::move(tags)},
                                 {"dropped", std::move(dropped)}};
+        if (!kept.empty()) entry["kept"] = std::move(kept);
         std::string note = SourceClockNote(source);
         if (!note.empty()) entry["clock_note"] = note;
         sources.push_back(std::move(entry));

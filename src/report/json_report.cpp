@@ -636,11 +636,15 @@ json SourcesJson(const model::Run& run) {
     json tags = json::object();
     for (const auto& [key, value] : source.tags) tags[ValidUtf8(key)] = Text(value);
     json dropped = json::array();
-    int64_t total = 0;
-    for (const model::IngestStat& stat : IngestStatsOf(run, source.id)) {
-      dropped.push_back({{"reason", Text(stat.reason)}, {"count", stat.count}});
-      total += stat.count;
+    std::vector<model::IngestStat> stats = IngestStatsOf(run, source.id);
+    for (const model::IngestStat& stat : stats) {
+      dropped.push_back({{"reason", Text(stat.reason)},
+                         {"count", stat.count},
+                         {"severity", std::string(model::StatSeverityName(stat.severity))},
+                         {"dropped", model::IsDropped(stat.severity)},
+                         {"description", Text(stat.description)}});
     }
+    const model::IngestStatTotals totals = model::TotalsOf(stats);
     auto tag = [&](std::string_view key) {
       std::string v = SourceTag(source, key);
       return v.empty() ? json(nullptr) : Text(v);
@@ -655,7 +659,8 @@ json SourcesJson(const model::Run& run) {
                    {"clock_note", note.empty() ? json(nullptr) : json(note)},
                    {"tags", std::move(tags)},
                    {"dropped", std::move(dropped)},
-                   {"dropped_total", total}});
+                   {"dropped_total", totals.dropped},
+                   {"kept_total", totals.kept}});
   }
   return out;
 }

@@ -50,7 +50,8 @@ nlohmann::json MultiHostJson(const model::Run& run, const analysis::HostsAnalysi
 
 // The "sources" array of the report (also in the HTML report's data): per imported trace its
 // id, path, format, rank, world_size, clock, clock_note (null unless clock=aligned), tags,
-// and what its import dropped: dropped (per reason, largest first) and dropped_total.
+// and its ingest stats: dropped (per reason, largest first, with severity), dropped_total (not
+// imported: severity data_loss or error) and kept_total (imported adjusted: info).
 nlohmann::json SourcesJson(const model::Run& run);
 
 // The "tracks" array of the report: per track of the model (imported threads, GPU streams,

@@ -155,16 +155,9 @@ void RenderSources(const model::Run& run, const Styler& style, std::string& out)
       // A rolling Spark log with files missing between the others ("4,6-7").
       out += "    " + style(kYellow, "incomplete: files " + Sanitize(missing) + " of the rolling log are missing") + '\n';
     }
-    std::vector<model::IngestStat> stats = IngestStatsOf(run, source.id);
+    std::string stats = IngestStatsLine(IngestStatsOf(run, source.id), 8);
     if (stats.empty()) continue;
-    int64_t total = 0;
-    std::vector<std::string> parts;
-    for (const model::IngestStat& stat : stats) {
-      total += stat.count;
-      if (parts.size() < 8) parts.push_back(fmt::format("{} {}", TruncateToWidth(Sanitize(stat.reason), 40), stat.count));
-    }
-    if (stats.size() > parts.size()) parts.push_back(fmt::format("{} more reasons", stats.size() - parts.size()));
-    out += "    " + WrapText(fmt::format("dropped {}: {}", total, Join(parts, ", ")), 96, 6) + '\n';
+    out += "    " + WrapText(stats, 96, 6) + '\n';
   }
 }
 

@@ -283,6 +283,32 @@ std::string SourceClockNote(const model::Source& source) {
   return "";
 }
 
+std::string IngestStatsLine(std::vector<model::IngestStat> stats, size_t max_reasons) {
+  std::sort(stats.begin(), stats.end(), [](const model::IngestStat& a, const model::IngestStat& b) {
+    return a.count != b.count ? a.count > b.count : a.reason < b.reason;
+  });
+  std::string out;
+  auto group = [&](std::string_view words, bool dropped) {
+    int64_t total = 0;
+    size_t reasons = 0;
+    std::string parts;
+    for (const model::IngestStat& stat : stats) {
+      if (stat.count <= 0 || model::IsDropped(stat.severity) != dropped) continue;
+      total += stat.count;
+      if (reasons++ < max_reasons) {
+        parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", TruncateToWidth(Sanitize(stat.reason), 40),
+                             stat.count);
+      }
+    }
+    if (reasons == 0) return;
+    if (reasons > max_reasons) parts += fmt::format(", {} more reasons", reasons - max_reasons);
+    out += fmt::format("{}{} {}: {}", out.empty() ? "" : "; ", words, total, parts);
+  };
+  group("dropped", true);
+  group("kept adjusted", false);
+  return out;
+}
+
 std::vector<model::IngestStat> IngestStatsOf(const model::Run& run, model::SourceId source) {
   std::vector<model::IngestStat> out;
   for (const model::IngestStat& s : run.ingest_stats)

@@ -91,4 +91,11 @@ std::string SourceClockNote(const model::Source& source);
 // The ingest stats of one source (what was dropped and why), largest count first, then by reason.
 std::vector<model::IngestStat> IngestStatsOf(const model::Run& run, model::SourceId source);
 
+// What a source's ingest stats say, in the words `grademl import` and `report` both print:
+// "dropped N: REASON COUNT, ...; kept adjusted K: REASON COUNT, ..." (dropped: severities
+// data_loss and error; kept adjusted: info; model/ingest_stats.h), each group largest count
+// first, at most `max_reasons` reasons named per group (then "M more reasons"), each
+// sanitized and cut to 40 columns. "" when there are none.
+std::string IngestStatsLine(std::vector<model::IngestStat> stats, size_t max_reasons = SIZE_MAX);
+
 }  // namespace grademl::report

@@ -139,7 +139,11 @@ const std::vector<Table>& Description() {
        .columns = {{"run_id", T::kInt64, true},
                    {"source_id", T::kInt64, true},
                    {"reason", T::kText, true},
-                   {"count", T::kInt64, true}},
+                   {"count", T::kInt64, true},
+                   // Version 6: the stat's severity ('info', 'data_loss', 'error') and description
+                   // (model/ingest_stats.h's list), stored with it; '' in rows written before.
+                   {"severity", T::kText, true, {}, "''", 6},
+                   {"description", T::kText, true, {}, "''", 6}},
        .key = {"run_id", "source_id", "reason"}},
       // Version 4: deltas applied at most once (agents' uploads, keyed by run, writer and
       // sequence number), and measurements of hosts' clocks against the store's.

@@ -8,10 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <map>
 #include <fstream>
 #include <regex>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "e2e/command.h"
 #include "store/database.h"
@@ -76,7 +79,9 @@ TEST(ImportCommandE2E, SeveralFilesMakeOneRun) {
   CommandResult r = RunCommand(
       {GrademlBinary(), "--db", db, "import", Fixture("kineto_gpu.json"), Fixture("chrome_array.json")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("not imported as is: 1 begin_without_end_closed_at_trace_end, 1 end_without_begin"),
+  // The array's E without a B is dropped; its B without an E is kept, closed at the trace's end.
+  EXPECT_NE(r.out.find("1 dropped (chrome_json"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  dropped 1: end_without_begin 1; kept adjusted 1: begin_without_end_closed_at_trace_end 1\n"),
             std::string::npos)
       << r.out;
   model::Run run = Load(db, 1);
@@ -94,6 +99,79 @@ TEST(ImportCommandE2E, SeveralFilesMakeOneRun) {
   // Nothing else in the database.
   r = RunCommand({GrademlBinary(), "--db", db, "ls"});
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n') >= 1, true);
+}
+
+std::string Squeezed(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (!out.empty() && out.back() != ' ') out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Issue 27: `grademl import` printed "0 dropped" where `grademl report` said "dropped N" for
+// the same events (events kept but adjusted). Both now say what was dropped (severity
+// data_loss or error) and what was kept adjusted (info), with the same counts and words, and
+// `report --json` agrees. The expectations are counted by hand from the trace below.
+TEST(ImportCommandE2E, ImportAndReportAgreeOnWhatWasDropped) {
+  std::string dir = FreshDir("import_stats_agree");
+  std::string trace = dir + "/mixed.json";
+  {
+    std::ofstream f(trace);
+    f << R"([
+{"name": "a", "ph": "X", "pid": 1, "tid": 1, "ts": 1700000000000000, "dur": 10},
+{"name": "b", "ph": "X", "pid": 1, "tid": 1, "ts": 1700000000000002, "dur": 3},
+{"name": "p", "ph": "X", "pid": 1, "tid": 4, "ts": 1700000000000100, "dur": 10},
+{"name": "q", "ph": "X", "pid": 1, "tid": 4, "ts": 1700000000000105, "dur": 10},
+{"name": "c", "ph": "B", "pid": 1, "tid": 2, "ts": 1700000000000001},
+{"name": "d", "ph": "E", "pid": 1, "tid": 3, "ts": 1700000000000001},
+{"name": "e", "ph": "E", "pid": 1, "tid": 3, "ts": 1700000000000002},
+{"name": "s", "ph": "P", "pid": 1, "tid": 1, "ts": 1700000000000003},
+{"name": "x", "ph": "X", "pid": 1, "tid": 1, "ts": 1700000000000004}
+])";
+  }
+  // Dropped: 2 end_without_begin (data loss), 1 unsupported_ph_P (data loss), 1 missing_dur
+  // (error). Kept adjusted: c closed at the trace's end, q (ends after p) kept as p's child.
+  const std::string line =
+      "dropped 4: end_without_begin 2, missing_dur 1, unsupported_ph_P 1; kept adjusted 2: "
+      "begin_without_end_closed_at_trace_end 1, slice_ends_after_parent_kept_as_child 1";
+  std::string db = dir + "/g.db";
+  CommandResult r = RunCommand({GrademlBinary(), "--db", db, "import", trace});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(": 9 events, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 4 dropped (chrome_json"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n  " + line + "\n"), std::string::npos) << r.out;
+
+  // The text report: the same line (wrapped to the terminal's width).
+  r = RunCommand({GrademlBinary(), "--db", db, "report", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(Squeezed(r.out).find(line), std::string::npos) << r.out;
+
+  // --json: the same totals, and each stat's severity as stored.
+  r = RunCommand({GrademlBinary(), "--db", db, "report", "--json", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto report = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << r.out;
+  ASSERT_EQ(report["sources"].size(), 1u);
+  const auto& source = report["sources"][0];
+  EXPECT_EQ(source["dropped_total"], 4);
+  EXPECT_EQ(source["kept_total"], 2);
+  std::map<std::string, std::pair<int64_t, std::string>> stats;
+  for (const auto& d : source["dropped"]) {
+    stats[d["reason"].get<std::string>()] = {d["count"].get<int64_t>(), d["severity"].get<std::string>()};
+    EXPECT_FALSE(d["description"].get<std::string>().empty()) << d.dump();
+    EXPECT_EQ(d["dropped"].get<bool>(), d["severity"] != "info") << d.dump();
+  }
+  EXPECT_EQ(stats, (std::map<std::string, std::pair<int64_t, std::string>>{
+                       {"end_without_begin", {2, "data_loss"}},
+                       {"missing_dur", {1, "error"}},
+                       {"unsupported_ph_P", {1, "data_loss"}},
+                       {"begin_without_end_closed_at_trace_end", {1, "info"}},
+                       {"slice_ends_after_parent_kept_as_child", {1, "info"}}}));
 }
 
 TEST(ImportCommandE2E, TruncatedTraceGivesAPartialRunAndExit1) {

@@ -50,7 +50,7 @@ DELTA_CODEC_TEST_FIELDS(LogLine, phase, t, stream, text)
 DELTA_CODEC_TEST_FIELDS(Host, name, machine_id, clock_offset_ns, clock_uncertainty_ns)
 DELTA_CODEC_TEST_FIELDS(Source, id, path, format, tags)
 DELTA_CODEC_TEST_FIELDS(Track, id, kind, source, host, pid, process_start_ns, tid, device, stream, name)
-DELTA_CODEC_TEST_FIELDS(IngestStat, source, reason, count)
+DELTA_CODEC_TEST_FIELDS(IngestStat, source, reason, count, severity, description)
 DELTA_CODEC_TEST_FIELDS(ClockEstimate, host, t, offset_ns, uncertainty_ns)
 DELTA_CODEC_TEST_FIELDS(StepArtifact, path, hash, size, directory)
 DELTA_CODEC_TEST_FIELDS(StepExecution, phase, step, workflow, key, not_reusable, outcome, reused_from, cost_ns,
@@ -86,6 +86,7 @@ void DeltaCodecZipFields(T& a, T& b, Fn&& fn) {
 TrackKind DeltaCodecLastEnum(TrackKind) { return TrackKind::kAsync; }
 ResourceKind DeltaCodecLastEnum(ResourceKind) { return ResourceKind::kOutsideProcess; }
 SeriesKind DeltaCodecLastEnum(SeriesKind) { return SeriesKind::kCounter; }
+StatSeverity DeltaCodecLastEnum(StatSeverity) { return StatSeverity::kError; }
 
 // Field-by-field equality, exact: doubles by their bits (NaN payloads, -0.0). The templates
 // are declared first so that each finds the others (ADL does not look into this namespace).
@@ -267,6 +268,8 @@ RunDelta DeltaCodecFullDelta() {
   d.tracks[1].device = -1;
   d.tracks[1].stream = -1;
   d.ingest_stats[1].count = kMin;
+  d.ingest_stats[1].severity = StatSeverity::kError;
+  d.ingest_stats[1].description = std::string("\0d", 2);
   d.clock_estimates[1].offset_ns = -kMax;
   StepExecution& e = d.step_executions[1];
   e.phase = kMin;
@@ -521,12 +524,12 @@ TEST(DeltaCodecTest, HugeCountsFailFastWithoutAllocating) {
     std::string tags = DeltaCodecHeader() + '\x01' + std::string(4, '\0');  // id, parent, name, type
     DeltaCodecExpectCorrupt(tags + DeltaCodecVarint(count) + std::string(50, '\0'), "(phases[0].tags)");
   }
-  // The bound is exact: 12 empty ingest stats fit in 36 bytes (3 bytes each), 13 do not (2
-  // bytes of empty sections follow).
-  std::string stats = DeltaCodecHeader(9) + DeltaCodecVarint(12) + std::string(36, '\0') + std::string(2, '\0');
+  // The bound is exact: 12 empty ingest stats fit in 60 bytes (5 bytes each: source, reason,
+  // count, severity, description), 13 do not (2 bytes of empty sections follow).
+  std::string stats = DeltaCodecHeader(9) + DeltaCodecVarint(12) + std::string(60, '\0') + std::string(2, '\0');
   EXPECT_TRUE(DecodeRunDelta(stats).ok()) << DecodeRunDelta(stats).status().message();
-  stats = DeltaCodecHeader(9) + DeltaCodecVarint(13) + std::string(36, '\0') + std::string(2, '\0');
-  DeltaCodecExpectCorrupt(stats, "count 13 exceeds what the 38 bytes left can hold (3 bytes each at least)");
+  stats = DeltaCodecHeader(9) + DeltaCodecVarint(13) + std::string(60, '\0') + std::string(2, '\0');
+  DeltaCodecExpectCorrupt(stats, "count 13 exceeds what the 62 bytes left can hold (5 bytes each at least)");
 }
 
 TEST(DeltaCodecTest, TrailingBytesAreRejected) {
@@ -632,7 +635,8 @@ TEST(DeltaCodecTest, GoldenBytes) {
   d.sources.push_back({.id = 1, .path = "p", .format = "f", .tags = {}});
   d.tracks.push_back({.id = 2, .kind = TrackKind::kDevice, .source = 1, .host = "h", .pid = 42, .process_start_ns = 0,
                       .tid = 43, .device = 0, .stream = 7, .name = "s"});
-  d.ingest_stats.push_back({.source = 1, .reason = "r", .count = 3});
+  d.ingest_stats.push_back({.source = 1, .reason = "r", .count = 3, .severity = StatSeverity::kDataLoss,
+                            .description = "d"});
   d.clock_estimates.push_back({.host = "h", .t = 10, .offset_ns = -3, .uncertainty_ns = 2});
   d.step_executions.push_back({.phase = 1, .step = "a", .workflow = "w", .key = "k", .not_reusable = "",
                                .outcome = "ran", .reused_from = "", .cost_ns = 5, .restore_ns = 0, .hash_ns = 2,
@@ -640,7 +644,7 @@ TEST(DeltaCodecTest, GoldenBytes) {
                                .inputs = {{.path = "i", .hash = "h", .size = 3, .directory = false}},
                                .outputs = {{.path = "o", .hash = "g", .size = 0, .directory = true}}});
   const std::string want =
-      "47444c54" "02"                                    // magic "GDLT", version 2
+      "47444c54" "03"                                    // magic "GDLT", version 3
       "01" "02" "0175" "02026c73022d6c"                  // info: present, id 1, uuid "u", command {ls, -l}
       "00" "00" "03" "00"                                //   cwd, host, start -2, end
       "0106" "00" "01"                                   //   exit_code 3, no exit_signal, complete
@@ -661,7 +665,7 @@ TEST(DeltaCodecTest, GoldenBytes) {
       "01" "02" "0170" "0166" "00"                       // sources: 1; id 1, p, f, no tags
       "01" "04" "01" "02" "0168"                         // tracks: 1; id 2, device, source 1, host h
       "54" "00" "56" "00" "0e" "0173"                    //   pid 42, process_start 0, tid 43, device 0, stream 7, s
-      "01" "02" "0172" "06"                              // ingest_stats: 1; source 1, r, 3
+      "01" "02" "0172" "06" "01" "0164"                  // ingest_stats: 1; source 1, r, 3, data_loss, d
       "01" "0168" "14" "05" "04"                         // clock_estimates: 1; h, t 10, offset -3, uncertainty 2
       "01" "02" "0161" "0177" "016b" "00" "0372616e" "00"  // step_executions: 1; phase 1, a, w, k, "", ran, ""
       "0a" "00" "04" "8001" "00"                         //   cost 5, restore 0, hash 2, hashed_bytes 64, materialize 0

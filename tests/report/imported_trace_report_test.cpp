@@ -154,9 +154,15 @@ TEST(ImportedTraceReportTest, HtmlAndJsonListTheSources) {
   EXPECT_EQ(sources[0]["clock"], "absolute");
   EXPECT_TRUE(sources[0]["clock_note"].is_null());
   EXPECT_EQ(sources[0]["dropped_total"], 7);
-  EXPECT_EQ(sources[0]["dropped"], (json::array({{{"reason", "unknown phase 'Z'"}, {"count", 3}},
-                                                 {{"reason", "unmatched E"}, {"count", 3}},
-                                                 {{"reason", "bad ts"}, {"count", 1}}})));
+  EXPECT_EQ(sources[0]["kept_total"], 0);
+  // The severity and description stored with each stat (sample_runs.h), whether it counts as dropped.
+  EXPECT_EQ(sources[0]["dropped"],
+            (json::array({{{"reason", "unknown phase 'Z'"}, {"count", 3}, {"severity", "data_loss"}, {"dropped", true},
+                           {"description", ""}},
+                          {{"reason", "unmatched E"}, {"count", 3}, {"severity", "data_loss"}, {"dropped", true},
+                           {"description", ""}},
+                          {{"reason", "bad ts"}, {"count", 1}, {"severity", "error"}, {"dropped", true},
+                           {"description", "a ts that is not a number"}}})));
   EXPECT_EQ(sources[1]["clock"], "aligned");
   EXPECT_EQ(sources[1]["clock_note"], "aligned to the process lifetime, not absolute");
   EXPECT_EQ(sources[1]["dropped_total"], 0);
@@ -272,7 +278,38 @@ TEST(ImportedTraceReportTest, PerfettoHasAThreadPerTrackInItsProcess) {
   const json& sources = trace["otherData"]["sources"];
   ASSERT_EQ(sources.size(), 2u);
   EXPECT_EQ(sources[0]["dropped"], (json{{"unknown phase 'Z'", 3}, {"unmatched E", 3}, {"bad ts", 1}}));
+  EXPECT_FALSE(sources[0].contains("kept"));  // nothing of severity info
   EXPECT_EQ(sources[1]["clock_note"], "aligned to the process lifetime, not absolute");
+}
+
+// Kept-adjusted stats (severity info) are not "dropped" in the export either: they are "kept".
+TEST(ImportedTraceReportTest, PerfettoSaysKeptApartFromDropped) {
+  model::Run run = ImportedGpuRun();
+  run.ingest_stats.push_back({.source = 2,
+                              .reason = "begin_without_end_closed_at_trace_end",
+                              .count = 2,
+                              .severity = model::StatSeverity::kInfo});
+  run.ingest_stats.push_back({.source = 2, .reason = "end_without_begin", .count = 1,
+                              .severity = model::StatSeverity::kDataLoss});
+  json sources = json::parse(RenderChromeTrace(run))["otherData"]["sources"];
+  ASSERT_EQ(sources.size(), 2u);
+  EXPECT_EQ(sources[1]["dropped"], (json{{"end_without_begin", 1}}));
+  EXPECT_EQ(sources[1]["kept"], (json{{"begin_without_end_closed_at_trace_end", 2}}));
+  // The JSON report and the text report agree: 1 dropped, 2 kept.
+  json report_source = RenderJsonReport(run, analysis::AnalyzeRun(run))["sources"][1];
+  EXPECT_EQ(report_source["dropped_total"], 1);
+  EXPECT_EQ(report_source["kept_total"], 2);
+  std::string text;  // the report's lines joined (the line may wrap)
+  for (char c : RenderTerminalReport(run, analysis::AnalyzeRun(run))) {
+    if (c == '\n' || c == ' ') {
+      if (!text.empty() && text.back() != ' ') text += ' ';
+    } else {
+      text += c;
+    }
+  }
+  EXPECT_NE(text.find("dropped 1: end_without_begin 1; kept adjusted 2: begin_without_end_closed_at_trace_end 2"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

@@ -163,9 +163,11 @@ inline model::Run ImportedGpuRun() {
   s1.format = "chrome_json";
   s1.tags = {{"rank", "1"}, {"world_size", "2"}, {"clock", "aligned"}};
   f.run.sources = {s0, s1};
-  f.run.ingest_stats = {{.source = 1, .reason = "unknown phase 'Z'", .count = 3},
-                        {.source = 1, .reason = "bad ts", .count = 1},
-                        {.source = 1, .reason = "unmatched E", .count = 3}};
+  // Reasons the list does not have (another grademl's), with the severity stored with them.
+  f.run.ingest_stats = {{.source = 1, .reason = "unknown phase 'Z'", .count = 3, .severity = model::StatSeverity::kDataLoss},
+                        {.source = 1, .reason = "bad ts", .count = 1, .severity = model::StatSeverity::kError,
+                         .description = "a ts that is not a number"},
+                        {.source = 1, .reason = "unmatched E", .count = 3, .severity = model::StatSeverity::kDataLoss}};
 
   auto track = [&](model::TrackId id, model::TrackKind kind, model::SourceId source, int32_t pid, int64_t tid,
                    int32_t device, int64_t stream, std::string name) {

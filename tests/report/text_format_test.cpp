@@ -129,3 +129,29 @@ TEST(TextFormatTest, TrackLabels) {
 }  // namespace
 }  // namespace grademl::report
 
+
+namespace grademl::report {
+namespace {
+
+// The line `grademl import` and `report` both print for a source's ingest stats: dropped
+// (data_loss, error) and kept adjusted (info), each largest count first, names sanitized.
+TEST(TextFormatTest, IngestStatsLineSplitsDroppedFromKept) {
+  using model::StatSeverity;
+  std::vector<model::IngestStat> stats = {
+      {.source = 1, .reason = "b_kept", .count = 1, .severity = StatSeverity::kInfo},
+      {.source = 1, .reason = "x", .count = 2, .severity = StatSeverity::kError},
+      {.source = 1, .reason = "a", .count = 5, .severity = StatSeverity::kDataLoss},
+      {.source = 1, .reason = "bell\a", .count = 2, .severity = StatSeverity::kDataLoss},
+      {.source = 1, .reason = "zero", .count = 0, .severity = StatSeverity::kDataLoss},
+  };
+  EXPECT_EQ(IngestStatsLine(stats), "dropped 9: a 5, bell? 2, x 2; kept adjusted 1: b_kept 1");
+  EXPECT_EQ(IngestStatsLine(stats, 1), "dropped 9: a 5, 2 more reasons; kept adjusted 1: b_kept 1");
+  stats.erase(stats.begin());
+  EXPECT_EQ(IngestStatsLine(stats), "dropped 9: a 5, bell? 2, x 2");
+  EXPECT_EQ(IngestStatsLine({{.source = 1, .reason = "k", .count = 3, .severity = StatSeverity::kInfo}}),
+            "kept adjusted 3: k 3");
+  EXPECT_EQ(IngestStatsLine({}), "");
+}
+
+}  // namespace
+}  // namespace grademl::report

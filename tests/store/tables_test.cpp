@@ -188,7 +188,8 @@ TEST_P(TablesBackendTest, EveryFieldIsWrittenToTheColumnTheDescriptionNames) {
   d.sources.push_back({.id = 41, .path = "/p", .format = "chrome_json", .tags = {{"rank", "3"}}});
   d.tracks.push_back({.id = 51, .kind = model::TrackKind::kAsync, .source = 41, .host = "h5", .pid = 4444,
                       .process_start_ns = 1008, .tid = 4445, .device = 6, .stream = 7, .name = "t"});
-  d.ingest_stats.push_back({.source = 41, .reason = "no end", .count = 8});
+  d.ingest_stats.push_back({.source = 41, .reason = "no end", .count = 8, .severity = model::StatSeverity::kDataLoss,
+                            .description = "d8"});
   d.clock_estimates.push_back({.host = "h4", .t = 1009, .offset_ns = 1010, .uncertainty_ns = 1011});
   model::StepExecution e;
   e.phase = 11;
@@ -233,7 +234,8 @@ TEST_P(TablesBackendTest, EveryFieldIsWrittenToTheColumnTheDescriptionNames) {
                                {"pid", "4444"}, {"process_start_ns", "1008"}, {"tid", "4445"}, {"device", "6"},
                                {"stream", "7"}, {"name", "t"}}}));
   EXPECT_EQ(Rows("ingest_stats", id, "reason"), (std::vector<TableRow>{{{"run_id", run}, {"source_id", "41"},
-                                                                   {"reason", "no end"}, {"count", "8"}}}));
+                                                                   {"reason", "no end"}, {"count", "8"},
+                                                                   {"severity", "data_loss"}, {"description", "d8"}}}));
   EXPECT_EQ(Rows("clock_estimates", id, "t_ns"),
             (std::vector<TableRow>{{{"run_id", run}, {"host", "h4"}, {"t_ns", "1009"}, {"offset_ns", "1010"},
                                {"uncertainty_ns", "1011"}}}));

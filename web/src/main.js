@@ -51,10 +51,22 @@ function sourcesList(sources) {
     el('ul', {}, sources.map((s) => el('li', {},
       el('code', {}, s.path), ` · ${s.format}`, s.rank !== null ? ` · rank ${s.rank}` : '',
       s.clock_note ? el('span', { class: 'noisy' }, ` · ${s.clock_note}`) : null,
-      s.dropped_total > 0
-        ? el('span', { class: 'muted' }, ` · dropped ${s.dropped_total.toLocaleString('en-US')}: ` +
-             s.dropped.map((d) => `${d.reason} ${d.count.toLocaleString('en-US')}`).join(', '))
-        : el('span', { class: 'muted' }, ' · nothing dropped')))));
+      el('span', { class: 'muted' }, ` · ${ingestStatsLine(s)}`)))));
+}
+
+// The words `grademl import` and the text report print (report::IngestStatsLine): dropped
+// (severity data_loss or error) and kept adjusted (info), each largest count first. Stats of a
+// report written before severities were kept count as dropped, as they were then.
+function ingestStatsLine(s) {
+  const group = (words, dropped) => {
+    const stats = s.dropped.filter((d) => d.count > 0 && (d.dropped === undefined ? true : d.dropped) === dropped);
+    if (!stats.length) return null;
+    const total = stats.reduce((sum, d) => sum + d.count, 0);
+    return `${words} ${total.toLocaleString('en-US')}: ` +
+      stats.map((d) => `${d.reason} ${d.count.toLocaleString('en-US')}`).join(', ');
+  };
+  const parts = [group('dropped', true), group('kept adjusted', false)].filter((p) => p);
+  return parts.length ? parts.join('; ') : 'nothing dropped';
 }
 
 function issuesSection(data, showPhase) {

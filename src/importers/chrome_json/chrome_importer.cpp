@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/text.h"
+#include "importers/slice_tracker.h"
 #include "importers/trace_input.h"
 
 namespace grademl::importers::chrome_json {
@@ -69,10 +70,10 @@ std::optional<double> ArgNumber(const ArgValue& v) {
 }
 
 // "ph_x" for a printable phase letter, "ph_0x07" otherwise: the reason text never carries raw bytes.
-std::string PhReason(char ph) {
-  if (ph == 0) return "missing_ph";
-  if (ph > 0x20 && ph < 0x7f && ph != '"' && ph != '\\') return fmt::format("unsupported_ph_{}", ph);
-  return fmt::format("unsupported_ph_0x{:02x}", static_cast<unsigned char>(ph));
+// The index of an unsupported_ph stat: the letter, or its hex code when not printable.
+std::string PhIndex(char ph) {
+  if (ph > 0x20 && ph < 0x7f && ph != '"' && ph != '\\') return std::string(1, ph);
+  return fmt::format("0x{:02x}", static_cast<unsigned char>(ph));
 }
 
 }  // namespace
@@ -105,7 +106,7 @@ std::string_view ChromeTraceImporter::PhaseTypeFor(std::string_view cat, std::st
   return "event";
 }
 
-void ChromeTraceImporter::Drop(const std::string& reason, int64_t n) { drops_[reason] += n; }
+void ChromeTraceImporter::Drop(model::StatKey key, int64_t n) { stats_.Add(key, n); }
 
 uint32_t ChromeTraceImporter::ProcessFor(const RawTraceEvent& e) {
   std::pair<int64_t, uint32_t> key{e.pid_is_int ? e.pid : 0, e.pid_is_int ? kNone : strings_.Intern(e.pid_str)};
@@ -171,14 +172,15 @@ void ChromeTraceImporter::AddSlice(const RawTraceEvent& e, uint32_t track, Recor
   for (const auto& [key, value] : e.args) {
     uint8_t bit = 0;
     int64_t* field = nullptr;
+    model::StatKey bad_arg{};
     if (key == "stream") {
-      bit = kHasStream, field = &tags.stream;
+      bit = kHasStream, field = &tags.stream, bad_arg = model::StatKey::bad_arg_stream;
     } else if (key == "correlation") {
-      bit = kHasCorrelation, field = &tags.correlation;
+      bit = kHasCorrelation, field = &tags.correlation, bad_arg = model::StatKey::bad_arg_correlation;
     } else if (key == "device") {
-      bit = kHasDevice, field = &tags.device;
+      bit = kHasDevice, field = &tags.device, bad_arg = model::StatKey::bad_arg_device;
     } else if (key == "External id") {
-      bit = kHasExternalId, field = &tags.external_id;
+      bit = kHasExternalId, field = &tags.external_id, bad_arg = model::StatKey::bad_arg_external_id;
     } else {
       continue;
     }
@@ -186,7 +188,7 @@ void ChromeTraceImporter::AddSlice(const RawTraceEvent& e, uint32_t track, Recor
       *field = *n;
       tags.has |= bit;
     } else {
-      Drop(fmt::format("bad_arg_{}", key == "External id" ? "external_id" : std::string(key)));
+      Drop(bad_arg);
     }
   }
   if (tags.has != 0) {
@@ -215,7 +217,7 @@ void ChromeTraceImporter::OnMetadata(const RawTraceEvent& e) {
   }
   if (e.name == "process_name" || e.name == "thread_name") {
     if (name == nullptr) {
-      Drop("metadata_without_name");
+      Drop(model::StatKey::metadata_without_name);
       return;
     }
     uint32_t process = ProcessFor(e);
@@ -231,7 +233,7 @@ void ChromeTraceImporter::OnMetadata(const RawTraceEvent& e) {
       e.name == "process_uptime_seconds" || e.name == "num_cpus") {
     return;
   }
-  Drop("metadata_unknown");
+  Drop(model::StatKey::metadata_unknown);
 }
 
 void ChromeTraceImporter::OnCounter(const RawTraceEvent& e) {
@@ -240,7 +242,7 @@ void ChromeTraceImporter::OnCounter(const RawTraceEvent& e) {
   for (const auto& [key, value] : e.args) {
     auto v = ArgNumber(value);
     if (!v) {
-      Drop("counter_value_not_a_number");
+      Drop(model::StatKey::counter_value_not_a_number);
       continue;
     }
     uint32_t series = CounterSeriesFor(process, fmt::format("{}.{}", e.name, key), "");
@@ -251,7 +253,7 @@ void ChromeTraceImporter::OnCounter(const RawTraceEvent& e) {
     min_ts_ = std::min(min_ts_, *e.ts_ns);
     max_ts_ = std::max(max_ts_, *e.ts_ns);
   } else if (e.args.empty()) {
-    Drop("counter_without_values");
+    Drop(model::StatKey::counter_without_values);
   }
 }
 
@@ -290,7 +292,9 @@ Status ChromeTraceImporter::OnEvent(const RawTraceEvent& e) {
     // A field the reader could not use that is not needed for this kind is harmless; one that
     // is (pid, tid, name) makes the event unusable.
     if (e.bad_field == "pid" || e.bad_field == "tid" || e.bad_field == "ph") {
-      Drop(fmt::format("bad_field_{}", e.bad_field));
+      Drop(e.bad_field == "pid"   ? model::StatKey::bad_field_pid
+           : e.bad_field == "tid" ? model::StatKey::bad_field_tid
+                                  : model::StatKey::bad_field_ph);
       return Status::Ok();
     }
   }
@@ -301,27 +305,31 @@ Status ChromeTraceImporter::OnEvent(const RawTraceEvent& e) {
   bool needs_ts = e.ph == 'X' || e.ph == 'B' || e.ph == 'E' || e.ph == 'i' || e.ph == 'I' || e.ph == 'C' ||
                   e.ph == 's' || e.ph == 't' || e.ph == 'f' || e.ph == 'b' || e.ph == 'e' || e.ph == 'n';
   if (!needs_ts) {
-    Drop(PhReason(e.ph));
+    if (e.ph == 0) {
+      Drop(model::StatKey::missing_ph);
+    } else {
+      stats_.Add(model::StatKey::unsupported_ph, PhIndex(e.ph));
+    }
     return Status::Ok();
   }
   if (!e.ts_ns) {
-    Drop(e.bad_field == "ts" ? "bad_field_ts" : "missing_ts");
+    Drop(e.bad_field == "ts" ? model::StatKey::bad_field_ts : model::StatKey::missing_ts);
     return Status::Ok();
   }
   int64_t ts = *e.ts_ns;
   if (ts > kMaxAbsTraceNs || ts < -kMaxAbsTraceNs) {
-    Drop("ts_out_of_range");
+    Drop(model::StatKey::ts_out_of_range);
     return Status::Ok();
   }
   switch (e.ph) {
     case 'X': {
       if (!e.dur_ns) {
-        Drop(e.bad_field == "dur" ? "bad_field_dur" : "missing_dur");
+        Drop(e.bad_field == "dur" ? model::StatKey::bad_field_dur : model::StatKey::missing_dur);
         return Status::Ok();
       }
       int64_t dur = *e.dur_ns;
       if (dur < 0 || dur > kMaxAbsTraceNs) {
-        Drop(dur < 0 ? "negative_dur" : "dur_out_of_range");
+        Drop(dur < 0 ? model::StatKey::negative_dur : model::StatKey::dur_out_of_range);
         return Status::Ok();
       }
       uint32_t process = ProcessFor(e);
@@ -362,7 +370,7 @@ Status ChromeTraceImporter::OnEvent(const RawTraceEvent& e) {
     case 't':
     case 'f': {
       if (e.id.empty()) {
-        Drop("flow_without_id");
+        Drop(model::StatKey::flow_without_id);
         return Status::Ok();
       }
       uint32_t process = ProcessFor(e);
@@ -501,29 +509,20 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, SliceRange slices, F
            r.kind == RecordKind::kAsyncEnd;
   });
   if (has_pairs) {
-    std::vector<size_t> open;
-    std::unordered_map<uint32_t, std::vector<size_t>> open_async;  // by name: async b/e pair by name and id
+    // The shared slice tracker pairs them: async b/e by name (an end without one closes the
+    // latest open), and counts unmatched ends and begins never ended.
+    SliceTracker tracker(stats_);
     for (size_t i = 0; i < slices.size(); ++i) {
       SliceRecord& r = slices[i];
+      const auto index = static_cast<uint32_t>(i);
       if (r.kind == RecordKind::kBegin) {
-        open.push_back(i);
+        tracker.Begin(index);
       } else if (r.kind == RecordKind::kAsyncBegin) {
-        open_async[r.name].push_back(i);
+        tracker.BeginAsync(r.name, index);
       } else if (r.kind == RecordKind::kEnd || r.kind == RecordKind::kAsyncEnd) {
-        std::vector<size_t>* stack = &open;
-        if (r.kind == RecordKind::kAsyncEnd) {
-          // An async end names its begin by name, or (no name) closes the latest open one.
-          auto it = open_async.find(r.name);
-          if (it == open_async.end() || it->second.empty()) {
-            it = std::find_if(open_async.begin(), open_async.end(), [](const auto& kv) { return !kv.second.empty(); });
-          }
-          stack = it == open_async.end() ? nullptr : &it->second;
-        }
-        if (stack == nullptr || stack->empty()) {
-          Drop(r.kind == RecordKind::kEnd ? "end_without_begin" : "async_end_without_begin");
-        } else {
-          SliceRecord& b = slices[stack->back()];
-          stack->pop_back();
+        std::optional<uint32_t> begin = r.kind == RecordKind::kEnd ? tracker.End() : tracker.EndAsync(r.name);
+        if (begin) {
+          SliceRecord& b = slices[*begin];
           b.end = r.start;
           b.kind = RecordKind::kComplete;
           // Tags given on the end event (Chrome merges E's args into the slice) fill gaps.
@@ -533,16 +532,10 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, SliceRange slices, F
       }
     }
     // Begins never ended (a truncated trace): kept, ended at the track's last time.
-    auto close_open = [&](std::vector<size_t>& stack) {
-      for (size_t i : stack) {
-        slices[i].end = std::max(max_ts_, slices[i].start);
-        slices[i].kind = RecordKind::kComplete;
-        Drop("begin_without_end_closed_at_trace_end");
-      }
-      stack.clear();
-    };
-    close_open(open);
-    for (auto& [name, stack] : open_async) close_open(stack);
+    tracker.CloseOpen([&](uint32_t i) {
+      slices[i].end = std::max(max_ts_, slices[i].start);
+      slices[i].kind = RecordKind::kComplete;
+    });
     auto end_it = std::remove_if(slices.begin(), slices.end(), [](const SliceRecord& r) { return r.kind == RecordKind::kEnd; });
     kept = static_cast<size_t>(end_it - slices.begin());
     slices.e = slices.b + static_cast<std::ptrdiff_t>(kept);
@@ -581,29 +574,21 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, SliceRange slices, F
   const bool nests = track.kind == model::TrackKind::kThread;
   if (nests) parent_of.resize(slices.size());
   model::PhaseId container = ContainerFor(owner);
-  std::vector<uint32_t> stack;
+  SliceTracker tracker(stats_);
   for (size_t i = 0; i < slices.size(); ++i) {
     const SliceRecord& r = slices[i];
     model::PhaseId parent = container;
     if (nests) {
-      while (!stack.empty()) {
-        const SliceRecord& top = slices[stack.back()];
-        bool ended_before = top.end < r.start || (top.end == r.start && r.end > r.start);
-        if (!ended_before) break;
-        stack.pop_back();
-      }
+      std::optional<uint32_t> enclosing = tracker.Nest(static_cast<uint32_t>(i), r.start, r.end);
       parent_of[i] = -1;
-      if (!stack.empty()) {
-        const SliceRecord& top = slices[stack.back()];
-        if (r.end > top.end) Drop("slice_ends_after_parent_kept_as_child");
-        parent = phase_of[stack.back()];
-        parent_of[i] = static_cast<int32_t>(stack.back());
+      if (enclosing) {
+        parent = phase_of[*enclosing];
+        parent_of[i] = static_cast<int32_t>(*enclosing);
       } else if (target_.process_phase != 0 && !iterations_.empty()) {
         parent = StitchParent(SaturatingAdd(r.start, offset_), SaturatingAdd(r.end, offset_));
       }
     }
     phase_of[i] = EmitSlice(r, owner, parent, track_id);
-    if (nests) stack.push_back(static_cast<uint32_t>(i));
     GRADEML_RETURN_IF_ERROR(MaybeFlush());
   }
 
@@ -631,7 +616,7 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, SliceRange slices, F
       if (at != slices.end()) bound = phase_of[at - slices.begin()];
     }
     if (bound == 0) {
-      Drop("flow_point_without_slice");
+      Drop(model::StatKey::flow_point_without_slice);
       continue;
     }
     uint8_t rank = f.ph == 's' ? 0 : f.ph == 't' ? 1 : 2;
@@ -816,12 +801,12 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
     model::PhaseId current = 0;
     for (const FlowPoint& p : points) {
       if (p.rank == 0) {  // s
-        if (current != 0) Drop("flow_start_without_end");
+        if (current != 0) Drop(model::StatKey::flow_start_without_end);
         current = p.phase;
         continue;
       }
       if (current == 0) {
-        Drop(p.rank == 1 ? "flow_step_without_start" : "flow_end_without_start");
+        Drop(p.rank == 1 ? model::StatKey::flow_step_without_start : model::StatKey::flow_end_without_start);
         continue;
       }
       if (current != p.phase) {
@@ -830,7 +815,7 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
       }
       current = p.rank == 2 ? 0 : p.phase;
     }
-    if (current != 0) Drop("flow_start_without_end");
+    if (current != 0) Drop(model::StatKey::flow_start_without_end);
   }
   flow_points_.clear();
 
@@ -867,18 +852,11 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
     builder.AddSample(cs.id, SaturatingAdd(c.t, offset_), c.v);
   }
 
-  int64_t dropped = 0;
-  for (const auto& [reason, count] : drops_) {
-    builder.AddIngestStat(source, reason, count);
-    result.stats.emplace_back(reason, count);
-    // Counted but kept (adjusted): not dropped.
-    bool kept = reason.ends_with("_kept_as_child") || reason.ends_with("_closed_at_trace_end");
-    if (!kept) dropped += count;
-  }
+  result.stats = stats_.AddTo(builder, source);
   result.events = events_;
   result.phases = phases_;
   result.edges = edges_;
-  result.dropped = dropped;
+  result.dropped = model::TotalsOf(result.stats).dropped;
   result.start_ns = out_start_;
   result.end_ns = out_end_;
   if (!read_status.ok()) {

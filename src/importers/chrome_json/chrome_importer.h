@@ -146,7 +146,7 @@ class ChromeTraceImporter final : public TraceRead {
   uint32_t TrackFor(uint32_t process, const RawTraceEvent& e);
   uint32_t AsyncTrackFor(uint32_t process, const RawTraceEvent& e);
   uint32_t CounterSeriesFor(uint32_t process, std::string name, std::string unit);
-  void Drop(const std::string& reason, int64_t n = 1);
+  void Drop(model::StatKey key, int64_t n = 1);
   void AddSlice(const RawTraceEvent& e, uint32_t track, RecordKind kind, int64_t start, int64_t end);
   void OnMetadata(const RawTraceEvent& e);
   void OnCounter(const RawTraceEvent& e);
@@ -180,7 +180,7 @@ class ChromeTraceImporter final : public TraceRead {
   std::deque<CounterRecord> counters_;
   std::vector<CounterSeries> counter_series_;
   std::map<std::tuple<uint32_t, std::string>, uint32_t> counter_index_;
-  std::map<std::string, int64_t> drops_;
+  model::IngestStatCounter stats_;  // what was not imported, or imported adjusted
   std::unordered_map<uint32_t, std::vector<FlowPoint>> flow_points_;  // by flow key
 
   int64_t events_ = 0;

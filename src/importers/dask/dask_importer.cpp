@@ -233,12 +233,12 @@ class DaskLogImporter::EmitVisitor final : public DaskLogVisitor {
   }
   Status OnTask(const DaskTaskRecord& t) override { return imp_.EmitTask(t); }
   Status OnDropped(int64_t count) override {
-    imp_.Drop("records_dropped_by_the_plugin", count);
+    imp_.Drop(model::StatKey::records_dropped_by_the_plugin, count);
     return Status::Ok();
   }
   Status OnEnd(double) override { return Status::Ok(); }
   Status OnUnknown(std::string_view) override {
-    imp_.Drop("unknown_record");
+    imp_.Drop(model::StatKey::unknown_record);
     return Status::Ok();
   }
 
@@ -280,7 +280,7 @@ void DaskLogImporter::ResolveWorkers() {
       w.window_end = best->end_ns != 0 ? best->end_ns : kForever;
       continue;
     }
-    Note("worker_process_not_recorded");
+    Note(model::StatKey::worker_process_not_recorded);
     model::PhaseSpec spec;
     spec.parent = target_.under;
     spec.name = "dask worker " + ValidUtf8(w.address);
@@ -317,28 +317,29 @@ Status DaskLogImporter::MaybeFlush() {
 
 Status DaskLogImporter::EmitTask(const DaskTaskRecord& t) {
   if (t.worker.empty()) {
-    Drop(t.state == "erred" ? "task_erred_without_running" : "task_without_worker");
+    Drop(t.state == "erred" ? model::StatKey::task_erred_without_running : model::StatKey::task_without_worker);
     return Status::Ok();
   }
   if (!SecondsToTimeNs(t.done)) {
-    Drop("task_time_out_of_range");
+    Drop(model::StatKey::task_time_out_of_range);
     return Status::Ok();
   }
   auto wit = worker_index_.find(std::string(t.worker));
   if (wit == worker_index_.end() || workers_[wit->second].phase == 0) {
-    Drop("task_of_an_unknown_worker");  // the file changed between the passes
+    Drop(model::StatKey::task_of_an_unknown_worker);  // the file changed between the passes
     return Status::Ok();
   }
   uint32_t wi = wit->second;
   const Worker& w = workers_[wi];
   TaskTimes times = CorrectTaskTimes(t, w.local, w.time_delay.value_or(0));
   if (times.shifted_ns != 0) {
-    Note("times_shifted_into_the_scheduler_window");
+    Note(model::StatKey::times_shifted_into_the_scheduler_window);
     max_shift_ = std::max(max_shift_, times.shifted_ns < 0 ? -times.shifted_ns : times.shifted_ns);
   }
   // Within the worker process's lifetime.
-  if (w.recorded && (times.start < w.window_start || times.end > w.window_end)) {
-    Note("clamped_into_the_worker_process");
+  if (w.recorded && tracker_.OutsideParent(times.start, times.end, w.window_start, w.window_end,
+                                           model::StatKey::clamped_into_the_worker_process)) {
+    NoteTag(model::StatKey::clamped_into_the_worker_process);  // the tracker counted the stat
     auto clamp = [&](TimeNs x) { return std::clamp(x, w.window_start, std::max(w.window_start, w.window_end)); };
     times.start = clamp(times.start);
     times.end = clamp(times.end);
@@ -383,7 +384,7 @@ Status DaskLogImporter::EmitTask(const DaskTaskRecord& t) {
     for (uint32_t dep : *deps) {
       const TaskRef& ref = tasks_[dep];
       if (ref.phase == 0) {
-        Note("dependency_not_a_task_of_the_log");
+        Note(model::StatKey::dependency_not_a_task_of_the_log);
         continue;
       }
       builder.AddEdge({.from = ref.phase, .to = phase, .kind = "dask"});
@@ -426,7 +427,7 @@ Status DaskLogImporter::EmitTask(const DaskTaskRecord& t) {
       } else if (sit != worker_index_.end() && workers_[sit->second].phase != 0) {
         from_worker = workers_[sit->second].phase;
       } else {
-        Note("transfer_from_an_unknown_worker");
+        Note(model::StatKey::transfer_from_an_unknown_worker);
       }
     }
     model::PhaseId child_id = builder.AddPhase(child, iv.stop);
@@ -475,21 +476,16 @@ StatusOr<ImportResult> DaskLogImporter::Emit() {
   src.tags.emplace_back("clock", "absolute");
   // The largest correction of Dask's scheduler_delay (see the file comment).
   if (max_shift_ > 0) src.tags.emplace_back("max_shift_ns", std::to_string(max_shift_));
-  // What was kept but adjusted (not dropped: no ingest stat), as counts.
+  // What was kept but adjusted, as counts: info ingest stats, and (as before them) tags.
   for (const auto& [reason, count] : notes_) src.tags.emplace_back(reason, std::to_string(count));
   if (!status.ok()) src.tags.emplace_back("partial", "1");
   if (cut_short) src.tags.emplace_back("cut_short", "1");
   result.source = builder.AddSource(src);
-  int64_t dropped = 0;
-  for (const auto& [reason, count] : drops_) {
-    builder.AddIngestStat(result.source, reason, count);
-    result.stats.emplace_back(reason, count);
-    dropped += count;
-  }
+  result.stats = stats_.AddTo(builder, result.source);
   result.events = records_;
   result.phases = phases_;
   result.edges = edges_;
-  result.dropped = dropped;
+  result.dropped = model::TotalsOf(result.stats).dropped;
   result.start_ns = start_ns() <= end_ns() ? start_ns() : 0;
   result.end_ns = start_ns() <= end_ns() ? end_ns() : 0;
   if (!status.ok()) {

@@ -42,6 +42,7 @@
 #include "core/status.h"
 #include "importers/dask/dask_log_reader.h"
 #include "importers/importer.h"
+#include "importers/slice_tracker.h"
 
 namespace grademl::importers::dask {
 
@@ -101,8 +102,13 @@ class DaskLogImporter final : public TraceRead {
 
   uint32_t WorkerIndex(std::string_view address);
   uint32_t KeyId(std::string_view key);
-  void Drop(const std::string& reason, int64_t n = 1) { drops_[reason] += n; }
-  void Note(const std::string& reason, int64_t n = 1) { notes_[reason] += n; }
+  void Drop(model::StatKey key, int64_t n = 1) { stats_.Add(key, n); }
+  // Kept but adjusted: an info stat, also the source's tag (by name, as before the list).
+  void Note(model::StatKey key, int64_t n = 1) {
+    stats_.Add(key, n);
+    NoteTag(key, n);
+  }
+  void NoteTag(model::StatKey key, int64_t n = 1) { notes_[std::string(model::InfoOf(key).name)] += n; }
   void ResolveWorkers();
   Status EmitTask(const DaskTaskRecord& task);
   Status MaybeFlush();
@@ -119,7 +125,8 @@ class DaskLogImporter final : public TraceRead {
   std::unordered_map<std::string_view, uint32_t> key_index_;
   std::vector<TaskRef> tasks_;
   std::unordered_map<uint32_t, std::vector<uint32_t>> deps_;
-  std::map<std::string, int64_t> drops_;  // events not imported, by reason
+  model::IngestStatCounter stats_;  // events not imported, by reason
+  SliceTracker tracker_{stats_};     // tasks outside their worker process
   std::map<std::string, int64_t> notes_;  // kept, adjusted, by reason: the source's tags
   int64_t lines_ = 0;        // lines to read (before the damage)
   int64_t records_ = 0;

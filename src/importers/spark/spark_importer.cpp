@@ -307,19 +307,7 @@ struct SparkLogImporter::Handlers {
 SparkLogImporter::SparkLogImporter(std::string path, ImportTarget& target)
     : path_(std::move(path)), target_(target) {}
 
-void SparkLogImporter::Drop(std::string reason, int64_t n) {
-  // Reasons that carry a name from the log ("unknown_event:NAME"): at most kMaxNamedReasons
-  // names per kind, the others counted together as "KIND:other".
-  if (size_t colon = reason.find(':'); colon != std::string::npos && drops_.count(reason) == 0) {
-    int& named = named_reasons_[reason.substr(0, colon)];
-    if (named >= kMaxNamedReasons) {
-      reason = reason.substr(0, colon) + ":other";
-    } else {
-      ++named;
-    }
-  }
-  drops_[std::move(reason)] += n;
-}
+void SparkLogImporter::Drop(model::StatKey key, int64_t n) { stats_.Add(key, n); }
 
 void SparkLogImporter::SeeTime(int64_t ms) {
   if (!ValidMs(ms)) return;
@@ -435,7 +423,7 @@ Status SparkLogImporter::Handlers::Line(SparkLogImporter& im, dom::parser& parse
       size_t q2 = q1 == std::string_view::npos ? q1 : text.find('"', q1 + 1);
       if (q2 != std::string_view::npos) name = ReasonWord(ShortEventName(text.substr(q1 + 1, q2 - q1 - 1)));
     }
-    im.Drop("event_line_over_64_MiB:" + name);
+    im.Drop(model::StatKey::event_line_over_64_MiB, name);
     return Status::Ok();
   }
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
@@ -500,7 +488,7 @@ Status SparkLogImporter::Handlers::Line(SparkLogImporter& im, dom::parser& parse
   } else if (name == "SparkListenerLogStart") {
     im.app_.spark_version = FirstLine(StringField(e, "Spark Version"), kMaxNameBytes);
   } else if (std::find(std::begin(kNotModelled), std::end(kNotModelled), name) == std::end(kNotModelled)) {
-    im.Drop("unknown_event:" + ReasonWord(name));
+    im.Drop(model::StatKey::unknown_event, ReasonWord(name));
   }
   return Status::Ok();
 }
@@ -508,7 +496,7 @@ Status SparkLogImporter::Handlers::Line(SparkLogImporter& im, dom::parser& parse
 void SparkLogImporter::Handlers::ApplicationStart(SparkLogImporter& im, const dom::object& e) {
   App& a = im.app_;
   if (a.started) {
-    im.Drop("application_start_repeated");
+    im.Drop(model::StatKey::application_start_repeated);
     return;
   }
   a.started = true;
@@ -557,7 +545,7 @@ void SparkLogImporter::Handlers::Environment(SparkLogImporter& im, const dom::ob
 void SparkLogImporter::Handlers::ExecutorAdded(SparkLogImporter& im, const dom::object& e) {
   std::string_view id = StringField(e, "Executor ID");
   if (id.empty()) {
-    im.Drop("executor_without_id");
+    im.Drop(model::StatKey::executor_without_id);
     return;
   }
   std::string_view host;
@@ -575,7 +563,7 @@ void SparkLogImporter::Handlers::ExecutorAdded(SparkLogImporter& im, const dom::
 void SparkLogImporter::Handlers::ExecutorRemoved(SparkLogImporter& im, const dom::object& e) {
   std::string_view id = StringField(e, "Executor ID");
   if (id.empty()) {
-    im.Drop("executor_without_id");
+    im.Drop(model::StatKey::executor_without_id);
     return;
   }
   Executor& ex = im.executors_[im.ExecutorFor(id, {})];
@@ -594,12 +582,12 @@ void SparkLogImporter::Handlers::BlockManagerAdded(SparkLogImporter& im, const d
 void SparkLogImporter::Handlers::JobStart(SparkLogImporter& im, const dom::object& e) {
   auto id = IntField(e, "Job ID");
   if (!id) {
-    im.Drop("job_without_id");
+    im.Drop(model::StatKey::job_without_id);
     return;
   }
   auto [it, added] = im.job_index_.emplace(*id, static_cast<uint32_t>(im.jobs_.size()));
   if (!added) {
-    im.Drop("job_start_repeated");
+    im.Drop(model::StatKey::job_start_repeated);
     return;
   }
   uint32_t index = it->second;
@@ -648,12 +636,12 @@ void SparkLogImporter::Handlers::JobEnd(SparkLogImporter& im, const dom::object&
   auto id = IntField(e, "Job ID");
   auto it = id ? im.job_index_.find(*id) : im.job_index_.end();
   if (it == im.job_index_.end()) {
-    im.Drop("job_end_without_start");
+    im.Drop(model::StatKey::job_end_without_start);
     return;
   }
   Job& job = im.jobs_[it->second];
   if (job.ended) {
-    im.Drop("job_end_repeated");
+    im.Drop(model::StatKey::job_end_repeated);
     return;
   }
   job.ended = true;
@@ -676,12 +664,12 @@ void SparkLogImporter::Handlers::JobEnd(SparkLogImporter& im, const dom::object&
 void SparkLogImporter::Handlers::StageSubmitted(SparkLogImporter& im, const dom::object& e, bool completed) {
   auto info = ObjectField(e, "Stage Info");
   if (!info) {
-    im.Drop("stage_event_without_stage_info");
+    im.Drop(model::StatKey::stage_event_without_stage_info);
     return;
   }
   StageInfoFields f = ReadStageInfo(*info);
   if (!f.id) {
-    im.Drop("stage_event_without_stage_id");
+    im.Drop(model::StatKey::stage_event_without_stage_id);
     return;
   }
   StageInfo& si = im.stage_info_[*f.id];
@@ -694,12 +682,12 @@ void SparkLogImporter::Handlers::StageSubmitted(SparkLogImporter& im, const dom:
   im.SeeTime(f.complete_ms);
   if (f.submit_ms != 0) s.submit_ms = f.submit_ms;
   if (!completed) {
-    if (s.submitted) im.Drop("stage_submitted_repeated");
+    if (s.submitted) im.Drop(model::StatKey::stage_submitted_repeated);
     s.submitted = true;
     return;
   }
   if (s.completed) {
-    im.Drop("stage_completed_repeated");
+    im.Drop(model::StatKey::stage_completed_repeated);
     return;
   }
   s.completed = true;
@@ -745,11 +733,11 @@ uint32_t SparkLogImporter::Handlers::TaskFromInfo(SparkLogImporter& im, const do
 void SparkLogImporter::Handlers::TaskStart(SparkLogImporter& im, const dom::object& e) {
   auto info = ObjectField(e, "Task Info");
   if (!info || !IntField(*info, "Task ID")) {
-    im.Drop("task_without_task_info");
+    im.Drop(model::StatKey::task_without_task_info);
     return;
   }
   if (im.task_index_.count(*IntField(*info, "Task ID")) != 0) {
-    im.Drop("task_start_repeated");
+    im.Drop(model::StatKey::task_start_repeated);
     return;
   }
   TaskFromInfo(im, e, *info, false);
@@ -758,7 +746,7 @@ void SparkLogImporter::Handlers::TaskStart(SparkLogImporter& im, const dom::obje
 void SparkLogImporter::Handlers::TaskEnd(SparkLogImporter& im, const dom::object& e) {
   auto info = ObjectField(e, "Task Info");
   if (!info || !IntField(*info, "Task ID")) {
-    im.Drop("task_without_task_info");
+    im.Drop(model::StatKey::task_without_task_info);
     return;
   }
   std::string_view reason;
@@ -770,9 +758,9 @@ void SparkLogImporter::Handlers::TaskEnd(SparkLogImporter& im, const dom::object
     // second end for the first attempt. The attempt is kept once, marked.
     if (reason == "Resubmitted") {
       im.tasks_[found->second].resubmitted = true;
-      im.Drop("task_resubmitted_kept_as_tag");
+      im.Drop(model::StatKey::task_resubmitted_kept_as_tag);
     } else {
-      im.Drop("task_end_repeated");
+      im.Drop(model::StatKey::task_end_repeated);
     }
     return;
   }
@@ -838,12 +826,12 @@ void SparkLogImporter::Handlers::TaskEnd(SparkLogImporter& im, const dom::object
 void SparkLogImporter::Handlers::SqlStart(SparkLogImporter& im, const dom::object& e) {
   auto id = IntField(e, "executionId");
   if (!id) {
-    im.Drop("sql_execution_without_id");
+    im.Drop(model::StatKey::sql_execution_without_id);
     return;
   }
   auto [it, added] = im.sql_index_.emplace(*id, static_cast<uint32_t>(im.sqls_.size()));
   if (!added) {
-    im.Drop("sql_execution_start_repeated");
+    im.Drop(model::StatKey::sql_execution_start_repeated);
     return;
   }
   Sql s;
@@ -858,7 +846,7 @@ void SparkLogImporter::Handlers::SqlEnd(SparkLogImporter& im, const dom::object&
   auto id = IntField(e, "executionId");
   auto it = id ? im.sql_index_.find(*id) : im.sql_index_.end();
   if (it == im.sql_index_.end()) {
-    im.Drop("sql_execution_end_without_start");
+    im.Drop(model::StatKey::sql_execution_end_without_start);
     return;
   }
   Sql& s = im.sqls_[it->second];
@@ -946,19 +934,11 @@ StatusOr<ImportResult> SparkLogImporter::Emit() {
     EmitExecutorSeries();
   }
 
-  int64_t dropped = 0;
-  for (const auto& [reason, count] : drops_) {
-    builder.AddIngestStat(source, reason, count);
-    result.stats.emplace_back(reason, count);
-    bool kept = reason.ends_with("_kept") || reason.ends_with("_kept_as_child") || reason.ends_with("_kept_as_tag") ||
-                reason.ends_with("_closed_at_log_end") || reason.ends_with("_kept_under_application") ||
-                reason == "application_without_start";
-    if (!kept) dropped += count;
-  }
+  result.stats = stats_.AddTo(builder, source);
   result.events = events_;
   result.phases = phases_;
   result.edges = edges_;
-  result.dropped = dropped;
+  result.dropped = model::TotalsOf(result.stats).dropped;
   result.start_ns = out_start_;
   result.end_ns = out_end_;
   if (partial) {
@@ -1000,12 +980,10 @@ void SparkLogImporter::ResolveSpans() {
     int64_t start = s.submit_ms != 0 ? s.submit_ms : s.first_launch_ms;
     if (start == 0 && s.job != kNone) start = jobs_[s.job].submit_ms;
     if (start == 0) start = min_ms_;
-    int64_t end = s.completed && s.complete_ms != 0 ? s.complete_ms : 0;
-    if (end == 0 && s.completed) end = std::max(s.last_finish_ms, start);
-    if (end == 0) {
-      end = log_end;
-      Drop("stage_without_completion_closed_at_log_end");
-    }
+    int64_t own = s.completed && s.complete_ms != 0 ? s.complete_ms : 0;
+    if (own == 0 && s.completed) own = std::max(s.last_finish_ms, start);
+    int64_t end = tracker_.EndOrClose(own != 0 ? std::optional<int64_t>(own) : std::nullopt, log_end,
+                                      model::StatKey::stage_without_completion_closed_at_log_end);
     stage_start_[i] = start;
     stage_end_[i] = std::max(end, start);
   }
@@ -1019,13 +997,9 @@ void SparkLogImporter::ResolveSpans() {
     Job& job = jobs_[j];
     int64_t start = job.submit_ms != 0 ? job.submit_ms : job_start_[j] != 0 ? job_start_[j] : job.seen_start_ms;
     if (start == 0) start = min_ms_;
-    int64_t end = 0;
-    if (job.ended) {
-      end = job.end_ms != 0 ? job.end_ms : job_end_[j] != 0 ? job_end_[j] : job.seen_end_ms;
-    } else {
-      end = log_end;
-      Drop("job_without_end_closed_at_log_end");
-    }
+    std::optional<int64_t> own;
+    if (job.ended) own = job.end_ms != 0 ? job.end_ms : job_end_[j] != 0 ? job_end_[j] : job.seen_end_ms;
+    int64_t end = tracker_.EndOrClose(own, log_end, model::StatKey::job_without_end_closed_at_log_end);
     job_start_[j] = start;
     job_end_[j] = std::max(end, start);
     // Stages in the job's plan that never ran in it (their output was there already).
@@ -1052,11 +1026,8 @@ void SparkLogImporter::ResolveSpans() {
   for (size_t q = 0; q < sqls_.size(); ++q) {
     const Sql& s = sqls_[q];
     int64_t start = s.start_ms != 0 ? s.start_ms : sql_start_[q] != 0 ? sql_start_[q] : min_ms_;
-    int64_t end = s.end_ms;
-    if (end == 0) {
-      end = log_end;
-      Drop("sql_execution_without_end_closed_at_log_end");
-    }
+    int64_t end = tracker_.EndOrClose(s.end_ms != 0 ? std::optional<int64_t>(s.end_ms) : std::nullopt, log_end,
+                                      model::StatKey::sql_execution_without_end_closed_at_log_end);
     sql_start_[q] = start;
     sql_end_[q] = std::max(end, start);
   }
@@ -1071,9 +1042,10 @@ Status SparkLogImporter::EmitTree(model::SourceId source) {
 
   // ---- The application. ----
   int64_t app_start = app_.start_ms != 0 ? std::min(app_.start_ms, min_ms_) : min_ms_;
-  int64_t app_end = log_end;
-  if (!app_.ended) Drop("application_without_end_closed_at_log_end");
-  if (!app_.started) Drop("application_without_start");
+  // The application spans the log whether or not it ended.
+  int64_t app_end = tracker_.EndOrClose(app_.ended ? std::optional<int64_t>(log_end) : std::nullopt, log_end,
+                                        model::StatKey::application_without_end_closed_at_log_end);
+  if (!app_.started) Drop(model::StatKey::application_without_start);
   model::PhaseSpec spec;
   spec.parent = target_.under;
   spec.name = !app_.name.empty()               ? app_.name
@@ -1126,7 +1098,7 @@ Status SparkLogImporter::EmitTree(model::SourceId source) {
       if (it != sql_index_.end()) {
         s.parent = sqls_[it->second].phase;
       } else {
-        Drop("job_of_unknown_sql_execution_kept");
+        Drop(model::StatKey::job_of_unknown_sql_execution_kept);
       }
     }
     const std::string& what = !job.description.empty() ? job.description : job.name;
@@ -1152,10 +1124,10 @@ Status SparkLogImporter::EmitTree(model::SourceId source) {
   });
   for (uint32_t i : stage_order_) {
     Stage& st = stages_[i];
-    if (!st.submitted && !st.completed) Drop("stage_seen_only_in_tasks_kept");
+    if (!st.submitted && !st.completed) Drop(model::StatKey::stage_seen_only_in_tasks_kept);
     model::PhaseSpec s;
     s.parent = st.job != kNone ? jobs_[st.job].phase : app_phase;
-    if (st.job == kNone) Drop("stage_without_job_kept_under_application");
+    if (st.job == kNone) Drop(model::StatKey::stage_without_job_kept_under_application);
     auto info = stage_info_.find(st.stage_id);
     std::string_view name = info != stage_info_.end() ? std::string_view(info->second.name) : std::string_view();
     std::string head = st.attempt == 0 ? fmt::format("stage {}", st.stage_id)
@@ -1207,13 +1179,11 @@ Status SparkLogImporter::EmitTree(model::SourceId source) {
     s.name = fmt::format("task {}.{}", t.index, t.attempt);
     s.type = "task";
     int64_t start = t.launch_ms != 0 ? t.launch_ms : st != nullptr ? stage_start_[t.stage] : app_start;
-    int64_t end = t.ended && t.finish_ms != 0 ? t.finish_ms : 0;
-    if (end == 0) {
-      end = st != nullptr && st->completed ? stage_end_[t.stage] : log_end;
-      Drop("task_without_end_closed_at_log_end");
-    }
+    int64_t end = tracker_.EndOrClose(t.ended && t.finish_ms != 0 ? std::optional<int64_t>(t.finish_ms) : std::nullopt,
+                                      st != nullptr && st->completed ? stage_end_[t.stage] : log_end,
+                                      model::StatKey::task_without_end_closed_at_log_end);
     end = std::max(end, start);
-    if (st != nullptr && end > stage_end_[t.stage]) Drop("task_ends_after_its_stage_kept_as_child");
+    if (st != nullptr) tracker_.KeepAsChild(end, stage_end_[t.stage], model::StatKey::task_ends_after_its_stage_kept_as_child);
     s.start_ns = Ns(start);
     const Executor* ex = t.executor != kNone ? &executors_[t.executor] : nullptr;
     s.host = ex != nullptr ? HostName(ex->host) : driver_host;
@@ -1291,7 +1261,7 @@ void SparkLogImporter::EmitEdges() {
         }
       }
       if (best == kNone) {
-        Drop("stage_parent_not_run");
+        Drop(model::StatKey::stage_parent_not_run);
         continue;
       }
       builder.AddEdge(model::Edge{stages_[best].phase, st.phase, "shuffle"});

@@ -29,6 +29,7 @@
 
 #include "core/status.h"
 #include "importers/importer.h"
+#include "importers/slice_tracker.h"
 #include "importers/spark/line_reader.h"
 
 namespace grademl::importers::spark {
@@ -155,7 +156,9 @@ class SparkLogImporter final : public TraceRead {
   struct Handlers;
   friend struct Handlers;
 
-  void Drop(std::string reason, int64_t n = 1);
+  void Drop(model::StatKey key, int64_t n = 1);
+  // An indexed stat ("unknown_event:NAME"): at most model::kMaxIndexesPerStat names per stat.
+  void Drop(model::StatKey key, std::string_view index) { stats_.Add(key, index); }
   void SeeTime(int64_t ms);
   uint32_t Intern(std::string_view text);
   uint32_t ExecutorFor(std::string_view id, std::string_view host);
@@ -192,9 +195,8 @@ class SparkLogImporter final : public TraceRead {
   std::deque<int64_t> metric_values_;
   std::vector<std::string> strings_;
   std::unordered_map<std::string, uint32_t> string_index_;
-  std::map<std::string, int64_t> drops_;
-  static constexpr int kMaxNamedReasons = 50;
-  std::unordered_map<std::string, int> named_reasons_;  // distinct names per reason kind
+  model::IngestStatCounter stats_;  // what was not imported, or imported adjusted
+  SliceTracker tracker_{stats_};     // spans never ended, tasks past their stage
 
   int64_t events_ = 0;
   int64_t lines_ = 0;

@@ -583,14 +583,17 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
       buf.Int8(s.source);
       buf.Text(s.reason);
       buf.Int8(s.count);
+      buf.Text(model::StatSeverityName(s.severity));
+      buf.Text(s.description);
     }
     GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, PgCopyStaged("ingest_stats"), buf.Finish()));
     // Counts add up, also between rows of one delta for the same (source, reason).
     GRADEML_RETURN_IF_ERROR(pg::Exec(
         conn_, path_,
-        "INSERT INTO ingest_stats SELECT run_id, source_id, reason, sum(count)::bigint FROM gml_ingest_in "
-        "GROUP BY run_id, source_id, reason ON CONFLICT (run_id, source_id, reason) DO UPDATE SET "
-        "count = ingest_stats.count + excluded.count"));
+        "INSERT INTO ingest_stats SELECT run_id, source_id, reason, sum(count)::bigint, max(severity), "
+        "max(description) FROM gml_ingest_in GROUP BY run_id, source_id, reason "
+        "ON CONFLICT (run_id, source_id, reason) DO UPDATE SET count = ingest_stats.count + excluded.count, "
+        "severity = excluded.severity, description = excluded.description"));
   }
   if (!delta.clock_estimates.empty()) {
     for (const model::ClockEstimate& c : delta.clock_estimates) {
@@ -901,8 +904,9 @@ Status PgDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
   {
     GRADEML_ASSIGN_OR_RETURN(Result r, query(PgSelectOfRun("ingest_stats", "source_id, reason COLLATE \"C\"")));
     for (int i = 0; i < PQntuples(r.get()); ++i) {
-      run.ingest_stats.push_back(
-          {.source = PgInt(r.get(), i, 0), .reason = PgString(r.get(), i, 1), .count = PgInt(r.get(), i, 2)});
+      run.ingest_stats.push_back(model::StoredIngestStat(PgInt(r.get(), i, 0), PgString(r.get(), i, 1),
+                                                         PgInt(r.get(), i, 2), PgString(r.get(), i, 3),
+                                                         PgString(r.get(), i, 4)));
     }
   }
   {

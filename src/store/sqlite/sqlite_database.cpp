@@ -157,8 +157,10 @@ const std::string kSql[] = {
     InsertOrReplace("hosts"),
     InsertOrReplace("sources"),
     InsertOrReplace("tracks"),
-    "INSERT INTO ingest_stats (" + tables::ColumnList(T("ingest_stats")) + ") VALUES (?, ?, ?, ?) ON CONFLICT (" +
-        tables::KeyList(T("ingest_stats")) + ") DO UPDATE SET count = count + excluded.count",
+    "INSERT INTO ingest_stats (" + tables::ColumnList(T("ingest_stats")) + ") VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (" +
+        tables::KeyList(T("ingest_stats")) +
+        ") DO UPDATE SET count = count + excluded.count, severity = excluded.severity, "
+        "description = excluded.description",
     SelectOfRun("hosts", "name"),
     SelectOfRun("sources", "id"),
     SelectOfRun("tracks", "id"),
@@ -774,6 +776,8 @@ Status SqliteDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta&
       BindInt(s, 2, st.source);
       BindText(s, 3, st.reason);
       BindInt(s, 4, st.count);
+      BindText(s, 5, model::StatSeverityName(st.severity));
+      BindText(s, 6, st.description);
       GRADEML_RETURN_IF_ERROR(StepDone(s));
     }
   }
@@ -1129,7 +1133,8 @@ Status SqliteDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
     ResetGuard reset(s);
     BindInt(s, 1, id);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-      run.ingest_stats.push_back({.source = ColumnInt(s, 0), .reason = ColumnString(s, 1), .count = ColumnInt(s, 2)});
+      run.ingest_stats.push_back(model::StoredIngestStat(ColumnInt(s, 0), ColumnString(s, 1), ColumnInt(s, 2),
+                                                         ColumnString(s, 3), ColumnString(s, 4)));
     }
     if (rc != SQLITE_DONE) return SqlError(rc);
   }
