@@ -7,6 +7,13 @@ PYTHON := /usr/bin/python3
 # ccache when it is installed (CI's clean clone may have none, or an empty cache).
 CCACHE := $(shell command -v ccache 2>/dev/null)
 LAUNCHER := $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE))
+# CI_PORTABLE_PATHS=1 (set by .ci/run, which keeps ccache's cache between CI runs outside the
+# clone, with CCACHE_BASEDIR at the clone): the clone's path is mapped to "." in __FILE__ and
+# debug information, so that a compile in another clone of the same sources is the same
+# compile and ccache's results can be shared. Set when a tree is configured.
+ifeq ($(CI_PORTABLE_PATHS),1)
+LAUNCHER += -DCMAKE_C_FLAGS=-ffile-prefix-map=$(CURDIR)=. -DCMAKE_CXX_FLAGS=-ffile-prefix-map=$(CURDIR)=.
+endif
 # Ninja (scripts/bootstrap installs ninja-build): unlike CMake's Makefiles, it compiles a
 # target's sources while the libraries it links are still building, which keeps both of CI's
 # cores busy. A build tree configured earlier keeps its own generator.
@@ -27,8 +34,11 @@ $(BUILD)/CMakeCache.txt:
 build: bootstrap $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# TEST_ARGS: more ctest arguments (.ci/run passes -LE validation and runs that label in a job
+# of its own, scripts/ci_validation).
+TEST_ARGS ?=
 test: build
-	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS) $(TEST_ARGS)
 
 # The store and end-to-end tests again with PostgreSQL as the store: every `--db PATH` of an
 # end-to-end test becomes a database on the tests' own PostgreSQL server. Left out: tests of
@@ -89,16 +99,23 @@ validate: build
 	$(PYTHON) bench/validation/realworld/check_realworld.py --grademl $(GRADEML)
 
 # --- Sanitizers and fuzzers (docs/reliability.md; .ci/run runs them after `make test`) ------
-# Each has its own build tree; benches are not built there. Sanitizer reports go to files
+# Two build trees; benches are not built there. build-asan/ is Debian's clang-14 with
+# ASan+UBSan and libFuzzer's coverage instrumentation (GRADEML_FUZZ=ON): it serves both
+# `make test-sanitize` (unit tests and SANITIZE_E2E) and `make fuzz` (the libFuzzer targets
+# need clang), so CI builds three trees (build/, build-asan/, build-tsan/), not four.
+# build-tsan/ is g++ with ThreadSanitizer. Sanitizer reports go to files
 # under <tree>/sanitizer-reports (ASan/UBSan/TSan log_path), so that a report from a grademl
 # that a test runs as a child process fails the job too, even when the test expected that
 # grademl to fail: scripts/check_sanitizer_reports prints them and exits non-zero.
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
-FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 SANITIZER_FLAGS_TYPE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DGRADEML_BUILD_BENCH=OFF $(LAUNCHER) $(GENERATOR)
+# A build-asan/ configured before the two trees were one (g++, no fuzz targets) is refused
+# with what to do, rather than silently building without the fuzz targets.
+ASAN_TREE_CHECK = @grep -q '^GRADEML_FUZZ:BOOL=ON' $(ASAN_BUILD)/CMakeCache.txt || { \
+  echo "make: $(ASAN_BUILD) was configured without GRADEML_FUZZ (an older g++ ASan tree); remove it (rm -rf $(ASAN_BUILD)) and run again" >&2; exit 1; }
 
 # The end-to-end tests that the ASan+UBSan job runs (the named subset of the CI budget):
 # recording single commands and workflows, signals and SIGKILL, a corrupt store, bad flags,
@@ -117,11 +134,17 @@ ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:log_path=$(CURDIR)/$(ASA
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer-reports/ubsan
 
 $(ASAN_BUILD)/CMakeCache.txt:
-	@scripts/bootstrap
-	cmake -S . -B $(ASAN_BUILD) $(SANITIZER_FLAGS_TYPE) -DGRADEML_SANITIZE=address,undefined
+	@scripts/bootstrap --fuzz
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
+	  -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DGRADEML_SANITIZE=address,undefined \
+	  -DGRADEML_FUZZ=ON -DGRADEML_BUILD_BENCH=OFF $(LAUNCHER) $(GENERATOR)
 
-# ASan + UBSan: every unit test binary and the SANITIZE_E2E subset of the end-to-end tests.
-test-sanitize test-asan: bootstrap $(ASAN_BUILD)/CMakeCache.txt
+# ASan + UBSan: every unit test binary and the SANITIZE_E2E subset of the end-to-end tests
+# (the fuzz targets are built too: `make fuzz` then only runs them).
+test-sanitize test-asan: $(ASAN_BUILD)/CMakeCache.txt
+	@scripts/bootstrap --fuzz
+	$(ASAN_TREE_CHECK)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	rm -rf $(ASAN_BUILD)/sanitizer-reports && mkdir -p $(ASAN_BUILD)/sanitizer-reports
 	rc=0; cd $(ASAN_BUILD) && \
@@ -174,19 +197,16 @@ test-tsan: bootstrap $(TSAN_BUILD)/CMakeCache.txt
 	  { $(TSAN_ENV) ctest --output-on-failure --no-tests=error --timeout 600 -j $(JOBS) -L '^e2e$$' -R '$(TSAN_E2E)' || rc=1; } && \
 	  cd $(CURDIR) && { scripts/check_sanitizer_reports $(TSAN_BUILD)/sanitizer-reports || rc=1; } && exit $$rc
 
-# libFuzzer targets (tests/fuzz/<name>_fuzz.cpp), built with Debian's clang-14 and
-# ASan+UBSan, each run FUZZ_SECONDS over its seed corpus tests/fuzz/corpus/<name>/.
-# A crash, leak, timeout or out-of-memory fails; its input is kept in $(FUZZ_BUILD)/crashes/.
-$(FUZZ_BUILD)/CMakeCache.txt:
+# libFuzzer targets (tests/fuzz/<name>_fuzz.cpp), built in $(ASAN_BUILD) (Debian's clang-14,
+# ASan+UBSan), each run FUZZ_SECONDS over its seed corpus tests/fuzz/corpus/<name>/ and the
+# inputs it found before (FUZZ_CORPUS_DIR, default $(ASAN_BUILD)/fuzz-corpus; .ci/run keeps it
+# in its cache folder between runs). A crash, leak, timeout or out-of-memory fails; its input
+# is kept in $(ASAN_BUILD)/fuzz-crashes/.
+fuzz: $(ASAN_BUILD)/CMakeCache.txt
 	@scripts/bootstrap --fuzz
-	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
-	  -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-	  -DGRADEML_FUZZ=ON -DGRADEML_BUILD_TESTS=OFF -DGRADEML_BUILD_BENCH=OFF $(LAUNCHER) $(GENERATOR)
-
-fuzz: $(FUZZ_BUILD)/CMakeCache.txt
-	@scripts/bootstrap --fuzz
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
-	scripts/run_fuzzers $(FUZZ_BUILD) $(FUZZ_SECONDS)
+	$(ASAN_TREE_CHECK)
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target fuzz_targets
+	scripts/run_fuzzers $(ASAN_BUILD) $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz

@@ -24,6 +24,7 @@
 #define GRADEML_HAVE_TSC 0
 #endif
 
+#include "core/sanitizers.h"
 #include "instrument/event_format.h"
 
 namespace grademl::collect {
@@ -55,7 +56,7 @@ constexpr size_t kPhaseCost = sizeof(model::Phase) + 64;
 // system call itself orders it too, which is all a ThreadSanitizer build (where g++ refuses
 // standalone fences) relies on: TSan cannot see into the kernel's copy anyway.
 bool ReadShared(int fd, uint64_t offset, void* out, size_t n) {
-#if !defined(__SANITIZE_THREAD__)
+#if !GRADEML_THREAD_SANITIZER
   std::atomic_thread_fence(std::memory_order_acquire);
 #endif
   size_t done = 0;

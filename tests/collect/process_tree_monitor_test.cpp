@@ -15,7 +15,6 @@
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <tuple>
 #include <atomic>
 #include <thread>
 #include "skip_or_fail.h"
@@ -329,8 +328,9 @@ TEST(ProcessTreeMonitorTest, IoOfAChildReapedWhileThePassRunsIsCountedOnce) {
   bool armed = false;
   int pipes[5][2];
   for (auto& p : pipes) ASSERT_EQ(pipe(p), 0);
-  auto [truth_pipe, exit_pipe, reap_pipe, reaped_pipe, quit_pipe] =
-      std::tuple(pipes[0], pipes[1], pipes[2], pipes[3], pipes[4]);
+  // The pipes' names (pointers: clang 14 cannot capture a structured binding in a lambda).
+  int *truth_pipe = pipes[0], *exit_pipe = pipes[1], *reap_pipe = pipes[2];
+  int *reaped_pipe = pipes[3], *quit_pipe = pipes[4];
   ProcessTreeMonitor::Options options;
   options.test_stage = [&](const char* stage) {
     if (!armed || std::string(stage) != "resolved") return;
@@ -388,8 +388,9 @@ TEST(ProcessTreeMonitorTest, IoOfASecondChildReapedBeforeTheParentIsReadAgainIsC
   bool armed = false;
   int pipes[6][2];
   for (auto& p : pipes) ASSERT_EQ(pipe(p), 0);
-  auto [truth_pipe, exit1_pipe, exit2_pipe, reap2_pipe, reaped_pipe, quit_pipe] =
-      std::tuple(pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]);
+  // The pipes' names (pointers: clang 14 cannot capture a structured binding in a lambda).
+  int *truth_pipe = pipes[0], *exit1_pipe = pipes[1], *exit2_pipe = pipes[2];
+  int *reap2_pipe = pipes[3], *reaped_pipe = pipes[4], *quit_pipe = pipes[5];
   ProcessTreeMonitor::Options options;
   options.test_stage = [&](const char* stage) {
     if (!armed || std::string(stage) != "reread_parent") return;
@@ -486,8 +487,9 @@ TEST(ProcessTreeMonitorTest, IoOfAChildReapedRightAfterTheParentWasReadAgainGoes
   bool armed = false;
   int pipes[6][2];
   for (auto& p : pipes) ASSERT_EQ(pipe(p), 0);
-  auto [truth_pipe, exit1_pipe, exit2_pipe, reap2_pipe, reaped_pipe, quit_pipe] =
-      std::tuple(pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]);
+  // The pipes' names (pointers: clang 14 cannot capture a structured binding in a lambda).
+  int *truth_pipe = pipes[0], *exit1_pipe = pipes[1], *exit2_pipe = pipes[2];
+  int *reap2_pipe = pipes[3], *reaped_pipe = pipes[4], *quit_pipe = pipes[5];
   ProcessTreeMonitor::Options options;
   options.test_stage = [&](const char* stage) {
     if (!armed || std::string(stage) != "parent_read_again") return;

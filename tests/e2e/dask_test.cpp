@@ -142,7 +142,8 @@ TEST(DaskE2E, EveryTaskUnderItsWorkerProcessWithTheGraphsEdges) {
   }
   // Both workers' processes were recorded (they are the program's children).
   for (const auto& [address, pid] : worker_pid) {
-    bool found = std::any_of(run.phases.begin(), run.phases.end(), [&](const model::Phase& p) {
+    // pid = pid: clang 14 cannot capture a structured binding.
+    bool found = std::any_of(run.phases.begin(), run.phases.end(), [&, pid = pid](const model::Phase& p) {
       return p.leaf_type() == "process" && p.pid == pid;
     });
     EXPECT_TRUE(found) << "worker " << address << " pid " << pid;

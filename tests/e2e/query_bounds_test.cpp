@@ -22,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/sanitizers.h"
 #include "e2e/command.h"
 #include "pg_test_server.h"
 #include "store/database.h"
@@ -119,7 +120,7 @@ BoundsResult RunBounded(const std::vector<std::string>& argv, const std::vector<
 }
 
 // Sanitizers' shadow memory and quarantine inflate the RSS a bound is about.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if GRADEML_ADDRESS_SANITIZER || GRADEML_THREAD_SANITIZER
 constexpr double kRssSlack = 8;
 #else
 constexpr double kRssSlack = 1;

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/sanitizers.h"
 #include "e2e/command.h"
 
 namespace grademl::testing {
@@ -426,7 +427,7 @@ TEST_F(QueryLimitsE2E, NeverEndingQueryStopsAtTheTimeout) {
 
 // A huge result with no LIMIT streams in bounded memory (the table aligns on its first rows).
 TEST_F(QueryLimitsE2E, HugeResultStreamsInBoundedMemory) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if GRADEML_ADDRESS_SANITIZER || GRADEML_THREAD_SANITIZER
   GTEST_SKIP() << "an address-space limit cannot be combined with a sanitizer's shadow memory";
 #else
   // 4 million rows: held as strings they would need several hundred MB.

@@ -169,7 +169,8 @@ struct DeltaCodecFiller {
   }
   template <DeltaCodecStruct T>
   void Fill(T& x) {
-    std::apply([this](auto&... f) { (Fill(f), ...); }, DeltaCodecTie(x));
+    // this->: without it clang 14 sees no use of the captured `this` (-Wunused-lambda-capture).
+    std::apply([this](auto&... f) { (this->Fill(f), ...); }, DeltaCodecTie(x));
   }
 };
 
