@@ -91,7 +91,12 @@ TEST(WhatifE2E, PredictsAFasterStepAndTheRerunAgrees) {
   EXPECT_NEAR(serial["predicted_s"].get<double>() - measured, c_s, 0.02);
   EXPECT_EQ(serial["jobs"], 1);
   EXPECT_EQ(serial["baseline_jobs"], 2);
-  EXPECT_EQ(serial["critical_path_names"], json({"a", "b", "c", "d"}));
+  // One at a time, every step is on the path: a first, d last, and b and c (independent,
+  // started within a few ms of each other under -j 2) in the order the replay takes them,
+  // which follows their recorded starts.
+  EXPECT_TRUE(serial["critical_path_names"] == json({"a", "b", "c", "d"}) ||
+              serial["critical_path_names"] == json({"a", "c", "b", "d"}))
+      << serial["critical_path_names"].dump();
   // Removing b: c becomes critical. The run can be named first, here as -1.
   json removed = Whatif(db, {"-1", "-b"});
   EXPECT_EQ(removed["critical_path_names"], json({"a", "c", "d"}));
