@@ -49,8 +49,9 @@ TEST(HtmlReportE2E, PageOfARealCommand) {
   // Ground truth: the helper burns 0.6 s of one core. The attribution table's CPU of the
   // process's subtree says so (±0.2 core-s), and so does the area under its CPU plot. The
   // plot's peak is at least the helper's mean over its life, 0.6 CPU-s over at most the run's
-  // wall time (one core on a quiet machine; less when other work shares the cores), and about
-  // one core at most (single samples can read higher when a sample is taken late).
+  // wall time (one core on a quiet machine; less when other work shares the cores). No upper
+  // bound: a slice only partly sampled (the process's first or last) shows the rate of its
+  // sampled part, where the kernel's 10 ms CPU ticks over a few ms read as 1.7-2.6 cores.
   double cpu = -1;
   for (const json& row : data["attribution"]["rows"]) {
     // The outermost row of that name (its subtree): a sanitized helper's leak checker clones
@@ -75,7 +76,6 @@ TEST(HtmlReportE2E, PageOfARealCommand) {
   }
   EXPECT_NEAR(area, 0.6, 0.2);
   EXPECT_GT(peak, 0.8 * std::min(1.0, 0.6 / run_wall_s)) << "run wall " << run_wall_s << " s";
-  EXPECT_LT(peak, 1.6);
 
   // '-' writes the page to stdout.
   r = RunCommand({GrademlBinary(), "--db", db, "report", "--html", "-"});
