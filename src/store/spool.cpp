@@ -1,6 +1,8 @@
 #include "store/spool.h"
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "model/delta_codec.h"
 #include "store/sqlite/sqlite.h"
@@ -42,8 +44,20 @@ StatusOr<std::unique_ptr<Spool>> Spool::Open(const std::string& dir) {
   sqlite3_busy_timeout(handle, 10'000);
   // WAL with synchronous=NORMAL: a commit survives the agent being killed (SIGKILL), which
   // is what the spool is for; a power cut may lose the last commits.
-  GRADEML_RETURN_IF_ERROR(sqlite::Exec(handle, path, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL"));
-  GRADEML_RETURN_IF_ERROR(sqlite::Exec(handle, path, kSpoolSchema));
+  // Two processes opening the same spool at once (an agent starting while `agent --stats`
+  // polls it) can each be refused the switch to WAL or the schema's first write with
+  // SQLITE_BUSY at once, without SQLite's busy handler (a lock upgrade it cannot wait for):
+  // the setup is tried again for up to 10 s, so a starting agent is not ended by a reader.
+  const auto setup = [&]() -> Status {
+    GRADEML_RETURN_IF_ERROR(sqlite::Exec(handle, path, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL"));
+    return sqlite::Exec(handle, path, kSpoolSchema);
+  };
+  Status ready = setup();
+  for (int tries = 0; !ready.ok() && ready.code() == StatusCode::kUnavailable && tries < 500; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ready = setup();
+  }
+  GRADEML_RETURN_IF_ERROR(ready);
   return std::unique_ptr<Spool>(new Spool(path, raw.release()));
 }
 

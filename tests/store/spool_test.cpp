@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "store_test_support.h"
 
@@ -63,6 +65,42 @@ TEST(SpoolTest, ADamagedEntryIsACorruptErrorNotACrash) {
   ASSERT_FALSE(entries.ok());
   EXPECT_EQ(entries.status().code(), StatusCode::kCorrupt);
   EXPECT_NE(entries.status().message().find("spooled delta 1"), std::string::npos) << entries.status().message();
+}
+
+// An agent starting while `grademl agent --stats` polls the same spool: both open it at once,
+// and each may be refused the switch to WAL or the schema's first write with SQLITE_BUSY
+// without SQLite's busy handler. Neither open may fail (the agent used to exit with "database
+// is locked by another process", and MultiHostE2E.AgentOnASecondHost... with it).
+TEST(SpoolTest, SpoolsOpenedAtOnceByTwoProcessesBothOpen) {
+  testing::TempDir dir;
+  int failures = 0;
+  std::string last_error;
+  for (int round = 0; round < 40; ++round) {
+    const std::string spool_dir = (dir.path() / ("spool" + std::to_string(round))).string();
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      int bad = 0;
+      for (int i = 0; i < 5; ++i) {
+        auto s = Spool::Open(spool_dir);
+        if (!s.ok() || !(*s)->Spooled().ok()) ++bad;
+      }
+      _exit(bad == 0 ? 0 : 1);
+    }
+    for (int i = 0; i < 5; ++i) {
+      auto s = Spool::Open(spool_dir);
+      if (!s.ok()) {
+        ++failures;
+        last_error = s.status().message();
+      } else if (!(*s)->Spooled().ok()) {
+        ++failures;
+      }
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
+  }
+  EXPECT_EQ(failures, 0) << last_error;
 }
 
 }  // namespace
