@@ -418,4 +418,20 @@ std::string UpsertSet(const Table& t) {
 
 std::string KeyList(const Table& t) { return Join(t.key); }
 
+NumberedColumns NumberColumns(const Table& t, std::initializer_list<std::string_view> skip, std::string_view marker,
+                              int first) {
+  const std::span<const std::string_view> skipped(skip.begin(), skip.size());
+  NumberedColumns out;
+  int n = first;
+  for (const Column& c : t.columns) {
+    if (Skipped(c.name, skipped)) continue;
+    const std::string param = std::string(marker) + std::to_string(n++);
+    const std::string sep = out.names.empty() ? "" : ", ";
+    out.names += sep + std::string(c.name);
+    out.params += sep + param;
+    out.assignments += sep + std::string(c.name) + " = " + param;
+  }
+  return out;
+}
+
 }  // namespace grademl::store::tables

@@ -106,5 +106,13 @@ int ColumnCount(const Table& t, std::initializer_list<std::string_view> skip = {
 std::string UpsertSet(const Table& t);
 // "run_id, id": the key's columns.
 std::string KeyList(const Table& t);
+// The table's columns less those named in `skip`, numbered as statement parameters from
+// `first` with `marker` ("?" for SQLite, "$" for PostgreSQL): "a, b", "?2, ?3" and
+// "a = ?2, b = ?3", for an INSERT or an UPDATE of every column but the skipped ones.
+struct NumberedColumns {
+  std::string names, params, assignments;
+};
+NumberedColumns NumberColumns(const Table& t, std::initializer_list<std::string_view> skip, std::string_view marker,
+                              int first);
 
 }  // namespace grademl::store::tables

@@ -31,17 +31,9 @@ const std::string kPgRunColumns = tables::PgSelectList(T("runs"), {"writers"});
 
 // "c1 = $2, ..." (or the INSERT's list and parameters): the RunInfo columns after the id ($1).
 std::string PgRunStatement(bool insert) {
-  std::string names, values, sets;
-  int n = insert ? 1 : 2;
-  for (const tables::Column& c : T("runs").columns) {
-    if (c.name == "id" || c.name == "writers") continue;
-    const std::string param = "$" + std::to_string(n++);
-    names += (names.empty() ? "" : ", ") + std::string(c.name);
-    values += (values.empty() ? "" : ", ") + param;
-    sets += (sets.empty() ? "" : ", ") + std::string(c.name) + " = " + param;
-  }
-  return insert ? "INSERT INTO runs (" + names + ") VALUES (" + values + ") RETURNING id"
-                : "UPDATE runs SET " + sets + " WHERE id = $1";
+  const tables::NumberedColumns c = tables::NumberColumns(T("runs"), {"id", "writers"}, "$", insert ? 1 : 2);
+  return insert ? "INSERT INTO runs (" + c.names + ") VALUES (" + c.params + ") RETURNING id"
+                : "UPDATE runs SET " + c.assignments + " WHERE id = $1";
 }
 
 // The tables whose rows replace stored ones by key, and their staging tables: one set per

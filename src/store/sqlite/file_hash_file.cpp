@@ -55,14 +55,24 @@ FileHashFile::~FileHashFile() {
   sqlite3_close_v2(db_);
 }
 
+namespace {
+
+// Binds what identifies a file's state (path, device, inode, size, mtime, ctime) as the
+// statement's parameters 1 to 6: the lookup's key and the first columns of a row put.
+void BindStat(sqlite3_stmt* st, const FileHashRow& stat) {
+  sqlite::BindText(st, 1, stat.path);
+  sqlite::BindInt(st, 2, stat.dev);
+  sqlite::BindInt(st, 3, stat.ino);
+  sqlite::BindInt(st, 4, stat.size);
+  sqlite::BindInt(st, 5, stat.mtime_ns);
+  sqlite::BindInt(st, 6, stat.ctime_ns);
+}
+
+}  // namespace
+
 std::optional<FileHashRow> FileHashFile::Find(const FileHashRow& stat) {
   sqlite::ResetGuard reset(find_);
-  sqlite::BindText(find_, 1, stat.path);
-  sqlite::BindInt(find_, 2, stat.dev);
-  sqlite::BindInt(find_, 3, stat.ino);
-  sqlite::BindInt(find_, 4, stat.size);
-  sqlite::BindInt(find_, 5, stat.mtime_ns);
-  sqlite::BindInt(find_, 6, stat.ctime_ns);
+  BindStat(find_, stat);
   if (sqlite3_step(find_) != SQLITE_ROW) return std::nullopt;
   FileHashRow row = stat;
   row.hash = sqlite::ColumnString(find_, 0);
@@ -72,12 +82,7 @@ std::optional<FileHashRow> FileHashFile::Find(const FileHashRow& stat) {
 
 Status FileHashFile::Put(const FileHashRow& row) {
   sqlite::ResetGuard reset(put_);
-  sqlite::BindText(put_, 1, row.path);
-  sqlite::BindInt(put_, 2, row.dev);
-  sqlite::BindInt(put_, 3, row.ino);
-  sqlite::BindInt(put_, 4, row.size);
-  sqlite::BindInt(put_, 5, row.mtime_ns);
-  sqlite::BindInt(put_, 6, row.ctime_ns);
+  BindStat(put_, row);
   sqlite::BindText(put_, 7, row.hash);
   sqlite::BindInt(put_, 8, row.read_start_ns);
   int rc = sqlite3_step(put_);

@@ -50,17 +50,9 @@ std::string RunColumns() { return tables::ColumnList(T("runs"), "", {"writers"})
 
 // "c1 = ?2, c2 = ?3, ...": the RunInfo columns as numbered parameters after the id (?1).
 std::string RunAssignments(bool insert) {
-  std::string names, values, sets;
-  int n = 2;
-  for (const tables::Column& c : T("runs").columns) {
-    if (c.name == "id" || c.name == "writers") continue;
-    const std::string param = "?" + std::to_string(n++);
-    names += (names.empty() ? "" : ", ") + std::string(c.name);
-    values += (values.empty() ? "" : ", ") + param;
-    sets += (sets.empty() ? "" : ", ") + std::string(c.name) + " = " + param;
-  }
-  return insert ? "INSERT INTO runs (" + names + ") VALUES (" + values + ")"
-                : "UPDATE runs SET " + sets + " WHERE id = ?1";
+  const tables::NumberedColumns c = tables::NumberColumns(T("runs"), {"id", "writers"}, "?", 2);
+  return insert ? "INSERT INTO runs (" + c.names + ") VALUES (" + c.params + ")"
+                : "UPDATE runs SET " + c.assignments + " WHERE id = ?1";
 }
 
 // "INSERT OR REPLACE INTO t (every column) VALUES (?, ...)": a row replaced whole by its key.
