@@ -454,44 +454,14 @@ struct Source {
   }
 };
 
-// The sum of several counters, by linear interpolation at the union of their sample times.
+// Several counters with no origin (a host's cores) as one: derived/counter_rate.h's sum, whose
+// values are the summed increases (a reset of one counter counts 0).
 std::vector<Sample> SumCounters(const std::vector<SampleSpan>& parts) {
-  std::vector<SampleSpan> present;
+  std::vector<derived::Counter> counters;
   for (SampleSpan s : parts) {
-    if (!s.empty()) present.push_back(s);
+    if (!s.empty()) counters.push_back({s, std::nullopt});
   }
-  if (present.empty()) return {};
-  if (present.size() == 1) return {present[0].begin(), present[0].end()};
-  // The union of the sample times by successive merges (the series are usually sampled
-  // together, so this stays about one series long).
-  std::vector<TimeNs> times, merged;
-  for (SampleSpan s : present) {
-    merged.clear();
-    size_t i = 0, j = 0;
-    while (i < times.size() || j < s.size()) {
-      TimeNs t = j == s.size() || (i < times.size() && times[i] <= s[j].t) ? times[i] : s[j].t;
-      merged.push_back(t);
-      while (i < times.size() && times[i] == t) ++i;
-      while (j < s.size() && s[j].t == t) ++j;
-    }
-    times.swap(merged);
-  }
-  std::vector<double> sum(times.size(), 0.0);
-  for (SampleSpan s : present) {
-    auto values = CounterValuesAt(s, times);
-    for (size_t i = 0; i < times.size(); ++i) sum[i] += values[i];
-  }
-  std::vector<Sample> out(times.size());
-  for (size_t i = 0; i < times.size(); ++i) out[i] = {times[i], sum[i]};
-  return out;
-}
-
-// A process counter is cumulative since the process started: its value before the first
-// sample was used between the start and that sample (or, when it was sampled at its start,
-// at that instant).
-void PrependProcessStart(std::vector<Sample>& samples, TimeNs start) {
-  if (samples.empty()) return;
-  samples.insert(samples.begin(), Sample{std::min(start, samples.front().t), 0.0});
+  return derived::SumAsCounter(counters);
 }
 
 // --- accumulators --------------------------------------------------------------------------
@@ -1469,16 +1439,19 @@ class Attributor {
   std::array<Source, 4> ProcessSources(const ProcessDomain& d) const {
     std::array<Source, 4> s;
     auto of = [&](std::string_view name) { return SamplesOf(run_.FindSeries(d.resource->id, name)); };
-    TimeNs start = table_.start[d.phase];
-    s[0].samples =
-        SumCounters({of(metric::kProcCpuUser), of(metric::kProcCpuSystem), of(metric::kProcCpuUnseenChildren)});
-    SampleSpan rb = of(metric::kProcReadBytes), wb = of(metric::kProcWriteBytes), rss = of(metric::kProcPss);
+    // Counters by the one rule (derived/counter_rate.h): a process's count from 0 at its start
+    // (the layer's origin), a reset counts 0.
+    auto counter = [&](std::string_view name) { return derived::CounterOf(run_, *d.resource, name); };
+    const derived::Counter cpu[] = {counter(metric::kProcCpuUser), counter(metric::kProcCpuSystem),
+                                    counter(metric::kProcCpuUnseenChildren)};
+    s[0].samples = derived::SumAsCounter(cpu);
+    const derived::Counter rb[] = {counter(metric::kProcReadBytes)}, wb[] = {counter(metric::kProcWriteBytes)};
+    s[1].samples = derived::SumAsCounter(rb);
+    s[2].samples = derived::SumAsCounter(wb);
     // Memory by PSS, so that pages shared by forked processes are held once in the stack;
     // RSS for runs recorded before memory.pss.
+    SampleSpan rss = of(metric::kProcPss);
     if (rss.empty()) rss = of(metric::kProcRss);
-    s[1].samples.assign(rb.begin(), rb.end());
-    s[2].samples.assign(wb.begin(), wb.end());
-    for (int i = 0; i < 3; ++i) PrependProcessStart(s[i].samples, start);
     s[3].samples.assign(rss.begin(), rss.end());
     s[3].gauge = true;
     s[3].hold_until = table_.end[d.phase];

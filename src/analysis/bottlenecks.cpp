@@ -229,19 +229,20 @@ class HostTimeline {
       for (size_t i = 0; i + 1 < n; ++i) cum_[i + 1][col] = cum_[i][col] + per_interval_rate[i] * dt[i];
     };
     std::vector<double> rate(n - 1, 0.0);
-    // CPU: sums of counters are counters.
-    std::vector<double> busy(n, 0.0), total(n, 0.0);
-    for (const model::Series* s : core_busy) {
-      auto v = CounterAt(s, t_);
-      for (size_t i = 0; i < n; ++i) busy[i] += v[i];
-    }
-    for (const model::Series* s : core_other) {
-      auto v = CounterAt(s, t_);
-      for (size_t i = 0; i < n; ++i) total[i] += v[i];
-    }
+    // CPU: the cores' summed increases by the one rule (derived/counter_rate.h: a reset
+    // counts 0, nothing before a counter's first sample).
+    auto counters = [](const std::vector<const model::Series*>& series) {
+      std::vector<derived::Counter> out;
+      for (const model::Series* s : series) out.push_back({s->samples, std::nullopt});
+      return out;
+    };
+    std::vector<double> busy, total;
+    derived::AddCumulativeIncreases(counters(core_busy), t_, busy);
+    total = busy;
+    derived::AddCumulativeIncreases(counters(core_other), t_, total);
     for (size_t i = 0; i < n; ++i) {
-      cum_[i][kCpuBusy] = busy[i] - busy[0];
-      cum_[i][kCpuTotal] = busy[i] + total[i] - busy[0] - total[0];
+      cum_[i][kCpuBusy] = busy[i];
+      cum_[i][kCpuTotal] = total[i];
     }
     // Disks: the busiest one in each interval.
     std::fill(rate.begin(), rate.end(), 0.0);
@@ -260,19 +261,20 @@ class HostTimeline {
     cumulate(kDiskBusy, rate);
     // Network: bytes moved over all links (loopback included); the busiest direction of a
     // link of known speed.
-    std::vector<double> bytes(n, 0.0);
+    std::vector<const model::Series*> link_series;
     std::fill(rate.begin(), rate.end(), 0.0);
     for (const Link& l : links) {
       for (const model::Series* s : {l.rx, l.tx}) {
         if (!s) continue;
-        auto v = CounterAt(s, t_);
-        for (size_t i = 0; i < n; ++i) bytes[i] += v[i];
+        link_series.push_back(s);
         if (!s->info.has_capacity() || s->info.capacity <= 0) continue;
         auto r = known_rate(s, s->info.capacity);
         for (size_t i = 0; i + 1 < n; ++i) rate[i] = std::max(rate[i], r[i]);
       }
     }
-    for (size_t i = 0; i < n; ++i) cum_[i][kNetBytes] = bytes[i] - bytes[0];
+    std::vector<double> bytes;
+    derived::AddCumulativeIncreases(counters(link_series), t_, bytes);
+    for (size_t i = 0; i < n; ++i) cum_[i][kNetBytes] = bytes[i];
     cumulate(kNetUtil, rate);
     // GPUs: the busiest one.
     std::fill(rate.begin(), rate.end(), 0.0);

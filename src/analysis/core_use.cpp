@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "analysis/derived/counter_rate.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
 
@@ -35,15 +36,17 @@ void TakeMax(std::optional<int64_t>& into, std::optional<int64_t> v) {
   if (v && (!into || *v > *into)) into = v;
 }
 
-// CPU seconds (user + system + unseen children) of a process resource at each time.
-std::vector<double> CpuAt(const model::Run& run, const model::Resource& r, std::span<const TimeNs> times) {
-  std::vector<double> out(times.size(), 0.0);
+// The CPU seconds (user + system + unseen children) a process used from times[0] to each of
+// `times`, by the one rule (derived/counter_rate.h: its counters count from 0 at its start, a
+// reset counts 0, nothing is known before the first known point).
+std::vector<double> CpuSince(const model::Run& run, const model::Resource& r, std::span<const TimeNs> times) {
+  std::vector<derived::Counter> counters;
   for (std::string_view name : {metric::kProcCpuUser, metric::kProcCpuSystem, metric::kProcCpuUnseenChildren}) {
-    SampleSpan s = SamplesOf(run.FindSeries(r.id, name));
-    if (s.empty()) continue;
-    std::vector<double> v = CounterValuesAt(s, times);
-    for (size_t i = 0; i < out.size(); ++i) out[i] += v[i];
+    derived::Counter c = derived::CounterOf(run, r, name);
+    if (!c.empty()) counters.push_back(c);
   }
+  std::vector<double> out(times.size(), 0.0);
+  derived::AddCumulativeIncreases(counters, times, out);
   return out;
 }
 
@@ -136,8 +139,7 @@ PhaseCoreUse CoreUseOfImpl(const model::Run& run, model::PhaseId id, const CoreU
     if (r.kind != model::ResourceKind::kCore || (!phase->host.empty() && r.host != phase->host)) continue;
     ++use.host_cores;
     for (std::string_view name : {metric::kCoreIdle, metric::kCoreIowait}) {
-      SampleSpan s = SamplesOf(run.FindSeries(r.id, name));
-      if (!s.empty()) idle_s += std::max(0.0, CounterValueAt(s, end) - CounterValueAt(s, start));
+      idle_s += derived::IncreaseOver({SamplesOf(run.FindSeries(r.id, name)), std::nullopt}, start, end);
     }
   }
   if (use.duration_s > 0) use.host_idle_cores = idle_s / use.duration_s;
@@ -158,8 +160,8 @@ PhaseCoreUse CoreUseOfImpl(const model::Run& run, model::PhaseId id, const CoreU
   for (const ProcessTrack& p : procs) {
     std::vector<TimeNs> clamped(bounds.size());
     for (size_t i = 0; i < bounds.size(); ++i) clamped[i] = std::clamp(bounds[i], p.start_ns, std::max(p.start_ns, p.end_ns));
-    std::vector<double> cpu = CpuAt(run, *p.resource, clamped);
-    const double own_cpu = std::max(0.0, cpu.back() - cpu.front());
+    std::vector<double> cpu = CpuSince(run, *p.resource, clamped);
+    const double own_cpu = cpu.back();
     use.cpu_seconds += own_cpu;
     for (size_t i = 0; i < windows; ++i) per_window[i] += std::max(0.0, cpu[i + 1] - cpu[i]);
 

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "analysis/derived/counter_rate.h"
 #include "analysis/derived/host_devices.h"
 #include "analysis/series_math.h"
 #include "model/metric_names.h"
@@ -655,13 +656,17 @@ std::optional<CpuSummary> SummarizeCpu(const Run& run, const std::vector<const m
 
   CpuSummary cpu;
   cpu.cores = static_cast<int64_t>(all.size());
+  // Every core time counter by the one rule (derived/counter_rate.h): increases only, a reset
+  // counting 0; host counters have no origin.
+  auto counter = [](SampleSpan s) { return derived::Counter{s, std::nullopt}; };
   double busy = 0, total = 0, iowait = 0, steal = 0;
   std::vector<SampleSpan> spans;
+  std::vector<derived::Counter> busy_counters, other_counters;
   for (const CoreSeries& cs : all) {
-    double core_busy = CounterIncrease(cs.busy[0]) + CounterIncrease(cs.busy[1]);
-    double core_iowait = CounterIncrease(cs.other[0]);
-    double core_steal = CounterIncrease(cs.other[1]);
-    double core_total = core_busy + core_iowait + core_steal + CounterIncrease(cs.other[2]);
+    double core_busy = derived::Increase(counter(cs.busy[0])) + derived::Increase(counter(cs.busy[1]));
+    double core_iowait = derived::Increase(counter(cs.other[0]));
+    double core_steal = derived::Increase(counter(cs.other[1]));
+    double core_total = core_busy + core_iowait + core_steal + derived::Increase(counter(cs.other[2]));
     cpu.per_core.push_back({cs.core->name, core_total > 0 ? core_busy / core_total : 0.0});
     busy += core_busy;
     total += core_total;
@@ -669,6 +674,8 @@ std::optional<CpuSummary> SummarizeCpu(const Run& run, const std::vector<const m
     steal += core_steal;
     spans.insert(spans.end(), std::begin(cs.busy), std::end(cs.busy));
     spans.insert(spans.end(), std::begin(cs.other), std::end(cs.other));
+    for (SampleSpan s : cs.busy) busy_counters.push_back(counter(s));
+    for (SampleSpan s : cs.other) other_counters.push_back(counter(s));
   }
   cpu.sampled_s = total / static_cast<double>(all.size());
   cpu.busy_s = busy;
@@ -678,23 +685,14 @@ std::optional<CpuSummary> SummarizeCpu(const Run& run, const std::vector<const m
     cpu.avg_steal = steal / total;
   }
 
-  // Peak: the busy fraction of all cores together over each sampling interval.
+  // Peak: the busy fraction of all cores together over each sampling interval, from the
+  // counters' summed increases since the first sample time.
   std::vector<TimeNs> grid;
   DistinctTimes(spans, grid);
-  std::vector<double> busy_at(grid.size(), 0.0), total_at(grid.size(), 0.0);
-  for (const CoreSeries& cs : all) {
-    for (auto s : cs.busy) {
-      auto values = CounterValuesAt(s, grid);
-      for (size_t k = 0; k < grid.size(); ++k) {
-        busy_at[k] += values[k];
-        total_at[k] += values[k];
-      }
-    }
-    for (auto s : cs.other) {
-      auto values = CounterValuesAt(s, grid);
-      for (size_t k = 0; k < grid.size(); ++k) total_at[k] += values[k];
-    }
-  }
+  std::vector<double> busy_at, total_at;
+  derived::AddCumulativeIncreases(busy_counters, grid, busy_at);
+  total_at = busy_at;
+  derived::AddCumulativeIncreases(other_counters, grid, total_at);
   auto window = [&](size_t from, size_t to) {
     double d_total = total_at[to] - total_at[from];
     if (d_total <= 0) return;
@@ -753,10 +751,13 @@ HostSummary SummarizeHost(const Run& run, const model::Resource& host,
         SampleSpan write = SamplesOf(SeriesOf(run, r, metric::kDiskWriteBytes));
         SampleSpan busy = SamplesOf(SeriesOf(run, r, metric::kDiskBusy));
         if (read.empty() && write.empty() && busy.empty()) break;
-        DiskSummary disk{.name = r.name, .read_bytes = CounterIncrease(read), .write_bytes = CounterIncrease(write)};
+        // Bytes and busy time by the one rule (derived/counter_rate.h): a reset counts 0.
+        DiskSummary disk{.name = r.name,
+                         .read_bytes = derived::Increase({read, std::nullopt}),
+                         .write_bytes = derived::Increase({write, std::nullopt})};
         disk.counted = devices.Counts(r);
-        DurationNs span = SampledSpan(busy);
-        if (span > 0) disk.avg_busy = std::clamp(CounterIncrease(busy) / NsToSeconds(span), 0.0, 1.0);
+        double busy_rate = derived::MeanRate({busy, std::nullopt});
+        if (!std::isnan(busy_rate)) disk.avg_busy = std::clamp(busy_rate, 0.0, 1.0);
         out.disks.push_back(disk);
         break;
       }
@@ -765,8 +766,8 @@ HostSummary SummarizeHost(const Run& run, const model::Resource& host,
         const model::Series* tx = SeriesOf(run, r, metric::kNetTxBytes);
         if (SamplesOf(rx).empty() && SamplesOf(tx).empty()) break;
         NetSummary net{.name = r.name,
-                       .rx_bytes = CounterIncrease(SamplesOf(rx)),
-                       .tx_bytes = CounterIncrease(SamplesOf(tx))};
+                       .rx_bytes = derived::Increase({SamplesOf(rx), std::nullopt}),
+                       .tx_bytes = derived::Increase({SamplesOf(tx), std::nullopt})};
         net.counted = devices.Counts(r);
         if (rx != nullptr && rx->info.has_capacity()) net.capacity_bytes_per_s = rx->info.capacity;
         else if (tx != nullptr && tx->info.has_capacity()) net.capacity_bytes_per_s = tx->info.capacity;

@@ -122,6 +122,38 @@ TEST(CounterRateTest, ASumAddsTheRatesOfTheCountersKnownThere) {
   EXPECT_TRUE(RateStepsOf(std::span<const Counter>(&none, 1)).rate.empty());
 }
 
+TEST(CounterRateTest, TotalsMeanRatesAndRunningSumsCountIncreasesOnly) {
+  // 10 at 1 s, 40 at 2 s, reset to 5 at 3 s, 25 at 5 s: increases 30, 0, 20 = 50 over the
+  // known 4 s: 12.5/s.
+  std::vector<Sample> s = {{Sec(1), 10}, {Sec(2), 40}, {Sec(3), 5}, {Sec(5), 25}};
+  EXPECT_DOUBLE_EQ(Increase(Counter{s, std::nullopt}), 50);
+  EXPECT_DOUBLE_EQ(MeanRate(Counter{s, std::nullopt}), 12.5);
+  // A process started at 0.5 s counts its first 10 too: 60 over 4.5 s.
+  EXPECT_DOUBLE_EQ(Increase(Counter{s, Sec(0.5)}), 60);
+  EXPECT_DOUBLE_EQ(MeanRate(Counter{s, Sec(0.5)}), 60 / 4.5);
+  // One sample: no span, no rate.
+  std::vector<Sample> one = {{Sec(1), 10}};
+  EXPECT_EQ(Increase(Counter{one, std::nullopt}), 0);
+  EXPECT_TRUE(std::isnan(MeanRate(Counter{one, std::nullopt})));
+  // Running sums with a second counter, 0 -> 8 over [0, 4] s (2/s): at 0, 2, 4, 6 s.
+  std::vector<Sample> t = {{0, 0}, {Sec(4), 8}};
+  Counter both[2] = {{s, std::nullopt}, {t, std::nullopt}};
+  std::vector<TimeNs> times = {0, Sec(2), Sec(4), Sec(6)};
+  std::vector<double> sum;
+  AddCumulativeIncreases(both, times, sum);
+  // [0, 2]: s 30 (unknown before 1 s) + t 4; [2, 4]: s 0 + 10 (half of 3..5's 20) + t 4;
+  // [4, 6]: s 10 + t unknown.
+  EXPECT_EQ(sum, (std::vector<double>{0, 34, 48, 58}));
+  // As one counter on the known points 0, 1, 2, 3, 4, 5 s.
+  std::vector<Sample> as_one = SumAsCounter(both);
+  EXPECT_EQ(as_one, (std::vector<Sample>{{0, 0}, {Sec(1), 2}, {Sec(2), 34}, {Sec(3), 36}, {Sec(4), 48}, {Sec(5), 58}}));
+  // A process's origin is one of the points.
+  Counter proc[1] = {{s, Sec(0.5)}};
+  EXPECT_EQ(SumAsCounter(proc),
+            (std::vector<Sample>{{Sec(0.5), 0}, {Sec(1), 10}, {Sec(2), 40}, {Sec(3), 40}, {Sec(5), 60}}));
+  EXPECT_TRUE(SumAsCounter(std::span<const Counter>()).empty());
+}
+
 TEST(DerivedRatesTest, AProcessTrackStartsAtItsStart) {
   RunFixture f;
   auto host = f.AddResource(0, ResourceKind::kHost, "node1");

@@ -73,9 +73,24 @@ TEST(HostDevicesTest, SumsOfCounters) {
   const model::Run& run = f.Build();
   HostDevices d = DevicesOfHost(run, "node1");
   std::vector<model::Sample> sum = SumOfCounters(run, d.disks, metric::kDiskWriteBytes);
-  // At 0: 100 + 0 (b before its first sample holds its first value); at 1: 200 + 0; at 2:
-  // 300 + 200; at 3: 300 (held) + 400.
-  EXPECT_EQ(sum, (std::vector<model::Sample>{{0, 100}, {Sec(1), 200}, {Sec(2), 500}, {Sec(3), 700}}));
+  // The summed increase since 0 s: [0, 1] s: a +100, b unknown; [1, 2] s: a +100, b +200;
+  // [2, 3] s: a unknown (after its last sample), b +200.
+  EXPECT_EQ(sum, (std::vector<model::Sample>{{0, 0}, {Sec(1), 100}, {Sec(2), 400}, {Sec(3), 600}}));
+}
+
+TEST(HostDevicesTest, AResetOnOneDiskIsNotOffsetByAnothersGrowth) {
+  RunFixture f;
+  auto host = f.AddResource(0, ResourceKind::kHost, "node1");
+  auto a = f.AddResource(host, ResourceKind::kDisk, "sda");
+  auto b = f.AddResource(host, ResourceKind::kDisk, "sdb");
+  // sda resets between 1 s and 2 s (500 -> 100); sdb grows by 500 there.
+  f.Counter(a, metric::kDiskReadBytes, {{0, 0}, {Sec(1), 500}, {Sec(2), 100}, {Sec(3), 300}});
+  f.Counter(b, metric::kDiskReadBytes, {{0, 0}, {Sec(1), 100}, {Sec(2), 600}, {Sec(3), 700}});
+  const model::Run& run = f.Build();
+  std::vector<model::Sample> sum = SumOfCounters(run, DevicesOfHost(run, "node1").disks, metric::kDiskReadBytes);
+  // Per interval: [0, 1] s 500 + 100; [1, 2] s 0 (the reset) + 500; [2, 3] s 200 + 100. The
+  // interpolated sum (0, 600, 700, 1000) made [1, 2] s 100 bytes: sdb's 500 minus sda's drop.
+  EXPECT_EQ(sum, (std::vector<model::Sample>{{0, 0}, {Sec(1), 600}, {Sec(2), 1100}, {Sec(3), 1400}}));
 }
 
 TEST(HostDevicesTest, TheRunSummaryMarksWhatDoesNotCount) {

@@ -113,6 +113,28 @@ TEST(CoreUseTest, WithoutLimitsTheHostsCoresAreAvailable) {
   EXPECT_NEAR(u.avg_cores, 0.5, kLeverEps);
 }
 
+TEST(CoreUseTest, AProcessCountsItsCpuFromItsStart) {
+  // Started at 2 s, first sampled at 4 s with 2 CPU-seconds, 10 at 12 s when it ended: by the
+  // one rule (derived/counter_rate.h) it counted from 0 at 2 s, so it used 10 CPU-seconds in
+  // its 10 s: 1 core on average. (Reading the counter flat before its first sample found 8.)
+  RunFixture f;
+  PhaseId root = f.AddPhase(0, "run", "run", 0, Sec(12));
+  PhaseId p = f.AddProcess(root, "p", Sec(2), Sec(12), 7);
+  f.Counter(f.last_process_resource, metric::kProcCpuUser, {{Sec(4), 2}, {Sec(12), 10}});
+  f.Build();
+  PhaseCoreUse u = CoreUseOf(f.run, p);
+  EXPECT_NEAR(u.cpu_seconds, 10, kLeverEps);
+  EXPECT_NEAR(u.avg_cores, 1, kLeverEps);
+  // A reset (a counter that drops) counts 0, never less: 10 -> 4 at 14 s, 6 at 16 s in a
+  // process to 16 s: 10 + 0 + 2 = 12 CPU-seconds.
+  RunFixture g;
+  root = g.AddPhase(0, "run", "run", 0, Sec(16));
+  p = g.AddProcess(root, "p", Sec(2), Sec(16), 7);
+  g.Counter(g.last_process_resource, metric::kProcCpuUser, {{Sec(4), 2}, {Sec(12), 10}, {Sec(14), 4}, {Sec(16), 6}});
+  g.Build();
+  EXPECT_NEAR(CoreUseOf(g.run, p).cpu_seconds, 12, kLeverEps);
+}
+
 TEST(CoreUseTest, PeakCoresAreTheBusiestWindow) {
   // 10 s: idle for 5 s, then 2 cores busy for 5 s: average 1, peak 2.
   RunFixture f;

@@ -212,6 +212,32 @@ void AddHost(RunFixture& f) {
   f.Gauge(gpu, metric::kGpuPower, {{Sec(0), 100}, {Sec(1), 200}, {Sec(2), 200}}, 300);
 }
 
+TEST(RunSummaryTest, ACoreResetCountsNothingInThePeak) {
+  // Two cores sampled each second. [0, 1] s: each .5 busy, .5 idle. [1, 2] s: cpu0's user
+  // counter resets (0.5 -> 0.1) while it idles .5 s; cpu1 is busy 1 s and idle 0 s.
+  RunFixture f;
+  f.run.info.end_ns = Sec(2);
+  f.run.info.interval_ns = Sec(1);
+  auto host = f.AddResource(0, ResourceKind::kHost, "node1");
+  auto cpu = f.AddResource(host, ResourceKind::kCpu, "cpu");
+  auto c0 = f.AddResource(cpu, ResourceKind::kCore, "cpu0");
+  auto c1 = f.AddResource(cpu, ResourceKind::kCore, "cpu1");
+  f.Counter(c0, metric::kCoreUser, {{0, 0}, {Sec(1), 0.5}, {Sec(2), 0.1}}, 1);
+  f.Counter(c0, metric::kCoreIdle, {{0, 0}, {Sec(1), 0.5}, {Sec(2), 1.0}}, 1);
+  f.Counter(c1, metric::kCoreUser, {{0, 0}, {Sec(1), 0.5}, {Sec(2), 1.5}}, 1);
+  f.Counter(c1, metric::kCoreIdle, {{0, 0}, {Sec(1), 0.5}, {Sec(2), 0.5}}, 1);
+  RunSummary s = SummarizeRun(f.Build());
+  ASSERT_EQ(s.hosts.size(), 1u);
+  ASSERT_TRUE(s.hosts[0].cpu.has_value());
+  const CpuSummary& c = *s.hosts[0].cpu;
+  // Totals: busy .5 + 1.5 = 2 of 2 + 1.5 = 3.5 core-seconds (the reset counts 0).
+  EXPECT_DOUBLE_EQ(c.busy_s, 2);
+  EXPECT_DOUBLE_EQ(c.avg_busy, 2 / 3.5);
+  // Peak: [0, 1] s 1 of 2 = .5; [1, 2] s busy 0 + 1 of 0 + .5 + 1 + 0 = 1.5: 2/3. (Reading
+  // the summed values instead let the reset cancel cpu1's work: (-.4 + 1) / 1.1 = .545.)
+  EXPECT_NEAR(c.peak_busy, 2.0 / 3, 1e-12);
+}
+
 TEST(RunSummaryTest, HostCpu) {
   RunFixture f;
   f.run.info.end_ns = Sec(2);

@@ -69,9 +69,11 @@ Counter CounterOf(const model::Run& run, const model::Resource& r, std::string_v
   if (r.kind != model::ResourceKind::kProcess || c.samples.empty()) return c;
   // The process's start: its phase's (as the bottleneck and attribution analyses read it),
   // else the resource's own.
+  // A phase's start is always known (0 included: a trace on a clock that starts at 0); a
+  // resource's start_ns of 0 means "not recorded".
   const model::Phase* phase = r.phase != 0 ? run.FindPhase(r.phase) : nullptr;
   TimeNs start = phase != nullptr ? phase->start_ns : r.start_ns;
-  if (start > 0 && start < c.samples.front().t) c.origin = start;
+  if ((phase != nullptr || start > 0) && start <= c.samples.front().t) c.origin = start;
   return c;
 }
 
@@ -106,6 +108,84 @@ std::vector<double> RatesOver(std::span<const Counter> counters, std::span<const
       double rate = increase[k] / (known[k] * 1e-9) / divisor;
       out[k] = std::isnan(out[k]) ? rate : out[k] + rate;
     }
+  }
+  return out;
+}
+
+double Increase(const Counter& c) {
+  Points p(c);
+  double sum = 0;
+  for (size_t i = 1; i < p.size(); ++i) {
+    double delta = p.v(i) - p.v(i - 1);
+    if (delta > 0) sum += delta;
+  }
+  return sum;
+}
+
+double MeanRate(const Counter& c) {
+  TimeNs span = c.LastKnown() - c.FirstKnown();
+  if (c.empty() || span <= 0) return kUnknown;
+  return Increase(c) / (static_cast<double>(span) * 1e-9);
+}
+
+void AddCumulativeIncreases(std::span<const Counter> counters, std::span<const TimeNs> times,
+                            std::vector<double>& into) {
+  if (into.size() < times.size()) into.resize(times.size(), 0.0);
+  std::vector<double> increase, known;
+  for (const Counter& c : counters) {
+    if (c.empty()) continue;
+    Sweep(c, times, increase, known);
+    double sum = 0;
+    for (size_t k = 0; k < increase.size(); ++k) {
+      sum += increase[k];
+      into[k + 1] += sum;
+    }
+  }
+}
+
+std::vector<model::Sample> SumAsCounter(std::span<const Counter> counters) {
+  std::vector<SampleSpan> spans;
+  std::vector<TimeNs> times;
+  bool origins = false;
+  for (const Counter& c : counters) {
+    if (c.empty()) continue;
+    spans.push_back(c.samples);
+    origins = origins || c.origin.has_value();
+  }
+  if (spans.empty()) return {};
+  DistinctTimes(spans, times);
+  if (origins) {
+    for (const Counter& c : counters) {
+      if (c.origin && !c.empty()) times.push_back(*c.origin);
+    }
+    std::sort(times.begin(), times.end());
+    times.erase(std::unique(times.begin(), times.end()), times.end());
+  }
+  std::vector<double> sum;
+  AddCumulativeIncreases(counters, times, sum);
+  if (!origins) {
+    std::vector<model::Sample> out(times.size());
+    for (size_t i = 0; i < times.size(); ++i) out[i] = {times[i], sum[i]};
+    return out;
+  }
+  // A process sampled at its very start already counted something there: a step at one
+  // instant, kept as two points at that time (the amount belongs to that instant, not to the
+  // interval after it). The sums after it already hold it, except after the last time.
+  std::vector<std::pair<TimeNs, double>> steps;
+  for (const Counter& c : counters) {
+    if (c.origin && !c.empty() && *c.origin == c.samples.front().t && c.samples.front().v > 0) {
+      steps.emplace_back(*c.origin, c.samples.front().v);
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  std::vector<model::Sample> out;
+  out.reserve(times.size() + steps.size());
+  size_t k = 0;
+  for (size_t i = 0; i < times.size(); ++i) {
+    out.push_back({times[i], sum[i]});
+    double step = 0;
+    for (; k < steps.size() && steps[k].first <= times[i]; ++k) step += steps[k].second;
+    if (step > 0) out.push_back({times[i], sum[i] + step});
   }
   return out;
 }

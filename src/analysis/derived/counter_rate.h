@@ -48,8 +48,9 @@ struct Counter {
 };
 
 // Series `name` of resource `r` as a Counter: a process's counters have their process's start
-// as origin (its phase's start, else Resource::start_ns; when it is after 0 and before the
-// first sample); every other resource's have none.
+// as origin (its phase's start, else Resource::start_ns when that is after 0; only when it is
+// at or before the first sample: a process sampled at its very start steps there); every
+// other resource's have none.
 Counter CounterOf(const model::Run& run, const model::Resource& r, std::string_view name);
 
 // The known points of `c` as samples (the origin first, as a sample of value 0).
@@ -76,5 +77,29 @@ RateSteps RateStepsOf(std::span<const Counter> counters, double divisor = 1);
 // The increases over consecutive intervals [times[k], times[k+1]] of one counter (never
 // negative; 0 outside its known span): times.size() - 1 values.
 std::vector<double> IncreasesOver(const Counter& c, std::span<const TimeNs> times);
+
+// How much `c` grew over its whole known span (the origin counts): the sum of its increases,
+// a reset counting 0. 0 for fewer than two known points.
+double Increase(const Counter& c);
+
+// The mean rate of `c` over its whole known span (Increase / the span, per second); NaN when
+// the span is empty (fewer than two known points, or all at one instant).
+double MeanRate(const Counter& c);
+
+// The summed increase of `counters` from times[0] to each of `times` (sorted ascending):
+// times.size() values, the first 0, never decreasing (each counter by the rule: its increases
+// only, over its known part). The difference of two values is the sum's increase between
+// them, so a window over several intervals is two reads. Adds into `into` (resized to
+// times.size() if it is smaller), so several groups of counters can share one pass.
+void AddCumulativeIncreases(std::span<const Counter> counters, std::span<const TimeNs> times,
+                            std::vector<double>& into);
+
+// The sum of `counters` as one counter, on the union of their known points: its value at each
+// point is the sum's increase since the first (AddCumulativeIncreases), so it never decreases:
+// a reset of one counter counts 0 and is never offset by another's growth. Only differences of
+// its values mean anything (it starts at 0). A process sampled at its very start (origin ==
+// first sample) steps at that instant: two points at that time. Empty when no counter has a
+// sample.
+std::vector<model::Sample> SumAsCounter(std::span<const Counter> counters);
 
 }  // namespace grademl::analysis::derived

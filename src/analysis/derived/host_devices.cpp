@@ -1,4 +1,5 @@
 #include "analysis/derived/host_devices.h"
+#include "analysis/derived/counter_rate.h"
 #include "core/strings.h"
 
 #include <algorithm>
@@ -117,25 +118,12 @@ HostDevices DevicesOfHost(const model::Run& run, const std::string& host) {
 
 std::vector<model::Sample> SumOfCounters(const model::Run& run, std::span<const model::Resource* const> devices,
                                          std::string_view series) {
-  std::vector<SampleSpan> parts;
-  std::vector<TimeNs> times;
+  std::vector<derived::Counter> counters;
   for (const model::Resource* d : devices) {
     SampleSpan s = SamplesOf(run.FindSeries(d->id, series));
-    if (s.empty()) continue;
-    parts.push_back(s);
-    for (const model::Sample& x : s) times.push_back(x.t);
+    if (!s.empty()) counters.push_back({s, std::nullopt});
   }
-  if (parts.empty()) return {};
-  if (parts.size() == 1) return {parts[0].begin(), parts[0].end()};
-  std::sort(times.begin(), times.end());
-  times.erase(std::unique(times.begin(), times.end()), times.end());
-  std::vector<model::Sample> out(times.size());
-  for (size_t i = 0; i < times.size(); ++i) out[i].t = times[i];
-  for (SampleSpan s : parts) {
-    std::vector<double> v = CounterValuesAt(s, times);
-    for (size_t i = 0; i < times.size(); ++i) out[i].v += v[i];
-  }
-  return out;
+  return derived::SumAsCounter(counters);
 }
 
 }  // namespace grademl::analysis

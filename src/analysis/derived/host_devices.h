@@ -59,7 +59,9 @@ std::vector<HostDevices> ListHostDevices(const model::Run& run);
 HostDevices DevicesOfHost(const model::Run& run, const std::string& host);
 
 // The sum of counter `series` over `devices`, as one counter on the union of their sample
-// times (each interpolated linearly): e.g. the bytes written to all counted disks.
+// times (derived::SumAsCounter: each device by the one rule of counter_rate.h, its value the
+// summed increase since the first time, so a reset on one disk counts 0 and is never offset by
+// another disk's growth): e.g. the bytes written to all counted disks.
 std::vector<model::Sample> SumOfCounters(const model::Run& run, std::span<const model::Resource* const> devices,
                                          std::string_view series);
 
