@@ -116,36 +116,6 @@ std::vector<TimeNs> UnionOfTimes(const std::vector<const model::Series*>& series
   return out;
 }
 
-// A counter at each of `grid` (sorted), read by linear interpolation. When `zero_at` is
-// before the first sample, the counter is taken to be 0 there (a process's counters count
-// from its start).
-std::vector<double> CounterAt(const model::Series* series, std::span<const TimeNs> grid,
-                              std::optional<TimeNs> zero_at = std::nullopt) {
-  std::vector<double> out(grid.size(), 0.0);
-  if (series == nullptr || series->samples.empty()) return out;
-  const auto& s = series->samples;
-  bool virtual_zero = zero_at && *zero_at < s.front().t;
-  size_t next = 0;  // the first sample with t > the current time
-  for (size_t i = 0; i < grid.size(); ++i) {
-    TimeNs t = grid[i];
-    while (next < s.size() && s[next].t <= t) ++next;
-    if (next == 0) {
-      if (virtual_zero && t > *zero_at) {
-        out[i] = s.front().v * static_cast<double>(t - *zero_at) / static_cast<double>(s.front().t - *zero_at);
-      } else {
-        out[i] = virtual_zero ? 0.0 : s.front().v;
-      }
-    } else if (next == s.size() || s[next - 1].t == t) {
-      out[i] = s[next - 1].v;
-    } else {
-      const Sample& a = s[next - 1];
-      const Sample& b = s[next];
-      out[i] = a.v + (b.v - a.v) * static_cast<double>(t - a.t) / static_cast<double>(b.t - a.t);
-    }
-  }
-  return out;
-}
-
 // A gauge (a step function) at each of `grid`: the last sample at or before; 0 before the first.
 std::vector<double> GaugeAt(const model::Series* series, std::span<const TimeNs> grid) {
   std::vector<double> out(grid.size(), 0.0);
@@ -866,7 +836,16 @@ class Analyzer {
     ProcSeries s = SeriesOf(p);
     const auto& g = p.grid;
     size_t n = g.size();
-    auto at = [&](const model::Series* series) { return CounterAt(series, g, p.start); };
+    // Each counter's increase since g[0] by the one rule (derived/counter_rate.h: a reset
+    // counts 0), counting from 0 at the process's start when that is before its first sample.
+    auto at = [&](const model::Series* series) {
+      std::vector<double> out(n, 0.0);
+      if (series == nullptr || series->samples.empty()) return out;
+      derived::Counter c{series->samples, std::nullopt};
+      if (p.start < series->samples.front().t) c.origin = p.start;
+      derived::AddCumulativeIncreases(std::span<const derived::Counter>(&c, 1), g, out);
+      return out;
+    };
     auto v_net = at(s.net_wait);
     auto v_run = at(s.run), v_wait = at(s.wait), v_disk = at(s.disk_wait), v_user = at(s.user), v_sys = at(s.system),
          v_min = at(s.minflt), v_maj = at(s.majflt), v_rb = at(s.rb), v_wb = at(s.wb), v_rc = at(s.rc),

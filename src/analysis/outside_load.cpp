@@ -26,7 +26,7 @@ std::vector<OutsideProcess> TopOf(const model::Run& run, model::ResourceId host)
     if (r.kind != model::ResourceKind::kOutsideProcess || r.parent != host) continue;
     SampleSpan cpu = SamplesOf(run.FindSeries(r.id, metric::kOtherCpu));
     SampleSpan rss = SamplesOf(run.FindSeries(r.id, metric::kOtherRss));
-    OutsideProcess p{.pid = r.pid, .command = r.name, .cpu_seconds = CounterIncrease(cpu),
+    OutsideProcess p{.pid = r.pid, .command = r.name, .cpu_seconds = derived::Increase({cpu, std::nullopt}),
                      .peak_rss_bytes = GaugeMax(rss)};
     if (!cpu.empty()) {
       p.first_t = cpu.front().t;
@@ -56,10 +56,11 @@ std::vector<OutsideLoad> MeasureOutsideLoad(const model::Run& run) {
     OutsideLoad load;
     load.host_resource = r.id;
     load.host = HostName(r);
-    load.cpu_seconds = CounterIncrease(cpu->samples);
+    // By the one rule (derived/counter_rate.h): a reset counts 0; the mean over the sampled span.
+    const derived::Counter counter{cpu->samples, std::nullopt};
+    load.cpu_seconds = derived::Increase(counter);
     load.peak_rss_bytes = GaugeMax(SamplesOf(run.FindSeries(r.id, metric::kOtherRss)));
-    DurationNs span = SampledSpan(cpu->samples);
-    if (span > 0) load.avg_cores = load.cpu_seconds / NsToSeconds(span);
+    if (double cores = derived::MeanRate(counter); !std::isnan(cores)) load.avg_cores = cores;
     load.top = TopOf(run, r.id);
     out.push_back(std::move(load));
   }
