@@ -131,14 +131,48 @@ double MeanRate(const Counter& c) {
 void AddCumulativeIncreases(std::span<const Counter> counters, std::span<const TimeNs> times,
                             std::vector<double>& into) {
   if (into.size() < times.size()) into.resize(times.size(), 0.0);
-  std::vector<double> increase, known;
+  if (times.empty()) return;
+  // One pass per counter, without the per-interval vectors of Sweep (these are hot loops: a
+  // host's cores over every sample time). C(t), the increase from the first known point to t
+  // (increases only), is read at each time; the result is C(times[k]) - C(times[0]), which is
+  // what Sweep sums interval by interval. At a time holding a step (two points at one instant)
+  // C is read before the step, as Sweep counts a step in the interval that starts there.
   for (const Counter& c : counters) {
-    if (c.empty()) continue;
-    Sweep(c, times, increase, known);
-    double sum = 0;
-    for (size_t k = 0; k < increase.size(); ++k) {
-      sum += increase[k];
-      into[k + 1] += sum;
+    Points p(c);
+    if (p.size() < 2) continue;
+    const size_t np = p.size();
+    // Start at the last point before times[0] (found by bisection: a short window of a long
+    // counter reads a few points); C is counted from there, as only differences are returned.
+    size_t lo = 0, hi = np;
+    while (lo < hi) {
+      size_t m = lo + (hi - lo) / 2;
+      if (p.t(m) < times[0]) lo = m + 1;
+      else hi = m;
+    }
+    size_t i = lo > 0 ? lo - 1 : 0;  // then: the first point with p.t(i) >= t
+    double before_i = 0;              // C at point i (before any step there), from the start point
+    double base = 0;       // C(times[0])
+    for (size_t k = 0; k < times.size(); ++k) {
+      const TimeNs t = times[k];
+      while (i < np && p.t(i) < t) {
+        if (i + 1 < np) before_i += std::max(0.0, p.v(i + 1) - p.v(i));
+        ++i;
+      }
+      double at;
+      if (i == 0) {
+        at = 0;  // before (or at) the first known point
+      } else if (i == np) {
+        at = before_i;  // after the last: C of the last point
+      } else if (p.t(i) == t) {
+        at = before_i;  // at point i, the first at t: before any step at t
+      } else {
+        // Strictly between point i-1 and point i.
+        const double delta = std::max(0.0, p.v(i) - p.v(i - 1));
+        const double c_prev = before_i - delta;
+        at = c_prev + delta * static_cast<double>(t - p.t(i - 1)) / static_cast<double>(p.t(i) - p.t(i - 1));
+      }
+      if (k == 0) base = at;
+      into[k] += at - base;
     }
   }
 }
@@ -155,10 +189,13 @@ std::vector<model::Sample> SumAsCounter(std::span<const Counter> counters) {
   if (spans.empty()) return {};
   DistinctTimes(spans, times);
   if (origins) {
+    // The origins are few (one a counter): sorted apart and merged in, not re-sorting all.
+    const size_t mid = times.size();
     for (const Counter& c : counters) {
       if (c.origin && !c.empty()) times.push_back(*c.origin);
     }
-    std::sort(times.begin(), times.end());
+    std::sort(times.begin() + static_cast<std::ptrdiff_t>(mid), times.end());
+    std::inplace_merge(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(mid), times.end());
     times.erase(std::unique(times.begin(), times.end()), times.end());
   }
   std::vector<double> sum;
