@@ -32,16 +32,7 @@ void Sweep(const Counter& c, std::span<const TimeNs> times, std::vector<double>&
   known_ns.assign(n, 0.0);
   Points p(c);
   if (n == 0 || p.size() < 2) return;
-  // The segment [p.t(j), p.t(j+1)] being walked, started by bisection at the last point before
-  // times[0] (what walking from point 0 reaches): a short window of a long counter (one phase
-  // against a host's core) reads a few points, not the whole series.
-  size_t lo = 0, hi = p.size();
-  while (lo < hi) {
-    size_t m = lo + (hi - lo) / 2;
-    if (p.t(m) < times[0]) lo = m + 1;
-    else hi = m;
-  }
-  size_t j = lo > 0 ? lo - 1 : 0;
+  size_t j = 0;  // the segment [p.t(j), p.t(j+1)] being walked
   for (size_t k = 0; k < n; ++k) {
     TimeNs a = times[k], b = times[k + 1];
     if (b <= a) continue;
@@ -98,39 +89,6 @@ double IncreaseOver(const Counter& c, TimeNs a, TimeNs b) {
   std::vector<double> increase, known;
   Sweep(c, bounds, increase, known);
   return increase.empty() ? 0.0 : increase[0];
-}
-
-CounterIncreaseIndex::CounterIncreaseIndex(const Counter& c) {
-  Points p(c);
-  const size_t np = p.size();
-  t_.resize(np);
-  v_.resize(np);
-  cum_.resize(np);
-  double sum = 0;
-  for (size_t i = 0; i < np; ++i) {
-    t_[i] = p.t(i);
-    v_[i] = p.v(i);
-    if (i > 0) sum += std::max(0.0, v_[i] - v_[i - 1]);
-    cum_[i] = sum;
-  }
-  // A point that shares its time with the one before it (a step) is read before the step:
-  // the first point at a time holds the reading.
-}
-
-double CounterIncreaseIndex::At(TimeNs t) const {
-  const size_t np = t_.size();
-  const size_t i = static_cast<size_t>(std::lower_bound(t_.begin(), t_.end(), t) - t_.begin());
-  if (i == 0) return 0;  // before (or at) the first known point
-  if (i == np) return cum_[np - 1];
-  if (t_[i] == t) return cum_[i];
-  // Strictly between point i-1 and point i (no step between them: their times differ).
-  const double delta = std::max(0.0, v_[i] - v_[i - 1]);
-  return cum_[i - 1] + delta * static_cast<double>(t - t_[i - 1]) / static_cast<double>(t_[i] - t_[i - 1]);
-}
-
-double CounterIncreaseIndex::Over(TimeNs a, TimeNs b) const {
-  if (b <= a || t_.size() < 2) return 0;
-  return std::max(0.0, At(b) - At(a));
 }
 
 std::vector<double> IncreasesOver(const Counter& c, std::span<const TimeNs> times) {

@@ -60,22 +60,6 @@ std::vector<model::Sample> KnownPoints(const Counter& c);
 // counts 0). 0 when no part of [a, b] is known.
 double IncreaseOver(const Counter& c, TimeNs a, TimeNs b);
 
-// IncreaseOver for many windows of one counter: its increases summed once at each known point
-// (a step at one instant counted after it), so a window is two bisections, not a walk of the
-// points inside it (core use reads each host core over hundreds of long phases). Over(a, b) is
-// IncreaseOver(c, a, b) up to rounding (sums in another order). Holds `c`'s samples by view.
-class CounterIncreaseIndex {
- public:
-  explicit CounterIncreaseIndex(const Counter& c);
-  double Over(TimeNs a, TimeNs b) const;
-
- private:
-  double At(TimeNs t) const;  // the increase from the first known point to t (before a step at t)
-  std::vector<TimeNs> t_;
-  std::vector<double> v_;
-  std::vector<double> cum_;  // at each point, before any step at its time
-};
-
 // The rates over consecutive intervals [times[k], times[k+1]] (times sorted ascending) of the
 // sum of `counters`, each divided by `divisor` (e.g. the number of cores): times.size() - 1
 // values, NaN where no counter is known.
