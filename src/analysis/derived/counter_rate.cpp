@@ -32,7 +32,16 @@ void Sweep(const Counter& c, std::span<const TimeNs> times, std::vector<double>&
   known_ns.assign(n, 0.0);
   Points p(c);
   if (n == 0 || p.size() < 2) return;
-  size_t j = 0;  // the segment [p.t(j), p.t(j+1)] being walked
+  // The segment [p.t(j), p.t(j+1)] being walked, started by bisection at the last point before
+  // times[0] (what walking from point 0 reaches): a short window of a long counter reads the
+  // points inside it, not the whole series before it.
+  size_t lo = 0, hi = p.size();
+  while (lo < hi) {
+    size_t m = lo + (hi - lo) / 2;
+    if (p.t(m) < times[0]) lo = m + 1;
+    else hi = m;
+  }
+  size_t j = lo > 0 ? lo - 1 : 0;
   for (size_t k = 0; k < n; ++k) {
     TimeNs a = times[k], b = times[k + 1];
     if (b <= a) continue;
@@ -53,6 +62,72 @@ void Sweep(const Counter& c, std::span<const TimeNs> times, std::vector<double>&
       known_ns[k] += len;
     }
   }
+}
+
+// SumAsCounter's common case in one pass: the counters with samples (a process's CPU user,
+// system and unseen children) share their sample times, strictly increasing, and their origin.
+// The same sums in the same order as the general path (AddCumulativeIncreases over the union
+// of times, then the steps at the origin sorted), without merging or bisecting. False (and
+// `out` untouched) when the case does not hold.
+bool SumSampledTogether(std::span<const Counter> counters, std::vector<model::Sample>& out) {
+  const Counter* first = nullptr;
+  for (const Counter& c : counters) {
+    if (c.empty()) continue;
+    if (first == nullptr) {
+      first = &c;
+      for (size_t i = 1; i < c.samples.size(); ++i) {
+        if (c.samples[i].t <= c.samples[i - 1].t) return false;
+      }
+      continue;
+    }
+    if (c.origin != first->origin || c.samples.size() != first->samples.size()) return false;
+    for (size_t i = 0; i < c.samples.size(); ++i) {
+      if (c.samples[i].t != first->samples[i].t) return false;
+    }
+  }
+  if (first == nullptr) return false;
+  const SampleSpan times = first->samples;
+  const size_t n = times.size();
+  // Before the first sample: the origin, a point of its own or (at the first sample's time) a
+  // step there, its amount the counters' first values added in ascending order.
+  const bool origin_point = first->origin && *first->origin < times[0].t;
+  const bool origin_step = first->origin && *first->origin == times[0].t;
+  out.clear();
+  out.reserve(n + 1);
+  if (origin_point) out.push_back({*first->origin, 0.0});
+  out.push_back({times[0].t, 0.0});
+  if (origin_step) {
+    std::vector<double> steps;
+    for (const Counter& c : counters) {
+      if (!c.empty() && c.samples.front().v > 0) steps.push_back(c.samples.front().v);
+    }
+    std::sort(steps.begin(), steps.end());
+    double step = 0;
+    for (double v : steps) step += v;
+    if (step > 0) out.push_back({times[0].t, 0.0 + step});
+  }
+  // Each counter's increase since its first known point (the origin's 0, when it has one).
+  std::vector<const Counter*> present;
+  std::vector<double> acc;
+  for (const Counter& c : counters) {
+    if (c.empty()) continue;
+    present.push_back(&c);
+    acc.push_back(first->origin ? std::max(0.0, c.samples.front().v - 0.0) : 0.0);
+  }
+  if (origin_point) {
+    double sum = 0;
+    for (double a : acc) sum += a;
+    out.back().v = sum;
+  }
+  for (size_t i = 1; i < n; ++i) {
+    double sum = 0;
+    for (size_t k = 0; k < present.size(); ++k) {
+      acc[k] += std::max(0.0, present[k]->samples[i].v - present[k]->samples[i - 1].v);
+      sum += acc[k];
+    }
+    out.push_back({times[i].t, sum});
+  }
+  return true;
 }
 
 }  // namespace
@@ -187,6 +262,7 @@ std::vector<model::Sample> SumAsCounter(std::span<const Counter> counters) {
     origins = origins || c.origin.has_value();
   }
   if (spans.empty()) return {};
+  if (std::vector<model::Sample> out; SumSampledTogether(counters, out)) return out;
   DistinctTimes(spans, times);
   if (origins) {
     // The origins are few (one a counter): sorted apart and merged in, not re-sorting all.
