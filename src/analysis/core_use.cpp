@@ -93,8 +93,26 @@ std::vector<char> PhasesWithProcessesOrTags(const model::Run& run) {
 // CoreUseOf; with `relevant` (PhasesWithProcessesOrTags), the walk of the subtree skips the
 // children whose subtrees hold neither a process nor a tag it reads: the same processes in
 // the same order, the same tags.
+// A host core's idle and iowait counters, indexed once for the windows of every phase read.
+struct HostCore {
+  const model::Resource* resource;
+  derived::IncreaseIndex idle, iowait;
+};
+
+std::vector<HostCore> HostCores(const model::Run& run) {
+  std::vector<HostCore> out;
+  for (const model::Resource& r : run.resources) {
+    if (r.kind != model::ResourceKind::kCore) continue;
+    auto index = [&](std::string_view name) {
+      return derived::IncreaseIndex({SamplesOf(run.FindSeries(r.id, name)), std::nullopt});
+    };
+    out.push_back({&r, index(metric::kCoreIdle), index(metric::kCoreIowait)});
+  }
+  return out;
+}
+
 PhaseCoreUse CoreUseOfImpl(const model::Run& run, model::PhaseId id, const CoreUseOptions& options,
-                           const std::vector<char>* relevant) {
+                           const std::vector<char>* relevant, const std::vector<HostCore>& cores) {
   PhaseCoreUse use;
   use.phase = id;
   const model::Phase* phase = run.FindPhase(id);
@@ -135,12 +153,11 @@ PhaseCoreUse CoreUseOfImpl(const model::Run& run, model::PhaseId id, const CoreU
 
   // The host's cores.
   double idle_s = 0;
-  for (const model::Resource& r : run.resources) {
-    if (r.kind != model::ResourceKind::kCore || (!phase->host.empty() && r.host != phase->host)) continue;
+  for (const HostCore& core : cores) {
+    if (!phase->host.empty() && core.resource->host != phase->host) continue;
     ++use.host_cores;
-    for (std::string_view name : {metric::kCoreIdle, metric::kCoreIowait}) {
-      idle_s += derived::IncreaseOver({SamplesOf(run.FindSeries(r.id, name)), std::nullopt}, start, end);
-    }
+    idle_s += core.idle.Over(start, end);
+    idle_s += core.iowait.Over(start, end);
   }
   if (use.duration_s > 0) use.host_idle_cores = idle_s / use.duration_s;
 
@@ -208,7 +225,7 @@ PhaseCoreUse CoreUseOfImpl(const model::Run& run, model::PhaseId id, const CoreU
 }  // namespace
 
 PhaseCoreUse CoreUseOf(const model::Run& run, model::PhaseId id, const CoreUseOptions& options) {
-  return CoreUseOfImpl(run, id, options, nullptr);
+  return CoreUseOfImpl(run, id, options, nullptr, HostCores(run));
 }
 
 CoreUse FindCoreUse(const model::Run& run, const CoreUseOptions& options) {
@@ -231,8 +248,9 @@ CoreUse FindCoreUse(const model::Run& run, const CoreUseOptions& options) {
   }
   // Each picked phase walks its subtree: only the parts that hold processes or tags.
   const std::vector<char> relevant = PhasesWithProcessesOrTags(run);
-  out.phases.push_back(CoreUseOfImpl(run, root->id, options, &relevant));
-  for (const model::Phase* p : picked) out.phases.push_back(CoreUseOfImpl(run, p->id, options, &relevant));
+  const std::vector<HostCore> cores = HostCores(run);
+  out.phases.push_back(CoreUseOfImpl(run, root->id, options, &relevant, cores));
+  for (const model::Phase* p : picked) out.phases.push_back(CoreUseOfImpl(run, p->id, options, &relevant, cores));
   return out;
 }
 

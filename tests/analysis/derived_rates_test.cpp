@@ -9,6 +9,7 @@
 #include "analysis/derived/counter_rate.h"
 #include "analysis/derived/host_rates.h"
 #include "analysis/run_fixture.h"
+#include "analysis/series_math.h"
 
 namespace grademl::analysis::derived {
 namespace {
@@ -219,6 +220,49 @@ TEST(DerivedRatesTest, HostPlotsCountTheSelectedDevicesAndLeaveUnknownSlicesOut)
   ExpectRates(h.disk_write, {100, 100, 100, 100});  // sda only, not sda + dm-0
   ExpectRates(h.net_rx, {500, 500, kUnknown, kUnknown});  // eth0 only, not lo
   EXPECT_TRUE(h.disk_read.empty());
+}
+
+// The index gives every window what the walk gives: on a hand-built counter with a reset, a
+// step at one instant, a flat stretch and an origin, over every window between the times that
+// matter (each sample's time, the midpoints, before and after the samples).
+TEST(DerivedRatesTest, IncreaseIndexAgreesWithTheWalkOnEveryWindow) {
+  std::vector<Sample> s = {{Sec(1), 10}, {Sec(2), 30}, {Sec(2), 35}, {Sec(3), 35},
+                           {Sec(4), 5},  {Sec(6), 25}, {Sec(7), 20}, {Sec(9), 60}};
+  std::vector<TimeNs> times = {0};
+  for (int k = 1; k <= 20; ++k) times.push_back(Sec(1) * k / 2);
+  for (std::optional<TimeNs> origin : {std::optional<TimeNs>{}, std::optional<TimeNs>{Sec(1) / 2}}) {
+    Counter c{s, origin};
+    IncreaseIndex index(c);
+    for (TimeNs a : times) {
+      for (TimeNs b : times) {
+        EXPECT_NEAR(index.Over(a, b), IncreaseOver(c, a, b), 1e-9)
+            << "[" << a << ", " << b << "] origin " << origin.has_value();
+      }
+    }
+  }
+  // By hand: 1 s to 9 s rises 20 (1->2), steps 5 (at 2), drops at 4 and 7 (0), rises 20
+  // (4->6) and 40 (7->9): 85; from 2.5 s to 6.5 s, 0 + 0 + 20 + 0 (6->6.5 falls): 20.
+  IncreaseIndex index(Counter{s, std::nullopt});
+  EXPECT_DOUBLE_EQ(index.Over(Sec(1), Sec(9)), 85);
+  EXPECT_DOUBLE_EQ(index.Over(Sec(5) / 2, Sec(13) / 2), 20);
+}
+
+// For a counter that never decreases the index reads the difference of the counter's values at
+// the window's ends (what host idle was computed from before the derived layer), on a counter
+// as large as a host's idle seconds since boot.
+TEST(DerivedRatesTest, IncreaseIndexOfAMonotoneCounterIsTheDifferenceOfItsValues) {
+  std::vector<Sample> s;
+  double v = 1e6;
+  for (int k = 0; k < 1000; ++k) {
+    v += 0.1 * ((k * 7919) % 13);
+    s.push_back({Sec(1) * k / 10, v});
+  }
+  IncreaseIndex index(Counter{s, std::nullopt});
+  for (TimeNs a = 0; a < Sec(100); a += Sec(1) * 37 / 100) {
+    TimeNs b = a + Sec(1) * 263 / 100;
+    double want = std::max(0.0, CounterValueAt(s, b) - CounterValueAt(s, a));
+    EXPECT_NEAR(index.Over(a, b), want, 1e-9) << a;
+  }
 }
 
 TEST(DerivedRatesTest, AttributedUsageBecomesARatePerSlice) {

@@ -166,6 +166,49 @@ double IncreaseOver(const Counter& c, TimeNs a, TimeNs b) {
   return increase.empty() ? 0.0 : increase[0];
 }
 
+IncreaseIndex::IncreaseIndex(const Counter& c) {
+  Points p(c);
+  const size_t np = p.size();
+  t_.resize(np);
+  v_.resize(np);
+  cum_.resize(np);
+  double sum = 0;
+  for (size_t i = 0; i < np; ++i) {
+    t_[i] = p.t(i);
+    v_[i] = p.v(i);
+    if (i > 0) sum += std::max(0.0, v_[i] - v_[i - 1]);
+    cum_[i] = sum;
+  }
+}
+
+double IncreaseIndex::Segment(size_t i, TimeNs lo, TimeNs hi) const {
+  // The part [lo, hi] of the segment from point i-1 to point i (their times differ), spread
+  // evenly over it as the walk does: one rounding, as in the walk.
+  const double delta = std::max(0.0, v_[i] - v_[i - 1]);
+  return delta * static_cast<double>(hi - lo) / static_cast<double>(t_[i] - t_[i - 1]);
+}
+
+double IncreaseIndex::Over(TimeNs a, TimeNs b) const {
+  const size_t np = t_.size();
+  if (b <= a || np < 2) return 0;
+  // The first points at or after a and b (at a step, the first point of it).
+  const size_t ia = static_cast<size_t>(std::lower_bound(t_.begin(), t_.end(), a) - t_.begin());
+  const size_t ib = static_cast<size_t>(std::lower_bound(ia + t_.begin(), t_.end(), b) - t_.begin());
+  if (ia == np || ib == 0) return 0;  // the window ends before the first point or starts after the last
+  double sum = 0;
+  if (ia > 0 && t_[ia] > a) {
+    // a inside the segment ending at point ia: its part from a, or [a, b] when b is in it too.
+    if (ia == ib) return Segment(ia, a, b);
+    sum += Segment(ia, a, t_[ia]);
+  }
+  // The whole segments from point ia to the first point at b, or to the last point before b
+  // (a step at a counted, one at b not), then the part of the segment b falls inside.
+  const bool b_at_point = ib < np && t_[ib] == b;
+  sum += cum_[b_at_point ? ib : ib - 1] - cum_[ia];
+  if (ib < np && t_[ib] > b) sum += Segment(ib, t_[ib - 1], b);
+  return sum;
+}
+
 std::vector<double> IncreasesOver(const Counter& c, std::span<const TimeNs> times) {
   std::vector<double> increase, known;
   Sweep(c, times, increase, known);
