@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <queue>
 #include <span>
 #include <unordered_map>
@@ -292,81 +293,89 @@ class Replayer {
   std::vector<Frame> stack_;
 };
 
-}  // namespace
 
-int32_t ScheduleGraph::NodeOf(model::PhaseId id) const {
-  if (!node_of_sparse_.empty()) {
-    auto it = node_of_sparse_.find(id);
-    return it == node_of_sparse_.end() ? -1 : it->second;
-  }
-  if (id <= 0 || static_cast<size_t>(id) >= node_of_dense_.size()) return -1;
-  return node_of_dense_[static_cast<size_t>(id)];
-}
-
-ScheduleGraph ScheduleGraph::Build(const model::Run& run) {
-  ScheduleGraph g;
-  const model::Phase* root_phase = run.Root();
-  if (root_phase == nullptr) return g;
-  const auto& phases = run.phases;
-  const size_t n_all = phases.size();
-  // Recorded times by position in run.phases; an open phase ends at the run's end.
-  const TimeNs effective_end = run.EffectiveEnd();
-  // What the build needs of each phase, read in one pass (phases are large and their types
-  // are apart from them; these arrays are not), the types fetched a few phases ahead.
-  std::vector<TimeNs> ps(n_all), pe(n_all);
-  std::vector<int32_t> orig_parent(n_all, -1);
-  std::vector<model::PhaseId> parent_id(n_all);
-  std::vector<int32_t> pid_of(n_all);
-  std::vector<uint8_t> is_proc(n_all), is_step(n_all);
-  std::vector<model::PhaseId> id_of(n_all);
-  for (size_t i = 0; i < n_all; ++i) {
-    if (i + 8 < n_all) __builtin_prefetch(phases[i + 8].type.data());
-    const model::Phase& ph = phases[i];
-    ps[i] = ph.start_ns;
-    pe[i] = std::max(ps[i], ph.ended() ? ph.end_ns : effective_end);
-    parent_id[i] = ph.parent != ph.id ? ph.parent : 0;
-    pid_of[i] = ph.pid;
-    is_proc[i] = IsProcess(ph) ? 1 : 0;
-    is_step[i] = IsStep(ph) ? 1 : 0;
-    id_of[i] = ph.id;
-  }
-  PositionIndex index(id_of);
-  for (size_t i = 0; i < n_all; ++i) {
-    if (parent_id[i] != 0) orig_parent[i] = index.Find(parent_id[i]);
-  }
-  std::vector<model::PhaseId>().swap(parent_id);  // not held through the rest of the build
-  const int32_t root_pos = index.Find(root_phase->id);
-  orig_parent[static_cast<size_t>(root_pos)] = -1;
-
-  // The recorded tree, by position.
-  std::vector<int32_t> ofirst, ochild;
-  BuildTreeCsr(orig_parent, ofirst, ochild);
-  auto ochildren = [&](int32_t p) {
+// What the build reads of each phase, by position in run.phases, in one pass (phases are
+// large and their types are apart from them; these arrays are not), and the recorded tree.
+struct PhaseArrays {
+  std::vector<TimeNs> ps, pe;         // start; end (an open phase ends at the run's end)
+  std::vector<int32_t> orig_parent;   // the recorded parent's position, -1: none
+  std::vector<int32_t> pid_of;        // the phase's own pid (0: none)
+  std::vector<uint8_t> is_proc, is_step;
+  std::vector<model::PhaseId> id_of;
+  int32_t root_pos = -1;
+  std::vector<int32_t> ofirst, ochild;  // the recorded tree's children lists
+  std::span<const int32_t> ochildren(int32_t p) const {
     return std::span<const int32_t>(ochild.data() + ofirst[static_cast<size_t>(p)],
                                     ochild.data() + ofirst[static_cast<size_t>(p) + 1]);
-  };
+  }
+  bool running_at(int32_t q, TimeNs t) const { return ps[static_cast<size_t>(q)] <= t && t < pe[static_cast<size_t>(q)]; }
+};
 
-  // Phases reachable from the root, parents first, with their effective pid.
-  std::vector<int32_t> reach{root_pos};
-  std::vector<int32_t> pid_eff(n_all, 0);
-  pid_eff[static_cast<size_t>(root_pos)] = root_phase->pid;
+PhaseArrays ReadPhases(const model::Run& run, const model::Phase& root_phase, std::optional<PositionIndex>& index) {
+  const auto& phases = run.phases;
+  const size_t n_all = phases.size();
+  const TimeNs effective_end = run.EffectiveEnd();
+  PhaseArrays a;
+  a.ps.resize(n_all);
+  a.pe.resize(n_all);
+  a.orig_parent.assign(n_all, -1);
+  a.pid_of.resize(n_all);
+  a.is_proc.resize(n_all);
+  a.is_step.resize(n_all);
+  a.id_of.resize(n_all);
+  std::vector<model::PhaseId> parent_id(n_all);
+  for (size_t i = 0; i < n_all; ++i) {
+    if (i + 8 < n_all) __builtin_prefetch(phases[i + 8].type.data());  // the types, a few phases ahead
+    const model::Phase& ph = phases[i];
+    a.ps[i] = ph.start_ns;
+    a.pe[i] = std::max(a.ps[i], ph.ended() ? ph.end_ns : effective_end);
+    parent_id[i] = ph.parent != ph.id ? ph.parent : 0;
+    a.pid_of[i] = ph.pid;
+    a.is_proc[i] = IsProcess(ph) ? 1 : 0;
+    a.is_step[i] = IsStep(ph) ? 1 : 0;
+    a.id_of[i] = ph.id;
+  }
+  index.emplace(a.id_of);
+  for (size_t i = 0; i < n_all; ++i) {
+    if (parent_id[i] != 0) a.orig_parent[i] = index->Find(parent_id[i]);
+  }
+  a.root_pos = index->Find(root_phase.id);
+  a.orig_parent[static_cast<size_t>(a.root_pos)] = -1;
+  BuildTreeCsr(a.orig_parent, a.ofirst, a.ochild);
+  return a;
+}
+
+// Phases reachable from the root, parents first (`reach`), with their effective pid (their
+// own, else their parent's).
+void Reach(const PhaseArrays& a, int32_t root_pid, std::vector<int32_t>& reach, std::vector<int32_t>& pid_eff) {
+  reach.assign(1, a.root_pos);
+  pid_eff.assign(a.ps.size(), 0);
+  pid_eff[static_cast<size_t>(a.root_pos)] = root_pid;
   for (size_t k = 0; k < reach.size(); ++k) {
     int32_t p = reach[k];
-    for (int32_t c : ochildren(p)) {
+    for (int32_t c : a.ochildren(p)) {
       const size_t ci = static_cast<size_t>(c);
-      pid_eff[ci] = pid_of[ci] != 0 ? pid_of[ci] : pid_eff[static_cast<size_t>(p)];
+      pid_eff[ci] = a.pid_of[ci] != 0 ? a.pid_of[ci] : pid_eff[static_cast<size_t>(p)];
       reach.push_back(c);
     }
   }
+}
 
-  // Replay parents: phases from a step's output go under the process that printed them.
-  std::vector<int32_t> rparent = orig_parent;
+// Replay parents by position: phases from a step's output go under the process that printed
+// them, and the program's own phases that started within such a phase go under it.
+std::vector<int32_t> ReplayParents(const PhaseArrays& a, const std::vector<int32_t>& reach,
+                                   const std::vector<int32_t>& pid_eff) {
+  const auto& ps = a.ps;
+  const auto& pid_of = a.pid_of;
+  const auto& is_proc = a.is_proc;
+  auto ochildren = [&](int32_t p) { return a.ochildren(p); };
+  auto running_at = [&](int32_t q, TimeNs t) { return a.running_at(q, t); };
+  std::vector<int32_t> rparent = a.orig_parent;
   auto is_wrapper = [&](int32_t q) {
     auto kids = ochildren(q);
     if (kids.empty() || kids.size() > kMaxWrapperChildren) return false;
     return std::all_of(kids.begin(), kids.end(), [&](int32_t x) { return is_proc[static_cast<size_t>(x)] != 0; });
   };
-  auto running_at = [&](int32_t q, TimeNs t) { return ps[static_cast<size_t>(q)] <= t && t < pe[static_cast<size_t>(q)]; };
   std::vector<std::pair<int32_t, int32_t>> procs;  // (pid, position) of a parent's child processes
   std::vector<std::pair<int32_t, int32_t>> moved_into;  // (process, phase) of the phases moved
   for (int32_t p : reach) {
@@ -439,8 +448,19 @@ ScheduleGraph ScheduleGraph::Build(const model::Run& run) {
     i = j;
   }
 
-  // The replay tree, children sorted by (start, end, recorded order), nodes in breadth-first
-  // order (phases not under the root are left out: they are never reached).
+  return rparent;
+}
+
+// The replay tree (children sorted by start, end, recorded order; nodes in breadth-first
+// order) into g's child lists, parents and per-node arrays; node_of_pos maps a position in
+// run.phases to its node (-1: not under the root); step marks the workflow steps by node.
+void BuildReplayTree(const model::Run& run, const PhaseArrays& a, std::vector<int32_t>& rparent, size_t reach_size,
+                     ScheduleGraph& g, std::vector<int32_t>& node_of_pos, std::vector<uint8_t>& step) {
+  const auto& phases = run.phases;
+  const size_t n_all = phases.size();
+  const auto& ps = a.ps;
+  const auto& pe = a.pe;
+  const int32_t root_pos = a.root_pos;
   std::vector<int32_t> rfirst, rchild;
   BuildTreeCsr(rparent, rfirst, rchild);
   auto by_time = [&](int32_t a, int32_t b) {
@@ -450,8 +470,8 @@ ScheduleGraph ScheduleGraph::Build(const model::Run& run) {
     return a < b;
   };
   std::vector<int32_t> order{root_pos};
-  order.reserve(reach.size());
-  g.child_first.reserve(reach.size() + 1);
+  order.reserve(reach_size);
+  g.child_first.reserve(reach_size + 1);
   for (size_t k = 0; k < order.size(); ++k) {
     int32_t p = order[k];
     auto b = rchild.begin() + rfirst[static_cast<size_t>(p)], e = rchild.begin() + rfirst[static_cast<size_t>(p) + 1];
@@ -462,46 +482,34 @@ ScheduleGraph ScheduleGraph::Build(const model::Run& run) {
   const size_t n = order.size();
   g.child_first.push_back(static_cast<int32_t>(n));
 
-  std::vector<int32_t> node_of_pos(n_all, -1);
+  node_of_pos.assign(n_all, -1);
   g.phase.resize(n);
   g.start.resize(n);
   g.end.resize(n);
   g.parent.assign(n, -1);
   std::vector<uint8_t>& proc = g.process;
   proc.assign(n, 0);
-  std::vector<uint8_t> step(n);
-  std::vector<int64_t> pid(n, 0);
-  model::PhaseId max_id = 0;
+  step.assign(n, 0);
   for (size_t k = 0; k < n; ++k) {
     const size_t pos = static_cast<size_t>(order[k]);
     node_of_pos[pos] = static_cast<int32_t>(k);
     g.phase[k] = &phases[pos];
     g.start[k] = ps[pos];
     g.end[k] = pe[pos];
-    proc[k] = is_proc[pos];
-    step[k] = is_step[pos];
-    pid[k] = pid_of[pos];
-    max_id = std::max(max_id, id_of[pos]);
+    proc[k] = a.is_proc[pos];
+    step[k] = a.is_step[pos];
   }
   for (size_t k = 0; k < n; ++k) {
     for (int32_t c = g.child_first[k]; c < g.child_first[k + 1]; ++c) g.parent[static_cast<size_t>(c)] = static_cast<int32_t>(k);
   }
-  if (static_cast<size_t>(std::max<model::PhaseId>(max_id, 0)) <= 4 * n_all + 16) {
-    g.node_of_dense_.assign(static_cast<size_t>(std::max<model::PhaseId>(max_id, 0)) + 1, -1);
-    for (size_t pos = 0; pos < n_all; ++pos) {
-      if (id_of[pos] > 0 && node_of_pos[pos] >= 0) g.node_of_dense_[static_cast<size_t>(id_of[pos])] = node_of_pos[pos];
-    }
-  } else {
-    for (size_t pos = 0; pos < n_all; ++pos) {
-      if (node_of_pos[pos] >= 0) g.node_of_sparse_.emplace(id_of[pos], node_of_pos[pos]);
-    }
-  }
+}
 
-  // The top level.
-  for (int32_t c = g.child_begin(0); c < g.child_end(0); ++c) g.workflow = g.workflow || step[static_cast<size_t>(c)];
-
-  // Edges between siblings: dependencies of top-level steps, or explicit predecessors.
-  std::vector<std::pair<int32_t, int32_t>> sibling_edges, top_edges;
+// Edges between siblings (explicit predecessors) into g.edge_first/edge_from; in a workflow,
+// the dependencies between top-level steps go to `top_edges` as (to, from) instead.
+void SiblingEdges(const model::Run& run, const PositionIndex& index, const std::vector<int32_t>& node_of_pos,
+                  ScheduleGraph& g, std::vector<std::pair<int32_t, int32_t>>& top_edges) {
+  const size_t n = g.phase.size();
+  std::vector<std::pair<int32_t, int32_t>> sibling_edges;
   for (const model::Edge& e : run.edges) {
     int32_t fp = index.Find(e.from), tp = index.Find(e.to);
     if (fp < 0 || tp < 0) continue;
@@ -516,10 +524,14 @@ ScheduleGraph ScheduleGraph::Build(const model::Run& run) {
   }
   BuildCsr(n, sibling_edges, g.edge_first, g.edge_from);
 
-  // Effective pids on the replay tree, lanes and predecessors.
-  for (size_t k = 1; k < n; ++k) {
-    if (pid[k] == 0) pid[k] = pid[static_cast<size_t>(g.parent[k])];
-  }
+}
+
+// Each parent's children in lanes (the program's phases; its child processes; background
+// processes in none), each child's position in the lanes it waits on and its determining
+// predecessor, and each parent's determining child.
+void BuildLanes(ScheduleGraph& g) {
+  const size_t n = g.phase.size();
+  const std::vector<uint8_t>& proc = g.process;
   g.background.assign(n, 0);
   g.lane.assign(n, -1);
   g.other_lane.assign(n, -1);
@@ -647,7 +659,11 @@ ScheduleGraph ScheduleGraph::Build(const model::Run& run) {
   g.lane_first[n] = static_cast<int32_t>(g.lane_member_first.size());
   g.lane_member_first.push_back(static_cast<int32_t>(g.lane_members.size()));
 
-  // Top-level nodes: slots, dependencies, recorded concurrency and launch latencies.
+}
+
+// The top level: which nodes take a slot, their dependencies and successors, the recorded
+// concurrency and each node's launch latency (its wait beyond the recorded limit's).
+void BuildTopLevel(ScheduleGraph& g, const std::vector<uint8_t>& step, std::vector<std::pair<int32_t, int32_t>>& top_edges) {
   const int32_t tb = g.child_begin(0), te = g.child_end(0);
   const size_t m = static_cast<size_t>(te - tb);
   g.takes_slot.assign(m, 0);
@@ -664,7 +680,7 @@ ScheduleGraph ScheduleGraph::Build(const model::Run& run) {
   for (auto& [to, from] : top_edges) std::swap(to, from);
   BuildCsr(m, top_edges, g.succ_first, g.succ_to);
   for (int32_t& x : g.succ_to) x += tb;
-  if (!g.workflow) return g;
+  if (!g.workflow) return;
 
   for (const auto& [key, value] : g.phase[0]->tags) {
     if (key != "jobs") continue;
@@ -697,6 +713,57 @@ ScheduleGraph ScheduleGraph::Build(const model::Run& run) {
         return s + (g.end[ni] - g.start[ni]);
       },
       [](int32_t, int32_t, bool) {});
+}
+
+}  // namespace
+
+int32_t ScheduleGraph::NodeOf(model::PhaseId id) const {
+  if (!node_of_sparse_.empty()) {
+    auto it = node_of_sparse_.find(id);
+    return it == node_of_sparse_.end() ? -1 : it->second;
+  }
+  if (id <= 0 || static_cast<size_t>(id) >= node_of_dense_.size()) return -1;
+  return node_of_dense_[static_cast<size_t>(id)];
+}
+
+ScheduleGraph ScheduleGraph::Build(const model::Run& run) {
+  ScheduleGraph g;
+  const model::Phase* root_phase = run.Root();
+  if (root_phase == nullptr) return g;
+  std::optional<PositionIndex> index;
+  const PhaseArrays a = ReadPhases(run, *root_phase, index);
+  std::vector<int32_t> reach, pid_eff;
+  Reach(a, root_phase->pid, reach, pid_eff);
+  std::vector<int32_t> rparent = ReplayParents(a, reach, pid_eff);
+  std::vector<int32_t>().swap(pid_eff);
+  std::vector<int32_t> node_of_pos;
+  std::vector<uint8_t> step;
+  BuildReplayTree(run, a, rparent, reach.size(), g, node_of_pos, step);
+  std::vector<int32_t>().swap(rparent);
+
+  const size_t n_all = run.phases.size();
+  const auto& id_of = a.id_of;
+  model::PhaseId max_id = 0;
+  for (size_t pos = 0; pos < n_all; ++pos) {
+    if (node_of_pos[pos] >= 0) max_id = std::max(max_id, id_of[pos]);
+  }
+  if (static_cast<size_t>(std::max<model::PhaseId>(max_id, 0)) <= 4 * n_all + 16) {
+    g.node_of_dense_.assign(static_cast<size_t>(std::max<model::PhaseId>(max_id, 0)) + 1, -1);
+    for (size_t pos = 0; pos < n_all; ++pos) {
+      if (id_of[pos] > 0 && node_of_pos[pos] >= 0) g.node_of_dense_[static_cast<size_t>(id_of[pos])] = node_of_pos[pos];
+    }
+  } else {
+    for (size_t pos = 0; pos < n_all; ++pos) {
+      if (node_of_pos[pos] >= 0) g.node_of_sparse_.emplace(id_of[pos], node_of_pos[pos]);
+    }
+  }
+
+  // The top level is a workflow's when it holds a step.
+  for (int32_t c = g.child_begin(0); c < g.child_end(0); ++c) g.workflow = g.workflow || step[static_cast<size_t>(c)];
+  std::vector<std::pair<int32_t, int32_t>> top_edges;
+  SiblingEdges(run, *index, node_of_pos, g, top_edges);
+  BuildLanes(g);
+  BuildTopLevel(g, step, top_edges);
   return g;
 }
 
