@@ -19,6 +19,7 @@
 #include "reuse/artifact_store.h"
 #include "reuse/file_hash_cache.h"
 #include "record/output_relay.h"
+#include "workflow/user_config.h"
 #include "workflow/workflow_runner.h"
 #include "workflow/workflow_spec.h"
 
@@ -41,6 +42,7 @@ struct RunFlags {
   bool reuse = false;
   std::string reuse_budget = reuse::kDefaultReuseBudget;
   std::string artifacts;
+  std::vector<std::string> trust;  // --trust USER
   bool no_hash = false;
   std::vector<std::string> command;
 };
@@ -154,6 +156,12 @@ void AddRunFlags(CLI::App* sub, RunFlags& flags) {
   sub->add_option("--artifacts", flags.artifacts,
                   "With --reuse: the artifact store's directory (default: beside an SQLite store, "
                   "e.g. .grademl/grademl-artifacts; required with PostgreSQL: a directory every host can reach)");
+  sub->add_option("--trust", flags.trust,
+                  "With --reuse: also restore outputs that USER materialised (repeatable; besides reuse.trust of "
+                  "the config file). By default only your own: who wrote a step's record is its file's owner in "
+                  "the artifact store, which a colleague cannot forge (docs/reuse.md)")
+      ->type_name("USER")
+      ->allow_extra_args(false);  // one value per --trust: what follows is the command
   sub->add_flag("--no-hash", flags.no_hash,
                 "Workflows: do not hash steps' inputs and outputs (no redundant-step analysis, no reuse)");
   sub->add_option("command", flags.command, "The command and its arguments (after --)")->required();
@@ -179,6 +187,7 @@ struct RunPlan {
   record::RecordingOptions recording;
   int64_t reuse_budget = 0;
   std::string artifacts_dir;  // with --reuse
+  std::vector<uint32_t> trusted_uids;  // with --reuse: --trust and the config's reuse.trust
 };
 
 // Checks the flags and the command before anything is recorded; a usage error (one line,
@@ -233,6 +242,21 @@ StatusOr<RunPlan> PlanRun(const RunFlags& flags, std::vector<std::string> comman
     auto dir = reuse::ResolveArtifactsDir(options.db_path, flags.artifacts);
     if (!dir.ok()) return InvalidArgument("--reuse: {}", dir.status().message());
     plan.artifacts_dir = *dir;
+    // Whose records of a step's outputs are restored from, besides the user's own.
+    auto config = workflow::LoadUserConfig();
+    if (!config.ok()) return InvalidArgument("{}", config.status().message());
+    std::vector<std::string> names = config->reuse_trust;
+    names.insert(names.end(), flags.trust.begin(), flags.trust.end());
+    for (size_t i = 0; i < names.size(); ++i) {
+      auto uid = reuse::TrustedUserId(names[i]);
+      if (!uid.ok() && i < config->reuse_trust.size()) {
+        return InvalidArgument("{}: reuse.trust: {}", config->path, uid.status().message());
+      }
+      if (!uid.ok()) return InvalidArgument("--trust: {}", uid.status().message());
+      plan.trusted_uids.push_back(*uid);
+    }
+  } else if (!flags.trust.empty()) {
+    return InvalidArgument("--trust is for --reuse");
   }
   plan.command = std::move(command);
   return plan;
@@ -282,6 +306,7 @@ Recorded RecordWorkflow(const RunFlags& flags, const RunPlan& plan, ExitOnStopOn
   wopts.reuse.reuse = flags.reuse;
   wopts.reuse.artifacts_dir = plan.artifacts_dir;
   wopts.reuse.hash_cache = reuse::FileHashCache::DefaultPath();
+  wopts.reuse.trusted_uids = plan.trusted_uids;
   auto run = workflow::RunWorkflow(*spec, wopts);
   if (!run.ok()) {
     PrintError(run.status().message());

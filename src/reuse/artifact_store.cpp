@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -9,11 +11,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <unordered_set>
 
 #include "core/sha256.h"
@@ -53,8 +57,9 @@ std::string RandomSuffix() {
 
 // Copies in_fd to out_fd, hashing the bytes; an error when they do not hash to `expect`.
 // `stop` (may be empty) is asked before each block.
+// `limit` (>= 0): more bytes than that is an error at once (the file grew after its size was checked).
 Status CopyHashed(int in_fd, int out_fd, const std::string& expect, const std::string& what, int64_t* copied,
-                  const std::function<bool()>& stop) {
+                  const std::function<bool()>& stop, int64_t limit = -1) {
   std::unique_ptr<char[]> buf(new char[kCopyBlock]);
   Sha256 h;
   int64_t total = 0;
@@ -64,6 +69,7 @@ Status CopyHashed(int in_fd, int out_fd, const std::string& expect, const std::s
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoError("cannot read " + what);
     if (n == 0) break;
+    if (limit >= 0 && total + n > limit) return Corrupt("{}: larger than its recorded size ({} bytes)", what, limit);
     h.Update(buf.get(), static_cast<size_t>(n));
     for (ssize_t done = 0; done < n;) {
       ssize_t w = write(out_fd, buf.get() + done, static_cast<size_t>(n - done));
@@ -98,6 +104,49 @@ void RemoveQuietly(const std::string& path) {
   fs::remove_all(path, ec);
 }
 
+// A process's start time (ticks after boot, /proc/PID/stat's 22nd field); 0 when it is gone.
+uint64_t ProcessStartTicks(long pid) {
+  StatusOr<std::string> text = workflow::ReadBoundedFile(fmt::format("/proc/{}/stat", pid), 4096);
+  if (!text.ok()) return 0;
+  size_t close = text->rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text->substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) {
+      uint64_t v = 0;
+      auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
+      return ec == std::errc() ? v : 0;
+    }
+  }
+  return 0;
+}
+
+// "PID-START" of this process: a staging name's owner, told apart from a later one with its pid.
+const std::string& StagingOwner() {
+  static const std::string owner = fmt::format("{}-{}", getpid(), ProcessStartTicks(getpid()));
+  return owner;
+}
+
+// What a store's record of a step key says: "grademl-record 1", "key KEY", then one line per
+// output, "file|tree SIZE HASH".
+std::string EncodeRecord(const std::string& key, const std::vector<model::StepArtifact>& outputs) {
+  std::string text = "grademl-record 1\nkey " + key + "\n";
+  for (const model::StepArtifact& a : outputs) {
+    text += fmt::format("{} {} {}\n", a.directory ? "tree" : "file", a.size, a.hash);
+  }
+  return text;
+}
+
+// The name of a user id (its number when it has none).
+std::string UserName(uint32_t uid) {
+  std::vector<char> buf(16384);
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) return EscapeControl(found->pw_name);
+  return std::to_string(uid);
+}
+
 }  // namespace
 
 ArtifactStore::Lock& ArtifactStore::Lock::operator=(Lock&& o) noexcept {
@@ -121,8 +170,11 @@ std::string ArtifactStore::DefaultDirFor(const std::string& db_location) {
 
 StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(const std::string& dir) {
   if (dir.empty()) return InvalidArgument("no artifact directory given");
-  for (const char* sub : {"objects", "trees", "refs", "tmp"}) GRADEML_RETURN_IF_ERROR(MakeDirs(dir + "/" + sub));
+  GRADEML_RETURN_IF_ERROR(MakeDirs(dir));
   std::unique_ptr<ArtifactStore> s(new ArtifactStore(fs::absolute(dir).lexically_normal().string()));
+  for (const char* sub : {"objects", "trees", "refs", "keys", "tmp"}) {
+    GRADEML_RETURN_IF_ERROR(s->MakeStoreDir(s->dir_ + "/" + sub, std::string_view(sub) == "keys" || std::string_view(sub) == "tmp"));
+  }
   // The lock file; each lock opens a descriptor of its own (flock locks belong to them).
   int fd = open((s->dir_ + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) return ErrnoError("cannot open " + EscapeControl(s->dir_ + "/lock"));
@@ -158,6 +210,23 @@ std::string ArtifactStore::TreePath(const std::string& hash) const {
 std::string ArtifactStore::RefPath(const std::string& hash) const {
   return dir_ + "/refs/" + hash.substr(0, 2) + "/" + hash;
 }
+std::string ArtifactStore::RecordPath(const std::string& key, uint32_t uid) const {
+  return fmt::format("{}/keys/{}/{}.{}", dir_, key.substr(0, 2), key, uid);
+}
+
+Status ArtifactStore::MakeStoreDir(const std::string& dir, bool sticky) const {
+  if (mkdir(dir.c_str(), 0777) != 0) {
+    if (errno == EEXIST) return Status::Ok();
+    return ErrnoError("cannot create " + EscapeControl(dir));
+  }
+  struct stat root {}, made {};
+  if (stat(dir_.c_str(), &root) != 0 || stat(dir.c_str(), &made) != 0) return Status::Ok();
+  mode_t mode = made.st_mode & 07777;
+  if (root.st_mode & S_ISGID) mode |= S_ISGID | S_IRWXG;  // a group-shared store (docs/reuse.md)
+  if (sticky) mode |= S_ISVTX;
+  if (mode != (made.st_mode & 07777) && chmod(dir.c_str(), mode) != 0) return ErrnoError("cannot chmod " + EscapeControl(dir));
+  return Status::Ok();
+}
 
 bool ArtifactStore::Has(const model::StepArtifact& a) const {
   if (!IsSha256Hex(a.hash)) return false;
@@ -184,9 +253,11 @@ Status ArtifactStore::CheckFreeSpace(int64_t bytes) const {
   return Status::Ok();
 }
 
-Status ArtifactStore::StoreFile(const std::string& from, const std::string& hash, bool executable,
-                                const std::string& to, int64_t* written) const {
-  if (access(to.c_str(), F_OK) == 0) return Status::Ok();  // content-addressed: already there
+Status ArtifactStore::StoreFile(const std::string& from, const std::string& hash, const std::string& to,
+                                int64_t* written) const {
+  // Content-addressed: already there, unless it is another user's that this one cannot read
+  // (then this user's copy replaces it where the folder allows).
+  if (access(to.c_str(), R_OK) == 0) return Status::Ok();
   ArtifactFd in(open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (in.get() < 0) return ErrnoError("cannot read " + EscapeControl(from));
   struct stat st {};
@@ -195,17 +266,20 @@ Status ArtifactStore::StoreFile(const std::string& from, const std::string& hash
   ArtifactFd out(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (out.get() < 0) return ErrnoError("cannot write " + EscapeControl(tmp));
   Status copied = CopyHashed(in.get(), out.get(), hash, EscapeControl(from), written, stop_);
-  if (copied.ok() && fchmod(out.get(), executable ? 0555 : 0444) != 0) copied = ErrnoError("cannot chmod " + tmp);
-  if (copied.ok()) GRADEML_RETURN_IF_ERROR(MakeDirs(fs::path(to).parent_path().string()));
+  // The output's permissions, less group and other write: a 600 output stays private.
+  mode_t mode = (st.st_mode & 0755) | S_IRUSR;
+  if (copied.ok() && fchmod(out.get(), mode) != 0) copied = ErrnoError("cannot chmod " + tmp);
+  if (copied.ok()) copied = MakeStoreDir(fs::path(to).parent_path().string(), false);
   if (copied.ok() && rename(tmp.c_str(), to.c_str()) != 0) copied = ErrnoError("cannot store " + EscapeControl(to));
   if (!copied.ok()) unlink(tmp.c_str());
   return copied;
 }
 
-Status ArtifactStore::WriteSmallFile(const std::string& to, std::string_view content) const {
-  GRADEML_RETURN_IF_ERROR(MakeDirs(fs::path(to).parent_path().string()));
+Status ArtifactStore::WriteSmallFile(const std::string& to, std::string_view content, mode_t mode) const {
+  std::string parent = fs::path(to).parent_path().string();
+  GRADEML_RETURN_IF_ERROR(MakeStoreDir(parent, parent.starts_with(dir_ + "/keys/")));
   std::string tmp = dir_ + "/tmp/small." + RandomSuffix();
-  ArtifactFd out(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
+  ArtifactFd out(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
   if (out.get() < 0) return ErrnoError("cannot write " + EscapeControl(tmp));
   size_t done = 0;
   while (done < content.size()) {
@@ -234,9 +308,7 @@ StatusOr<int64_t> ArtifactStore::Materialize(const std::string& abs_path, const 
   Lock lock = Shared();
   int64_t written = 0;
   if (!a.directory) {
-    struct stat st {};
-    bool executable = stat(abs_path.c_str(), &st) == 0 && (st.st_mode & S_IXUSR) != 0;
-    GRADEML_RETURN_IF_ERROR(StoreFile(abs_path, a.hash, executable, ObjectPath(a.hash), &written));
+    GRADEML_RETURN_IF_ERROR(StoreFile(abs_path, a.hash, ObjectPath(a.hash), &written));
     GRADEML_RETURN_IF_ERROR(WriteSmallFile(RefPath(a.hash), fmt::format("file {}\n", a.size)));
     return written;
   }
@@ -246,7 +318,7 @@ StatusOr<int64_t> ArtifactStore::Materialize(const std::string& abs_path, const 
   if (content->has_symlinks) return InvalidArgument("{}: has symbolic links in it (not materialised)", EscapeControl(abs_path));
   for (const TreeEntry& e : content->entries) {
     if (e.kind != TreeEntry::Kind::kFile) continue;
-    GRADEML_RETURN_IF_ERROR(StoreFile(abs_path + "/" + e.path, e.hash, e.executable, ObjectPath(e.hash), &written));
+    GRADEML_RETURN_IF_ERROR(StoreFile(abs_path + "/" + e.path, e.hash, ObjectPath(e.hash), &written));
   }
   if (Sha256Hex(content->manifest) != a.hash) return Internal("{}: manifest does not hash to the artifact", EscapeControl(abs_path));
   if (access(TreePath(a.hash).c_str(), F_OK) != 0) {
@@ -264,26 +336,36 @@ StatusOr<int64_t> ArtifactStore::Restore(const model::StepArtifact& a, const std
   fs::path dest(abs_path);
   std::string parent = dest.parent_path().string();
   GRADEML_RETURN_IF_ERROR(MakeDirs(parent));
-  std::string staged = parent + "/." + dest.filename().string() + ".grademl-restore-" + RandomSuffix();
+  // Named after this process, so that the next run removes it once this one is gone
+  // (RemoveStaleStaging), should it be killed midway.
+  std::string staged = parent + "/." + dest.filename().string() + ".grademl-restore-" + StagingOwner() + "-" + RandomSuffix();
   int64_t written = 0;
   std::vector<std::pair<std::string, std::string>> written_files;  // final path, hash
   TimeNs write_start = ContentHasher::FileClockNow();
-  // Copies object `hash` to `to`, checked. A file artifact (`object_bit`) keeps its object's
-  // execute bit; a directory's file has the manifest's (objects are shared by content, so
-  // the object's bit is that of whichever artifact stored it first).
-  auto restore_file = [&](const std::string& hash, bool executable, bool object_bit, const std::string& to) -> Status {
+  // Copies object `hash` of `size` bytes to `to`, checked: its size before a byte is copied,
+  // its hash on the way. A file artifact (`object_bit`) keeps its object's execute bit; a
+  // directory's file has the manifest's (objects are shared by content, so the object's bit
+  // is that of whichever artifact stored it first). Either is no more readable by group and
+  // others than the object (the output it came from): a 600 output is restored 600.
+  auto restore_file = [&](const std::string& hash, int64_t size, bool executable, bool object_bit,
+                          const std::string& to) -> Status {
     ArtifactFd in(open(ObjectPath(hash).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
     if (in.get() < 0) return ErrnoError("cannot read the stored object " + hash.substr(0, 12));
     struct stat st {};
     if (fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Corrupt("stored object {} is not a file", hash.substr(0, 12));
+    if (st.st_size != size) {
+      return Corrupt("stored object {} is {} bytes, recorded {}: not copied", hash.substr(0, 12),
+                     static_cast<int64_t>(st.st_size), size);
+    }
     if (object_bit) executable = (st.st_mode & S_IXUSR) != 0;
-    ArtifactFd out(open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, executable ? 0777 : 0666));
+    mode_t mode = (executable ? 0777 : 0666) & ((st.st_mode & 0755) | 0600);
+    ArtifactFd out(open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
     if (out.get() < 0) return ErrnoError("cannot write " + EscapeControl(to));
-    return CopyHashed(in.get(), out.get(), hash, "stored object " + hash.substr(0, 12), &written, stop_);
+    return CopyHashed(in.get(), out.get(), hash, "stored object " + hash.substr(0, 12), &written, stop_, size);
   };
   Status st = Status::Ok();
   if (!a.directory) {
-    st = restore_file(a.hash, false, true, staged);
+    st = restore_file(a.hash, a.size, false, true, staged);
     if (st.ok()) written_files.emplace_back(abs_path, a.hash);
   } else {
     StatusOr<std::string> text = ReadBoundedFileForTree(TreePath(a.hash));
@@ -303,7 +385,7 @@ StatusOr<int64_t> ArtifactStore::Restore(const model::StepArtifact& a, const std
           if (e.kind == TreeEntry::Kind::kDirectory) {
             if (mkdir(to.c_str(), 0777) != 0) st = ErrnoError("cannot create " + EscapeControl(to));
           } else if (e.kind == TreeEntry::Kind::kFile) {
-            st = restore_file(e.hash, e.executable, false, to);
+            st = restore_file(e.hash, e.size, e.executable, false, to);
             if (st.ok()) written_files.emplace_back(abs_path + "/" + e.path, e.hash);
           } else {
             st = Corrupt("stored manifest {} has a link in it", a.hash.substr(0, 12));
@@ -322,7 +404,7 @@ StatusOr<int64_t> ArtifactStore::Restore(const model::StepArtifact& a, const std
   bool old_exists = lstat(abs_path.c_str(), &old) == 0;
   std::string aside;
   if (old_exists && (a.directory || S_ISDIR(old.st_mode))) {
-    aside = parent + "/." + dest.filename().string() + ".grademl-old-" + RandomSuffix();
+    aside = parent + "/." + dest.filename().string() + ".grademl-old-" + StagingOwner() + "-" + RandomSuffix();
     if (rename(abs_path.c_str(), aside.c_str()) != 0) {
       Status e = ErrnoError("cannot replace " + EscapeControl(abs_path));
       RemoveQuietly(staged);
@@ -340,6 +422,99 @@ StatusOr<int64_t> ArtifactStore::Restore(const model::StepArtifact& a, const std
     for (const auto& [path, hash] : written_files) hasher->Remember(path, hash, write_start);
   }
   return written;
+}
+
+Status ArtifactStore::WriteRecord(const std::string& key, const std::vector<model::StepArtifact>& outputs) {
+  if (!IsSha256Hex(key)) return InvalidArgument("no step key to record");
+  // Readable by all (a colleague who trusts this user checks it), written by this user only.
+  return WriteSmallFile(RecordPath(key, static_cast<uint32_t>(geteuid())), EncodeRecord(key, outputs), 0444);
+}
+
+ArtifactStore::RecordCheck ArtifactStore::CheckRecord(const std::string& key, const std::vector<model::StepArtifact>& outputs,
+                                                      const std::vector<uint32_t>& trusted) const {
+  RecordCheck check;
+  if (!IsSha256Hex(key)) {
+    check.why = "no step key";
+    return check;
+  }
+  const std::string expected = EncodeRecord(key, outputs);
+  // A record's owner and whether it says what the row says; nullopt when it is not a readable regular file.
+  auto read_record = [&](const std::string& path) -> std::optional<std::pair<uint32_t, bool>> {
+    ArtifactFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW));
+    if (fd.get() < 0) return std::nullopt;
+    struct stat st {};
+    if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+    bool same = false;
+    if (st.st_size == static_cast<off_t>(expected.size())) {
+      std::string text(expected.size(), '\0');
+      ssize_t n = pread(fd.get(), text.data(), text.size(), 0);
+      same = n == static_cast<ssize_t>(text.size()) && text == expected;
+    }
+    return std::make_pair(static_cast<uint32_t>(st.st_uid), same);
+  };
+  bool disagrees = false;
+  for (uint32_t uid : trusted) {
+    auto r = read_record(RecordPath(key, uid));
+    if (!r || r->first != uid) continue;  // none, or put there under this user's name by another
+    if (r->second) {
+      check.trusted = true;
+      return check;
+    }
+    disagrees = true;
+  }
+  // Not trusted: who wrote a record that says what the row says, for the one line.
+  std::vector<std::string> writers;
+  std::error_code ec;
+  const std::string prefix = key + ".";
+  for (fs::directory_iterator it(dir_ + "/keys/" + key.substr(0, 2), ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->path().filename().string().starts_with(prefix)) continue;
+    auto r = read_record(it->path().string());
+    if (!r || !r->second) continue;
+    std::string name = UserName(r->first);
+    if (std::find(writers.begin(), writers.end(), name) == writers.end()) writers.push_back(name);
+  }
+  if (!writers.empty()) {
+    std::string list;
+    for (const std::string& w : writers) list += (list.empty() ? "" : ", ") + w;
+    check.why = fmt::format("its outputs were recorded by {}, not trusted (--trust {} or reuse.trust trusts them)", list,
+                            writers.front());
+  } else if (disagrees) {
+    check.why = "the store's row disagrees with the artifact store's record of its outputs (changed since)";
+  } else {
+    check.why = "no trusted record of its outputs in the artifact store";
+  }
+  return check;
+}
+
+void ArtifactStore::RemoveStaleStaging(const std::string& abs_path) {
+  fs::path dest(abs_path);
+  std::string parent = dest.parent_path().string();
+  std::string name = dest.filename().string();
+  if (name.empty()) return;
+  const std::string restore = "." + name + ".grademl-restore-", old = "." + name + ".grademl-old-";
+  std::vector<std::pair<std::string, bool>> stale;  // path, moved aside
+  std::error_code ec;
+  for (fs::directory_iterator it(parent.empty() ? "." : parent, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string entry = it->path().filename().string();
+    bool aside = entry.starts_with(old);
+    if (!aside && !entry.starts_with(restore)) continue;
+    // PID-START-RANDOM after the prefix.
+    std::string_view rest = std::string_view(entry).substr(aside ? old.size() : restore.size());
+    long pid = 0;
+    uint64_t start = 0;
+    auto [p1, e1] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+    if (e1 != std::errc() || p1 == rest.data() + rest.size() || *p1 != '-') continue;  // not ours (or an older grademl's)
+    auto [p2, e2] = std::from_chars(p1 + 1, rest.data() + rest.size(), start);
+    if (e2 != std::errc() || p2 == rest.data() + rest.size() || *p2 != '-' || pid <= 0) continue;
+    bool alive = start != 0 ? ProcessStartTicks(pid) == start : (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+    if (alive) continue;  // its restore is still under way
+    stale.emplace_back(it->path().string(), aside);
+  }
+  for (const auto& [path, aside] : stale) {
+    struct stat st {};
+    if (aside && lstat(abs_path.c_str(), &st) != 0 && rename(path.c_str(), abs_path.c_str()) == 0) continue;
+    RemoveQuietly(path);
+  }
 }
 
 StatusOr<std::vector<ArtifactStore::Stored>> ArtifactStore::List() const {
@@ -399,6 +574,29 @@ StatusOr<int64_t> ArtifactStore::Evict(const std::vector<std::string>& keep) {
       if (fs::remove(p, e2) && size != static_cast<uintmax_t>(-1)) freed += static_cast<int64_t>(size);
     }
   };
+  // Records naming an artifact that goes (another user's stay where the folder is sticky).
+  {
+    std::error_code ec;
+    std::vector<fs::path> doomed;
+    for (fs::recursive_directory_iterator it(dir_ + "/keys", ec), end; !ec && it != end; it.increment(ec)) {
+      if (!it->is_regular_file(ec)) continue;
+      StatusOr<std::string> text = workflow::ReadBoundedFile(it->path().string(), 1 << 20);
+      if (!text.ok()) continue;
+      std::istringstream lines(*text);
+      std::string line;
+      bool keep = true;
+      while (keep && std::getline(lines, line)) {
+        if (!line.starts_with("file ") && !line.starts_with("tree ")) continue;
+        keep = kept_refs.contains(line.substr(line.rfind(' ') + 1));
+      }
+      if (!keep) doomed.push_back(it->path());
+    }
+    for (const fs::path& p : doomed) {
+      std::error_code e2;
+      uintmax_t size = fs::file_size(p, e2);
+      if (fs::remove(p, e2) && size != static_cast<uintmax_t>(-1)) freed += static_cast<int64_t>(size);
+    }
+  }
   sweep("refs", kept_refs);  // refs first: an artifact without a ref is not offered any more
   sweep("trees", needed_trees);
   sweep("objects", needed_objects);
@@ -454,6 +652,19 @@ StatusOr<int64_t> ParseByteSize(const std::string& text) {
   double v = std::strtod(t.c_str(), &end);
   if (errno != 0 || end == t.c_str() || *end != '\0' || !std::isfinite(v) || v < 0 || v * scale > 9.0e18) return bad();
   return static_cast<int64_t>(v * scale);
+}
+
+StatusOr<uint32_t> TrustedUserId(const std::string& name) {
+  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos && name.size() < 10) {
+    return static_cast<uint32_t>(std::stoul(name));
+  }
+  std::vector<char> buf(16384);
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  if (name.empty() || getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return InvalidArgument("no user '{}' on this host", EscapeControl(name));
+  }
+  return static_cast<uint32_t>(found->pw_uid);
 }
 
 }  // namespace grademl::reuse

@@ -1,5 +1,7 @@
 #include "reuse/step_reuse.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "core/sha256.h"
@@ -13,6 +15,10 @@ StepReuse::StepReuse(const ReuseOptions& options) : options_(options) {
   hasher_ = std::make_unique<ContentHasher>(cache_.get());
   hasher_->SetStop(options.stop);
   environment_ = CurrentEnvironment();
+  trusted_.push_back(static_cast<uint32_t>(geteuid()));
+  for (uint32_t uid : options.trusted_uids) {
+    if (std::find(trusted_.begin(), trusted_.end(), uid) == trusted_.end()) trusted_.push_back(uid);
+  }
 }
 
 StatusOr<std::unique_ptr<StepReuse>> StepReuse::Create(const ReuseOptions& options) {
@@ -47,6 +53,10 @@ StepReuse::Before StepReuse::BeforeStep(const workflow::StepSpec& step) const {
     return b;
   }
   if (!b.identity.not_reusable.empty()) return b;  // said once by the runner, at start
+  // What a restore killed midway (SIGKILL) left beside the outputs.
+  for (const std::string& out : step.outs) {
+    ArtifactStore::RemoveStaleStaging(workflow::spec_internal::ResolvePath(step.cwd, out));
+  }
   auto found = Lookup(b.identity.key);
   if (!found.ok()) {
     b.note = "no lookup: " + found.status().message();
@@ -60,6 +70,13 @@ StepReuse::Before StepReuse::BeforeStep(const workflow::StepSpec& step) const {
     bool all = std::all_of(e.outputs.begin(), e.outputs.end(),
                            [&](const model::StepArtifact& a) { return artifacts_->Has(a); });
     if (!all) continue;
+    // Only what a trusted user recorded: a row of a shared store proves nothing. The first
+    // execution refused is said once (one line for the step), the search goes on.
+    ArtifactStore::RecordCheck check = artifacts_->CheckRecord(b.identity.key, e.outputs, trusted_);
+    if (!check.trusted) {
+      if (b.note.empty()) b.note = "run " + std::to_string(it->run) + "'s outputs not restored: " + check.why;
+      continue;
+    }
     int64_t start = WallClock::MonotonicNow();
     int64_t bytes = 0;
     Status st = Status::Ok();
@@ -129,6 +146,10 @@ DurationNs StepReuse::Materialize(const workflow::StepSpec& step, const StepIden
       *note = fmt::format("outputs not materialised: {}", written.status().message());
       return WallClock::MonotonicNow() - start;
     }
+  }
+  // Last: the record that binds the step's key to these outputs, owned by this user.
+  if (Status recorded = artifacts_->WriteRecord(identity.key, after.outputs); !recorded.ok()) {
+    *note = fmt::format("outputs not recorded: {}", recorded.message());
   }
   return WallClock::MonotonicNow() - start;
 }

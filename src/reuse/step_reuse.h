@@ -2,7 +2,9 @@
 // and `--reuse` (docs/reuse.md): before a step, its inputs are hashed into its identity and,
 // with reuse on, an earlier identical execution whose outputs are materialised is looked up
 // in the store and its outputs restored instead of running the step; after a step, its
-// outputs are hashed and, with reuse on, copied into the artifact store. Every method
+// outputs are hashed and, with reuse on, copied into the artifact store. Outputs are restored
+// only from an execution whose record in the artifact store a trusted user wrote (the user
+// running grademl, or one named by --trust / reuse.trust). Every method
 // blocks (it reads files): the runner calls them on threads of their own, never on its loop.
 // Thread-safe.
 #pragma once
@@ -28,6 +30,9 @@ struct ReuseOptions {
   std::string db_path;         // the run store, for the lookups
   std::string artifacts_dir;   // the artifact store ("" with reuse off)
   std::string hash_cache;      // the FileHashCache file ("" for none)
+  // Besides the user running grademl, the OS users (ids) whose records of a step's outputs
+  // are restored from (--trust, reuse.trust): ArtifactStore::CheckRecord.
+  std::vector<uint32_t> trusted_uids;
   // Asked between units of hashing, restoring and materialising (blocks of a file, entries of
   // a directory): true ends that work early with a note (grademl was asked to stop).
   std::function<bool()> stop;
@@ -77,6 +82,7 @@ class StepReuse {
   std::unique_ptr<ContentHasher> hasher_;
   std::unique_ptr<ArtifactStore> artifacts_;
   std::vector<std::string> environment_;
+  std::vector<uint32_t> trusted_;  // the user running grademl first
   mutable std::mutex db_mu_;
   mutable std::unique_ptr<store::Database> db_;  // opened at the first lookup
 };

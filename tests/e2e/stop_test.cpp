@@ -348,8 +348,8 @@ TEST(StopE2E, SigtermWhileAStepsInputsAreHashedStopsAtOnce) {
 }
 
 // A step's output restored from the artifact store (--reuse) for far longer than the test's
-// bound: after a first run stored it, its object is made 64 GiB (sparse zeros, the restore
-// copies them until the hash check at the end). A SIGTERM during the restore ends grademl
+// bound: after a first run stored it, its object, its row and its record are made 64 GiB
+// (sparse zeros, the restore copies them until the hash check at the end). A SIGTERM during the restore ends grademl
 // within a second: nothing is restored at the output's path, the step does not run, the run
 // is stored as stopped (130). The file size limit (8 GiB) bounds what a grademl that does not
 // stop writes (it then dies of SIGXFSZ).
@@ -384,6 +384,20 @@ TEST(StopE2E, SigtermWhileAStepsOutputIsRestoredStopsAtOnce) {
     ++objects;
   }
   ASSERT_EQ(objects, 1);
+  // The row and my record of the step say 64 GiB too: an object whose size differs from the
+  // recorded one is refused before a byte is copied (docs/reuse.md).
+  const std::string big = std::to_string(int64_t{64} << 30);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir + "/artifacts/keys")) {
+    if (!e.is_regular_file()) continue;
+    std::string text = ReadFile(e.path().string());
+    ASSERT_NE(text.find(" 1048576 "), std::string::npos) << text;
+    text.replace(text.find(" 1048576 "), 9, " " + big + " ");
+    std::filesystem::permissions(e.path(), std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+    std::ofstream(e.path(), std::ios::trunc) << text;
+  }
+  CommandResult edit = RunCommand({"/usr/bin/sqlite3", dir + "/g.db",
+                                   "UPDATE step_executions SET outputs = replace(outputs, '\"size\":1048576', '\"size\":" + big + "')"});
+  ASSERT_EQ(edit.exit_code, 0) << edit.err;
   std::filesystem::remove(dir + "/out.bin");
 
   std::string binary = GrademlBinary(), out_path = dir + "/out", err_path = dir + "/err";

@@ -350,7 +350,8 @@ TEST_F(ArtifactStoreTest, TamperedObjectOfADirectoryKeepsTheDestination) {
   const auto before = ArtifactStoreTestSnapshot(dir_.Path("dest"));
   StatusOr<int64_t> r = store_->Restore(a, dir_.Path("dest/model"), nullptr);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("does not match its hash"), std::string::npos) << r.status().message();
+  // Its size differs from the manifest's: refused before a byte of it is copied.
+  EXPECT_NE(r.status().message().find("is 1 bytes, recorded"), std::string::npos) << r.status().message();
   EXPECT_EQ(ArtifactStoreTestSnapshot(dir_.Path("dest")), before);
   r = store_->Restore(a, dir_.Path("dest/other"), nullptr);
   ASSERT_FALSE(r.ok());
@@ -386,6 +387,106 @@ TEST_F(ArtifactStoreTest, TamperedManifestIsRefused) {
     out << manifest;
   }
   EXPECT_TRUE(store_->Restore(a, dir_.Path("dest/model"), nullptr).ok());
+}
+
+// A step key's record binds it to its outputs, trusted only when its OS owner is a trusted
+// user and it names the row's hashes, sizes and kinds (the uid in its name proves nothing).
+TEST_F(ArtifactStoreTest, ARecordIsTrustedByItsOwnerAndContent) {
+  dir_.Write("work/model.bin", "the model\n");
+  const model::StepArtifact a = Hashed("model.bin");
+  ASSERT_TRUE(store_->Materialize(dir_.Path("work/model.bin"), a, nullptr).ok());
+  const std::string key(64, 'a');
+  const uint32_t me = static_cast<uint32_t>(geteuid());
+  EXPECT_FALSE(store_->CheckRecord(key, {a}, {me}).trusted);
+  EXPECT_EQ(store_->CheckRecord(key, {a}, {me}).why, "no trusted record of its outputs in the artifact store");
+  ASSERT_TRUE(store_->WriteRecord(key, {a}).ok());
+  const std::string record = store_->dir() + "/keys/aa/" + key + "." + std::to_string(me);
+  EXPECT_EQ(ArtifactStoreTestRead(record), "grademl-record 1\nkey " + key + "\nfile 10 " + a.hash + "\n");
+  EXPECT_TRUE(store_->CheckRecord(key, {a}, {me}).trusted);
+  // Another user's trust alone: not trusted, and the line names who recorded it.
+  ArtifactStore::RecordCheck other = store_->CheckRecord(key, {a}, {me + 1});
+  EXPECT_FALSE(other.trusted);
+  EXPECT_NE(other.why.find("recorded by "), std::string::npos) << other.why;
+  // The row changed (another hash, another size): my record disagrees.
+  model::StepArtifact changed = a;
+  changed.hash = std::string(64, 'b');
+  EXPECT_FALSE(store_->CheckRecord(key, {changed}, {me}).trusted);
+  EXPECT_NE(store_->CheckRecord(key, {changed}, {me}).why.find("disagrees"), std::string::npos);
+  changed = a;
+  changed.size = 11;
+  EXPECT_FALSE(store_->CheckRecord(key, {changed}, {me}).trusted);
+  EXPECT_FALSE(store_->CheckRecord(key, {a, a}, {me}).trusted);
+  // A link named as my record is not my record.
+  ASSERT_EQ(unlink(record.c_str()), 0);
+  ASSERT_TRUE(store_->WriteRecord(std::string(64, 'c'), {a}).ok());
+  ASSERT_EQ(symlink((store_->dir() + "/keys/cc/" + std::string(64, 'c') + "." + std::to_string(me)).c_str(), record.c_str()), 0);
+  EXPECT_FALSE(store_->CheckRecord(key, {a}, {me}).trusted);
+  // The keys folders are sticky: nobody replaces another's record.
+  struct stat st {};
+  ASSERT_EQ(stat((store_->dir() + "/keys/aa").c_str(), &st), 0);
+  EXPECT_NE(st.st_mode & S_ISVTX, 0u);
+}
+
+// An object whose size differs from the recorded one is refused before a byte is copied: a
+// sparse 1 TiB object costs nothing.
+TEST_F(ArtifactStoreTest, AnObjectLargerThanRecordedIsNotCopied) {
+  dir_.Write("work/model.bin", "the model\n");
+  const model::StepArtifact a = Hashed("model.bin");
+  ASSERT_TRUE(store_->Materialize(dir_.Path("work/model.bin"), a, nullptr).ok());
+  const std::string object = Object(a.hash);
+  ASSERT_EQ(chmod(object.c_str(), 0644), 0);
+  ASSERT_EQ(truncate(object.c_str(), off_t{1} << 40), 0);
+  int asked = 0;
+  store_->SetStop([&] { return ++asked > 1 << 30; });  // counts the blocks copied
+  fs::create_directories(dir_.Path("dest"));
+  StatusOr<int64_t> r = store_->Restore(a, dir_.Path("dest/model.bin"), nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("is 1099511627776 bytes, recorded 10: not copied"), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(asked, 0);
+  EXPECT_TRUE(ArtifactStoreTestNames(dir_.Path("dest")).empty());
+}
+
+// Objects get their output's permissions less group and other write; restores keep them.
+TEST_F(ArtifactStoreTest, PermissionsOfTheOutputAreKept) {
+  const mode_t old = umask(022);
+  for (mode_t mode : {0600, 0644, 0755, 0664, 0400}) {
+    std::string content = "content " + std::to_string(mode) + "\n";
+    std::string name = "f" + std::to_string(mode);
+    dir_.Write("work/" + name, content);
+    ASSERT_EQ(chmod(dir_.Path("work/" + name).c_str(), mode), 0);
+    const model::StepArtifact a = Hashed(name);
+    ASSERT_TRUE(store_->Materialize(dir_.Path("work/" + name), a, nullptr).ok());
+    struct stat st {};
+    ASSERT_EQ(stat(Object(a.hash).c_str(), &st), 0);
+    const mode_t stored = mode & 0755;
+    EXPECT_EQ(st.st_mode & 07777, stored) << std::oct << mode;
+    ASSERT_TRUE(store_->Restore(a, dir_.Path("dest/" + name), nullptr).ok());
+    ASSERT_EQ(stat(dir_.Path("dest/" + name).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, stored | 0600) << std::oct << mode;  // restored writable by the user
+  }
+  umask(old);
+}
+
+// What a killed restore left beside an output is removed once its process is gone; a live
+// one's is kept; an output moved aside and not replaced is moved back.
+TEST_F(ArtifactStoreTest, StaleStagingIsRemovedLiveIsKept) {
+  std::string stat_line = ArtifactStoreTestRead("/proc/self/stat");
+  std::istringstream fields(stat_line.substr(stat_line.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) fields >> field;  // field 22: the start time
+  const std::string live = std::to_string(getpid()) + "-" + field;
+  dir_.Write("dest/.out.bin.grademl-restore-" + live + "-0123", "live");
+  dir_.Write("dest/.out.bin.grademl-restore-" + std::to_string(getpid()) + "-1-0123", "pid reused");
+  dir_.Write("dest/.out.bin.grademl-restore-999999999-5-0123/x", "dead");
+  dir_.Write("dest/.out.bin.grademl-restore-0123456789abcdef", "an older grademl's: not ours to judge");
+  dir_.Write("dest/.other.grademl-restore-999999999-5-0123", "another output's");
+  dir_.Write("dest/.out.bin.grademl-old-999999999-5-0123", "the old output");
+  ArtifactStore::RemoveStaleStaging(dir_.Path("dest/out.bin"));
+  EXPECT_EQ(ArtifactStoreTestNames(dir_.Path("dest")),
+            (std::vector<std::string>{".other.grademl-restore-999999999-5-0123", ".out.bin.grademl-restore-" + live + "-0123",
+                                      ".out.bin.grademl-restore-0123456789abcdef", "out.bin"}));
+  EXPECT_EQ(ArtifactStoreTestRead(dir_.Path("dest/out.bin")), "the old output");
 }
 
 TEST_F(ArtifactStoreTest, DirectoryWithALinkIsNotMaterialised) {
