@@ -126,8 +126,10 @@ class ReuseTrustE2E : public ::testing::Test {
     std::ofstream(dir + "/src.txt") << src;
     return dir;
   }
+  // grademl with at most 1 GiB per file written: a grademl that copies a tampered object dies
+  // of SIGXFSZ instead of filling the disk.
   CommandResult Run(const std::string& dir, std::vector<std::string> extra = {}, const std::string& config = "") {
-    std::vector<std::string> argv = {"/usr/bin/env"};
+    std::vector<std::string> argv = {"/usr/bin/prlimit", "--fsize=1073741824", "--", "/usr/bin/env"};
     if (!config.empty()) argv.push_back("GRADEML_CONFIG=" + config);
     // --db=PATH: these tests edit the SQLite file's rows, whatever GRADEML_TEST_BACKEND says.
     argv.insert(argv.end(), {GrademlBinary(), "--db=" + db_, "run", "--no-report", "--reuse", "--artifacts", artifacts_});

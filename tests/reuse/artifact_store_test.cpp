@@ -437,7 +437,7 @@ TEST_F(ArtifactStoreTest, AnObjectLargerThanRecordedIsNotCopied) {
   ASSERT_EQ(chmod(object.c_str(), 0644), 0);
   ASSERT_EQ(truncate(object.c_str(), off_t{1} << 40), 0);
   int asked = 0;
-  store_->SetStop([&] { return ++asked > 1 << 30; });  // counts the blocks copied
+  store_->SetStop([&] { return ++asked > 2; });  // counts the blocks copied; a store that copies stops soon
   fs::create_directories(dir_.Path("dest"));
   StatusOr<int64_t> r = store_->Restore(a, dir_.Path("dest/model.bin"), nullptr);
   ASSERT_FALSE(r.ok());
