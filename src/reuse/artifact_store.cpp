@@ -172,8 +172,9 @@ StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(const std::string& 
   if (dir.empty()) return InvalidArgument("no artifact directory given");
   GRADEML_RETURN_IF_ERROR(MakeDirs(dir));
   std::unique_ptr<ArtifactStore> s(new ArtifactStore(fs::absolute(dir).lexically_normal().string()));
-  for (const char* sub : {"objects", "trees", "refs", "keys", "tmp"}) {
-    GRADEML_RETURN_IF_ERROR(s->MakeStoreDir(s->dir_ + "/" + sub, std::string_view(sub) == "keys" || std::string_view(sub) == "tmp"));
+  for (const char* sub : {"objects", "trees", "refs", "keys", "tmp", "restores"}) {
+    std::string_view name(sub);
+    GRADEML_RETURN_IF_ERROR(s->MakeStoreDir(s->dir_ + "/" + sub, name == "keys" || name == "tmp" || name == "restores"));
   }
   // The lock file; each lock opens a descriptor of its own (flock locks belong to them).
   int fd = open((s->dir_ + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
@@ -339,6 +340,16 @@ StatusOr<int64_t> ArtifactStore::Restore(const model::StepArtifact& a, const std
   // Named after this process, so that the next run removes it once this one is gone
   // (RemoveStaleStaging), should it be killed midway.
   std::string staged = parent + "/." + dest.filename().string() + ".grademl-restore-" + StagingOwner() + "-" + RandomSuffix();
+  // Where the next run finds it should this process be killed: the output's path, in a file
+  // named after this process (removed when the restore ends, whatever its outcome).
+  std::string registered = dir_ + "/restores/" + StagingOwner() + "-" + RandomSuffix();
+  if (!WriteSmallFile(registered, fs::absolute(abs_path).string(), 0600).ok()) registered.clear();
+  struct Unregister {
+    std::string path;
+    ~Unregister() {
+      if (!path.empty()) unlink(path.c_str());
+    }
+  } unregister{registered};
   int64_t written = 0;
   std::vector<std::pair<std::string, std::string>> written_files;  // final path, hash
   TimeNs write_start = ContentHasher::FileClockNow();
@@ -514,6 +525,36 @@ void ArtifactStore::RemoveStaleStaging(const std::string& abs_path) {
     struct stat st {};
     if (aside && lstat(abs_path.c_str(), &st) != 0 && rename(path.c_str(), abs_path.c_str()) == 0) continue;
     RemoveQuietly(path);
+  }
+}
+
+void ArtifactStore::RemoveStaleRestores() const {
+  std::vector<std::string> stale;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_ + "/restores", ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    long pid = 0;
+    uint64_t start = 0;
+    auto [p1, e1] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (e1 != std::errc() || p1 == name.data() + name.size() || *p1 != '-' || pid <= 0) continue;
+    auto [p2, e2] = std::from_chars(p1 + 1, name.data() + name.size(), start);
+    if (e2 != std::errc()) continue;
+    bool alive = start != 0 ? ProcessStartTicks(pid) == start : (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+    if (!alive) stale.push_back(it->path().string());
+  }
+  for (const std::string& path : stale) {
+    // Only this user's own: another's file could name any path.
+    ArtifactFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    struct stat st {};
+    if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_size > 65536) {
+      continue;
+    }
+    std::string abs_path(static_cast<size_t>(st.st_size), '\0');
+    if (pread(fd.get(), abs_path.data(), abs_path.size(), 0) == static_cast<ssize_t>(abs_path.size()) && !abs_path.empty() &&
+        abs_path[0] == '/' && abs_path.find('\0') == std::string::npos) {
+      RemoveStaleStaging(abs_path);
+    }
+    unlink(path.c_str());
   }
 }
 

@@ -10,6 +10,7 @@
 //                             <uid> materialised for it; its OS owner is who wrote it (the
 //                             folders are sticky: nobody replaces another's record)
 //   DIR/tmp/                  copies being written (renamed into place when checked)
+//   DIR/restores/PID-START-*  one per restore under way: the output's path (RemoveStaleRestores)
 //   DIR/lock                  flock: shared while materialising or restoring, exclusive while evicting
 //
 // Nothing read from the store is trusted: every byte restored is hashed on the way and
@@ -104,6 +105,10 @@ class ArtifactStore {
   // started at another time): a restore killed midway (SIGKILL). An old output moved aside
   // and not replaced is moved back.
   static void RemoveStaleStaging(const std::string& abs_path);
+  // For each restore of this user whose process is gone (DIR/restores/PID-START-*, owned by
+  // this user), RemoveStaleStaging of its output's path. Once per run: a readdir of a folder
+  // that holds only restores under way or killed, not of the outputs' folders.
+  void RemoveStaleRestores() const;
 
   // One materialised artifact.
   struct Stored {

@@ -32,6 +32,8 @@ StatusOr<std::unique_ptr<StepReuse>> StepReuse::Create(const ReuseOptions& optio
     if (!store.ok()) return Status(store.status().code(), "artifact store: " + store.status().message());
     r->artifacts_ = std::move(*store);
     r->artifacts_->SetStop(options.stop);
+    // What this user's restores killed midway (SIGKILL) left beside their outputs.
+    r->artifacts_->RemoveStaleRestores();
   }
   return r;
 }
@@ -53,10 +55,6 @@ StepReuse::Before StepReuse::BeforeStep(const workflow::StepSpec& step) const {
     return b;
   }
   if (!b.identity.not_reusable.empty()) return b;  // said once by the runner, at start
-  // What a restore killed midway (SIGKILL) left beside the outputs.
-  for (const std::string& out : step.outs) {
-    ArtifactStore::RemoveStaleStaging(workflow::spec_internal::ResolvePath(step.cwd, out));
-  }
   auto found = Lookup(b.identity.key);
   if (!found.ok()) {
     b.note = "no lookup: " + found.status().message();

@@ -490,6 +490,26 @@ TEST_F(ArtifactStoreTest, StaleStagingIsRemovedLiveIsKept) {
   EXPECT_EQ(ArtifactStoreTestRead(dir_.Path("dest/out.bin")), "the old output");
 }
 
+// A restore killed midway is found through the store's restores/ folder (not by listing the
+// outputs' folders): the next run removes its staging copy once its process is gone; a file
+// there that is not this user's names nothing to remove.
+TEST_F(ArtifactStoreTest, TheNextRunRemovesAKilledRestoresStaging) {
+  dir_.Write("dest/.out.bin.grademl-restore-999999999-5-0123", "staged");
+  dir_.Write("dest/.keep.grademl-restore-999999999-5-0123", "another output's, not registered");
+  dir_.Write("store/restores/999999999-5-0123", dir_.Path("dest/out.bin"));
+  dir_.Write("store/restores/999999998-5-0123", dir_.Path("dest/keep"));
+  ASSERT_EQ(chown(dir_.Path("store/restores/999999998-5-0123").c_str(), geteuid() + 1, static_cast<gid_t>(-1)), 0);
+  store_->RemoveStaleRestores();
+  EXPECT_EQ(ArtifactStoreTestNames(dir_.Path("dest")), std::vector<std::string>{".keep.grademl-restore-999999999-5-0123"});
+  EXPECT_EQ(ArtifactStoreTestNames(dir_.Path("store/restores")), std::vector<std::string>{"999999998-5-0123"});
+  // A restore that ends leaves nothing there.
+  dir_.Write("work/model.bin", "the model\n");
+  const model::StepArtifact a = Hashed("model.bin");
+  ASSERT_TRUE(store_->Materialize(dir_.Path("work/model.bin"), a, nullptr).ok());
+  ASSERT_TRUE(store_->Restore(a, dir_.Path("dest/model.bin"), nullptr).ok());
+  EXPECT_EQ(ArtifactStoreTestNames(dir_.Path("store/restores")), std::vector<std::string>{"999999998-5-0123"});
+}
+
 TEST_F(ArtifactStoreTest, DirectoryWithALinkIsNotMaterialised) {
   dir_.Write("work/linked/data.txt", "data\n");
   ASSERT_EQ(symlink("data.txt", dir_.Path("work/linked/alias").c_str()), 0);
