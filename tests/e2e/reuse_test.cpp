@@ -374,7 +374,9 @@ TEST(ReuseCliE2E, ErrorsAreOneLine) {
                 {{"run", "--reuse", "--reuse-budget", "lots", dir + "/w.yaml"}, 2},
                 {{"run", "--reuse", "--reuse-budget", "-5G", dir + "/w.yaml"}, 2},
                 {{"reuse", "--budget", "1X"}, 2},
-                {{"reuse", "--budget", "1G", "--clear"}, 2}});
+                {{"reuse", "--budget", "1G", "--clear"}, 2},
+                {{"run", "--trust", "root", dir + "/w.yaml"}, 2},  // --trust is for --reuse
+                {{"run", "--reuse", "--trust", "gm_nobody_here_x", dir + "/w.yaml"}, 2}});
 }
 
 }  // namespace

@@ -228,6 +228,19 @@ TEST_F(ReuseTrustE2E, APoisonedRowIsRestoredOnlyWhenItsWriterIsTrusted) {
   EXPECT_NE(bad.err.find("--trust: no user 'gm_no_such_user_"), std::string::npos) << bad.err;
 }
 
+// reuse.trust naming no user of the host: a one-line error naming the file, exit code 2,
+// before anything runs.
+TEST_F(ReuseTrustE2E, AConfigTrustingNoUserIsAnError) {
+  std::string a = Checkout("a", "x\n");
+  std::string config = root_ + "/config.yaml";
+  std::ofstream(config) << "reuse:\n  trust: [gm_nobody_" << getpid() << "]\n";
+  ASSERT_EQ(chmod(config.c_str(), 0600), 0);
+  CommandResult r = Run(a, {}, config);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err, "grademl: " + config + ": reuse.trust: no user 'gm_nobody_" + std::to_string(getpid()) + "' on this host\n");
+  EXPECT_FALSE(fs::exists(a + "/out.txt"));
+}
+
 // (c) An object made much larger than recorded (a sparse 1 TiB file) is refused before a byte
 // is copied: the step runs, the checkout takes no more than its own output.
 TEST_F(ReuseTrustE2E, AnObjectLargerThanRecordedIsNotCopied) {

@@ -510,6 +510,34 @@ TEST_F(ArtifactStoreTest, TheNextRunRemovesAKilledRestoresStaging) {
   EXPECT_EQ(ArtifactStoreTestNames(dir_.Path("store/restores")), std::vector<std::string>{"999999998-5-0123"});
 }
 
+// A setgid store folder is a team's (docs/reuse.md): the folders grademl makes in it are
+// group-writable and setgid whatever the umask; keys/ (records) is sticky besides.
+TEST_F(ArtifactStoreTest, ASetgidStoreFolderIsGroupShared) {
+  const mode_t old = umask(022);
+  fs::create_directories(dir_.Path("team"));
+  ASSERT_EQ(chmod(dir_.Path("team").c_str(), 02775), 0);
+  StatusOr<std::unique_ptr<ArtifactStore>> team = ArtifactStore::Open(dir_.Path("team"));
+  ASSERT_TRUE(team.ok()) << team.status().message();
+  dir_.Write("work/model.bin", "the model\n");
+  const model::StepArtifact a = Hashed("model.bin");
+  ASSERT_TRUE((*team)->Materialize(dir_.Path("work/model.bin"), a, nullptr).ok());
+  ASSERT_TRUE((*team)->WriteRecord(std::string(64, 'a'), {a}).ok());
+  umask(old);
+  auto mode = [&](const std::string& rel) {
+    struct stat st {};
+    return stat(dir_.Path("team/" + rel).c_str(), &st) == 0 ? (st.st_mode & 07777) : 0;
+  };
+  EXPECT_EQ(mode("objects"), 02775u);
+  EXPECT_EQ(mode("objects/" + a.hash.substr(0, 2)), 02775u);
+  EXPECT_EQ(mode("keys"), 03775u);
+  EXPECT_EQ(mode("keys/aa"), 03775u);
+  EXPECT_EQ(mode("objects/" + a.hash.substr(0, 2) + "/" + a.hash), 0644u);  // the output's, 644
+  // Without the setgid bit, the umask decides (a private store).
+  struct stat st {};
+  ASSERT_EQ(stat((store_->dir() + "/objects").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & S_ISGID, 0u);
+}
+
 TEST_F(ArtifactStoreTest, DirectoryWithALinkIsNotMaterialised) {
   dir_.Write("work/linked/data.txt", "data\n");
   ASSERT_EQ(symlink("data.txt", dir_.Path("work/linked/alias").c_str()), 0);
