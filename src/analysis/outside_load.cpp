@@ -26,8 +26,9 @@ std::vector<OutsideProcess> TopOf(const model::Run& run, model::ResourceId host)
     if (r.kind != model::ResourceKind::kOutsideProcess || r.parent != host) continue;
     SampleSpan cpu = SamplesOf(run.FindSeries(r.id, metric::kOtherCpu));
     SampleSpan rss = SamplesOf(run.FindSeries(r.id, metric::kOtherRss));
-    OutsideProcess p{.pid = r.pid, .command = r.name, .cpu_seconds = derived::Increase({cpu, std::nullopt}),
+    OutsideProcess p{.pid = r.pid, .cpu_seconds = derived::Increase({cpu, std::nullopt}),
                      .peak_rss_bytes = GaugeMax(rss)};
+    model::SplitOutsideProcessName(r.name, &p.user, &p.command);
     if (!cpu.empty()) {
       p.first_t = cpu.front().t;
       p.last_t = cpu.back().t;
@@ -44,7 +45,8 @@ std::vector<OutsideProcess> TopOf(const model::Run& run, model::ResourceId host)
 std::string DescribeOutsideProcess(const OutsideProcess& p) {
   std::string command = EscapeControl(p.command);
   if (command.size() > 60) command = command.substr(0, 57) + "...";
-  return fmt::format("{} (pid {}, {:.2f} CPU-s)", command, p.pid, p.cpu_seconds);
+  if (p.user.empty()) return fmt::format("{} (pid {}, {:.2f} CPU-s)", command, p.pid, p.cpu_seconds);
+  return fmt::format("{} (user {}, pid {}, {:.2f} CPU-s)", command, EscapeControl(p.user), p.pid, p.cpu_seconds);
 }
 
 std::vector<OutsideLoad> MeasureOutsideLoad(const model::Run& run) {
@@ -103,7 +105,7 @@ std::string OutsideContentionClause(const model::Run& run, const std::string& ho
           [&] {
             for (const model::Resource& o : run.resources)
               if (o.kind == model::ResourceKind::kOutsideProcess && o.parent == r.id && o.pid == p.pid &&
-                  o.name == p.command)
+                  o.name == model::OutsideProcessName(p.user, p.command))
                 return o.id;
             return model::ResourceId{0};
           }(),

@@ -18,7 +18,8 @@ namespace grademl::analysis {
 // One of the processes outside the run that used the most CPU.
 struct OutsideProcess {
   int32_t pid = 0;
-  std::string command;       // raw: escape before printing
+  std::string user;          // its owner ("" in runs recorded before issue 28); raw
+  std::string command;       // its command line, or another user's executable base name; raw: escape before printing
   double cpu_seconds = 0;    // while the run was recorded
   double peak_rss_bytes = 0;
   TimeNs first_t = 0;        // when it was first seen using CPU
@@ -61,7 +62,8 @@ NoiseVerdict JudgeNoise(const std::vector<OutsideLoad>& load, const NoiseOptions
 std::string OutsideContentionClause(const model::Run& run, const std::string& host, TimeNs a, TimeNs b,
                                     const NoiseOptions& options = {});
 
-// "stress --cpu 1 (pid 4242, 1.40 CPU-s)", escaped and shortened for one line.
+// "stress --cpu 1 (pid 4242, 1.40 CPU-s)", "python3 (user bob, pid 4243, 0.90 CPU-s)",
+// escaped and shortened for one line.
 std::string DescribeOutsideProcess(const OutsideProcess& p);
 
 }  // namespace grademl::analysis

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/redact_options.h"
 #include "store/spool.h"
 #include "record/agent.h"
 
@@ -17,6 +18,7 @@ Action RegisterAgentCommand(CLI::App& app, CommonOptions& common) {
     bool own_runs = false;
     bool stats = false;
     bool verbose = false;
+    RedactFlags redact;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* sub = app.add_subcommand(
@@ -32,6 +34,7 @@ Action RegisterAgentCommand(CLI::App& app, CommonOptions& common) {
   sub->add_flag("--own-runs", f->own_runs, "Also record runs launched on this host (grademl run records those itself)");
   sub->add_flag("--stats", f->stats, "Print what the spool holds and has held as JSON, and exit");
   sub->add_flag("-v,--verbose", f->verbose, "Say what the agent does (clock measurements, sessions)");
+  AddRedactFlags(sub, f->redact);
   sub->add_option("--test-clock-skew", f->skew,
                   "Tests only: run this process's clock ahead (or, with a leading -, behind) by DURATION");
   return [f, &common]() -> int {
@@ -51,6 +54,10 @@ Action RegisterAgentCommand(CLI::App& app, CommonOptions& common) {
                   static_cast<long long>(totals->phases), static_cast<long long>(totals->samples),
                   static_cast<long long>(totals->deltas), static_cast<long long>(*pending));
       return 0;
+    }
+    if (Status st = ApplyRedactFlags(f->redact); !st.ok()) {
+      PrintError(st.message());
+      return kExitUsage;
     }
     record::AgentOptions options;
     options.db = common.ResolvedDbPath();

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/redact_options.h"
 #include "core/machine.h"
 #include "core/stop.h"
 #include "core/text.h"
@@ -33,6 +34,7 @@ struct ImportOptions {
   std::vector<std::string> files;
   std::string into;
   std::string under;
+  RedactFlags redact;
 };
 
 // The phase --under names in `run`: its id, or a name that exactly one phase has.
@@ -54,6 +56,10 @@ StatusOr<const model::Phase*> FindUnderPhase(const model::Run& run, const std::s
 }
 
 int RunImport(const ImportOptions& options, const CommonOptions& common) {
+  if (Status st = ApplyRedactFlags(options.redact); !st.ok()) {
+    PrintError(st.message());
+    return kExitUsage;
+  }
   auto db_or = store::Database::Open(common.ResolvedDbPath(), store::Database::Mode::kReadWrite);
   if (!db_or.ok()) {
     PrintError(db_or.status().message());
@@ -182,7 +188,10 @@ int RunImport(const ImportOptions& options, const CommonOptions& common) {
     }
     if (start == 0) start = end = WallClock::Now();
     info.start_ns = start;
-    auto id = db.CreateRun(info);
+    // As the builder keeps it: its texts redacted (model/redactor.h).
+    model::RunInfo stored = builder->run_info();
+    stored.start_ns = start;
+    auto id = db.CreateRun(stored);
     if (!id.ok()) {
       PrintError(id.status().message());
       return kExitFailure;
@@ -283,6 +292,7 @@ Action RegisterImportCommand(CLI::App& app, CommonOptions& common) {
                   "With --into: the phase (id or unique name) to import under (default: the run's root); under a "
                   "process phase the trace is stitched into that process")
       ->needs(into);
+  AddRedactFlags(sub, options->redact);
   return [options, &common]() -> int { return RunImport(*options, common); };
 }
 

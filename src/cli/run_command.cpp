@@ -11,6 +11,7 @@
 #include "analysis/run_analysis.h"
 #include "reuse/artifact_budget.h"
 #include "cli/commands.h"
+#include "cli/redact_options.h"
 #include "core/stop.h"
 #include "report/terminal_report.h"
 #include "store/database.h"
@@ -44,6 +45,8 @@ struct RunFlags {
   std::string artifacts;
   std::vector<std::string> trust;  // --trust USER
   bool no_hash = false;
+  RedactFlags redact;
+  bool outside_details = false;
   std::vector<std::string> command;
 };
 
@@ -164,6 +167,10 @@ void AddRunFlags(CLI::App* sub, RunFlags& flags) {
       ->allow_extra_args(false);  // one value per --trust: what follows is the command
   sub->add_flag("--no-hash", flags.no_hash,
                 "Workflows: do not hash steps' inputs and outputs (no redundant-step analysis, no reuse)");
+  AddRedactFlags(sub, flags.redact);
+  sub->add_flag("--outside-details", flags.outside_details,
+                "Keep the full command lines of other users' processes that load the host meanwhile (by default "
+                "only their executable's name and user; your own processes keep theirs; docs/privacy.md)");
   sub->add_option("command", flags.command, "The command and its arguments (after --)")->required();
 }
 
@@ -238,6 +245,7 @@ StatusOr<RunPlan> PlanRun(const RunFlags& flags, std::vector<std::string> comman
   options.auto_detail = flags.auto_detail;
   options.import_globs = flags.imports;
   options.join_uuid = flags.join;
+  options.outside_details = flags.outside_details;
   if (plan.is_workflow && flags.reuse) {
     auto dir = reuse::ResolveArtifactsDir(options.db_path, flags.artifacts);
     if (!dir.ok()) return InvalidArgument("--reuse: {}", dir.status().message());
@@ -398,6 +406,10 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     StatusOr<RunPlan> plan = PlanRun(*flags, std::move(command), common.ResolvedDbPath());
     if (!plan.ok()) {
       PrintError(plan.status().message());
+      return kExitUsage;
+    }
+    if (Status st = ApplyRedactFlags(flags->redact); !st.ok()) {
+      PrintError(st.message());
       return kExitUsage;
     }
     ExitOnStopOnceStored stop;

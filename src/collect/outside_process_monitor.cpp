@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pwd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +39,7 @@ struct OutsideProcessMonitor::Entry {
   TimeNs first_t = 0, last_t = 0, peak_t = 0;
   std::string comm;
   std::string command;
+  std::string user;
   bool command_read = false;
   bool reused = false;        // the last read found another process under this pid
   // Children that vanished with or before it without their totals reaching a counter we read.
@@ -64,6 +67,7 @@ OutsideProcessMonitor::OutsideProcessMonitor(model::RunBuilder* builder, model::
       seconds_per_tick_(1.0 / static_cast<double>(sysconf(_SC_CLK_TCK))),
       page_size_(static_cast<double>(sysconf(_SC_PAGESIZE))) {
   if (options_.self_pid == 0) options_.self_pid = getpid();
+  if (options_.self_uid < 0) options_.self_uid = static_cast<int64_t>(getuid());
   if (options_.idle_every < 1) options_.idle_every = 1;
   if (options_.list_every < 1) options_.list_every = 1;
   proc_fd_ = open(options_.proc_root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -150,8 +154,48 @@ bool OutsideProcessMonitor::ReadStat(Entry& e, TimeNs now) {
   return true;
 }
 
+int64_t OutsideProcessMonitor::OwnerOf(pid_t pid) const {
+  char path[32];
+  std::snprintf(path, sizeof path, "%d", static_cast<int>(pid));
+  struct stat st {};
+  if (proc_fd_ < 0 || fstatat(proc_fd_, path, &st, 0) != 0) return -1;
+  return static_cast<int64_t>(st.st_uid);
+}
+
+std::string OutsideProcessMonitor::UserName(int64_t uid) {
+  if (uid < 0) return "";
+  auto it = user_names_.find(uid);
+  if (it != user_names_.end()) return it->second;
+  std::string name = std::to_string(uid);
+  passwd pw{};
+  passwd* found = nullptr;
+  char buf[4096];
+  if (getpwuid_r(static_cast<uid_t>(uid), &pw, buf, sizeof buf, &found) == 0 && found != nullptr &&
+      found->pw_name != nullptr) {
+    name = found->pw_name;
+  }
+  user_names_.emplace(uid, name);
+  return name;
+}
+
 void OutsideProcessMonitor::ReadCommand(Entry& e) {
   e.command_read = true;
+  const int64_t uid = OwnerOf(e.pid);
+  e.user = UserName(uid);
+  if (uid != options_.self_uid && !options_.details) {
+    // Another user's process: its executable's base name (the link's, when it may be read),
+    // else its comm; never its arguments.
+    char path[32];
+    std::snprintf(path, sizeof path, "%d/exe", static_cast<int>(e.pid));
+    char target[4096];
+    ssize_t n = proc_fd_ >= 0 ? readlinkat(proc_fd_, path, target, sizeof target - 1) : -1;
+    std::string_view exe = n > 0 ? std::string_view(target, static_cast<size_t>(n)) : std::string_view();
+    if (exe.ends_with(" (deleted)")) exe.remove_suffix(10);
+    if (size_t slash = exe.rfind('/'); slash != std::string_view::npos) exe.remove_prefix(slash + 1);
+    e.command = exe.empty() ? e.comm : FormatCmdline(exe, 64);
+    if (e.command.empty()) e.command = "[unknown]";
+    return;
+  }
   char path[32];
   std::snprintf(path, sizeof path, "%d/cmdline", static_cast<int>(e.pid));
   int fd = openat(proc_fd_, path, O_RDONLY | O_CLOEXEC);
@@ -396,6 +440,7 @@ std::vector<OutsideProcessMonitor::Offender> OutsideProcessMonitor::Top(size_t n
     double cpu = e.Cpu(seconds_per_tick_);
     if (e.ours || cpu <= 0) return;
     all.push_back({.pid = e.pid,
+                   .user = e.user,
                    .command = e.command_read ? e.command : "[" + e.comm + "]",
                    .cpu_seconds = cpu,
                    .peak_rss_bytes = e.peak_rss,
@@ -420,7 +465,7 @@ void OutsideProcessMonitor::Finish(TimeNs end) {
     if (o.cpu_seconds < options_.min_top_cpu_seconds) continue;
     model::ResourceId r = builder_->AddResource({.parent = host_resource_,
                                                  .kind = model::ResourceKind::kOutsideProcess,
-                                                 .name = o.command,
+                                                 .name = model::OutsideProcessName(o.user, o.command),
                                                  .host = host_,
                                                  .pid = static_cast<int32_t>(o.pid)});
     model::SeriesId cpu = builder_->AddSeries({.resource = r,

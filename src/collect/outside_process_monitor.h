@@ -19,6 +19,11 @@
 // Writes the host series other.cpu (counter) and other.rss (gauge); Finish() declares the
 // processes that used the most CPU as outside_process resources (src/model/metric_names.h).
 //
+// Privacy (docs/privacy.md): another user's process is kept as its executable's base name and
+// its owner's name, never its command line (which may hold that user's arguments, paths and
+// secrets), unless Options::details (--outside-details); the recording user's own processes
+// keep their command line (redacted by the builder like every other text).
+//
 // Not thread-safe: Sample() and Finish() are called from one thread at a time.
 #pragma once
 
@@ -48,12 +53,18 @@ class OutsideProcessMonitor {
     int list_every = 10;
     // Processes that used less CPU than this are never declared as top offenders.
     double min_top_cpu_seconds = 0.01;
+    // Whose command lines are kept: processes of this user (-1: getuid()), or everyone's
+    // with `details`.
+    int64_t self_uid = -1;
+    bool details = false;
   };
 
   // One outside process, as measured so far.
   struct Offender {
     pid_t pid = 0;
-    std::string command;       // argv joined with spaces, or "[comm]" (raw: escape to print)
+    std::string user;          // its owner's name (or uid); "" when it was gone before it was read
+    std::string command;       // argv joined with spaces, or "[comm]"; another user's: its
+                               // executable's base name (raw: escape to print)
     double cpu_seconds = 0;    // since the run started (or since first seen)
     double peak_rss_bytes = 0;
     TimeNs first_t = 0;        // the read before its CPU first grew
@@ -104,6 +115,10 @@ class OutsideProcessMonitor {
   double Seen(const Entry& e, int depth) const;
   void Claim(Entry& parent, TimeNs now);
   bool IsOurs(pid_t ppid) const;
+  // The owner of /proc/PID (its uid; -1 when gone), and a uid's name.
+  int64_t OwnerOf(pid_t pid) const;
+  std::string UserName(int64_t uid);
+  std::unordered_map<int64_t, std::string> user_names_;
 
   model::RunBuilder* builder_;
   model::ResourceId host_resource_;

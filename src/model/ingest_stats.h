@@ -34,7 +34,7 @@ using SourceId = int64_t;
 
 enum class StatSeverity : uint8_t { kInfo = 0, kDataLoss = 1, kError = 2 };
 // Which producer records the stat.
-enum class StatSource : uint8_t { kChromeJson, kSpark, kDask, kSliceTracker };
+enum class StatSource : uint8_t { kChromeJson, kSpark, kDask, kSliceTracker, kRedactor };
 
 // F(id, separator, severity, source, description): separator "" for a plain stat; "_" or
 // ":" for an indexed one (the stored reason is id + separator + index).
@@ -113,7 +113,9 @@ enum class StatSource : uint8_t { kChromeJson, kSpark, kDask, kSliceTracker };
   F(clamped_into_the_worker_process, "", kInfo,  kDask,         "kept: a task's times clamped into its worker process's lifetime") \
   F(worker_process_not_recorded, "",  kInfo,     kDask,         "kept: a task of a worker process the run did not record") \
   F(dependency_not_a_task_of_the_log, "", kInfo, kDask,         "kept: a dependency computed outside the log (scattered data): no edge") \
-  F(transfer_from_an_unknown_worker, "", kInfo, kDask,          "kept: a transfer from a worker the log does not name, without its edge")
+  F(transfer_from_an_unknown_worker, "", kInfo, kDask,          "kept: a transfer from a worker the log does not name, without its edge") \
+  /* The redactor (model/redactor.h), counted per run (source 0) */                                                     \
+  F(secrets_redacted,            "",  kInfo,     kRedactor,     "kept: secrets replaced by [redacted] before they were stored (docs/privacy.md)")
 // clang-format on
 
 enum class StatKey : uint16_t {

@@ -148,4 +148,30 @@ TimeNs Run::EffectiveEnd() const {
   return end;
 }
 
+std::string OutsideProcessName(std::string_view user, std::string_view command) {
+  if (user.empty()) return std::string(command);
+  std::string out;
+  out.reserve(user.size() + 1 + command.size());
+  out.append(user).append(":").append(command);
+  return out;
+}
+
+void SplitOutsideProcessName(std::string_view name, std::string* user, std::string* command) {
+  // A user name (POSIX portable characters, or a uid) never holds ':' or a space.
+  size_t colon = name.find(':');
+  bool is_user = colon != std::string_view::npos && colon > 0 && colon <= 64;
+  for (size_t i = 0; is_user && i < colon; ++i) {
+    char c = name[i];
+    is_user = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '-' || c == '.' || c == '$';
+  }
+  if (!is_user) {
+    user->clear();
+    command->assign(name);
+    return;
+  }
+  user->assign(name.substr(0, colon));
+  command->assign(name.substr(colon + 1));
+}
+
 }  // namespace grademl::model

@@ -205,6 +205,9 @@ std::optional<ResourceKind> ParseResourceKind(std::string_view name);
 // resource (under the host) is one of the processes NOT in the run that used the most CPU
 // while it was recorded: its name is the command line, its pid the pid, and it carries the
 // other.cpu / other.rss series (src/model/metric_names.h).
+// Since issue 28 an outside_process's name is "USER:COMMAND" (OutsideProcessName): its owner,
+// and its command line when it is the recording user's (or with --outside-details), else only
+// its executable's base name (docs/privacy.md).
 struct Resource {
   ResourceId id = 0;
   ResourceId parent = 0;
@@ -215,6 +218,11 @@ struct Resource {
   PhaseId phase = 0;      // for kProcess: the phase of that process
   TimeNs start_ns = 0;    // for kProcess: when that process started (with host and pid, its identity)
 };
+
+// An outside_process resource's name from its owner and command, and back. A name without a
+// user part (recorded before issue 28) reads as user "" and the whole name as the command.
+std::string OutsideProcessName(std::string_view user, std::string_view command);
+void SplitOutsideProcessName(std::string_view name, std::string* user, std::string* command);
 
 // Counters are cumulative (CPU seconds used so far, bytes written so far); gauges are
 // instantaneous (RSS bytes, GPU utilisation).

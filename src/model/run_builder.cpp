@@ -6,8 +6,9 @@
 
 namespace grademl::model {
 
-RunBuilder::RunBuilder(RunInfo info, int writer)
-    : info_(std::move(info)),
+RunBuilder::RunBuilder(RunInfo info, int writer, std::shared_ptr<const Redactor> redactor)
+    : redactor_(std::move(redactor)),
+      info_(std::move(info)),
       info_dirty_(writer == 0),
       next_phase_id_((int64_t{writer} << kWriterIdShift) + 1),
       next_resource_id_((int64_t{writer} << kWriterIdShift) + 1),
@@ -15,6 +16,25 @@ RunBuilder::RunBuilder(RunInfo info, int writer)
       next_source_id_((int64_t{writer} << kWriterIdShift) + 1),
       next_track_id_((int64_t{writer} << kWriterIdShift) + 1) {
   GRADEML_CHECK_MSG(writer >= 0 && writer < (1 << 20), "RunBuilder writer out of range");
+  RedactInfoLocked();
+}
+
+void RunBuilder::RedactText(std::string& text) {
+  if (redactor_ == nullptr) return;
+  if (int n = redactor_->Redact(text); n > 0) redacted_.fetch_add(n, std::memory_order_relaxed);
+}
+
+void RunBuilder::RedactTags(Tags& tags) {
+  if (redactor_ == nullptr) return;
+  int n = 0;
+  for (auto& [k, v] : tags) n += redactor_->RedactTag(k, v);
+  if (n > 0) redacted_.fetch_add(n, std::memory_order_relaxed);
+}
+
+void RunBuilder::RedactInfoLocked() {
+  if (redactor_ == nullptr) return;
+  int n = redactor_->RedactArgv(info_.command) + redactor_->Redact(info_.error) + redactor_->Redact(info_.cwd);
+  if (n > 0) redacted_.fetch_add(n, std::memory_order_relaxed);
 }
 
 const std::string* RunBuilder::TypeOfLocked(PhaseId id) const {
@@ -88,18 +108,20 @@ std::string JoinTypePath(const std::string& parent, const std::string& leaf) {
 }  // namespace
 
 PhaseId RunBuilder::BeginPhase(const PhaseSpec& spec) {
-  std::lock_guard lock(mu_);
   Phase phase;
+  phase.name = spec.name;
+  RedactText(phase.name);
+  phase.tags = spec.tags;
+  RedactTags(phase.tags);
+  std::lock_guard lock(mu_);
   phase.id = next_phase_id_++;
   phase.parent = spec.parent;
-  phase.name = spec.name;
   phase.type = spec.type;
   if (spec.parent != 0) {
     const std::string* parent_type = TypeOfLocked(spec.parent);
     GRADEML_CHECK_MSG(parent_type != nullptr, "BeginPhase with an unknown parent");
     phase.type = JoinTypePath(*parent_type, spec.type);
   }
-  phase.tags = spec.tags;
   phase.start_ns = spec.start_ns;
   phase.host = spec.host;
   phase.pid = spec.pid;
@@ -112,11 +134,15 @@ PhaseId RunBuilder::BeginPhase(const PhaseSpec& spec) {
 }
 
 PhaseId RunBuilder::AddPhase(const PhaseSpec& spec, TimeNs end_ns) {
+  std::string name = spec.name;
+  RedactText(name);
+  Tags tags = spec.tags;
+  RedactTags(tags);
   std::lock_guard lock(mu_);
   Phase& phase = finished_.emplace_back();
   phase.id = next_phase_id_++;
   phase.parent = spec.parent;
-  phase.name = spec.name;
+  phase.name = std::move(name);
   // The type path, pooled. Bulk adds join few distinct (parent type, leaf) pairs: a parent
   // added by AddPhase has a pooled type path (its address stands for it) and such joins
   // are remembered (a few dozen at most); a parent held in memory (begun or adopted) reuses
@@ -147,7 +173,7 @@ PhaseId RunBuilder::AddPhase(const PhaseSpec& spec, TimeNs end_ns) {
     last_added_type_ = pooled;
   }
   phase.type = *pooled;
-  phase.tags = spec.tags;
+  phase.tags = std::move(tags);
   phase.start_ns = spec.start_ns;
   phase.end_ns = std::max(end_ns, spec.start_ns);
   phase.host = spec.host;
@@ -233,6 +259,8 @@ void RunBuilder::AddHost(Host host) {
 }
 
 SourceId RunBuilder::AddSource(Source source) {
+  RedactText(source.path);
+  RedactTags(source.tags);
   std::lock_guard lock(mu_);
   source.id = next_source_id_++;
   new_sources_.push_back(std::move(source));
@@ -240,6 +268,7 @@ SourceId RunBuilder::AddSource(Source source) {
 }
 
 TrackId RunBuilder::AddTrack(Track track) {
+  RedactText(track.name);
   std::lock_guard lock(mu_);
   track.id = next_track_id_++;
   new_tracks_.push_back(std::move(track));
@@ -286,18 +315,22 @@ void RunBuilder::EndPhase(PhaseId id, TimeNs end_ns, Keep keep) {
 }
 
 RunBuilder::TagResult RunBuilder::SetPhaseTag(PhaseId id, const std::string& key, const std::string& value) {
+  std::string redacted = value;
+  if (redactor_ != nullptr) {
+    if (int n = redactor_->RedactTag(key, redacted); n > 0) redacted_.fetch_add(n, std::memory_order_relaxed);
+  }
   std::lock_guard lock(mu_);
   auto it = phases_.find(id);
   GRADEML_CHECK_MSG(it != phases_.end(), "SetPhaseTag of an unknown phase");
   for (auto& [k, v] : it->second.tags) {
     if (k == key) {
-      v = value;
+      v = std::move(redacted);
       MarkDirty(id);
       return TagResult::kReplaced;
     }
   }
   if (it->second.tags.size() >= kMaxTagsPerPhase) return TagResult::kRefused;
-  it->second.tags.emplace_back(key, value);
+  it->second.tags.emplace_back(key, std::move(redacted));
   MarkDirty(id);
   return TagResult::kAdded;
 }
@@ -307,12 +340,14 @@ size_t RunBuilder::phases_in_memory() const {
   return phases_.size();
 }
 
-void RunBuilder::RenamePhase(PhaseId id, const std::string& name) {
+void RunBuilder::RenamePhase(PhaseId id, const std::string& raw_name) {
+  std::string name = raw_name;
+  RedactText(name);
   std::lock_guard lock(mu_);
   auto it = phases_.find(id);
   GRADEML_CHECK_MSG(it != phases_.end(), "RenamePhase of an unknown phase");
   if (it->second.name == name) return;
-  it->second.name = name;
+  it->second.name = std::move(name);
   MarkDirty(id);
 }
 
@@ -347,6 +382,7 @@ void RunBuilder::AddEdge(const Edge& edge) {
 }
 
 ResourceId RunBuilder::AddResource(Resource resource) {
+  RedactText(resource.name);
   std::lock_guard lock(mu_);
   resource.id = next_resource_id_++;
   new_resources_.push_back(resource);
@@ -383,6 +419,7 @@ void RunBuilder::AddSample(SeriesId series, TimeNs t, double value) {
 }
 
 void RunBuilder::AddLogLine(LogLine line) {
+  RedactText(line.text);
   std::lock_guard lock(mu_);
   AddUnsent(sizeof line + line.text.size());
   new_logs_.push_back(std::move(line));
@@ -435,6 +472,14 @@ RunDelta RunBuilder::TakeDelta(bool final) {
   new_tracks_.clear();
   delta.ingest_stats = std::move(new_ingest_stats_);
   new_ingest_stats_.clear();
+  if (int64_t n = redacted_.exchange(0, std::memory_order_relaxed); n > 0) {
+    const StatInfo& stat = InfoOf(StatKey::secrets_redacted);
+    delta.ingest_stats.push_back({.source = 0,
+                                  .reason = std::string(stat.name),
+                                  .count = n,
+                                  .severity = stat.severity,
+                                  .description = std::string(stat.description)});
+  }
   delta.clock_estimates = std::move(new_clock_estimates_);
   new_clock_estimates_.clear();
   delta.step_executions = std::move(new_step_executions_);

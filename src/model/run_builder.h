@@ -15,6 +15,11 @@
 // then it is released once the next delta has handed it out. What waits to be handed out is
 // estimated in unsent_bytes(), which the event collector uses to bound what it accepts.
 // Type paths are bounded (kMaxTypePathBytes): a deeper path keeps its start and its leaf.
+//
+// Secrets: every text it takes (the run's command and error, phase names and tags, log lines,
+// resource and track names, sources' paths and tags) passes through its Redactor before it is
+// kept (model/redactor.h; by default Redactor::Current()), so nothing that reaches the store
+// holds them; how many were replaced goes out as the run's ingest stat secrets_redacted.
 #pragma once
 
 #include <atomic>
@@ -25,6 +30,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "model/redactor.h"
 #include "model/run.h"
 
 namespace grademl::model {
@@ -87,7 +93,9 @@ class RunBuilder {
   // writers never hand out the same phase, resource, series, track or source id. A writer
   // w >= 1 does not write the run's info unless UpdateRunInfo is called.
   static constexpr int kWriterIdShift = 40;
-  explicit RunBuilder(RunInfo info, int writer = 0);
+  // `redactor` nullptr: texts are kept as given (--no-redact).
+  explicit RunBuilder(RunInfo info, int writer = 0,
+                      std::shared_ptr<const Redactor> redactor = Redactor::Current());
 
   RunInfo run_info() const;
   // Changes the run's info (exit code, end time, ...); the change goes out in the next delta.
@@ -95,6 +103,7 @@ class RunBuilder {
   void UpdateRunInfo(Fn&& fn) {
     std::lock_guard lock(mu_);
     fn(info_);
+    RedactInfoLocked();
     info_dirty_ = true;
   }
 
@@ -176,6 +185,14 @@ class RunBuilder {
     Sample last_written;               // the most recent sample handed out
     std::optional<Sample> held;        // an equal sample not yet handed out
   };
+
+  // Redacts a text, counting what it replaced (no lock needed: the count is atomic).
+  void RedactText(std::string& text);
+  void RedactTags(Tags& tags);
+  void RedactInfoLocked();
+
+  const std::shared_ptr<const Redactor> redactor_;
+  std::atomic<int64_t> redacted_{0};  // secrets replaced since the last TakeDelta
 
   mutable std::mutex mu_;
   RunInfo info_;

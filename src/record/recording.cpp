@@ -297,10 +297,14 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
     info.start_ns = WallClock::Now();
     info.grademl_version = GRADEML_VERSION;
     info.interval_ns = options.interval;
+    // The builder redacts the info's texts (model/redactor.h): the run is created with them
+    // as the builder keeps them.
+    impl->builder = std::make_unique<model::RunBuilder>(info);
+    info = impl->builder->run_info();
     GRADEML_ASSIGN_OR_RETURN(impl->run_id, impl->db->CreateRun(info));
     info.id = impl->run_id;
     impl->host = info.host;
-    impl->builder = std::make_unique<model::RunBuilder>(info);
+    impl->builder->UpdateRunInfo([&](model::RunInfo& i) { i.id = info.id; });
     impl->run_phase = impl->builder->BeginPhase({.parent = 0,
                                                  .name = root_name,
                                                  .type = std::string(model::kPhaseTypeRun),
@@ -446,8 +450,8 @@ StatusOr<std::unique_ptr<Recording>> Recording::Start(const RecordingOptions& op
       std::fprintf(stderr, "grademl: in-process events off: %s\n", impl->events->listen_error().c_str());
     }
   }
-  impl->outside = std::make_unique<collect::OutsideProcessMonitor>(&builder, host_resource, info.host,
-                                                                   collect::OutsideProcessMonitor::Options{});
+  impl->outside = std::make_unique<collect::OutsideProcessMonitor>(
+      &builder, host_resource, info.host, collect::OutsideProcessMonitor::Options{.details = options.outside_details});
   std::vector<collect::SamplingLoop::Sampler> samplers;
   samplers.push_back([raw](TimeNs now) { raw->processes->Sample(now); });
   samplers.push_back([raw](TimeNs now) { raw->outside->Sample(now); });

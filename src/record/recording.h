@@ -63,6 +63,9 @@ struct RecordingOptions {
   // (a listing of /proc, every outside process's stat) run while the command execs, not
   // ahead of it on a busy machine. Workflows keep sampling from Start (hashing, planning).
   bool start_sampling_at_launch = false;
+  // Other users' outside processes keep their command lines (--outside-details), not only
+  // their executable's base name and user (docs/privacy.md).
+  bool outside_details = false;
 };
 
 // Where the pieces that instrumented processes load live: libgrademl.so (next to the grademl

@@ -619,7 +619,10 @@ json RenderHtmlReportData(const model::Run& run, const analysis::RunAnalysis& an
     if (!h.other_processes) continue;
     json top = json::array();
     for (const analysis::OutsideProcess& p : h.other_processes->top) {
-      top.push_back({{"pid", p.pid}, {"command", PageText(p.command)}, {"cpu_seconds", Round(p.cpu_seconds)}});
+      top.push_back({{"pid", p.pid},
+                     {"user", PageText(p.user)},
+                     {"command", PageText(p.command)},
+                     {"cpu_seconds", Round(p.cpu_seconds)}});
     }
     other.push_back({{"host", PageText(h.name)},
                      {"cpu_seconds", Round(h.other_processes->cpu_seconds)},

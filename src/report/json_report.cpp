@@ -195,6 +195,7 @@ json HostJson(const analysis::HostSummary& host) {
     json top = json::array();
     for (const analysis::OutsideProcess& p : o.top) {
       top.push_back({{"pid", p.pid},
+                     {"user", Text(p.user)},
                      {"command", Text(p.command)},
                      {"cpu_seconds", p.cpu_seconds},
                      {"peak_rss_bytes", Bytes(p.peak_rss_bytes)}});
@@ -704,6 +705,7 @@ void WriteJsonReport(const model::Run& run, const analysis::RunAnalysis& analysi
     run_json["process_events"] = process_events.empty() ? json(nullptr) : json(Text(process_events));
     std::string accounting = ProcessAccountingMode(run);
     run_json["process_accounting"] = accounting.empty() ? json(nullptr) : json(Text(accounting));
+    run_json["secrets_redacted"] = SecretsRedacted(run);
     return run_json;
   });
   members.emplace_back("phases", [&] {

@@ -110,6 +110,10 @@ void RenderHeader(const model::Run& run, const RunSummary& summary, const Styler
   }
   lines.Add("status", status);
   if (!info.error.empty() && has_exit) lines.Add("error", style(kRed, Sanitize(info.error)));
+  if (int64_t redacted = SecretsRedacted(run); redacted > 0) {
+    lines.Add("redacted", fmt::format("{} secret{} stored as [redacted] (docs/privacy.md)", redacted,
+                                      redacted == 1 ? "" : "s"));
+  }
 
   // grademl's own CPU time as a share of one core; on a run too short for the share to mean
   // anything (grademl's start-up dwarfs a command that never ran), the time itself.

@@ -309,6 +309,13 @@ std::string IngestStatsLine(std::vector<model::IngestStat> stats, size_t max_rea
   return out;
 }
 
+int64_t SecretsRedacted(const model::Run& run) {
+  int64_t n = 0;
+  for (const model::IngestStat& s : run.ingest_stats)
+    if (s.source == 0 && s.reason == "secrets_redacted") n += s.count;
+  return n;
+}
+
 std::vector<model::IngestStat> IngestStatsOf(const model::Run& run, model::SourceId source) {
   std::vector<model::IngestStat> out;
   for (const model::IngestStat& s : run.ingest_stats)

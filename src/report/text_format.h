@@ -88,6 +88,10 @@ std::string SourceTag(const model::Source& source, std::string_view key);
 // lifetime, not absolute"; "" for the others (absolute, anchored: exact on the run's clock).
 std::string SourceClockNote(const model::Source& source);
 
+// How many secrets the run's texts had replaced by [redacted] before they were stored (its
+// ingest stat secrets_redacted, model/redactor.h).
+int64_t SecretsRedacted(const model::Run& run);
+
 // The ingest stats of one source (what was dropped and why), largest count first, then by reason.
 std::vector<model::IngestStat> IngestStatsOf(const model::Run& run, model::SourceId source);
 

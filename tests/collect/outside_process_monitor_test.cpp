@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <ctime>
+#include <filesystem>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -135,6 +136,69 @@ TEST(OutsideProcessMonitorTest, FinishDeclaresTheTopProcessesWithTheirSeries) {
   monitor.Finish(WallClock::Now());
   EXPECT_TRUE(builder.TakeDelta(true).resources.empty());
 }
+
+// Privacy (docs/privacy.md): another user's process is kept as its executable's base name and
+// its user, never its arguments; the recording user's own keeps its command line; --outside-details
+// keeps everyone's. Another user: a child that drops to an unused uid (root only).
+pid_t StartShellBurnerAs(uid_t uid, const char* secret_arg) {
+  pid_t child = fork();
+  if (child == 0) {
+    if (uid != getuid() && (setgid(uid) != 0 || setuid(uid) != 0)) _exit(99);
+    // dash burning CPU for about 0.3 s with the secret as its $0.
+    execl("/bin/sh", "/bin/sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done", secret_arg,
+          static_cast<char*>(nullptr));
+    _exit(98);
+  }
+  return child;
+}
+
+std::string OutsideNameOf(const model::RunDelta& delta, pid_t pid) {
+  for (const model::Resource& r : delta.resources)
+    if (r.kind == model::ResourceKind::kOutsideProcess && r.pid == pid) return r.name;
+  return "<none>";
+}
+
+void CheckOutsidePrivacy(bool details) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to run a process as another user";
+  const uid_t other = 54000 + static_cast<uid_t>(getpid() % 1000);
+  model::RunBuilder builder(model::RunInfo{}, 0, nullptr);  // names as the monitor gives them
+  model::ResourceId host = builder.AddResource({.kind = model::ResourceKind::kHost, .name = "h", .host = "h"});
+  OutsideProcessMonitor monitor(&builder, host, "h",
+                                {.self_pid = 1 << 23, .top = 100000, .min_top_cpu_seconds = 0, .details = details});
+  monitor.Sample(WallClock::Now());
+  pid_t theirs = StartShellBurnerAs(other, "their-SECRET-arg");
+  pid_t mine = StartShellBurnerAs(getuid(), "my-own-arg");
+  ASSERT_GT(theirs, 0);
+  ASSERT_GT(mine, 0);
+  int done = 0, status = 0;
+  for (int i = 0; i < 3000 && done < 2; ++i) {
+    monitor.Sample(WallClock::Now());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (pid_t p : {theirs, mine}) {
+      pid_t r = waitpid(p, &status, WNOHANG);
+      if (r == p) {
+        ++done;
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+      }
+    }
+  }
+  ASSERT_EQ(done, 2);
+  monitor.Finish(WallClock::Now());
+  model::RunDelta delta = builder.TakeDelta(true);
+  std::string their_name = OutsideNameOf(delta, theirs), my_name = OutsideNameOf(delta, mine);
+  // Their user is a uid without a name; dash is what /bin/sh runs on Debian.
+  std::string sh = std::filesystem::path(std::filesystem::canonical("/bin/sh")).filename().string();
+  if (details) {
+    EXPECT_EQ(their_name, std::to_string(other) + ":/bin/sh -c i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done their-SECRET-arg");
+  } else {
+    EXPECT_EQ(their_name, std::to_string(other) + ":" + sh);
+  }
+  std::string me = "root";
+  EXPECT_EQ(my_name, me + ":/bin/sh -c i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done my-own-arg");
+}
+
+TEST(OutsideProcessMonitorTest, AnotherUsersProcessKeepsOnlyItsExecutableAndUser) { CheckOutsidePrivacy(false); }
+TEST(OutsideProcessMonitorTest, OutsideDetailsKeepsEveryonesCommandLine) { CheckOutsidePrivacy(true); }
 
 }  // namespace
 }  // namespace grademl::collect

@@ -25,7 +25,8 @@ TEST(IngestStatsListTest, EveryNameIsUniqueAndEveryEntryComplete) {
     EXPECT_TRUE(info.severity == StatSeverity::kInfo || info.severity == StatSeverity::kDataLoss ||
                 info.severity == StatSeverity::kError);
     EXPECT_TRUE(info.source == StatSource::kChromeJson || info.source == StatSource::kSpark ||
-                info.source == StatSource::kDask || info.source == StatSource::kSliceTracker);
+                info.source == StatSource::kDask || info.source == StatSource::kSliceTracker ||
+                info.source == StatSource::kRedactor);
     EXPECT_FALSE(info.description.empty());
     EXPECT_TRUE(info.separator.empty() || info.separator == "_" || info.separator == ":");
     // The key's enumerator is the entry of the same index.

@@ -39,7 +39,7 @@ function header(data) {
     run.noisy ? el('p', { class: 'noisy' }, `Noisy run: ${run.noisy_reason}.`) : null,
     ...(run.other_processes || []).filter((o) => o.top.length).map((o) =>
       el('p', { class: 'outside' }, `Outside the run on ${o.host}: ${o.cpu_seconds.toFixed(2)} CPU-s (${o.avg_cores.toFixed(2)} cores on average); most CPU: ` +
-        o.top.slice(0, 3).map((p) => `${p.command} (pid ${p.pid}, ${p.cpu_seconds.toFixed(2)} s)`).join('; '))),
+        o.top.slice(0, 3).map((p) => `${p.command} (${p.user ? `user ${p.user}, ` : ''}pid ${p.pid}, ${p.cpu_seconds.toFixed(2)} s)`).join('; '))),
     sourcesList(run.sources || []));
 }
 
