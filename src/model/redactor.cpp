@@ -143,7 +143,7 @@ StatusOr<std::shared_ptr<const Redactor>> Redactor::Make(const std::vector<std::
     Pattern p;
     p.re = std::make_unique<re2::RE2>(text, opts);
     if (!p.re->ok()) {
-      return Status::InvalidArgument("redaction pattern '" + text + "': " + p.re->error());
+      return InvalidArgument("redaction pattern '{}': {}", text, p.re->error());
     }
     p.kind = p.re->NumberOfCapturingGroups() > 0 ? Pattern::kGroup : Pattern::kWhole;
     r->user_.push_back(std::move(p));
