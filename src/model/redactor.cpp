@@ -68,9 +68,11 @@ constexpr const char* kRedactWords =
     "credentials?|auth|session[_.-]?key|signing[_.-]?key|encryption[_.-]?key";
 
 std::mutex redactor_current_mu;
+// Never destroyed (like BuiltIn's): RE2's own statics may be gone at exit, and threads still
+// running then may use it.
 std::shared_ptr<const Redactor>& RedactorCurrentSlot() {
-  static std::shared_ptr<const Redactor> current = Redactor::BuiltIn();
-  return current;
+  static auto* current = new std::shared_ptr<const Redactor>(Redactor::BuiltIn());
+  return *current;
 }
 
 }  // namespace
@@ -152,8 +154,8 @@ StatusOr<std::shared_ptr<const Redactor>> Redactor::Make(const std::vector<std::
 }
 
 std::shared_ptr<const Redactor> Redactor::BuiltIn() {
-  static const std::shared_ptr<const Redactor> builtin = *Make({});
-  return builtin;
+  static const auto* builtin = new std::shared_ptr<const Redactor>(*Make({}));
+  return *builtin;
 }
 
 std::shared_ptr<const Redactor> Redactor::Current() {
