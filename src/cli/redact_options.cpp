@@ -19,12 +19,17 @@ void AddRedactFlags(CLI::App* sub, RedactFlags& flags) {
 }
 
 Status ApplyRedactFlags(const RedactFlags& flags) {
+  if (flags.off) return ApplyRedactFlags(flags, workflow::UserConfig{});
+  GRADEML_ASSIGN_OR_RETURN(workflow::UserConfig config, workflow::LoadUserConfig());
+  return ApplyRedactFlags(flags, config);
+}
+
+Status ApplyRedactFlags(const RedactFlags& flags, const workflow::UserConfig& config) {
   if (flags.off) {
     if (!flags.patterns.empty()) return InvalidArgument("--no-redact cannot go with --redact");
     model::Redactor::SetCurrent(nullptr);
     return Status::Ok();
   }
-  GRADEML_ASSIGN_OR_RETURN(workflow::UserConfig config, workflow::LoadUserConfig());
   std::vector<std::string> patterns = config.redact_patterns;
   patterns.insert(patterns.end(), flags.patterns.begin(), flags.patterns.end());
   auto redactor = model::Redactor::Make(patterns);

@@ -4,6 +4,8 @@
 // which every RunBuilder then uses (docs/privacy.md).
 #pragma once
 
+#include "workflow/user_config.h"
+
 #include <CLI/CLI.hpp>
 
 #include <string>
@@ -24,5 +26,7 @@ void AddRedactFlags(CLI::App* sub, RedactFlags& flags);
 // config's and --redact's; none with --no-redact. An invalid pattern or an unreadable config is
 // a one-line error (the caller exits with kExitUsage before anything runs).
 Status ApplyRedactFlags(const RedactFlags& flags);
+// The same with the user config already read (`run` reads it once for redaction and trust).
+Status ApplyRedactFlags(const RedactFlags& flags, const workflow::UserConfig& config);
 
 }  // namespace grademl::cli

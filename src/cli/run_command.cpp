@@ -199,7 +199,8 @@ struct RunPlan {
 
 // Checks the flags and the command before anything is recorded; a usage error (one line,
 // said by the caller) is a kInvalidArgument status.
-StatusOr<RunPlan> PlanRun(const RunFlags& flags, std::vector<std::string> command, const std::string& db_path) {
+StatusOr<RunPlan> PlanRun(const RunFlags& flags, std::vector<std::string> command, const std::string& db_path,
+                          const workflow::UserConfig& config) {
   RunPlan plan;
   auto interval = ParseDuration(flags.interval);
   if (!interval.ok()) return InvalidArgument("--interval: {}", interval.status().message());
@@ -251,14 +252,12 @@ StatusOr<RunPlan> PlanRun(const RunFlags& flags, std::vector<std::string> comman
     if (!dir.ok()) return InvalidArgument("--reuse: {}", dir.status().message());
     plan.artifacts_dir = *dir;
     // Whose records of a step's outputs are restored from, besides the user's own.
-    auto config = workflow::LoadUserConfig();
-    if (!config.ok()) return InvalidArgument("{}", config.status().message());
-    std::vector<std::string> names = config->reuse_trust;
+    std::vector<std::string> names = config.reuse_trust;
     names.insert(names.end(), flags.trust.begin(), flags.trust.end());
     for (size_t i = 0; i < names.size(); ++i) {
       auto uid = reuse::TrustedUserId(names[i]);
-      if (!uid.ok() && i < config->reuse_trust.size()) {
-        return InvalidArgument("{}: reuse.trust: {}", config->path, uid.status().message());
+      if (!uid.ok() && i < config.reuse_trust.size()) {
+        return InvalidArgument("{}: reuse.trust: {}", config.path, uid.status().message());
       }
       if (!uid.ok()) return InvalidArgument("--trust: {}", uid.status().message());
       plan.trusted_uids.push_back(*uid);
@@ -403,12 +402,18 @@ Action RegisterRunCommand(CLI::App& app, CommonOptions& common) {
     std::vector<std::string> command = flags->command;
     for (const auto& rest : sub->remaining()) command.push_back(rest);
     if (!command.empty() && command.back() == "--") command.pop_back();
-    StatusOr<RunPlan> plan = PlanRun(*flags, std::move(command), common.ResolvedDbPath());
+    // The user's config, read once: redaction patterns and whom reuse trusts.
+    StatusOr<workflow::UserConfig> config = workflow::LoadUserConfig();
+    if (!config.ok()) {
+      PrintError(config.status().message());
+      return kExitUsage;
+    }
+    StatusOr<RunPlan> plan = PlanRun(*flags, std::move(command), common.ResolvedDbPath(), *config);
     if (!plan.ok()) {
       PrintError(plan.status().message());
       return kExitUsage;
     }
-    if (Status st = ApplyRedactFlags(flags->redact); !st.ok()) {
+    if (Status st = ApplyRedactFlags(flags->redact, *config); !st.ok()) {
       PrintError(st.message());
       return kExitUsage;
     }
