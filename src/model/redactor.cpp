@@ -1,5 +1,7 @@
 #include "model/redactor.h"
 
+#include "core/text.h"
+
 #include <re2/re2.h>
 
 #include <array>
@@ -145,7 +147,7 @@ StatusOr<std::shared_ptr<const Redactor>> Redactor::Make(const std::vector<std::
     Pattern p;
     p.re = std::make_unique<re2::RE2>(text, opts);
     if (!p.re->ok()) {
-      return InvalidArgument("redaction pattern '{}': {}", text, p.re->error());
+      return InvalidArgument("redaction pattern '{}': {}", EscapeControl(text), EscapeControl(p.re->error()));
     }
     p.kind = p.re->NumberOfCapturingGroups() > 0 ? Pattern::kGroup : Pattern::kWhole;
     r->user_.push_back(std::move(p));

@@ -108,6 +108,10 @@ TEST(RedactorTest, AnInvalidUserPatternIsAnErrorNamingIt) {
   auto r = Redactor::Make({"ok", "(unclosed"});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("(unclosed"), std::string::npos);
+  // A pattern holding control characters (found by the fuzzer) still makes a one-line error.
+  auto cr = Redactor::Make({std::string("a\r[\0\n(", 7)});
+  ASSERT_FALSE(cr.ok());
+  EXPECT_EQ(cr.status().message().find_first_of(std::string("\r\n\0", 3)), std::string::npos) << cr.status().message();
 }
 
 TEST(RedactorTest, ArgvRedactsTheValueAfterABareSecretFlag) {
