@@ -59,6 +59,9 @@ struct ImportTarget {
   // as at damage ("PATH: byte N: stopped ..."; the import is partial). Unset: never. Callers
   // that flush can also end an import from `flush` (return an error).
   std::function<bool()> stop;
+  // Events read from one file at most (0: the importer's own bound, e.g.
+  // ChromeTraceImporter::kMaxEventsPerFile); tests set a small one.
+  int64_t max_events = 0;
 };
 
 struct ImportResult {

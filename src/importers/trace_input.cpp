@@ -3,6 +3,7 @@
 #include "importers/trace_input.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -17,6 +18,18 @@ namespace {
 
 constexpr size_t kReadChunk = size_t{1} << 18;    // compressed (or plain) bytes read at once
 constexpr size_t kOutputChunk = size_t{1} << 18;  // uncompressed bytes handed out at once
+
+// Compression bombs: past kBombFloor uncompressed bytes, a stream that decompressed to more
+// than kMaxRatio times the compressed bytes read so far is refused (real traces compress
+// 5-30x with gzip or zstd; a bomb 1000x to millions). Below the floor nothing is refused: a
+// GiB of JSON is read in about a second.
+constexpr uint64_t kBombFloor = uint64_t{1} << 30;
+constexpr uint64_t kMaxRatio = 1000;
+
+Status BombError(const std::string& path, uint64_t offset, uint64_t compressed) {
+  return Corrupt("{}: byte {}: decompressed to more than {} times its {} compressed bytes: refused as a compression bomb",
+                 path, offset, kMaxRatio, compressed);
+}
 
 // Where the raw bytes come from: a file descriptor or a memory region.
 class ByteSource {
@@ -95,10 +108,17 @@ class CompressedFeed {
   StatusOr<std::span<const char>> Read() {
     if (!first_done_) {
       first_done_ = true;
-      if (!first_.empty()) return std::span<const char>(first_.data(), first_.size());
+      if (!first_.empty()) {
+        consumed += first_.size();
+        return std::span<const char>(first_.data(), first_.size());
+      }
     }
-    return source_->Read();
+    auto read = source_->Read();
+    if (read.ok()) consumed += read->size();
+    return read;
   }
+  // Whether `uncompressed` bytes out of what was read so far make a compression bomb.
+  bool Bomb(uint64_t uncompressed) const { return uncompressed > kBombFloor && uncompressed / kMaxRatio > consumed; }
   uint64_t consumed = 0;  // compressed bytes handed to the decoder
 
  private:
@@ -163,6 +183,7 @@ class GzipInput final : public TraceInput {
     }
     size_t n = out_.size() - z_.avail_out;
     offset_ += n;
+    if (feed_.Bomb(offset_)) return error_ = BombError(path_, offset_, feed_.consumed);
     if (n == 0) done_ = true;
     return std::span<const char>(out_.data(), n);
   }
@@ -220,6 +241,7 @@ class ZstdInput final : public TraceInput {
       }
     }
     offset_ += out.pos;
+    if (feed_.Bomb(offset_)) return error_ = BombError(path_, offset_, feed_.consumed);
     return std::span<const char>(out_.data(), out.pos);
   }
   std::string_view compression() const override { return "zstd"; }
@@ -286,12 +308,34 @@ std::string ReadHead(TraceInput& input, size_t max, Status* error) {
 
 StatusOr<std::unique_ptr<TraceInput>> TraceInput::Open(const std::string& path) {
   if (path.empty()) return InvalidArgument("no trace file given");
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading blocks until a writer comes (forever, when none
+  // does); it is refused below, as is anything else that is not a regular file (a device, a
+  // directory, a socket), before a byte is read.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT) return NotFound("{}: no such file", path);
     return IoError("{}: cannot open: {}", path, std::strerror(err));
   }
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    return IoError("{}: cannot stat: {}", path, std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    const char* what = S_ISFIFO(st.st_mode)  ? "a FIFO"
+                       : S_ISDIR(st.st_mode) ? "a directory"
+                       : S_ISCHR(st.st_mode) ? "a character device"
+                       : S_ISBLK(st.st_mode) ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    return InvalidArgument("{}: {}, not a regular file: only regular files are imported", path, what);
+  }
+  // Reads block as usual from here on (a regular file never waits, but a network file system may).
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   return Make(std::make_unique<ByteSource>(fd, path), path);
 }
 

@@ -71,6 +71,7 @@ enum class StatSource : uint8_t { kChromeJson, kSpark, kDask, kSliceTracker, kRe
   F(async_end_without_begin,     "",  kDataLoss, kSliceTracker, "an async end (e) with no slice open for its id")         \
   F(begin_without_end_closed_at_trace_end, "", kInfo, kSliceTracker, "kept: a begin never ended (a truncated trace), ended at the trace's last time") \
   F(slice_ends_after_parent_kept_as_child, "", kInfo, kSliceTracker, "kept: a slice that starts inside another on its track but ends after it stays its child") \
+  F(slice_nested_too_deep,       "",  kDataLoss, kSliceTracker, "a slice nested deeper than the importer's bound on its thread (a hostile trace), with what it encloses") \
   /* Spark event logs */                                                                                                 \
   F(unknown_event,               ":", kDataLoss, kSpark,        "an event this importer does not use (a listener's own events)") \
   F(event_line_over_64_MiB,      ":", kDataLoss, kSpark,        "an event line longer than 64 MiB, skipped")              \

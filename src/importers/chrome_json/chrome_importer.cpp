@@ -285,6 +285,10 @@ bool ChromeTraceImporter::OnMemoryInstant(const RawTraceEvent& e) {
 }
 
 Status ChromeTraceImporter::OnEvent(const RawTraceEvent& e) {
+  if (const int64_t bound = target_.max_events > 0 ? target_.max_events : kMaxEventsPerFile; events_ >= bound) {
+    return InvalidArgument("{}: byte {}: more than {} events in one file (GradeML's bound); the rest is not imported",
+                           path_, e.offset, bound);
+  }
   ++events_;
   ++seq_;
   if (e.ts_float) ts_float_ = true;
@@ -571,8 +575,12 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, SliceRange slices, F
   // tracks, the index of its enclosing slice (-1: none).
   std::vector<model::PhaseId> phase_of(slices.size());
   std::vector<int32_t> parent_of;
+  std::vector<int32_t> depth_of;  // 1 at the top level
   const bool nests = track.kind == model::TrackKind::kThread;
-  if (nests) parent_of.resize(slices.size());
+  if (nests) {
+    parent_of.resize(slices.size());
+    depth_of.resize(slices.size());
+  }
   model::PhaseId container = ContainerFor(owner);
   SliceTracker tracker(stats_);
   for (size_t i = 0; i < slices.size(); ++i) {
@@ -581,6 +589,20 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, SliceRange slices, F
     if (nests) {
       std::optional<uint32_t> enclosing = tracker.Nest(static_cast<uint32_t>(i), r.start, r.end);
       parent_of[i] = -1;
+      depth_of[i] = enclosing ? depth_of[*enclosing] + 1 : 1;
+      if (depth_of[i] > kMaxNestingDepth) {
+        // Not imported, nor anything inside it (deeper still); flows on it bind to no slice.
+        if (depth_error_.ok()) {
+          depth_error_ = InvalidArgument(
+              "{}: event {}: slices nested more than {} deep on one thread (GradeML's bound); the deeper ones are not imported",
+              path_, r.seq, kMaxNestingDepth);
+        }
+        Drop(model::StatKey::slice_nested_too_deep);
+        depth_of[i] = kMaxNestingDepth + 1;  // no overflow however deep
+        if (enclosing) parent_of[i] = static_cast<int32_t>(*enclosing);
+        phase_of[i] = 0;
+        continue;
+      }
       if (enclosing) {
         parent = phase_of[*enclosing];
         parent_of[i] = static_cast<int32_t>(*enclosing);
@@ -862,6 +884,9 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
   if (!read_status.ok()) {
     result.partial = true;
     result.error = read_status;
+  } else if (!depth_error_.ok()) {
+    result.partial = true;
+    result.error = depth_error_;
   }
   return result;
 }

@@ -63,6 +63,16 @@ class ChromeTraceImporter final : public TraceRead {
   // EndInput, then Emit.
   StatusOr<ImportResult> Finish(const TraceHeader& header, const Status& read_status);
 
+  // Bounds against hostile traces (docs/import.md, "Limits"): the events of one file (a
+  // compact record each until Emit), and how deep slices nest on one thread (a type path, a
+  // flow's walk to its slice and the tracker's stack grow with it). Real traces stay far
+  // below: the largest Kineto traces hold a few million events, Python stacks a few hundred
+  // frames. Past the first, reading stops with a one-line error ("PATH: byte N: ...", what
+  // came before is imported, partial); past the second, the deeper slices are counted as
+  // slice_nested_too_deep and the import is partial with one line naming the first.
+  static constexpr int64_t kMaxEventsPerFile = 20'000'000;
+  static constexpr int32_t kMaxNestingDepth = 2000;
+
   // The classification of one event's category, exposed for tests.
   static std::string_view PhaseTypeFor(std::string_view cat, std::string_view name, char ph);
 
@@ -198,6 +208,7 @@ class ChromeTraceImporter final : public TraceRead {
   TraceHeader header_;
   model::PhaseSpec spec_;  // reused by EmitSlice
   Status read_status_;
+  Status depth_error_;  // the first slice nested deeper than kMaxNestingDepth
   TimeNs out_start_ = 0, out_end_ = 0;
 };
 
