@@ -21,10 +21,10 @@ constexpr size_t kOutputChunk = size_t{1} << 18;  // uncompressed bytes handed o
 
 // Compression bombs: past kBombFloor uncompressed bytes, a stream that decompressed to more
 // than kMaxRatio times the compressed bytes read so far is refused (real traces compress
-// 5-30x with gzip or zstd; a bomb 1000x to millions). Below the floor nothing is refused: a
+// 5-30x; a gzip bomb about 1030x, deflate's most; a zstd one millions). Below the floor nothing is refused: a
 // GiB of JSON is read in about a second.
 constexpr uint64_t kBombFloor = uint64_t{1} << 30;
-constexpr uint64_t kMaxRatio = 1000;
+constexpr uint64_t kMaxRatio = 200;
 
 Status BombError(const std::string& path, uint64_t offset, uint64_t compressed) {
   return Corrupt("{}: byte {}: decompressed to more than {} times its {} compressed bytes: refused as a compression bomb",
