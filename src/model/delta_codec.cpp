@@ -208,6 +208,21 @@ class Reader {
     p_ += n;
     return true;
   }
+  // A type path: the wire carries its text (the format is unchanged); phases of one delta
+  // with the same path share one node (interned on arrival).
+  bool Get(TypePath& t) {
+    const uint8_t* at = p_;
+    uint64_t n = 0;
+    if (!U64(&n)) return false;
+    if (n > left()) {
+      error_ = Corrupt("run delta: truncated: {} at byte {} has length {}, {} bytes left", Where(), at - begin_, n,
+                       left());
+      return false;
+    }
+    t = types_.Intern(std::string_view(reinterpret_cast<const char*>(p_), static_cast<size_t>(n)));
+    p_ += n;
+    return true;
+  }
   bool Get(std::optional<int>& v) {
     bool present = false;
     if (!Get(present)) return false;
@@ -345,6 +360,7 @@ class Reader {
   size_t index_ = kNoIndex;
   const char* names_ = "magic";
   int field_ = 0;
+  TypePool types_;  // the type paths of this delta
 };
 
 // The fields of each struct, in the struct's order. Io is Writer (const objects) or Reader.

@@ -19,6 +19,7 @@
 
 #include "core/time.h"
 #include "model/ingest_stats.h"
+#include "model/type_path.h"
 
 namespace grademl::model {
 
@@ -155,7 +156,7 @@ struct Phase {
   PhaseId id = 0;
   PhaseId parent = 0;     // 0 for the root phase of a run
   std::string name;       // e.g. "python train.py"
-  std::string type;       // type path from the root, e.g. "run/process/process"
+  TypePath type;          // type path from the root, e.g. "run/process/process" (interned: model/type_path.h)
   Tags tags;              // key=value annotations, e.g. {"epoch","3"}
   TimeNs start_ns = 0;
   TimeNs end_ns = 0;      // 0 while the phase is open
@@ -164,19 +165,12 @@ struct Phase {
   TrackId track = 0;      // the thread, device or async track it ran on (0: none, e.g. run/step/process)
 
   bool ended() const { return end_ns != 0; }
-  // The type's last path element, e.g. "process" (memrchr: the analyses ask it of every
-  // phase, several times; a byte-by-byte search from the end was a twentieth of a report).
-  std::string_view leaf_type() const {
-    const void* slash = type.empty() ? nullptr : memrchr(type.data(), '/', type.size());
-    if (slash == nullptr) return type;
-    return std::string_view(type).substr(static_cast<size_t>(static_cast<const char*>(slash) - type.data()) + 1);
-  }
+  // The type's last path element, e.g. "process" (kept with the interned path: the analyses
+  // ask it of every phase, several times).
+  std::string_view leaf_type() const { return type.leaf(); }
   // Whether the type's last element is `leaf` (which holds no '/'): leaf_type() == leaf,
   // with one comparison.
-  bool leaf_is(std::string_view leaf) const {
-    std::string_view t = type;
-    return t.ends_with(leaf) && (t.size() == leaf.size() || t[t.size() - leaf.size() - 1] == '/');
-  }
+  bool leaf_is(std::string_view leaf) const { return type.leaf() == leaf; }
 };
 
 // A dataflow edge: `to` consumed what `from` produced.

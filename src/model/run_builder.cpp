@@ -37,28 +37,28 @@ void RunBuilder::RedactInfoLocked() {
   if (n > 0) redacted_.fetch_add(n, std::memory_order_relaxed);
 }
 
-const std::string* RunBuilder::TypeOfLocked(PhaseId id) const {
+const TypePath* RunBuilder::TypeOfLocked(PhaseId id) const {
   auto kept = phases_.find(id);
   if (kept != phases_.end()) return &kept->second.type;
   return AddedTypeOf(id);
 }
 
-const std::string* RunBuilder::AddedTypeOf(PhaseId id) const {
+const TypePath* RunBuilder::AddedTypeOf(PhaseId id) const {
   // The run of ids holding `id`: nearly always the last one.
   auto run = std::upper_bound(added_types_.begin(), added_types_.end(), id,
                               [](PhaseId v, const AddedTypes& r) { return v < r.first; });
   if (run == added_types_.begin()) return nullptr;
   --run;
   const auto slot = static_cast<uint64_t>(id - run->first);
-  return slot < run->types.size() ? run->types[slot] : nullptr;
+  return slot < run->types.size() && !run->types[slot].empty() ? &run->types[slot] : nullptr;
 }
 
-void RunBuilder::RememberAddedType(PhaseId id, const std::string* type) {
+void RunBuilder::RememberAddedType(PhaseId id, const TypePath& type) {
   if (!added_types_.empty()) {
     AddedTypes& last = added_types_.back();
     const PhaseId end = last.first + static_cast<PhaseId>(last.types.size());
     if (id >= end && id - end <= kMaxAddedGap) {
-      last.types.resize(static_cast<size_t>(id - last.first), nullptr);  // BeginPhase's ids in between
+      last.types.resize(static_cast<size_t>(id - last.first));  // BeginPhase's ids in between: ""
       last.types.push_back(type);
       return;
     }
@@ -80,7 +80,8 @@ void RunBuilder::MarkDirty(PhaseId id) {
 }
 
 size_t EstimatedBytes(const Phase& phase) {
-  size_t bytes = sizeof(Phase) + phase.name.size() + phase.type.size() + phase.host.size();
+  // The type path is shared (interned): its handle is in sizeof(Phase).
+  size_t bytes = sizeof(Phase) + phase.name.size() + phase.host.size();
   for (const auto& [k, v] : phase.tags) bytes += sizeof(std::pair<std::string, std::string>) + k.size() + v.size();
   return bytes;
 }
@@ -97,9 +98,14 @@ namespace {
 // parent + "/" + leaf, shortened past RunBuilder::kMaxTypePathBytes to the parent's first
 // element, "...", and the leaf (so that nesting thousands of levels deep costs each phase a
 // bounded path, not one growing with its depth).
-std::string JoinTypePath(const std::string& parent, const std::string& leaf) {
-  if (parent.size() + 1 + leaf.size() <= RunBuilder::kMaxTypePathBytes) return parent + "/" + leaf;
-  std::string_view first = std::string_view(parent).substr(0, parent.find('/'));
+std::string JoinTypePath(std::string_view parent, std::string_view leaf) {
+  if (parent.size() + 1 + leaf.size() <= RunBuilder::kMaxTypePathBytes) {
+    std::string out;
+    out.reserve(parent.size() + 1 + leaf.size());
+    out.append(parent).append("/").append(leaf);
+    return out;
+  }
+  std::string_view first = parent.substr(0, parent.find('/'));
   std::string out;
   out.reserve(first.size() + 5 + leaf.size());
   out.append(first).append("/.../").append(leaf);
@@ -116,11 +122,12 @@ PhaseId RunBuilder::BeginPhase(const PhaseSpec& spec) {
   std::lock_guard lock(mu_);
   phase.id = next_phase_id_++;
   phase.parent = spec.parent;
-  phase.type = spec.type;
   if (spec.parent != 0) {
-    const std::string* parent_type = TypeOfLocked(spec.parent);
+    const TypePath* parent_type = TypeOfLocked(spec.parent);
     GRADEML_CHECK_MSG(parent_type != nullptr, "BeginPhase with an unknown parent");
-    phase.type = JoinTypePath(*parent_type, spec.type);
+    phase.type = type_pool_.Intern(JoinTypePath(*parent_type, spec.type));
+  } else {
+    phase.type = type_pool_.Intern(spec.type);
   }
   phase.start_ns = spec.start_ns;
   phase.host = spec.host;
@@ -147,32 +154,32 @@ PhaseId RunBuilder::AddPhase(const PhaseSpec& spec, TimeNs end_ns) {
   // added by AddPhase has a pooled type path (its address stands for it) and such joins
   // are remembered (a few dozen at most); a parent held in memory (begun or adopted) reuses
   // the last join made under the same parent id.
-  const std::string* pooled = nullptr;
+  TypePath pooled;
   if (spec.parent == 0) {
-    pooled = &*type_pool_.insert(spec.type).first;
-  } else if (const std::string* parent_type = AddedTypeOf(spec.parent); parent_type != nullptr) {
+    pooled = type_pool_.Intern(spec.type);
+  } else if (const TypePath* parent_type = AddedTypeOf(spec.parent); parent_type != nullptr) {
     for (const TypeJoin& j : type_joins_) {
-      if (j.parent_type == parent_type && j.leaf == spec.type) {
+      if (j.parent_type.same_node(*parent_type) && j.leaf == spec.type) {
         pooled = j.joined;
         break;
       }
     }
-    if (pooled == nullptr) {
-      pooled = &*type_pool_.insert(JoinTypePath(*parent_type, spec.type)).first;
+    if (pooled.empty()) {
+      pooled = type_pool_.Intern(JoinTypePath(*parent_type, spec.type));
       if (type_joins_.size() >= kMaxTypeJoins) type_joins_.clear();
-      type_joins_.push_back({parent_type, spec.type, pooled});
+      type_joins_.push_back({*parent_type, spec.type, pooled});
     }
-  } else if (spec.parent == last_added_parent_ && spec.type == last_added_leaf_) {
+  } else if (spec.parent == last_added_parent_ && spec.type == last_added_leaf_ && !last_added_type_.empty()) {
     pooled = last_added_type_;
   } else {
-    const std::string* parent_type = TypeOfLocked(spec.parent);
+    const TypePath* parent_type = TypeOfLocked(spec.parent);
     GRADEML_CHECK_MSG(parent_type != nullptr, "AddPhase with an unknown parent");
-    pooled = &*type_pool_.insert(JoinTypePath(*parent_type, spec.type)).first;
+    pooled = type_pool_.Intern(JoinTypePath(*parent_type, spec.type));
     last_added_parent_ = spec.parent;
     last_added_leaf_ = spec.type;
     last_added_type_ = pooled;
   }
-  phase.type = *pooled;
+  phase.type = pooled;
   phase.tags = std::move(tags);
   phase.start_ns = spec.start_ns;
   phase.end_ns = std::max(end_ns, spec.start_ns);
@@ -187,7 +194,9 @@ PhaseId RunBuilder::AddPhase(const PhaseSpec& spec, TimeNs end_ns) {
 void RunBuilder::AdoptPhase(const Phase& phase) {
   std::lock_guard lock(mu_);
   leaf_types_.emplace(phase.leaf_type());
-  phases_.emplace(phase.id, phase);
+  Phase adopted = phase;
+  adopted.type = type_pool_.Share(phase.type);
+  phases_.emplace(phase.id, std::move(adopted));
 }
 
 namespace {

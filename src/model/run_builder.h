@@ -215,36 +215,37 @@ class RunBuilder {
   void MarkDirty(PhaseId id);
   void AddUnsent(size_t bytes) { unsent_bytes_.store(unsent_bytes_.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed); }
   // The type path of a known phase (kept, adopted or added), or nullptr.
-  const std::string* TypeOfLocked(PhaseId id) const;
+  const TypePath* TypeOfLocked(PhaseId id) const;
 
   const int64_t id_base_;
   std::vector<Phase> finished_;  // added by AddPhase, not yet handed out
-  // Type paths of phases added by AddPhase, interned (many phases share a few paths).
-  std::unordered_set<std::string> type_pool_;
+  // Type paths, interned (many phases share a few paths): every phase handed out holds a
+  // handle to its pooled path, not a copy.
+  TypePool type_pool_;
   // The pooled type paths of phases added by AddPhase, by id: runs of consecutive ids (ids
   // are handed out in order; a few BeginPhase ids in between are nullptr slots, a longer gap
   // starts a new run, so that phases begun meanwhile cost nothing here). 8 bytes a phase and
   // no hashing, where a map cost a node, a rehash now and then and a lookup per phase.
   struct AddedTypes {
     PhaseId first;
-    std::vector<const std::string*> types;  // types[i]: phase first + i
+    std::vector<TypePath> types;  // types[i]: phase first + i ("": none)
   };
   static constexpr PhaseId kMaxAddedGap = 64;
   std::vector<AddedTypes> added_types_;  // ascending by first, disjoint
-  const std::string* AddedTypeOf(PhaseId id) const;
-  void RememberAddedType(PhaseId id, const std::string* type);
+  const TypePath* AddedTypeOf(PhaseId id) const;
+  void RememberAddedType(PhaseId id, const TypePath& type);
   // AddPhase's joins of a pooled parent type path and a leaf type, and its last join under a
   // parent held in memory (by parent id).
   struct TypeJoin {
-    const std::string* parent_type;
+    TypePath parent_type;
     std::string leaf;
-    const std::string* joined;
+    TypePath joined;
   };
   static constexpr size_t kMaxTypeJoins = 64;
   std::vector<TypeJoin> type_joins_;
   PhaseId last_added_parent_ = 0;
   std::string last_added_leaf_;
-  const std::string* last_added_type_ = nullptr;
+  TypePath last_added_type_;
   std::vector<Host> new_hosts_;
   std::vector<Source> new_sources_;
   std::vector<Track> new_tracks_;
