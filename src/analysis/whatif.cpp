@@ -348,7 +348,7 @@ StatusOr<WhatifResult> SimulateWhatif(const model::Run& run, const ScheduleGraph
       constexpr size_t kRecent = 4;
       std::array<std::pair<std::string_view, char>, kRecent> recent{};
       size_t filled = 0, next = 0;
-      auto key_of = [&](const model::Phase& phase) -> const std::string& { return by_type ? phase.type : phase.name; };
+      auto key_of = [&](const model::Phase& phase) -> const std::string& { return by_type ? phase.type.str() : phase.name; };
       for (size_t k = 0; k < n; ++k) {
         // The phases and their texts are fetched ahead: each is a cache miss otherwise.
         if (k + 16 < n) __builtin_prefetch(&key_of(*g.phase[k + 16]));

@@ -102,6 +102,12 @@ class TypePath {
   friend std::string operator+(const TypePath& a, const std::string& b) { return std::string(a.view()).append(b); }
   friend std::string operator+(const std::string& a, const TypePath& b) { return std::string(a).append(b.view()); }
 
+  // For streams (gtest's messages among them), without including <ostream> here.
+  template <typename Stream>
+  friend auto operator<<(Stream& os, const TypePath& t) -> decltype(os << std::string_view()) {
+    return os << t.view();
+  }
+
   // Bytes this path's node holds (counted once per distinct path by whoever estimates memory).
   size_t node_bytes() const { return node_ == nullptr ? 0 : sizeof(Node) + node_->path.capacity(); }
 

@@ -47,7 +47,11 @@ const std::vector<Table>& Description() {
                    {"end_ns", T::kInt64},
                    {"host", T::kText, true},
                    {"pid", T::kInt32},
-                   {"track_id", T::kInt64, false, {}, {}, 3}},
+                   {"track_id", T::kInt64, false, {}, {}, 3},
+                   // Version 7: the phase's type path as an id into phase_types (then `type`
+                   // is ""); NULL: the path is in `type` (rows written before version 7, or
+                   // a path whose id was taken by another path).
+                   {"type_id", T::kInt64, false, {}, {}, 7}},
        .key = {"run_id", "id"},
        .indexes = {{"phases_by_start", "run_id, start_ns", kSqlite}}},
       {.name = "edges",
@@ -182,6 +186,14 @@ const std::vector<Table>& Description() {
                    {"outputs", T::kText, true}},
        .key = {"run_id", "phase_id"},
        .indexes = {{"step_executions_by_key", "key, run_id, phase_id"}}},
+      // Version 7: phase type paths, each stored once per run (issue 28: a trace of N nested
+      // events stored N paths of up to 2 KB). `id` is the first 63 bits of the path's
+      // SHA-256, so that every writer of a run (reopened runs, agents) names a path alike
+      // without coordinating; phases.type_id refers to it.
+      {.name = "phase_types",
+       .since = 7,
+       .columns = {{"run_id", T::kInt64, true}, {"id", T::kInt64, true}, {"path", T::kText, true}},
+       .key = {"run_id", "id"}},
   };
   return tables;
 }
@@ -299,6 +311,16 @@ const Table& Get(std::string_view name) {
 }
 
 std::span<const ExtraSql> Extras() { return ExtraList(); }
+
+int64_t PhaseTypeId(std::string_view path) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : path) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  auto id = static_cast<int64_t>(h & 0x7fffffffffffffffull);
+  return id == 0 ? 1 : id;
+}
 
 int CurrentVersion() {
   int v = 0;

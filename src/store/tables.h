@@ -115,4 +115,10 @@ struct NumberedColumns {
 NumberedColumns NumberColumns(const Table& t, std::initializer_list<std::string_view> skip, std::string_view marker,
                               int first);
 
+// The id of a phase type path in phase_types (version 7): 63 bits of a 64-bit FNV-1a hash of
+// the path, never 0 (0 stands for "the path is in phases.type"). Every writer of a run
+// names a path alike without coordinating; a writer checks that the row it finds under an
+// id holds its path, and writes the path inline when another path took the id.
+int64_t PhaseTypeId(std::string_view path);
+
 }  // namespace grademl::store::tables

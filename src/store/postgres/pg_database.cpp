@@ -434,6 +434,45 @@ Status PgDatabase::EnsureSamplePartition(int64_t day) {
                               part.name, part.from, part.to));
 }
 
+StatusOr<int64_t> PgDatabase::TypeIdLocked(model::RunId run, const model::TypePath& type) {
+  if (type.empty()) return 0;
+  if (type_ids_run_ != run) {
+    type_ids_.clear();
+    type_ids_run_ = run;
+    last_type_ = model::TypePath();
+  } else if (type.same_node(last_type_)) {
+    return last_type_id_;
+  }
+  int64_t id = 0;
+  if (auto it = type_ids_.find(type.str()); it != type_ids_.end()) {
+    id = it->second;
+  } else {
+    id = tables::PhaseTypeId(type);
+    std::string scratch;
+    const std::string text(pg::ServerText(type.view(), utf8_, scratch));
+    PgParams p;
+    p.Int(run);
+    p.Int(id);
+    p.Add(text);
+    GRADEML_RETURN_IF_ERROR(pg::ExecParams(conn_, path_,
+                                           "INSERT INTO phase_types (run_id, id, path) VALUES ($1, $2, $3) "
+                                           "ON CONFLICT DO NOTHING",
+                                           p.Pointers())
+                                .status());
+    // The row under that id holds this path, unless another path took the id first: then
+    // this one is written inline (phases.type), as before version 7.
+    GRADEML_ASSIGN_OR_RETURN(
+        Result r, pg::ExecParams(conn_, path_, "SELECT path FROM phase_types WHERE run_id = $1 AND id = $2",
+                                 {p.storage[0].c_str(), p.storage[1].c_str()}));
+    if (PQntuples(r.get()) != 1 || pg::GetText(r.get(), 0, 0) != std::string_view(text)) id = 0;
+    if (type_ids_.size() >= kMaxTypeIds) type_ids_.clear();
+    type_ids_.emplace(type.str(), id);
+  }
+  last_type_ = type;
+  last_type_id_ = id;
+  return id;
+}
+
 Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& delta) {
   {
     PgParams p;
@@ -460,12 +499,13 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
     std::string tags;
     for (const model::Phase* p : PgLastOfEachKey(delta.phases, [](const model::Phase& x) { return x.id; })) {
       tags = EncodeTags(p->tags);
+      GRADEML_ASSIGN_OR_RETURN(const int64_t type_id, TypeIdLocked(run, p->type));
       buf.Row(PgColumns("phases"));
       buf.Int8(run);
       buf.Int8(p->id);
       buf.Int8OrNull(p->parent);
       buf.Text(p->name);
-      buf.Text(p->type);
+      buf.Text(type_id != 0 ? std::string_view() : p->type.view());
       buf.Text(tags);
       buf.Int8(p->start_ns);
       buf.Int8OrNull(p->end_ns);
@@ -476,6 +516,7 @@ Status PgDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& del
         buf.Int4(p->pid);
       }
       buf.Int8OrNull(p->track);
+      buf.Int8OrNull(type_id);
     }
     GRADEML_RETURN_IF_ERROR(pg::CopyIn(conn_, path_, PgCopyStaged("phases"), buf.Finish()));
     GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, PgUpsertStaged("phases")));
@@ -805,12 +846,30 @@ Status PgDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
     GRADEML_ASSIGN_OR_RETURN(Result r, query(PgSelectOfRun("phases", "id")));
     const PGresult* s = r.get();
     run.phases.reserve(PQntuples(s));
+    // Phases with the same type path share it (model/type_path.h): the run's phase_types,
+    // then each phase's path by its id, or its own text (rows before version 7).
+    model::TypePool types;
+    std::unordered_map<int64_t, model::TypePath> type_of;
+    {
+      GRADEML_ASSIGN_OR_RETURN(Result t, query(PgSelectOfRun("phase_types", "id")));
+      for (int i = 0; i < PQntuples(t.get()); ++i) {
+        type_of.emplace(PgInt(t.get(), i, 0), types.Intern(pg::GetText(t.get(), i, 1)));
+      }
+    }
     for (int i = 0; i < PQntuples(s); ++i) {
       model::Phase& p = run.phases.emplace_back();
       p.id = PgInt(s, i, 0);
       p.parent = PgInt(s, i, 1);
       p.name = PgString(s, i, 2);
-      p.type = PgString(s, i, 3);
+      if (int64_t type_id = PgInt(s, i, 10); type_id != 0) {
+        auto found = type_of.find(type_id);
+        if (found == type_of.end()) {
+          return Corrupt("{}: run {}: phase {}: type id {} is not in phase_types", path_, id, p.id, type_id);
+        }
+        p.type = found->second;
+      } else {
+        p.type = types.Intern(pg::GetText(s, i, 3));
+      }
       auto tags = DecodeTags(pg::GetText(s, i, 4));
       if (!tags.ok()) return tags.status().WithPrefix(fmt::format("{}: run {}: phase {}: tags", path_, id, p.id));
       p.tags = std::move(tags).value();

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 #include <string>
 
 #include "store/database.h"
@@ -76,6 +77,14 @@ class PgDatabase final : public Database {
   bool utf8_ = true;                 // the server's encoding is UTF8 (else SQL_ASCII or another)
   bool staging_ready_ = false;       // this connection's staging tables exist
   std::set<int64_t> partitions_;     // sample partitions (days) known to exist
+  // phase_types ids of the run written last, by path (at most kMaxTypeIds, then cleared), and
+  // the last path looked up (most phases of a delta share their neighbour's).
+  StatusOr<int64_t> TypeIdLocked(model::RunId run, const model::TypePath& type);
+  static constexpr size_t kMaxTypeIds = 1 << 16;
+  model::RunId type_ids_run_ = 0;
+  std::unordered_map<std::string, int64_t> type_ids_;
+  model::TypePath last_type_;
+  int64_t last_type_id_ = 0;
 };
 
 }  // namespace grademl::store

@@ -72,7 +72,7 @@ std::string SelectOfRun(std::string_view table, std::string_view order) {
 // Rows per multi-row statement of the bulk inserts (WriteDeltaLocked): one statement
 // execution (its cursors, statement journal and VDBE program start) for this many rows
 // instead of one each. Far below SQLite's 32766 parameters.
-constexpr size_t kPhaseRows = 32;   // 11 parameters each
+constexpr size_t kPhaseRows = 32;   // 12 parameters each
 constexpr size_t kSampleRows = 64;  // 4 each
 constexpr size_t kEdgeRows = 64;    // 4 each
 const int kPhaseColumns = tables::ColumnCount(T("phases"));
@@ -171,6 +171,9 @@ const std::string kSql[] = {
     MultiRow(kPhaseInsertHead, kPhaseColumns, kPhaseRows, kPhaseUpsertTail),
     MultiRow(kSampleInsertHead, kSampleColumns, kSampleRows, ""),
     MultiRow(kEdgeInsertHead, kEdgeColumns, kEdgeRows, ""),
+    "INSERT INTO phase_types (" + tables::ColumnList(T("phase_types")) + ") VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+    "SELECT path FROM phase_types WHERE run_id = ? AND id = ?",
+    SelectOfRun("phase_types", "id"),
 };
 
 Status NotSqlite(const std::string& path) {
@@ -641,6 +644,47 @@ StatusOr<bool> SqliteDatabase::RunExists(model::RunId id) {
   return false;
 }
 
+StatusOr<int64_t> SqliteDatabase::TypeIdLocked(model::RunId run, const model::TypePath& type) {
+  using namespace sqlite;
+  if (type.empty()) return 0;
+  if (type_ids_run_ != run) {
+    type_ids_.clear();
+    type_ids_run_ = run;
+    last_type_ = model::TypePath();
+  } else if (type.same_node(last_type_)) {
+    return last_type_id_;
+  }
+  int64_t id = 0;
+  if (auto it = type_ids_.find(type.str()); it != type_ids_.end()) {
+    id = it->second;
+  } else {
+    id = tables::PhaseTypeId(type);
+    {
+      GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertPhaseType));
+      BindInt(s, 1, run);
+      BindInt(s, 2, id);
+      BindText(s, 3, type.view());
+      GRADEML_RETURN_IF_ERROR(StepDone(s));
+    }
+    {
+      // The row under that id holds this path, unless another path took the id first: then
+      // this one is written inline (phases.type), as before version 7.
+      GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectPhaseType));
+      ResetGuard reset(s);
+      BindInt(s, 1, run);
+      BindInt(s, 2, id);
+      int rc = sqlite3_step(s);
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return SqlError(rc);
+      if (rc != SQLITE_ROW || ColumnText(s, 0) != type.view()) id = 0;
+    }
+    if (type_ids_.size() >= kMaxTypeIds) type_ids_.clear();
+    type_ids_.emplace(type.str(), id);
+  }
+  last_type_ = type;
+  last_type_id_ = id;
+  return id;
+}
+
 Status SqliteDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta& delta) {
   using namespace sqlite;
   {
@@ -658,20 +702,27 @@ Status SqliteDatabase::WriteDeltaLocked(model::RunId run, const model::RunDelta&
     GRADEML_RETURN_IF_ERROR(StepDone(s));
   }
   if (!delta.phases.empty()) {
+    // Type paths once per run (phase_types), each phase with its path's id.
+    phase_type_ids_.resize(delta.phases.size());
+    for (size_t i = 0; i < delta.phases.size(); ++i) {
+      GRADEML_ASSIGN_OR_RETURN(phase_type_ids_[i], TypeIdLocked(run, delta.phases[i].type));
+    }
     // In delta order, kPhaseRows rows per statement while that many are left, then one by one
     // (a phase listed twice ends as its later row either way).
     auto bind = [&](sqlite3_stmt* s, int first, const model::Phase& p, const std::string& tags) {
+      const int64_t type_id = phase_type_ids_[static_cast<size_t>(&p - delta.phases.data())];
       BindInt(s, first + 1, run);
       BindInt(s, first + 2, p.id);
       BindNonZero(s, first + 3, p.parent);
       BindText(s, first + 4, p.name);
-      BindText(s, first + 5, p.type);
+      BindText(s, first + 5, type_id != 0 ? std::string_view() : p.type.view());
       BindText(s, first + 6, tags);
       BindInt(s, first + 7, p.start_ns);
       BindNonZero(s, first + 8, p.end_ns);
       BindText(s, first + 9, p.host);
       BindNonZero(s, first + 10, p.pid);
       BindNonZero(s, first + 11, p.track);
+      BindNonZero(s, first + 12, type_id);
     };
     if (phase_tags_.size() < kPhaseRows) phase_tags_.resize(kPhaseRows);
     GRADEML_RETURN_IF_ERROR(InsertInBatches(
@@ -1015,12 +1066,31 @@ Status SqliteDatabase::LoadRunLocked(model::RunId id, model::Run& run) {
     GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectPhases));
     ResetGuard reset(s);
     BindInt(s, 1, id);
+    // Phases with the same type path share it (model/type_path.h): the run's phase_types
+    // first, then each phase's path by its id, or its own text (rows before version 7).
+    model::TypePool types;
+    std::unordered_map<int64_t, model::TypePath> type_of;
+    {
+      GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * t, Prepared(kSelectPhaseTypes));
+      ResetGuard reset_types(t);
+      BindInt(t, 1, id);
+      while ((rc = sqlite3_step(t)) == SQLITE_ROW) type_of.emplace(ColumnInt(t, 0), types.Intern(ColumnText(t, 1)));
+      if (rc != SQLITE_DONE) return SqlError(rc);
+    }
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
       model::Phase& p = run.phases.emplace_back();
       p.id = ColumnInt(s, 0);
       p.parent = ColumnInt(s, 1);
       p.name = ColumnString(s, 2);
-      p.type = ColumnString(s, 3);
+      if (int64_t type_id = ColumnInt(s, 10); type_id != 0) {
+        auto found = type_of.find(type_id);
+        if (found == type_of.end()) {
+          return Corrupt("{}: run {}: phase {}: type id {} is not in phase_types", path_, id, p.id, type_id);
+        }
+        p.type = found->second;
+      } else {
+        p.type = types.Intern(ColumnText(s, 3));
+      }
       auto tags = DecodeTags(ColumnText(s, 4));
       if (!tags.ok()) return tags.status().WithPrefix(fmt::format("{}: run {}: phase {}: tags", path_, id, p.id));
       p.tags = std::move(tags).value();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "store/database.h"
@@ -88,6 +89,9 @@ class SqliteDatabase final : public Database {
     kUpsertPhaseRows,   // kUpsertPhase for kPhaseRows rows at once
     kInsertSampleRows,  // kInsertSample for kSampleRows rows at once
     kInsertEdgeRows,    // kInsertEdge for kEdgeRows rows at once
+    kInsertPhaseType,
+    kSelectPhaseType,
+    kSelectPhaseTypes,
     kNumQueries,
   };
 
@@ -134,6 +138,15 @@ class SqliteDatabase final : public Database {
   // The tags text of each row of one kUpsertPhaseRows statement (bound without copying;
   // kept between deltas so that their buffers are reused).
   std::vector<std::string> phase_tags_;
+  // phase_types ids of the run written last, by path (at most kMaxTypeIds, then cleared), and
+  // the last path looked up (most phases of a delta share their neighbour's).
+  StatusOr<int64_t> TypeIdLocked(model::RunId run, const model::TypePath& type);
+  static constexpr size_t kMaxTypeIds = 1 << 16;
+  model::RunId type_ids_run_ = 0;
+  std::unordered_map<std::string, int64_t> type_ids_;
+  model::TypePath last_type_;
+  int64_t last_type_id_ = 0;
+  std::vector<int64_t> phase_type_ids_;  // of the delta being written, by phase index
 };
 
 }  // namespace grademl::store

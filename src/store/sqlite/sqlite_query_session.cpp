@@ -543,8 +543,11 @@ Status QuerySession::CreateViews() {
       int64_t track;
     };
     std::vector<Row> rows;
-    GRADEML_ASSIGN_OR_RETURN(Stmt phases, prepare("SELECT id, parent_id, name, type, tags, start_ns, end_ns, host, pid, "
-                                                  "track_id FROM main.phases WHERE run_id = ?1 ORDER BY id"));
+    // The type path from phase_types when the row names it (schema version 7), else its own text.
+    GRADEML_ASSIGN_OR_RETURN(Stmt phases,
+                             prepare("SELECT p.id, p.parent_id, p.name, coalesce(t.path, p.type), p.tags, p.start_ns, "
+                                     "p.end_ns, p.host, p.pid, p.track_id FROM main.phases p LEFT JOIN main.phase_types t "
+                                     "ON t.run_id = p.run_id AND t.id = p.type_id WHERE p.run_id = ?1 ORDER BY p.id"));
     while ((rc = sqlite3_step(phases.get())) == SQLITE_ROW) {
       sqlite3_stmt* s = phases.get();
       rows.push_back({sqlite::ColumnInt(s, 0), sqlite::ColumnInt(s, 1), sqlite::ColumnString(s, 2),
