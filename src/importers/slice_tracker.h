@@ -67,6 +67,8 @@ class SliceTracker {
   // child, counted as slice_ends_after_parent_kept_as_child.
   std::optional<uint32_t> Nest(uint32_t slice, int64_t start, int64_t end);
   void ResetNesting() { nest_.clear(); }
+  // How deep the slice Nest() was last given lies: 1 at the top level.
+  size_t depth() const { return nest_.size(); }
 
   // ---- Engine logs: phases with explicit parents. ----
 

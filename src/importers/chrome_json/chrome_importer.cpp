@@ -207,7 +207,8 @@ void ChromeTraceImporter::AddSlice(const RawTraceEvent& e, uint32_t track, Recor
   if (!e.cat.empty() && !saw_kineto_ && IsKinetoCategory(e.cat)) saw_kineto_ = true;
   min_ts_ = std::min(min_ts_, start);
   max_ts_ = std::max(max_ts_, end);
-  slices_.push_back(r);
+  if (slices_.size() <= r.track) slices_.resize(static_cast<size_t>(r.track) + 1);
+  slices_[r.track].push_back(r);
 }
 
 void ChromeTraceImporter::OnMetadata(const RawTraceEvent& e) {
@@ -575,12 +576,8 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, SliceRange slices, F
   // tracks, the index of its enclosing slice (-1: none).
   std::vector<model::PhaseId> phase_of(slices.size());
   std::vector<int32_t> parent_of;
-  std::vector<int32_t> depth_of;  // 1 at the top level
   const bool nests = track.kind == model::TrackKind::kThread;
-  if (nests) {
-    parent_of.resize(slices.size());
-    depth_of.resize(slices.size());
-  }
+  if (nests) parent_of.resize(slices.size());
   model::PhaseId container = ContainerFor(owner);
   SliceTracker tracker(stats_);
   for (size_t i = 0; i < slices.size(); ++i) {
@@ -589,8 +586,7 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, SliceRange slices, F
     if (nests) {
       std::optional<uint32_t> enclosing = tracker.Nest(static_cast<uint32_t>(i), r.start, r.end);
       parent_of[i] = -1;
-      depth_of[i] = enclosing ? depth_of[*enclosing] + 1 : 1;
-      if (depth_of[i] > kMaxNestingDepth) {
+      if (tracker.depth() > static_cast<size_t>(kMaxNestingDepth)) {  // its own level included
         // Not imported, nor anything inside it (deeper still); flows on it bind to no slice.
         if (depth_error_.ok()) {
           depth_error_ = InvalidArgument(
@@ -598,7 +594,6 @@ Status ChromeTraceImporter::EmitTrack(uint32_t track_index, SliceRange slices, F
               path_, r.seq, kMaxNestingDepth);
         }
         Drop(model::StatKey::slice_nested_too_deep);
-        depth_of[i] = kMaxNestingDepth + 1;  // no overflow however deep
         if (enclosing) parent_of[i] = static_cast<int32_t>(*enclosing);
         phase_of[i] = 0;
         continue;
@@ -700,14 +695,16 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
   // thread events. Device tracks hang off it.
   std::vector<int64_t> thread_events(processes_.size(), 0), runtime_events(processes_.size(), 0);
   std::vector<bool> has_content(processes_.size(), false);
-  for (const SliceRecord& r : slices_) {
-    const TrackState& t = tracks_[r.track];
-    if (t.device) continue;
-    has_content[t.process] = true;
-    ++thread_events[t.process];
-    if (r.cat != kNone) {
-      const std::string& cat = strings_.Get(r.cat);
-      if (cat == "cuda_runtime" || cat == "cuda_driver") ++runtime_events[t.process];
+  for (const auto& track : slices_) {
+    for (const SliceRecord& r : track) {
+      const TrackState& t = tracks_[r.track];
+      if (t.device) continue;
+      has_content[t.process] = true;
+      ++thread_events[t.process];
+      if (r.cat != kNone) {
+        const std::string& cat = strings_.Get(r.cat);
+        if (cat == "cuda_runtime" || cat == "cuda_driver") ++runtime_events[t.process];
+      }
     }
   }
   host_process_ = kNone;
@@ -719,9 +716,9 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
     }
   }
   bool any_device = false;
-  for (const SliceRecord& r : slices_) {
-    const TrackState& t = tracks_[r.track];
-    if (t.device) {
+  for (uint32_t track = 0; track < slices_.size(); ++track) {
+    const TrackState& t = tracks_[track];
+    if (t.device && !slices_[track].empty()) {
       any_device = true;
       if (host_process_ == kNone) has_content[t.process] = true;  // GPU work alone: its own process
     }
@@ -738,9 +735,10 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
     pstart[p] = std::min(pstart[p], s);
     pend[p] = std::max(pend[p], e);
   };
-  for (const SliceRecord& r : slices_) {
-    const TrackState& t = tracks_[r.track];
-    widen(t.device && host_process_ != kNone ? host_process_ : t.process, r.start, r.end);
+  for (uint32_t track = 0; track < slices_.size(); ++track) {
+    const TrackState& t = tracks_[track];
+    const uint32_t p = t.device && host_process_ != kNone ? host_process_ : t.process;
+    for (const SliceRecord& r : slices_[track]) widen(p, r.start, r.end);
   }
   for (const SliceRecord& r : loose_) {
     if (r.track != kNone) widen(r.track, r.start, r.end);
@@ -768,36 +766,28 @@ StatusOr<ImportResult> ChromeTraceImporter::Emit() {
     }
   }
 
-  // Tracks, in groups: records by track, then each track by time (in EmitTrack). Records
-  // were added in file order (seq), so grouping them by track in file order is a counting
-  // sort into one array (the deque is freed at once); flows are sorted into another.
-  std::vector<SliceRecord> slices(slices_.size());
-  {
-    std::vector<size_t> next(tracks_.size() + 1, 0);
-    for (const SliceRecord& r : slices_) ++next[r.track + 1];
-    for (size_t t = 1; t < next.size(); ++t) next[t] += next[t - 1];
-    for (const SliceRecord& r : slices_) slices[next[r.track]++] = r;
-  }
-  std::deque<SliceRecord>().swap(slices_);
+  // Tracks in order, each by time (in EmitTrack, in place); a track's records are freed
+  // once it is emitted. Flows are sorted by track into one array.
+  slices_.resize(tracks_.size());
   std::vector<FlowRecord> flows(flows_.begin(), flows_.end());
   std::deque<FlowRecord>().swap(flows_);
   auto flow_order = [](const FlowRecord& a, const FlowRecord& b) {
     return std::tie(a.track, a.ts, a.seq) < std::tie(b.track, b.ts, b.seq);
   };
   if (!std::is_sorted(flows.begin(), flows.end(), flow_order)) std::sort(flows.begin(), flows.end(), flow_order);
-  auto si = slices.begin();
   auto fi = flows.begin();
-  while (si != slices.end() || fi != flows.end()) {
-    uint32_t track = std::min(si != slices.end() ? si->track : kNone, fi != flows.end() ? fi->track : kNone);
-    auto s_end = si;
+  for (uint32_t track = 0; track < tracks_.size(); ++track) {
     auto f_end = fi;
-    while (s_end != slices.end() && s_end->track == track) ++s_end;
     while (f_end != flows.end() && f_end->track == track) ++f_end;
-    GRADEML_RETURN_IF_ERROR(EmitTrack(track, SliceRange{si, s_end}, FlowRange{fi, f_end}, source));
-    si = s_end;
+    std::deque<SliceRecord>& records = slices_[track];
+    if (!records.empty() || fi != f_end) {
+      GRADEML_RETURN_IF_ERROR(
+          EmitTrack(track, SliceRange{records.begin(), records.end()}, FlowRange{fi, f_end}, source));
+    }
+    std::deque<SliceRecord>().swap(records);
     fi = f_end;
   }
-  std::vector<SliceRecord>().swap(slices);
+  std::vector<std::deque<SliceRecord>>().swap(slices_);
   std::vector<FlowRecord>().swap(flows);
   std::deque<ArgTags>().swap(tags_);
 

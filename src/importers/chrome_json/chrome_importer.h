@@ -104,7 +104,7 @@ class ChromeTraceImporter final : public TraceRead {
     bool empty() const { return b == e; }
     auto& operator[](size_t i) const { return b[static_cast<std::ptrdiff_t>(i)]; }
   };
-  using SliceRange = Range<std::vector<SliceRecord>::iterator>;
+  using SliceRange = Range<std::deque<SliceRecord>::iterator>;
   struct FlowRecord {
     int64_t ts = 0;
     uint32_t track = 0;
@@ -181,7 +181,10 @@ class ChromeTraceImporter final : public TraceRead {
   std::map<std::tuple<uint32_t, int64_t, uint32_t>, uint32_t> track_index_;  // (process, tid, tid_str)
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> async_index_;  // (process, cat, id)
   // Deques: they grow in blocks, without the copy and the 2x slack of a vector's growth.
-  std::deque<SliceRecord> slices_;
+  // Slices are kept per track (slices_[track], in file order), sorted there in place and
+  // freed once the track is emitted: 40 bytes an event at the peak, where grouping one deque
+  // of every record by track into an array held each record twice (80 bytes).
+  std::vector<std::deque<SliceRecord>> slices_;
   std::deque<ArgTags> tags_;
   std::vector<SliceRecord> loose_;  // global and process-scoped instants (track = process index, kNone: global)
   std::vector<model::Phase> iterations_;  // target's, sorted by start
