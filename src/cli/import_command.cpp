@@ -284,7 +284,10 @@ Action RegisterImportCommand(CLI::App& app, CommonOptions& common) {
       "data_loss or error) and what was kept adjusted (info), by reason, as `grademl report` does. A damaged file imports what came before "
       "the damage (a rolling Spark log with files missing: the other files), marks the run incomplete and exits "
       "1; text that is not UTF-8 is kept, shown as U+FFFD; Ctrl-C or SIGTERM once the run is written stops the "
-      "import within a second, keeps what was imported as a partial import and exits 128+N (docs/import.md)");
+      "import within a second, keeps what was imported as a partial import and exits 128+N. Only regular files are "
+      "read (a FIFO or a device is refused at once); a compression bomb (past 1 GiB, over 200x), more than 20M "
+      "events in a file or slices nested over 2000 deep end with one line and exit 1, keeping what came before "
+      "(docs/import.md, \"Limits\")");
   sub->add_option("FILE", options->files, "Trace files (or Spark eventlog_v2_* directories) to import")->required();
   auto* into = sub->add_option("--into", options->into,
                                "Add to this stored run (id, -N for the N-th latest) instead of making a new one");
