@@ -18,7 +18,7 @@
 #include "e2e/command.h"
 
 namespace grademl::testing {
-namespace {
+namespace import_limits_e2e {
 
 // `depth` identical B events on one thread, each inside the last, then their E events.
 void WriteNested(const std::string& path, int depth) {
@@ -144,5 +144,5 @@ TEST(ImportLimitsE2E, ManyInstantEventsCostAboutTheDocumentedMemoryEach) {
   EXPECT_LT(per_event, 64) << rss_kb[0] << " KiB, " << rss_kb[1] << " KiB";
 }
 
-}  // namespace
+}  // namespace import_limits_e2e
 }  // namespace grademl::testing

@@ -23,7 +23,7 @@
 #include "model/run_builder.h"
 
 namespace grademl::importers {
-namespace {
+namespace import_limits {
 
 std::string TempDir(const std::string& name) {
   std::string dir = std::filesystem::temp_directory_path() / ("gm_import_limits_" + std::to_string(getpid()) + "_" + name);
@@ -254,7 +254,9 @@ TEST(ImportLimitsTest, NestingDeeperThanTheBoundIsDroppedWithOneLine) {
     SCOPED_TRACE(compression);
     const std::string text = NestedTrace(depth);
     const std::string bytes = compression == 0 ? text : compression == 1 ? Gzip(text) : Zstd(text);
-    if (compression > 0) EXPECT_LT(bytes.size(), size_t{64} << 10);
+    if (compression > 0) {
+      EXPECT_LT(bytes.size(), size_t{64} << 10);
+    }
     Imported im = Import(bytes, "deep.json");
     ASSERT_TRUE(im.result.ok()) << im.result.status().message();
     EXPECT_TRUE(im.result->partial);
@@ -311,5 +313,5 @@ TEST(ImportLimitsTest, MoreEventsThanTheBoundStopWithOneLineNamingTheByte) {
   static_assert(chrome_json::ChromeTraceImporter::kMaxEventsPerFile >= 10'000'000);
 }
 
-}  // namespace
+}  // namespace import_limits
 }  // namespace grademl::importers

@@ -148,6 +148,11 @@ struct DeltaCodecFiller {
     s += '\0';
     s += "\xff\xfe tail";
   }
+  void Fill(TypePath& t) {
+    std::string s;
+    Fill(s);
+    t = s;
+  }
   template <typename E>
     requires std::is_enum_v<E>
   void Fill(E& e) {

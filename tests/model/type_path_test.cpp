@@ -16,7 +16,7 @@
 #include "model/run_builder.h"
 
 namespace grademl::model {
-namespace {
+namespace type_path_test {
 
 TEST(TypePathTest, ReadsAsItsText) {
   TypePath t("run/process/op");
@@ -167,5 +167,5 @@ TEST(TypePathTest, DecodedDeltasShareTheirPaths) {
   for (size_t i = 2; i < back->phases.size(); ++i) EXPECT_TRUE(back->phases[i].type.same_node(back->phases[1].type));
 }
 
-}  // namespace
+}  // namespace type_path_test
 }  // namespace grademl::model

@@ -22,7 +22,7 @@
 #include "store_test_support.h"
 
 namespace grademl::store {
-namespace {
+namespace phase_types_test {
 
 using testing::RawDb;
 using testing::TempDir;
@@ -270,5 +270,5 @@ TEST(PhaseTypesPgTest, AVersion6DatabaseIsMigratedAndItsRowsReadAsBefore) {
   EXPECT_EQ(pg::PgCurrentSchemaVersion(), 7);
 }
 
-}  // namespace
+}  // namespace phase_types_test
 }  // namespace grademl::store

@@ -45,12 +45,12 @@ TEST(TablesTest, GeneratedStepsAreTodaysText) {
 // named, in the same order (the binders bind in that order: TablesBackendTest below).
 TEST(TablesTest, HotPathColumnListsAreTheHandWrittenOnes) {
   EXPECT_EQ(tables::ColumnList(tables::Get("phases")),
-            "run_id, id, parent_id, name, type, tags, start_ns, end_ns, host, pid, track_id");
+            "run_id, id, parent_id, name, type, tags, start_ns, end_ns, host, pid, track_id, type_id");
   EXPECT_EQ(tables::KeyList(tables::Get("phases")), "run_id, id");
   EXPECT_EQ(tables::UpsertSet(tables::Get("phases")),
             "parent_id = excluded.parent_id, name = excluded.name, type = excluded.type, tags = excluded.tags, "
             "start_ns = excluded.start_ns, end_ns = excluded.end_ns, host = excluded.host, pid = excluded.pid, "
-            "track_id = excluded.track_id");
+            "track_id = excluded.track_id, type_id = excluded.type_id");
   EXPECT_EQ(tables::ColumnList(tables::Get("samples")), "run_id, series_id, t_ns, value");
   EXPECT_EQ(tables::ColumnList(tables::Get("edges")), "run_id, from_id, to_id, kind");  // seq: the server's
   EXPECT_EQ(tables::PgSelectList(tables::Get("runs"), {"writers"}),
