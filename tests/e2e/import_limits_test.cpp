@@ -20,13 +20,14 @@
 namespace grademl::testing {
 namespace import_limits_e2e {
 
-// `depth` identical B events on one thread, each inside the last, then their E events.
+// `depth` identical B events on one thread (all at ts 0), each inside the last (equal times nest in
+// file order), then their E events (all at ts 1), as the bomb.
 void WriteNested(const std::string& path, int depth) {
   std::ofstream f(path);
   f << "{\"traceEvents\": [\n";
-  for (int i = 0; i < depth; ++i) f << "{\"ph\":\"B\",\"name\":\"x\",\"cat\":\"c\",\"ts\":" << i << ",\"pid\":1,\"tid\":1},\n";
+  for (int i = 0; i < depth; ++i) f << "{\"ph\":\"B\",\"name\":\"x\",\"cat\":\"c\",\"ts\":0,\"pid\":1,\"tid\":1},\n";
   for (int i = 0; i < depth; ++i) {
-    f << "{\"ph\":\"E\",\"ts\":" << (2 * depth - i) << ",\"pid\":1,\"tid\":1}" << (i + 1 < depth ? ",\n" : "\n");
+    f << "{\"ph\":\"E\",\"ts\":1,\"pid\":1,\"tid\":1}" << (i + 1 < depth ? ",\n" : "\n");
   }
   f << "]}\n";
 }

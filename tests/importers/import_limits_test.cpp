@@ -54,12 +54,13 @@ std::string Gzip(const std::string& text) {
   return out;
 }
 
-// `depth` identical B events on one thread, then their E events: each B inside the last.
+// `depth` identical B events on one thread (all at ts 0), then their E events (all at ts 1): each
+// B inside the last (equal times nest in file order), as the bomb.
 std::string NestedTrace(int depth) {
   std::string t = "{\"traceEvents\": [\n";
-  for (int i = 0; i < depth; ++i) t += "{\"ph\":\"B\",\"name\":\"x\",\"cat\":\"c\",\"ts\":" + std::to_string(i) + ",\"pid\":1,\"tid\":1},\n";
+  for (int i = 0; i < depth; ++i) t += "{\"ph\":\"B\",\"name\":\"x\",\"cat\":\"c\",\"ts\":0,\"pid\":1,\"tid\":1},\n";
   for (int i = 0; i < depth; ++i) {
-    t += "{\"ph\":\"E\",\"ts\":" + std::to_string(2 * depth - i) + ",\"pid\":1,\"tid\":1}";
+    t += "{\"ph\":\"E\",\"ts\":1,\"pid\":1,\"tid\":1}";
     t += i + 1 < depth ? ",\n" : "\n";
   }
   return t + "]}\n";
