@@ -138,7 +138,7 @@ TEST(ChromeTraceTest, PhasesTracksAndArgs) {
     const json* e = SliceOf(trace, p.id);
     ASSERT_NE(e, nullptr) << p.id;
     EXPECT_EQ((*e)["name"], p.name);
-    EXPECT_EQ((*e)["args"]["type"], p.type);
+    EXPECT_EQ((*e)["args"]["type"], p.type.str());
     if (p.pid != 0) {
       EXPECT_EQ((*e)["pid"], p.pid);
     }

@@ -207,11 +207,15 @@ TEST_P(TablesBackendTest, EveryFieldIsWrittenToTheColumnTheDescriptionNames) {
   d.step_executions.push_back(e);
   ASSERT_TRUE(db_->WriteDelta(id, d).ok());
 
+  const std::string type_id = std::to_string(tables::PhaseTypeId("run/step"));
   EXPECT_EQ(Rows("phases", id, "id"), (std::vector<TableRow>{{{"run_id", run}, {"id", "11"}, {"parent_id", "10"},
-                                                         {"name", "ph"}, {"type", "run/step"},
+                                                         {"name", "ph"}, {"type", ""},
                                                          {"tags", R"({"k":"v"})"}, {"start_ns", "1001"},
                                                          {"end_ns", "1002"}, {"host", "h2"}, {"pid", "4242"},
-                                                         {"track_id", "13"}}}));
+                                                         {"track_id", "13"}, {"type_id", type_id}}}));
+  // The type path once, in phase_types (schema version 7).
+  EXPECT_EQ(Rows("phase_types", id, "id"),
+            (std::vector<TableRow>{{{"run_id", run}, {"id", type_id}, {"path", "run/step"}}}));
   EXPECT_EQ(Rows("edges", id, "from_id"),
             (std::vector<TableRow>{{{"run_id", run}, {"from_id", "11"}, {"to_id", "12"}, {"kind", "data"}}}));
   EXPECT_EQ(Rows("resources", id, "id"),
