@@ -38,6 +38,7 @@ Action RegisterQueryCommand(CLI::App& app, CommonOptions& common);
 Action RegisterImportCommand(CLI::App& app, CommonOptions& common);
 Action RegisterAgentCommand(CLI::App& app, CommonOptions& common);
 Action RegisterReuseCommand(CLI::App& app, CommonOptions& common);
+Action RegisterStoreCommand(CLI::App& app, CommonOptions& common);
 
 // Checks for numeric options, on the text as given (before CLI11 converts it, so that -5
 // never wraps into a size_t): "-5 is not a whole number from 0 to 1000000". Every numeric

@@ -70,7 +70,7 @@ int Main(int argc, char** argv) {
     Action action;
   };
   std::vector<Verb> verbs;
-  for (auto reg : {RegisterRunCommand, RegisterLsCommand, RegisterReportCommand, RegisterWhatifCommand, RegisterExportCommand, RegisterDiffCommand, RegisterQueryCommand, RegisterImportCommand, RegisterAgentCommand, RegisterReuseCommand}) {
+  for (auto reg : {RegisterRunCommand, RegisterLsCommand, RegisterReportCommand, RegisterWhatifCommand, RegisterExportCommand, RegisterDiffCommand, RegisterQueryCommand, RegisterImportCommand, RegisterAgentCommand, RegisterReuseCommand, RegisterStoreCommand}) {
     size_t before = app.get_subcommands({}).size();
     Action action = reg(app, common);
     verbs.push_back({app.get_subcommands({})[before], std::move(action)});

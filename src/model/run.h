@@ -48,6 +48,10 @@ struct RunInfo {
   std::string grademl_version;
   DurationNs interval_ns = 0;         // the monitor's sampling interval
   double monitor_cpu_seconds = 0;     // CPU time grademl itself used while recording
+  // Who recorded it: set by the store when the run is created (the OS user for SQLite, the
+  // PostgreSQL role for PostgreSQL; docs/store.md), never changed after; "" when unknown (a
+  // run recorded before schema version 7).
+  std::string owner;
 };
 
 using Tags = std::vector<std::pair<std::string, std::string>>;

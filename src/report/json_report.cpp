@@ -511,6 +511,7 @@ json RunInfoJson(const model::RunInfo& info) {
       {"grademl_version", Text(info.grademl_version)},
       {"interval_ns", info.interval_ns},
       {"monitor_cpu_seconds", info.monitor_cpu_seconds},
+      {"owner", info.owner.empty() ? json(nullptr) : json(Text(info.owner))},
   };
 }
 

@@ -12,17 +12,17 @@ namespace grademl::report {
 
 std::string RenderRunList(const std::vector<model::RunInfo>& runs, const RunListOptions& options) {
   if (runs.empty()) return "No runs recorded.\n";
-  using Cells = std::array<std::string, 5>;
-  std::vector<Cells> rows{{"ID", "STARTED", "DURATION", "STATUS", "COMMAND"}};
+  using Cells = std::array<std::string, 6>;
+  std::vector<Cells> rows{{"ID", "STARTED", "DURATION", "STATUS", "OWNER", "COMMAND"}};
   for (const model::RunInfo& info : runs) {
     std::string command = Sanitize(JoinCommand(info.command));
     if (options.max_command_width > 0) command = TruncateToWidth(command, options.max_command_width);
     bool ended = info.end_ns != 0 && info.end_ns >= info.start_ns;
     std::string duration = ended ? FormatDuration(info.end_ns - info.start_ns) : "-";
     rows.push_back({std::to_string(info.id), info.start_ns != 0 ? FormatTimestamp(info.start_ns) : "-", duration,
-                    RunStatusWord(info), command});
+                    RunStatusWord(info), info.owner.empty() ? "-" : Sanitize(info.owner), command});
   }
-  std::array<size_t, 5> widths{};
+  std::array<size_t, 6> widths{};
   for (const Cells& row : rows) {
     for (size_t c = 0; c < widths.size(); ++c) widths[c] = std::max(widths[c], DisplayWidth(row[c]));
   }
@@ -35,7 +35,8 @@ std::string RenderRunList(const std::vector<model::RunInfo>& runs, const RunList
       status = fmt::format("{}{}\033[0m", color, status);
     }
     std::string line = PadLeft(row[0], widths[0]) + "  " + PadRight(row[1], widths[1]) + "  " +
-                       PadLeft(row[2], widths[2]) + "  " + status + "  " + row[4];
+                       PadLeft(row[2], widths[2]) + "  " + status + "  " + PadRight(row[4], widths[4]) + "  " +
+                       row[5];
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + '\n';
   }

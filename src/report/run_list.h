@@ -20,7 +20,7 @@ struct RunListOptions {
 };
 
 // Columns ID, STARTED (local time), DURATION, STATUS (ok / exit N / signal NAME / incomplete /
-// failed to start), COMMAND; one run a line, in the order given. "No runs recorded.\n" for none.
+// failed to start), OWNER (who recorded it; "-" when unknown), COMMAND; one run a line, in the order given. "No runs recorded.\n" for none.
 std::string RenderRunList(const std::vector<model::RunInfo>& runs, const RunListOptions& options = {});
 
 // {"schema": "grademl.runs/1", "runs": [...]}, one object per run in the order given.

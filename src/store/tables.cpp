@@ -33,7 +33,10 @@ const std::vector<Table>& Description() {
                    {"interval_ns", T::kInt64, true},
                    {"monitor_cpu_seconds", T::kReal},
                    // Writers that reopened the run to add to it (docs/store.md, version 3).
-                   {"writers", T::kInt32, true, {}, "0", 3}},
+                   {"writers", T::kInt32, true, {}, "0", 3},
+                   // Version 7: who recorded the run (docs/store.md): the OS user for SQLite, the
+                   // PostgreSQL role (current_user) for PostgreSQL; '' for runs written before.
+                   {"owner", T::kText, true, {}, "''", 7}},
        .indexes = {{"runs_by_uuid", "uuid", kBoth, 4}}},
       {.name = "phases",
        .since = 1,

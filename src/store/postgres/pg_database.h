@@ -21,7 +21,8 @@ namespace grademl::store {
 // tables), and loads runs back with binary results. A connection lost (a server restart, a
 // network cut) is re-established at the next call; until then calls fail with kUnavailable.
 // Read-only connections run every transaction READ ONLY, under the role grademl_reader when
-// it exists and this user may take it. Credentials come from libpq's own configuration
+// it exists and this user may take it. A run's owner is the role that created it
+// (current_user); in a shared store (pg_shared.h) the server lets a role change only its own. Credentials come from libpq's own configuration
 // (the URI, ~/.pgpass, a service file, PG* variables). Thread-safe: calls are serialised.
 class PgDatabase final : public Database {
  public:
@@ -76,6 +77,13 @@ class PgDatabase final : public Database {
   PGcancel* cancel_ = nullptr;
   bool utf8_ = true;                 // the server's encoding is UTF8 (else SQL_ASCII or another)
   bool staging_ready_ = false;       // this connection's staging tables exist
+  // A shared store (pg_shared.h), looked up at this connection's first write: whether
+  // row-level security applies to this role (COPY into a table with it is refused: rows are
+  // copied into staging tables and inserted from there), and whether samples partitions are
+  // made by grademl_samples_partition (as the tables' owner) instead of CREATE TABLE.
+  bool shared_known_ = false;
+  bool rls_ = false;
+  bool partition_function_ = false;
   std::set<int64_t> partitions_;     // sample partitions (days) known to exist
   // phase_types ids of the run written last, by path (at most kMaxTypeIds, then cleared), and
   // the last path looked up (most phases of a delta share their neighbour's).

@@ -1,6 +1,7 @@
 #include "store/sqlite/sqlite_database.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <thread>
+#include <vector>
 #include <time.h>
 
 #include "model/clock_conversion.h"
@@ -48,11 +50,27 @@ std::string StepColumns(std::string_view prefix) { return tables::ColumnList(T("
 // The runs columns a loader reads (ReadRunRow): all but `writers`, which ReopenRun keeps.
 std::string RunColumns() { return tables::ColumnList(T("runs"), "", {"writers"}); }
 
-// "c1 = ?2, c2 = ?3, ...": the RunInfo columns as numbered parameters after the id (?1).
+// "c1 = ?2, c2 = ?3, ...": the RunInfo columns as numbered parameters after the id (?1). The
+// owner is the INSERT's last parameter (?15) and never updated.
 std::string RunAssignments(bool insert) {
-  const tables::NumberedColumns c = tables::NumberColumns(T("runs"), {"id", "writers"}, "?", 2);
-  return insert ? "INSERT INTO runs (" + c.names + ") VALUES (" + c.params + ")"
+  const tables::NumberedColumns c = tables::NumberColumns(T("runs"), {"id", "writers", "owner"}, "?", 2);
+  return insert ? "INSERT INTO runs (" + c.names + ", owner) VALUES (" + c.params + ", ?15)"
                 : "UPDATE runs SET " + c.assignments + " WHERE id = ?1";
+}
+
+// The name of the OS user this process runs as (its effective uid), or "uid N" when the
+// system has no name for it.
+std::string OsUserName() {
+  const uid_t uid = geteuid();
+  long size = sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buf(size > 0 ? static_cast<size_t>(size) : 16384);
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr && found->pw_name != nullptr &&
+      found->pw_name[0] != '\0') {
+    return found->pw_name;
+  }
+  return "uid " + std::to_string(uid);
 }
 
 // "INSERT OR REPLACE INTO t (every column) VALUES (?, ...)": a row replaced whole by its key.
@@ -547,6 +565,10 @@ StatusOr<model::RunId> SqliteDatabase::CreateRun(const model::RunInfo& info) {
   GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepared(kInsertRun));
   std::string command = EncodeStringArray(info.command);
   BindRunInfo(stmt, 0, info, command);
+  // A copy of a run (a PostgreSQL run's snapshot for `query`) keeps its owner; a new run is
+  // this process's OS user's.
+  static const std::string os_user = OsUserName();
+  sqlite::BindText(stmt, 15, info.owner.empty() ? os_user : info.owner);
   GRADEML_RETURN_IF_ERROR(StepDone(stmt));
   const model::RunId id = sqlite3_last_insert_rowid(db_);
   // The run's row is the start's last write (in the WAL's first frames, unsynced as they
@@ -922,6 +944,7 @@ StatusOr<model::RunInfo> SqliteDatabase::ReadRunRow(sqlite3_stmt* s) const {
   info.grademl_version = ColumnString(s, 11);
   info.interval_ns = ColumnInt(s, 12);
   info.monitor_cpu_seconds = ColumnDouble(s, 13);
+  info.owner = ColumnString(s, 14);
   return info;
 }
 
