@@ -366,8 +366,16 @@ class Reader {
 // The fields of each struct, in the struct's order. Io is Writer (const objects) or Reader.
 template <typename Io>
 bool Visit(Io& io, typename Io::template Obj<RunInfo>& x) {
-  GRADEML_DELTA_CODEC_FIELDS(io, x, id, uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, complete,
-                             error, grademl_version, interval_ns, monitor_cpu_seconds);
+  // Every field but `owner`, which the store sets when it creates the run and a delta never
+  // changes (docs/store.md, version 7): not carried, decoded as "".
+  auto& [id, uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, complete, error, grademl_version,
+         interval_ns, monitor_cpu_seconds, owner] = x;
+  (void)owner;
+  return io.Fields(
+      "id, uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, complete, error, grademl_version, "
+      "interval_ns, monitor_cpu_seconds",
+      id, uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, complete, error, grademl_version,
+      interval_ns, monitor_cpu_seconds);
 }
 template <typename Io>
 bool Visit(Io& io, typename Io::template Obj<Phase>& x) {

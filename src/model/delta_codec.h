@@ -25,7 +25,7 @@
 //   info      opt<RunInfo>: svarint id, str uuid, vec<str> command, str cwd, str host,
 //             svarint start_ns, svarint end_ns, opt<i32> exit_code, opt<i32> exit_signal,
 //             bool complete, str error, str grademl_version, svarint interval_ns,
-//             f64 monitor_cpu_seconds
+//             f64 monitor_cpu_seconds (not its owner: the store sets it, a delta never does)
 //   phases    vec<Phase>: svarint id, svarint parent, str name, str type, tags tags,
 //             svarint start_ns, svarint end_ns, str host, i32 pid, svarint track
 //   edges     vec<Edge>: svarint from, svarint to, str kind

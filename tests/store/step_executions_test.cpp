@@ -271,7 +271,7 @@ TEST(StepExecutionSqliteTest, AVersion4FileIsMigrated) {
                         CurrentSchemaVersion()));
   auto db = Database::Open(path, Database::Mode::kReadWrite);
   ASSERT_TRUE(db.ok()) << db.status().message();
-  EXPECT_EQ(CurrentSchemaVersion(), 7);  // 7: phase type paths interned (phase_types)
+  EXPECT_EQ(CurrentSchemaVersion(), 8);  // 7: phase type paths interned (phase_types); 8: run owners
   auto old = (*db)->LoadRun(1);
   ASSERT_TRUE(old.ok()) << old.status().message();
   EXPECT_EQ(old->info.uuid, "old");

@@ -4,6 +4,8 @@
 // description names (read back by name, not through the backend's own loader), and both
 // backends keep one sample per series and time, the last written.
 #include <gtest/gtest.h>
+#include <pwd.h>
+#include <unistd.h>
 #include "store/postgres/libpq.h"
 
 #include <map>
@@ -55,7 +57,7 @@ TEST(TablesTest, HotPathColumnListsAreTheHandWrittenOnes) {
   EXPECT_EQ(tables::ColumnList(tables::Get("edges")), "run_id, from_id, to_id, kind");  // seq: the server's
   EXPECT_EQ(tables::PgSelectList(tables::Get("runs"), {"writers"}),
             "id, uuid, command, cwd, host, start_ns, end_ns, exit_code::bigint, exit_signal::bigint, "
-            "complete::int::bigint, error, grademl_version, interval_ns, monitor_cpu_seconds");
+            "complete::int::bigint, error, grademl_version, interval_ns, monitor_cpu_seconds, owner");
   EXPECT_EQ(tables::PgSelectList(tables::Get("tracks"), {"run_id"}),
             "id, kind, source_id, host, pid::bigint, process_start_ns, tid, device::bigint, stream, name");
 }
@@ -112,6 +114,14 @@ class TablesBackendTest : public ::testing::TestWithParam<std::string> {
     auto db = Database::Open(location_, Database::Mode::kReadWrite);
     ASSERT_TRUE(db.ok()) << db.status().message();
     db_ = std::move(db).value();
+  }
+
+  // Who the store names as a new run's owner: the test server's role (its URL's user=) on
+  // PostgreSQL, the OS user running the test on SQLite (from the password database).
+  std::string ExpectedOwner() const {
+    if (GetParam() == "postgresql") return "postgres";
+    struct passwd* pw = getpwuid(geteuid());
+    return pw != nullptr ? pw->pw_name : "?";
   }
 
   // Each row of `table` for run `run`, as column name -> value as text ("NULL" for none),
@@ -263,7 +273,8 @@ TEST_P(TablesBackendTest, EveryFieldIsWrittenToTheColumnTheDescriptionNames) {
             (std::vector<TableRow>{{{"id", run}, {"uuid", "u-1"}, {"command", R"(["a"])"}, {"cwd", "/w"}, {"host", "h1"},
                                {"start_ns", "1000"}, {"end_ns", "2000"}, {"exit_code", "3"}, {"exit_signal", "9"},
                                {"complete", complete}, {"error", "boom"}, {"grademl_version", "9.9"},
-                               {"interval_ns", "77"}, {"monitor_cpu_seconds", "0.25"}, {"writers", "0"}}}));
+                               {"interval_ns", "77"}, {"monitor_cpu_seconds", "0.25"}, {"writers", "0"},
+                               {"owner", ExpectedOwner()}}}));
   // And the loader reads each column into its field: the same values through LoadRun.
   auto loaded = db_->LoadRun(id);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();

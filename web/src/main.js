@@ -31,6 +31,7 @@ function header(data) {
     ['Host', run.host],
     ['Started', started],
   ];
+  if (run.owner) facts.push(['Owner', run.owner]);
   return el('header', { class: 'run-header' },
     el('h1', {}, `GradeML report · run ${run.id}`),
     el('div', { class: 'command', title: run.cwd ? `in ${run.cwd}` : '' }, run.command_line),

@@ -336,6 +336,7 @@ void PgDatabase::SetLockWait(DurationNs wait) {
   std::lock_guard lock(cancel_mu_);
   if (cancel_ != nullptr) {
     char error[256];
+    cancelled_for_lock_wait_ = true;
     (void)PQcancel(cancel_, error, sizeof error);
   }
 }
@@ -433,7 +434,13 @@ Status PgDatabase::WriteDelta(model::RunId run, const model::RunDelta& delta) {
   std::lock_guard lock(mu_);
   GRADEML_RETURN_IF_ERROR(CheckWritable());
   if (delta.empty()) return Status::Ok();
-  return InTransaction([&] { return WriteDeltaLocked(run, delta); });
+  Status st = InTransaction([&] { return WriteDeltaLocked(run, delta); });
+  // Cancelled by SetLockWait (the recorder's last write shortening the wait): once more at
+  // once, with the new wait, rather than a failure the writer would report and retry later.
+  if (!st.ok() && cancelled_for_lock_wait_.exchange(false)) {
+    st = InTransaction([&] { return WriteDeltaLocked(run, delta); });
+  }
+  return st;
 }
 
 StatusOr<bool> PgDatabase::WriteDeltaOnce(model::RunId run, std::string_view writer, int64_t seq,
@@ -441,7 +448,8 @@ StatusOr<bool> PgDatabase::WriteDeltaOnce(model::RunId run, std::string_view wri
   std::lock_guard lock(mu_);
   GRADEML_RETURN_IF_ERROR(CheckWritable());
   bool applied = false;
-  GRADEML_RETURN_IF_ERROR(InTransaction([&]() -> Status {
+  auto once = [&]() -> Status {
+    applied = false;
     PgParams p;
     p.Int(run);
     std::string scratch;
@@ -454,7 +462,10 @@ StatusOr<bool> PgDatabase::WriteDeltaOnce(model::RunId run, std::string_view wri
     if (std::string_view(PQcmdTuples(r.get())) != "1") return Status::Ok();  // applied before
     applied = true;
     return WriteDeltaLocked(run, delta);
-  }));
+  };
+  Status st = InTransaction(once);
+  if (!st.ok() && cancelled_for_lock_wait_.exchange(false)) st = InTransaction(once);  // as in WriteDelta
+  GRADEML_RETURN_IF_ERROR(st);
   return applied;
 }
 

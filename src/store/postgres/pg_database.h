@@ -75,6 +75,7 @@ class PgDatabase final : public Database {
   int64_t applied_lock_wait_ns_ = -1;  // the session's lock_timeout (under mu_)
   std::mutex cancel_mu_;               // guards cancel_ (SetLockWait runs beside a call)
   PGcancel* cancel_ = nullptr;
+  std::atomic<bool> cancelled_for_lock_wait_{false};  // SetLockWait cancelled a statement
   bool utf8_ = true;                 // the server's encoding is UTF8 (else SQL_ASCII or another)
   bool staging_ready_ = false;       // this connection's staging tables exist
   // A shared store (pg_shared.h), looked up at this connection's first write: whether
