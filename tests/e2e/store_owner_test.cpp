@@ -8,6 +8,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -174,7 +175,7 @@ TEST(StoreOwnerE2E, ASharedPostgresStoreLetsEachWriterChangeOnlyItsOwnRuns) {
   const std::string alice_command = OwnerExec(admin, "SELECT command FROM runs WHERE id = " + a_id).value;
 
   // Everyone reads both runs and their owners.
-  for (const std::string& who : {as_alice, as_bob, as_carol}) {
+  for (const std::string& who : std::vector<std::string>{as_alice, as_bob, as_carol}) {
     CommandResult ls = RunCommand({g, "--db", who, "ls", "--json"});
     ASSERT_EQ(ls.exit_code, 0) << ls.err;
     std::map<int64_t, nlohmann::json> owners = OwnersOfLs(ls.out);
@@ -191,7 +192,7 @@ TEST(StoreOwnerE2E, ASharedPostgresStoreLetsEachWriterChangeOnlyItsOwnRuns) {
 
   // Bob cannot change or delete alice's run or its rows: the server filters them out of his
   // UPDATEs and DELETEs, refuses his INSERTs into her run, and refuses a change of owner.
-  for (const std::string& sql : {
+  for (const std::string& sql : std::vector<std::string>{
            "UPDATE runs SET command = '[\"forged\"]' WHERE id = " + a_id,
            "UPDATE runs SET writers = writers + 1 WHERE id = " + a_id,
            "DELETE FROM runs WHERE id = " + a_id,
@@ -206,7 +207,7 @@ TEST(StoreOwnerE2E, ASharedPostgresStoreLetsEachWriterChangeOnlyItsOwnRuns) {
     OwnerSql r = OwnerExec(as_bob, sql);
     EXPECT_TRUE(r.rows == 0 || !r.error.empty()) << sql << ": " << r.rows;
   }
-  for (const std::string& sql : {
+  for (const std::string& sql : std::vector<std::string>{
            "INSERT INTO phases (run_id, id, name, type, tags, start_ns, host) VALUES (" + a_id +
                ", 99999, 'forged', 'x', '[]', 1, 'h')",
            "INSERT INTO samples (run_id, series_id, t_ns, value) SELECT " + a_id +
@@ -234,21 +235,29 @@ TEST(StoreOwnerE2E, ASharedPostgresStoreLetsEachWriterChangeOnlyItsOwnRuns) {
   EXPECT_EQ(OwnerExec(admin, "SELECT owner FROM runs WHERE id = " + b_id).value, bob);
   EXPECT_EQ(OwnerCount(admin, "SELECT count(*) FROM runs"), 2);
 
-  // Bob's grademl cannot add to alice's run either (a second writer reopens it first).
+  // Bob's grademl cannot add to alice's run either (a second writer reopens it first): refused
+  // at the start, as a store that cannot be written is, with one line naming the owner.
   CommandResult join = RunCommand({g, "--db", as_bob, "run", "--no-report", "--join",
-                                   ReadFile(dir + "/uuid_a").substr(0, 36), "--", "/bin/sh", "-c", "exit 5"});
-  EXPECT_EQ(join.exit_code, 5) << join.err;  // the workload runs, with its own exit code
-  EXPECT_NE(join.err.find("belongs to '" + alice + "'"), std::string::npos) << join.err;
+                                   ReadFile(dir + "/uuid_a").substr(0, 36), "--", "/bin/sh", "-c",
+                                   "touch " + dir + "/joined"});
+  EXPECT_EQ(join.exit_code, 1) << join.err;
+  EXPECT_NE(join.err.find("run " + a_id + " belongs to '" + alice + "': only its owner may add to it"),
+            std::string::npos)
+      << join.err;
+  EXPECT_EQ(std::count(join.err.begin(), join.err.end(), '\n'), 1) << join.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/joined"));
   EXPECT_EQ(counts_of(a_id), alice_rows);
 
-  // Carol reads and writes nothing; her grademl run still runs her program.
-  for (const std::string& sql : {"DELETE FROM runs WHERE id = " + a_id, "UPDATE runs SET error = 'x'",
+  // Carol reads and writes nothing: her grademl run is refused at the start, in one line.
+  for (const std::string& sql : std::vector<std::string>{"DELETE FROM runs WHERE id = " + a_id, "UPDATE runs SET error = 'x'",
                                  "DELETE FROM samples", "INSERT INTO uploads (run_id, writer, seq) VALUES (" + b_id +
                                                             ", 'c', 1)"}) {
     EXPECT_NE(OwnerExec(as_carol, sql).error, "") << sql;
   }
   CommandResult rc = RunCommand({g, "--db", as_carol, "run", "--no-report", "--", "/bin/sh", "-c", "exit 3"});
-  EXPECT_EQ(rc.exit_code, 3) << rc.err;
+  EXPECT_EQ(rc.exit_code, 1) << rc.err;
+  EXPECT_NE(rc.err.find("permission denied for table runs"), std::string::npos) << rc.err;
+  EXPECT_EQ(std::count(rc.err.begin(), rc.err.end(), '\n'), 1) << rc.err;
   EXPECT_EQ(OwnerCount(admin, "SELECT count(*) FROM runs"), 2);
   EXPECT_EQ(counts_of(a_id), alice_rows);
 
@@ -277,14 +286,14 @@ TEST(StoreOwnerE2E, ASharedPostgresStoreLetsEachWriterChangeOnlyItsOwnRuns) {
   EXPECT_GT(OwnerCount(admin, "SELECT count(*) FROM clock_estimates WHERE run_id = " + j_id), 0) << rj.err;
 
   // Bob deletes his own run and its rows.
-  for (const std::string& t : {"samples", "series", "resources", "phases", "edges", "logs", "hosts", "tracks"}) {
+  for (const char* t : {"samples", "series", "resources", "phases", "edges", "logs", "hosts", "tracks"}) {
     OwnerSql r = OwnerExec(as_bob, "DELETE FROM " + std::string(t) + " WHERE run_id = " + b_id);
     EXPECT_EQ(r.error, "") << t;
   }
   OwnerSql gone = OwnerExec(as_bob, "DELETE FROM runs WHERE id = " + b_id);
   EXPECT_EQ(gone.error, "");
   EXPECT_EQ(gone.rows, 1);
-  for (const std::string& t : {"samples", "series", "resources", "phases"}) {
+  for (const char* t : {"samples", "series", "resources", "phases"}) {
     EXPECT_EQ(OwnerCount(admin, "SELECT count(*) FROM " + std::string(t) + " WHERE run_id = " + b_id), 0) << t;
   }
   EXPECT_EQ(OwnerCount(admin, "SELECT count(*) FROM runs WHERE id = " + b_id), 0);

@@ -56,6 +56,22 @@ TEST(RunListTest, Json) {
   EXPECT_EQ(j["runs"][4]["status"], "failed to start");
 }
 
+// The owner column: the name as stored, "-" when unknown, never a raw control character (a
+// PostgreSQL role name is the user's to choose); --json has it as a string or null.
+TEST(RunListTest, OwnersAreShownEscaped) {
+  testing::UseUtc();
+  std::vector<model::RunInfo> runs = SomeRuns();
+  runs[0].owner = "alice";
+  runs[1].owner = "ev\x1b[31mil";
+  std::string table = RenderRunList(runs);
+  EXPECT_NE(table.find("  alice  "), std::string::npos) << table;
+  EXPECT_EQ(table.find('\x1b'), std::string::npos) << table;
+  EXPECT_NE(table.find("  -  "), std::string::npos) << table;
+  nlohmann::json j = RenderRunListJson(runs);
+  EXPECT_EQ(j["runs"][0]["owner"], "alice");
+  EXPECT_TRUE(j["runs"][2]["owner"].is_null());
+}
+
 TEST(RunListTest, Empty) {
   EXPECT_EQ(RenderRunList({}), "No runs recorded.\n");
   EXPECT_EQ(RenderRunListJson({}), (nlohmann::json{{"schema", "grademl.runs/1"}, {"runs", nlohmann::json::array()}}));
