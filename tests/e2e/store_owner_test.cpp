@@ -189,6 +189,10 @@ TEST(StoreOwnerE2E, ASharedPostgresStoreLetsEachWriterChangeOnlyItsOwnRuns) {
   CommandResult rep = RunCommand({g, "--db", as_carol, "report", "--json", a_id});
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
   EXPECT_EQ(nlohmann::json::parse(rep.out)["run"]["owner"], alice);
+  // query reads a private SQLite copy of the run: the copy keeps the run's owner.
+  CommandResult q = RunCommand({g, "--db", as_carol, "query", a_id, "SELECT owner FROM runs", "--format", "csv"});
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_NE(q.out.find(alice), std::string::npos) << q.out;
 
   // Bob cannot change or delete alice's run or its rows: the server filters them out of his
   // UPDATEs and DELETEs, refuses his INSERTs into her run, and refuses a change of owner.

@@ -412,8 +412,10 @@ Status PgDatabase::InTransaction(const std::function<Status()>& body) {
     if (PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) != PQTRANS_IDLE) {
       (void)pg::Exec(conn_, path_, "ROLLBACK");
     }
-    // What the transaction created (staging tables, sample partitions) is gone with it.
+    // What the transaction created (staging tables, sample partitions) is gone with it; and
+    // the store may have been made shared since this connection looked (a COPY refused).
     staging_ready_ = false;
+    shared_known_ = false;
     partitions_.clear();
   }
   return st;
