@@ -763,7 +763,8 @@ TEST(StopE2E, APostgresStoreDownAtTheEndIsSaidAtOnceAndCtrlCEndsTheWait) {
   ASSERT_EQ(RunCommand({pg, "start", pg_dir}).exit_code, 0);
   CommandResult ls = RunCommand({GrademlBinary(), "--db", url, "ls"});
   EXPECT_EQ(ls.exit_code, 0) << ls.err;
-  EXPECT_NE(ls.out.find("incomplete  /bin/sh -c 'touch " + dir), std::string::npos) << ls.out;
+  // STATUS, then OWNER (the test server's role), then COMMAND.
+  EXPECT_NE(ls.out.find("incomplete  postgres  /bin/sh -c 'touch " + dir), std::string::npos) << ls.out;
 }
 
 // A PostgreSQL store whose `runs` table another session keeps locked when the workload
