@@ -367,7 +367,7 @@ class Reader {
 template <typename Io>
 bool Visit(Io& io, typename Io::template Obj<RunInfo>& x) {
   // Every field but `owner`, which the store sets when it creates the run and a delta never
-  // changes (docs/store.md, version 7): not carried, decoded as "".
+  // changes (docs/store.md, version 8): not carried, decoded as "".
   auto& [id, uuid, command, cwd, host, start_ns, end_ns, exit_code, exit_signal, complete, error, grademl_version,
          interval_ns, monitor_cpu_seconds, owner] = x;
   (void)owner;

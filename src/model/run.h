@@ -50,7 +50,7 @@ struct RunInfo {
   double monitor_cpu_seconds = 0;     // CPU time grademl itself used while recording
   // Who recorded it: set by the store when the run is created (the OS user for SQLite, the
   // PostgreSQL role for PostgreSQL; docs/store.md), never changed after; "" when unknown (a
-  // run recorded before schema version 7).
+  // run recorded before schema version 8).
   std::string owner;
 };
 

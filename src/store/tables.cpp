@@ -34,9 +34,9 @@ const std::vector<Table>& Description() {
                    {"monitor_cpu_seconds", T::kReal},
                    // Writers that reopened the run to add to it (docs/store.md, version 3).
                    {"writers", T::kInt32, true, {}, "0", 3},
-                   // Version 7: who recorded the run (docs/store.md): the OS user for SQLite, the
+                   // Version 8: who recorded the run (docs/store.md): the OS user for SQLite, the
                    // PostgreSQL role (current_user) for PostgreSQL; '' for runs written before.
-                   {"owner", T::kText, true, {}, "''", 7}},
+                   {"owner", T::kText, true, {}, "''", 8}},
        .indexes = {{"runs_by_uuid", "uuid", kBoth, 4}}},
       {.name = "phases",
        .since = 1,

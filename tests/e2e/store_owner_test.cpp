@@ -160,7 +160,7 @@ TEST(StoreOwnerE2E, ASharedPostgresStoreLetsEachWriterChangeOnlyItsOwnRuns) {
   EXPECT_EQ(OwnerCount(admin, "SELECT count(*) FROM runs"), 2);
 
   // What each table holds of alice's run, as the administrator sees it.
-  const std::vector<std::string> tables = {"phases", "resources", "series", "samples", "hosts"};
+  const std::vector<std::string> tables = {"phases", "phase_types", "resources", "series", "samples", "hosts"};
   auto counts_of = [&](const std::string& id) {
     std::map<std::string, int64_t> c;
     for (const std::string& t : tables) c[t] = OwnerCount(admin, "SELECT count(*) FROM " + t + " WHERE run_id = " + id);
@@ -207,6 +207,8 @@ TEST(StoreOwnerE2E, ASharedPostgresStoreLetsEachWriterChangeOnlyItsOwnRuns) {
            "DELETE FROM series WHERE run_id = " + a_id,
            "DELETE FROM resources WHERE run_id = " + a_id,
            "DELETE FROM hosts WHERE run_id = " + a_id,
+           "DELETE FROM phase_types WHERE run_id = " + a_id,
+           "UPDATE phase_types SET path = 'forged' WHERE run_id = " + a_id,
        }) {
     OwnerSql r = OwnerExec(as_bob, sql);
     EXPECT_TRUE(r.rows == 0 || !r.error.empty()) << sql << ": " << r.rows;
@@ -217,6 +219,7 @@ TEST(StoreOwnerE2E, ASharedPostgresStoreLetsEachWriterChangeOnlyItsOwnRuns) {
            "INSERT INTO samples (run_id, series_id, t_ns, value) SELECT " + a_id +
                ", series_id, t_ns, 0 FROM samples WHERE run_id = " + b_id + " LIMIT 1",
            "INSERT INTO uploads (run_id, writer, seq) VALUES (" + a_id + ", 'forged', 1)",
+           "INSERT INTO phase_types (run_id, id, path) VALUES (" + a_id + ", 12345, 'forged')",
            "UPDATE runs SET owner = '" + alice + "' WHERE id = " + b_id,
            "UPDATE runs SET id = 424242 WHERE id = " + b_id,
            "INSERT INTO runs (uuid, command, cwd, host, start_ns, complete, error, grademl_version, interval_ns, owner) "

@@ -384,7 +384,7 @@ TEST(DeltaCodecTest, UnsetExitCodeAndSignalRoundTrip) {
   EXPECT_EQ(back->info->exit_signal, std::nullopt);
 }
 
-// A run's owner is the store's to set (docs/store.md, version 7): a delta neither carries nor
+// A run's owner is the store's to set (docs/store.md, version 8): a delta neither carries nor
 // changes it, and the bytes are those of the same delta without one.
 TEST(DeltaCodecTest, TheRunsOwnerIsNotCarried) {
   RunDelta d = DeltaCodecFullDelta();

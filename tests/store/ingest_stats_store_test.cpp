@@ -72,7 +72,7 @@ TEST(IngestStatsSqliteTest, AVersion5FileIsMigratedAndItsStatsGetTheListsSeverit
   EXPECT_EQ((*db)->LoadRun(1)->ingest_stats, want);
   db->reset();
   RawDb raw(path);
-  EXPECT_EQ(raw.Int("PRAGMA user_version"), 7);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), 8);
   EXPECT_EQ(raw.Text("SELECT severity FROM ingest_stats WHERE reason = 'end_without_begin'"), "data_loss");
   EXPECT_EQ(raw.Text("SELECT severity || ':' || description FROM ingest_stats WHERE reason = 'zz_future_reason'"),
             "error:from a newer grademl");
@@ -111,7 +111,7 @@ TEST(IngestStatsPgTest, AVersion5DatabaseIsMigratedAndItsStatsGetTheListsSeverit
   EXPECT_EQ(std::string(PQgetvalue(r, 0, 0)), "data_loss");
   PQclear(r);
   r = PQexec(conn, "SELECT value FROM grademl_meta WHERE key = 'schema_version'");
-  EXPECT_EQ(std::string(PQgetvalue(r, 0, 0)), "7");
+  EXPECT_EQ(std::string(PQgetvalue(r, 0, 0)), "8");
   PQclear(r);
   PQfinish(conn);
 }

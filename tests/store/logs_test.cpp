@@ -57,7 +57,7 @@ TEST(LogsTest, VersionOneFileIsMigrated) {
   auto run = (*db)->LoadRun(*id);
   ASSERT_TRUE(run.ok());
   EXPECT_EQ(run->logs.size(), 1u);
-  EXPECT_EQ(CurrentSchemaVersion(), 7);
+  EXPECT_EQ(CurrentSchemaVersion(), 8);
 }
 
 }  // namespace

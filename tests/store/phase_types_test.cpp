@@ -191,7 +191,7 @@ TEST(PhaseTypesSqliteTest, AVersion6FileIsMigratedAndItsRowsReadAsBefore) {
               (std::map<model::PhaseId, std::string>{{1, "run"}, {2, "run/process"}, {3, "run/process/op"}}));
   }
   RawDb raw(path);
-  EXPECT_EQ(raw.Int("PRAGMA user_version"), 7);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), 8);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM phases WHERE type_id IS NULL"), 2);  // the old rows, untouched
   EXPECT_EQ(raw.Int("SELECT count(*) FROM phase_types"), 1);
 
@@ -267,7 +267,7 @@ TEST(PhaseTypesPgTest, AVersion6DatabaseIsMigratedAndItsRowsReadAsBefore) {
   ASSERT_TRUE(both.ok()) << both.status().message();
   EXPECT_EQ(TypesOf(both->phases),
             (std::map<model::PhaseId, std::string>{{1, "run"}, {2, "run/process"}, {3, "run/process/op"}}));
-  EXPECT_EQ(pg::PgCurrentSchemaVersion(), 7);
+  EXPECT_EQ(pg::PgCurrentSchemaVersion(), 8);
 }
 
 }  // namespace phase_types_test

@@ -280,7 +280,7 @@ TEST(StepExecutionSqliteTest, AVersion4FileIsMigrated) {
   EXPECT_EQ((*db)->LoadRun(1)->step_executions, (std::vector<StepExecution>{StepExecFull(4)}));
   db->reset();
   RawDb raw(path);
-  EXPECT_EQ(raw.Int("PRAGMA user_version"), 7);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), 8);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'step_executions_by_key'"), 1);
   // The JSON columns as docs/store.md shows them.
   EXPECT_EQ(raw.Text("SELECT json_extract(inputs, '$[1].directory') || ',' || json_extract(inputs, '$[1].size') "
@@ -323,11 +323,11 @@ TEST(StepExecutionPgTest, AVersion4DatabaseIsMigrated) {
   }
   auto ro = Database::Open(url, Database::Mode::kReadOnly);
   ASSERT_FALSE(ro.ok());
-  EXPECT_NE(ro.status().message().find("schema 4 is older than this grademl's 7"), std::string::npos)
+  EXPECT_NE(ro.status().message().find("schema 4 is older than this grademl's 8"), std::string::npos)
       << ro.status().message();
   auto db = Database::Open(url, Database::Mode::kReadWrite);
   ASSERT_TRUE(db.ok()) << db.status().message();
-  EXPECT_EQ(pg::PgCurrentSchemaVersion(), 7);
+  EXPECT_EQ(pg::PgCurrentSchemaVersion(), 8);
   auto old = (*db)->LoadRun(1);
   ASSERT_TRUE(old.ok()) << old.status().message();
   EXPECT_EQ(old->info.uuid, "old");
@@ -337,7 +337,7 @@ TEST(StepExecutionPgTest, AVersion4DatabaseIsMigrated) {
   PGconn* conn = PQconnectdb(url.c_str());
   PGresult* r = PQexec(conn, "SELECT value FROM grademl_meta WHERE key = 'schema_version'");
   ASSERT_EQ(PQntuples(r), 1);
-  EXPECT_EQ(std::string(PQgetvalue(r, 0, 0)), "7");
+  EXPECT_EQ(std::string(PQgetvalue(r, 0, 0)), "8");
   PQclear(r);
   r = PQexec(conn, "SELECT count(*) FROM pg_indexes WHERE indexname = 'step_executions_by_key'");
   EXPECT_EQ(std::string(PQgetvalue(r, 0, 0)), "1");

@@ -1,7 +1,7 @@
-// Run owners in the store (docs/store.md, schema version 7): the store names a new run's
+// Run owners in the store (docs/store.md, schema version 8): the store names a new run's
 // owner itself (SQLite: the OS user, or the owner of a run being copied; PostgreSQL: the
 // connection's role, whatever the client sends), a later write of the run's info never
-// changes it, and a store of version 6 (before owners) is migrated by a writer, its runs'
+// changes it, and a store of version 7 (before owners) is migrated by a writer, its runs'
 // owner unknown ("").
 #include <gtest/gtest.h>
 #include <pwd.h>
@@ -58,12 +58,12 @@ TEST(StoreOwnerTest, SqliteNamesTheOsUserAndKeepsACopiedRunsOwner) {
   EXPECT_EQ((*db)->LoadRun(*mine)->info.end_ns, 20);
 }
 
-TEST(StoreOwnerTest, AVersion6SqliteFileIsMigratedWithItsRunsOwnerUnknown) {
+TEST(StoreOwnerTest, AVersion7SqliteFileIsMigratedWithItsRunsOwnerUnknown) {
   TempDir dir;
   const std::string path = dir.File("g.db");
   {
     RawDb raw(path);
-    ASSERT_TRUE(MigrateSchema(raw.get(), path, SchemaSteps().first(6)).ok());
+    ASSERT_TRUE(MigrateSchema(raw.get(), path, SchemaSteps().first(7)).ok());
     raw.Exec("INSERT INTO runs (uuid, command, cwd, host, start_ns, complete, error, grademl_version, interval_ns) "
              "VALUES ('old', '[\"ls\"]', '/', 'h', 5, 1, '', '0.0.9', 100)");
   }
@@ -80,7 +80,7 @@ TEST(StoreOwnerTest, AVersion6SqliteFileIsMigratedWithItsRunsOwnerUnknown) {
   EXPECT_EQ((*db)->LoadRun(*id)->info.owner, OwnerOsUser());
   db->reset();
   RawDb raw(path);
-  EXPECT_EQ(raw.Int("PRAGMA user_version"), 7);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), 8);
   EXPECT_EQ(raw.Text("SELECT owner FROM runs WHERE id = 1"), "");
 }
 
@@ -111,12 +111,12 @@ TEST(StoreOwnerTest, PostgresNamesTheConnectionsRoleWhateverTheClientSends) {
   EXPECT_EQ((*db)->ListRuns()->at(0).owner, "postgres");
 }
 
-TEST(StoreOwnerTest, AVersion6PostgresDatabaseIsMigratedWithItsRunsOwnerUnknown) {
+TEST(StoreOwnerTest, AVersion7PostgresDatabaseIsMigratedWithItsRunsOwnerUnknown) {
   GRADEML_PG_DATABASE_OR_SKIP(url);
   OwnerPgValue(url, "CREATE TABLE grademl_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);" +
                         std::string(pg::PgSchemaSteps()[0]) + std::string(pg::PgSchemaSteps()[1]) +
-                        std::string(pg::PgSchemaSteps()[2]) +
-                        "INSERT INTO grademl_meta VALUES ('schema_version', '6');"
+                        std::string(pg::PgSchemaSteps()[2]) + std::string(pg::PgSchemaSteps()[3]) +
+                        "INSERT INTO grademl_meta VALUES ('schema_version', '7');"
                         "INSERT INTO runs (uuid, command, cwd, host, start_ns, complete, error, grademl_version, "
                         "interval_ns) VALUES ('old', '[\"ls\"]', '/', 'h', 5, true, '', '0.0.9', 100);");
   auto db = Database::Open(url, Database::Mode::kReadWrite);
@@ -125,7 +125,7 @@ TEST(StoreOwnerTest, AVersion6PostgresDatabaseIsMigratedWithItsRunsOwnerUnknown)
   auto id = (*db)->CreateRun(OwnerInfo("new", ""));
   ASSERT_TRUE(id.ok());
   EXPECT_EQ((*db)->LoadRun(*id)->info.owner, "postgres");
-  EXPECT_EQ(OwnerPgValue(url, "SELECT value FROM grademl_meta WHERE key = 'schema_version'"), "7");
+  EXPECT_EQ(OwnerPgValue(url, "SELECT value FROM grademl_meta WHERE key = 'schema_version'"), "8");
   EXPECT_EQ(OwnerPgValue(url, "SELECT owner FROM runs WHERE id = 1"), "");
 }
 

@@ -417,6 +417,12 @@ Status PgDatabase::InTransaction(const std::function<Status()>& body) {
     staging_ready_ = false;
     shared_known_ = false;
     partitions_.clear();
+    // So are the phase_types rows it added: their ids must not be reused from the cache (a
+    // retried delta's phases would name rows that are not there: Corrupt at load).
+    type_ids_.clear();
+    type_ids_run_ = 0;
+    last_type_ = model::TypePath();
+    last_type_id_ = 0;
   }
   return st;
 }
