@@ -96,6 +96,34 @@ TEST(PhaseTypesSqliteTest, EachPathIsStoredOnceAndReadBack) {
             tables::PhaseTypeId("run/process/op"));
 }
 
+// A delta whose transaction fails after it added phase_types rows (rolled back with it), then
+// written again: the retry must write those rows again, not reuse their ids from the writer's
+// cache (its phases would name rows that are not there: Corrupt when the run is loaded).
+TEST(PhaseTypesSqliteTest, ADeltaRetriedAfterARollbackWritesItsPathsAgain) {
+  TempDir dir;
+  const std::string path = dir.File("g.db");
+  model::RunDelta delta = NestedDelta(5);
+  auto db = Database::Open(path, Database::Mode::kReadWrite);
+  ASSERT_TRUE(db.ok()) << db.status().message();
+  model::RunId id = (*db)->CreateRun(Info("u1")).value();
+  {
+    // The phases' insert fails once their paths are in phase_types, inside the transaction.
+    RawDb raw(path);
+    raw.Exec("CREATE TRIGGER fail_once BEFORE INSERT ON phases WHEN NEW.name = 'x' "
+             "BEGIN SELECT RAISE(ABORT, 'planted failure'); END");
+  }
+  EXPECT_FALSE((*db)->WriteDelta(id, delta).ok());
+  {
+    RawDb raw(path);
+    EXPECT_EQ(raw.Int("SELECT count(*) FROM phase_types"), 0);  // rolled back
+    raw.Exec("DROP TRIGGER fail_once");
+  }
+  ASSERT_TRUE((*db)->WriteDelta(id, delta).ok());
+  auto run = (*db)->LoadRun(id);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  EXPECT_EQ(TypesOf(run->phases), TypesOf(delta.phases));
+}
+
 TEST(PhaseTypesSqliteTest, DeepNestingCostsTheStoreEachPathOnce) {
   // 3,000 nested identical phases: their paths (bounded at 2 KB each) are stored once per
   // distinct path, not once per phase. Before version 7 each row held its own path: about

@@ -592,6 +592,7 @@ Status SqliteDatabase::WriteDelta(model::RunId run, const model::RunDelta& delta
   }
   // Some errors (a full disk) have already rolled the transaction back.
   if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  ForgetTypeIdsLocked();
   return st;
 }
 
@@ -619,6 +620,7 @@ StatusOr<bool> SqliteDatabase::WriteDeltaOnce(model::RunId run, std::string_view
     applied = SqlError(rc);
   }
   if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  ForgetTypeIdsLocked();
   return applied;
 }
 
@@ -664,6 +666,13 @@ StatusOr<bool> SqliteDatabase::RunExists(model::RunId id) {
   if (rc == SQLITE_ROW) return true;
   if (rc != SQLITE_DONE) return SqlError(rc);
   return false;
+}
+
+void SqliteDatabase::ForgetTypeIdsLocked() {
+  type_ids_.clear();
+  type_ids_run_ = 0;
+  last_type_ = model::TypePath();
+  last_type_id_ = 0;
 }
 
 StatusOr<int64_t> SqliteDatabase::TypeIdLocked(model::RunId run, const model::TypePath& type) {

@@ -141,6 +141,9 @@ class SqliteDatabase final : public Database {
   // phase_types ids of the run written last, by path (at most kMaxTypeIds, then cleared), and
   // the last path looked up (most phases of a delta share their neighbour's).
   StatusOr<int64_t> TypeIdLocked(model::RunId run, const model::TypePath& type);
+  // After a rolled-back transaction: the phase_types rows it added are gone, so their ids must
+  // not be reused from the cache (a retried delta's phases would name missing rows).
+  void ForgetTypeIdsLocked();
   static constexpr size_t kMaxTypeIds = 1 << 16;
   model::RunId type_ids_run_ = 0;
   std::unordered_map<std::string, int64_t> type_ids_;
