@@ -12,6 +12,8 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <fstream>
 
 #include "model/metric_names.h"
 
@@ -140,13 +142,15 @@ TEST(OutsideProcessMonitorTest, FinishDeclaresTheTopProcessesWithTheirSeries) {
 // Privacy (docs/privacy.md): another user's process is kept as its executable's base name and
 // its user, never its arguments; the recording user's own keeps its command line; --outside-details
 // keeps everyone's. Another user: a child that drops to an unused uid (root only).
-pid_t StartShellBurnerAs(uid_t uid, const char* secret_arg) {
+// dash burning CPU until `stop` exists, with the secret as its $0: alive for every sample
+// the test takes before it creates `stop`, however loaded the machine (a burner of fixed
+// work could end unseen while the sampling thread waited for a core).
+constexpr const char* kBurnUntil = "while [ ! -e \"$1\" ]; do i=$((i+1)); done";
+pid_t StartShellBurnerAs(uid_t uid, const char* secret_arg, const std::string& stop) {
   pid_t child = fork();
   if (child == 0) {
     if (uid != getuid() && (setgid(uid) != 0 || setuid(uid) != 0)) _exit(99);
-    // dash burning CPU for about 0.3 s with the secret as its $0.
-    execl("/bin/sh", "/bin/sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done", secret_arg,
-          static_cast<char*>(nullptr));
+    execl("/bin/sh", "/bin/sh", "-c", kBurnUntil, secret_arg, stop.c_str(), static_cast<char*>(nullptr));
     _exit(98);
   }
   return child;
@@ -166,14 +170,20 @@ void CheckOutsidePrivacy(bool details) {
   OutsideProcessMonitor monitor(&builder, host, "h",
                                 {.self_pid = 1 << 23, .top = 100000, .min_top_cpu_seconds = 0, .details = details});
   monitor.Sample(WallClock::Now());
-  pid_t theirs = StartShellBurnerAs(other, "their-SECRET-arg");
-  pid_t mine = StartShellBurnerAs(getuid(), "my-own-arg");
+  const std::string stop = std::filesystem::temp_directory_path() / ("grademl_outside_stop_" + std::to_string(getpid()));
+  std::filesystem::remove(stop);
+  pid_t theirs = StartShellBurnerAs(other, "their-SECRET-arg", stop);
+  pid_t mine = StartShellBurnerAs(getuid(), "my-own-arg", stop);
   ASSERT_GT(theirs, 0);
   ASSERT_GT(mine, 0);
   int done = 0, status = 0;
   for (int i = 0; i < 3000 && done < 2; ++i) {
     monitor.Sample(WallClock::Now());
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (i == 150) {
+      std::ofstream(stop).put('x');  // after 150 samples with both alive, in their own shells
+      ASSERT_EQ(chmod(stop.c_str(), 0644), 0);
+    }
     for (pid_t p : {theirs, mine}) {
       pid_t r = waitpid(p, &status, WNOHANG);
       if (r == p) {
@@ -182,6 +192,7 @@ void CheckOutsidePrivacy(bool details) {
       }
     }
   }
+  std::filesystem::remove(stop);
   ASSERT_EQ(done, 2);
   monitor.Finish(WallClock::Now());
   model::RunDelta delta = builder.TakeDelta(true);
@@ -189,12 +200,12 @@ void CheckOutsidePrivacy(bool details) {
   // Their user is a uid without a name; dash is what /bin/sh runs on Debian.
   std::string sh = std::filesystem::path(std::filesystem::canonical("/bin/sh")).filename().string();
   if (details) {
-    EXPECT_EQ(their_name, std::to_string(other) + ":/bin/sh -c i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done their-SECRET-arg");
+    EXPECT_EQ(their_name, std::to_string(other) + ":/bin/sh -c " + kBurnUntil + " their-SECRET-arg " + stop);
   } else {
     EXPECT_EQ(their_name, std::to_string(other) + ":" + sh);
   }
   std::string me = "root";
-  EXPECT_EQ(my_name, me + ":/bin/sh -c i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done my-own-arg");
+  EXPECT_EQ(my_name, me + ":/bin/sh -c " + kBurnUntil + " my-own-arg " + stop);
 }
 
 TEST(OutsideProcessMonitorTest, AnotherUsersProcessKeepsOnlyItsExecutableAndUser) { CheckOutsidePrivacy(false); }
