@@ -62,6 +62,10 @@ struct ImportTarget {
   // Events read from one file at most (0: the importer's own bound, e.g.
   // ChromeTraceImporter::kMaxEventsPerFile); tests set a small one.
   int64_t max_events = 0;
+  // Records of each kind an importer holds or adds for one file at most (0: the importer's
+  // own bounds, e.g. SparkLogImporter::kMaxTasksPerFile, DaskLogImporter::kMaxKeysPerFile);
+  // tests set a small one.
+  int64_t max_records = 0;
 };
 
 struct ImportResult {

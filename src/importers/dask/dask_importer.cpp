@@ -121,9 +121,21 @@ bool DaskLogImporter::IsSchedulerHost(std::string_view host, const DaskHeader& h
 DaskLogImporter::DaskLogImporter(std::string path, InputOpener open, ImportTarget& target)
     : path_(std::move(path)), open_(std::move(open)), target_(target) {}
 
-uint32_t DaskLogImporter::WorkerIndex(std::string_view address) {
+bool DaskLogImporter::OverBound(int64_t held, int64_t own, std::string_view what, int64_t line, bool record) {
+  const int64_t set = record ? target_.max_events : target_.max_records;
+  const int64_t bound = set > 0 ? set : own;
+  if (held < bound) return false;
+  if (limit_.ok()) {
+    limit_ = InvalidArgument("{}: line {}: more than {} {} in one Dask task log (GradeML's bound); the rest is not imported",
+                             path_, line, bound, what);
+  }
+  return true;
+}
+
+uint32_t DaskLogImporter::WorkerIndex(std::string_view address, int64_t line) {
   auto it = worker_index_.find(std::string(address));
   if (it != worker_index_.end()) return it->second;
+  if (OverBound(static_cast<int64_t>(workers_.size()), kMaxWorkersPerFile, "workers", line)) return kNoIndex;
   uint32_t index = static_cast<uint32_t>(workers_.size());
   Worker& w = workers_.emplace_back();
   w.address = std::string(address);
@@ -132,9 +144,10 @@ uint32_t DaskLogImporter::WorkerIndex(std::string_view address) {
   return index;
 }
 
-uint32_t DaskLogImporter::KeyId(std::string_view key) {
+uint32_t DaskLogImporter::KeyId(std::string_view key, int64_t line) {
   auto it = key_index_.find(key);
   if (it != key_index_.end()) return it->second;
+  if (OverBound(static_cast<int64_t>(keys_.size()), kMaxKeysPerFile, "task keys", line)) return kNoIndex;
   uint32_t id = static_cast<uint32_t>(keys_.size());
   const std::string& stored = keys_.emplace_back(key);
   key_index_.emplace(stored, id);
@@ -148,11 +161,15 @@ class DaskLogImporter::ScanVisitor final : public DaskLogVisitor {
  public:
   explicit ScanVisitor(DaskLogImporter& imp) : imp_(imp) {}
   Status OnHeader(const DaskHeader& header) override {
+    GRADEML_RETURN_IF_ERROR(Count());
     imp_.header_ = header;
     return Status::Ok();
   }
   Status OnWorker(const DaskWorkerRecord& r) override {
-    Worker& w = imp_.workers_[imp_.WorkerIndex(r.address)];
+    GRADEML_RETURN_IF_ERROR(Count());
+    uint32_t index = imp_.WorkerIndex(r.address, line);
+    if (index == kNoIndex) return imp_.limit_;
+    Worker& w = imp_.workers_[index];
     if (!r.host.empty()) w.ip = std::string(r.host);
     w.name = std::string(r.name);
     w.pid = r.pid;
@@ -162,15 +179,21 @@ class DaskLogImporter::ScanVisitor final : public DaskLogVisitor {
     return Status::Ok();
   }
   Status OnWorkerLeft(const DaskWorkerLeftRecord& r) override {
-    Worker& w = imp_.workers_[imp_.WorkerIndex(r.address)];
+    GRADEML_RETURN_IF_ERROR(Count());
+    uint32_t index = imp_.WorkerIndex(r.address, line);
+    if (index == kNoIndex) return imp_.limit_;
+    Worker& w = imp_.workers_[index];
     if (r.time_delay) w.time_delay = r.time_delay;
     if (auto t = SecondsToTimeNs(r.t)) w.left = *t;
     return Status::Ok();
   }
-  Status OnDeps(const DaskDepsRecord&) override { return Status::Ok(); }
+  Status OnDeps(const DaskDepsRecord&) override { return Count(); }
   Status OnTask(const DaskTaskRecord& t) override {
+    GRADEML_RETURN_IF_ERROR(Count());
     if (t.worker.empty() || !SecondsToTimeNs(t.done)) return Status::Ok();
-    Worker& w = imp_.workers_[imp_.WorkerIndex(t.worker)];
+    uint32_t index = imp_.WorkerIndex(t.worker, line);
+    if (index == kNoIndex) return imp_.limit_;
+    Worker& w = imp_.workers_[index];
     bool local = w.address.starts_with("inproc://") || IsSchedulerHost(w.ip, imp_.header_);
     TaskTimes times = CorrectTaskTimes(t, local, w.time_delay.value_or(0));
     w.first = std::min(w.first, times.start);
@@ -180,15 +203,24 @@ class DaskLogImporter::ScanVisitor final : public DaskLogVisitor {
     imp_.max_ = std::max(imp_.max_, times.end);
     return Status::Ok();
   }
-  Status OnDropped(int64_t) override { return Status::Ok(); }
+  Status OnDropped(int64_t) override { return Count(); }
   Status OnEnd(double) override {
+    GRADEML_RETURN_IF_ERROR(Count());
     imp_.ended_ = true;
     return Status::Ok();
   }
-  Status OnUnknown(std::string_view) override { return Status::Ok(); }
+  Status OnUnknown(std::string_view) override { return Count(); }
 
  private:
+  // One more record: an error past kMaxRecordsPerFile (the line is not used).
+  Status Count() {
+    if (imp_.OverBound(records_, kMaxRecordsPerFile, "records", line, true)) return imp_.limit_;
+    ++records_;
+    return Status::Ok();
+  }
+
   DaskLogImporter& imp_;
+  int64_t records_ = 0;
 };
 
 Status DaskLogImporter::Scan() {
@@ -223,15 +255,28 @@ class DaskLogImporter::EmitVisitor final : public DaskLogVisitor {
   Status OnWorker(const DaskWorkerRecord&) override { return Status::Ok(); }
   Status OnWorkerLeft(const DaskWorkerLeftRecord&) override { return Status::Ok(); }
   Status OnDeps(const DaskDepsRecord& d) override {
-    uint32_t key = imp_.KeyId(d.key);
-    std::vector<uint32_t>& deps = imp_.deps_[key];
-    deps.clear();
-    for (std::string_view dep : d.deps) {
-      if (dep != d.key) deps.push_back(imp_.KeyId(dep));
+    const int64_t listed = static_cast<int64_t>(d.deps.size());
+    if (listed > 0 && imp_.OverBound(imp_.dependencies_ + listed - 1, kMaxDependenciesPerFile, "dependencies", line)) {
+      return imp_.limit_;
     }
+    imp_.dependencies_ += listed;
+    uint32_t key = imp_.KeyId(d.key, line);
+    if (key == kNoIndex) return imp_.limit_;
+    std::vector<uint32_t> deps;
+    deps.reserve(d.deps.size());
+    for (std::string_view dep : d.deps) {
+      if (dep == d.key) continue;
+      uint32_t id = imp_.KeyId(dep, line);
+      if (id == kNoIndex) return imp_.limit_;
+      deps.push_back(id);
+    }
+    imp_.deps_[key] = std::move(deps);
     return Status::Ok();
   }
-  Status OnTask(const DaskTaskRecord& t) override { return imp_.EmitTask(t); }
+  Status OnTask(const DaskTaskRecord& t) override {
+    imp_.line_ = line;
+    return imp_.EmitTask(t);
+  }
   Status OnDropped(int64_t count) override {
     imp_.Drop(model::StatKey::records_dropped_by_the_plugin, count);
     return Status::Ok();
@@ -331,6 +376,21 @@ Status DaskLogImporter::EmitTask(const DaskTaskRecord& t) {
   }
   uint32_t wi = wit->second;
   const Worker& w = workers_[wi];
+  uint32_t key = KeyId(t.key, line_);
+  if (key == kNoIndex) return limit_;
+  // Its dependencies are examined once for its edges and once per transfer.
+  const std::vector<uint32_t>* deps = nullptr;
+  if (auto it = deps_.find(key); it != deps_.end()) deps = &it->second;
+  if (deps != nullptr && !deps->empty()) {
+    int64_t transfers = 0;
+    for (const DaskStartStop& ss : t.startstops) transfers += ss.action == "transfer" ? 1 : 0;
+    const int64_t cost = static_cast<int64_t>(deps->size()) * (1 + transfers);
+    if (OverBound(links_ + cost - 1, kMaxDependencyLinksPerFile, "dependency links (a task's dependencies, for its edges)",
+                  line_)) {
+      return limit_;
+    }
+    links_ += cost;
+  }
   TaskTimes times = CorrectTaskTimes(t, w.local, w.time_delay.value_or(0));
   if (times.shifted_ns != 0) {
     Note(model::StatKey::times_shifted_into_the_scheduler_window);
@@ -349,7 +409,6 @@ Status DaskLogImporter::EmitTask(const DaskTaskRecord& t) {
     }
   }
   model::RunBuilder& builder = *target_.builder;
-  uint32_t key = KeyId(t.key);
   model::PhaseSpec& spec = spec_;
   spec.parent = w.phase;
   spec.name = ValidUtf8(t.key);
@@ -378,8 +437,6 @@ Status DaskLogImporter::EmitTask(const DaskTaskRecord& t) {
   GRADEML_RETURN_IF_ERROR(MaybeFlush());
 
   // Dependencies: edges from the phases that produced them.
-  const std::vector<uint32_t>* deps = nullptr;
-  if (auto it = deps_.find(key); it != deps_.end()) deps = &it->second;
   if (deps != nullptr) {
     for (uint32_t dep : *deps) {
       const TaskRef& ref = tasks_[dep];

@@ -77,6 +77,20 @@ class DaskLogImporter final : public TraceRead {
   // Worker hosts: whether `host` (a worker address's host) is the scheduler's machine.
   static bool IsSchedulerHost(std::string_view host, const DaskHeader& header);
 
+  // Bounds against hostile logs (docs/import.md, "Limits"): what one log makes the importer
+  // hold or add. Real logs stay far below (Dask's scheduler spends about a millisecond a task:
+  // 5M tasks are hours of scheduling; clusters have thousands of workers at most). Past one,
+  // reading stops at that line with one line "PATH: line N: more than B ... (GradeML's
+  // bound); the rest is not imported" (what came before is imported, partial).
+  // ImportTarget::max_events (records) and max_records (the others) lower them (tests).
+  static constexpr int64_t kMaxRecordsPerFile = 20'000'000;       // lines with a record
+  static constexpr int64_t kMaxWorkersPerFile = 100'000;          // each a phase when it ran tasks
+  static constexpr int64_t kMaxKeysPerFile = 5'000'000;           // distinct task keys, ~100 bytes each
+  static constexpr int64_t kMaxDependenciesPerFile = 50'000'000;  // keys listed by dependency records
+  // Dependencies examined to add a task's edges (its dependencies, again for each transfer):
+  // a key with many dependencies run many times would otherwise add edges without end.
+  static constexpr int64_t kMaxDependencyLinksPerFile = 50'000'000;
+
  private:
   struct Worker {
     std::string address, ip, name;
@@ -100,8 +114,13 @@ class DaskLogImporter final : public TraceRead {
   class ScanVisitor;
   class EmitVisitor;
 
-  uint32_t WorkerIndex(std::string_view address);
-  uint32_t KeyId(std::string_view key);
+  static constexpr uint32_t kNoIndex = 0xffffffffu;
+  // kNoIndex past the bound (limit_ then says so, naming `line`).
+  uint32_t WorkerIndex(std::string_view address, int64_t line);
+  uint32_t KeyId(std::string_view key, int64_t line);
+  // Whether `held` (+1) passes the bound (ImportTarget's when set, else `own`); if so
+  // limit_ says so (the first time), naming the line.
+  bool OverBound(int64_t held, int64_t own, std::string_view what, int64_t line, bool record = false);
   void Drop(model::StatKey key, int64_t n = 1) { stats_.Add(key, n); }
   // Kept but adjusted: an info stat, also the source's tag (by name, as before the list).
   void Note(model::StatKey key, int64_t n = 1) {
@@ -129,6 +148,10 @@ class DaskLogImporter final : public TraceRead {
   SliceTracker tracker_{stats_};     // tasks outside their worker process
   std::map<std::string, int64_t> notes_;  // kept, adjusted, by reason: the source's tags
   int64_t lines_ = 0;        // lines to read (before the damage)
+  int64_t dependencies_ = 0; // listed by dependency records (kMaxDependenciesPerFile)
+  int64_t links_ = 0;        // dependencies examined for edges (kMaxDependencyLinksPerFile)
+  Status limit_;             // a bound was passed: ends the reading
+  int64_t line_ = 0;         // the line of the task being emitted
   int64_t records_ = 0;
   bool ended_ = false;       // the end record was read
   Status read_status_;

@@ -241,6 +241,7 @@ DaskReadOutcome ReadDaskLog(TraceInput& input, const std::string& name, DaskLogV
   // Handles one complete line (number out.lines + 1). Returns false to stop.
   auto handle = [&](std::string_view text) -> bool {
     int64_t number = out.lines + 1;
+    visitor.line = number;
     if (too_long) {
       out.status = line_error(number, fmt::format("longer than {} bytes", kMaxLineBytes));
       return false;

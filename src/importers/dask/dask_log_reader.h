@@ -91,6 +91,10 @@ class DaskLogVisitor {
   virtual Status OnDropped(int64_t count) = 0;
   virtual Status OnEnd(double t) = 0;  // the end record: the plugin closed the log
   virtual Status OnUnknown(std::string_view kind) = 0;
+
+  // Set by ReadDaskLog before each call: the number of the line being delivered (for a
+  // visitor's own errors, "PATH: line N: ...").
+  int64_t line = 0;
 };
 
 struct DaskReadOutcome {

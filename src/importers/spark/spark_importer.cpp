@@ -157,6 +157,12 @@ struct StageInfoFields {
   std::string_view failure;
 };
 
+// How many parent ids a StageInfo lists (what ReadStageInfo keeps, at most).
+int64_t ParentCount(const dom::object& o) {
+  auto parents = ArrayField(o, "Parent IDs");
+  return parents ? static_cast<int64_t>(parents->size()) : 0;
+}
+
 StageInfoFields ReadStageInfo(const dom::object& o) {
   StageInfoFields f;
   f.id = IntField(o, "Stage ID");
@@ -309,6 +315,21 @@ SparkLogImporter::SparkLogImporter(std::string path, ImportTarget& target)
 
 void SparkLogImporter::Drop(model::StatKey key, int64_t n) { stats_.Add(key, n); }
 
+int64_t SparkLogImporter::Bound(int64_t own, bool event) const {
+  const int64_t set = event ? target_.max_events : target_.max_records;
+  return set > 0 ? set : own;
+}
+
+bool SparkLogImporter::OverBound(int64_t held, int64_t own, std::string_view what, bool event) {
+  const int64_t bound = Bound(own, event);
+  if (held < bound) return false;
+  if (limit_.ok()) {
+    limit_ = InvalidArgument("{}: line {}: more than {} {} in one event log (GradeML's bound); the rest is not imported",
+                             EscapeControl(line_file_), line_number_, bound, what);
+  }
+  return true;
+}
+
 void SparkLogImporter::SeeTime(int64_t ms) {
   if (!ValidMs(ms)) return;
   if (min_ms_ == 0 || ms < min_ms_) min_ms_ = ms;
@@ -327,8 +348,12 @@ uint32_t SparkLogImporter::Intern(std::string_view text) {
 
 uint32_t SparkLogImporter::ExecutorFor(std::string_view id, std::string_view host) {
   std::string key = id == "<driver>" ? std::string("driver") : FirstLine(id, kMaxNameBytes);
-  auto [it, added] = executor_index_.emplace(key, static_cast<uint32_t>(executors_.size()));
-  if (added) executors_.push_back({.id = key});
+  auto it = executor_index_.find(key);
+  if (it == executor_index_.end()) {
+    if (OverBound(static_cast<int64_t>(executors_.size()), kMaxExecutorsPerFile, "executors")) return kNone;
+    it = executor_index_.emplace(key, static_cast<uint32_t>(executors_.size())).first;
+    executors_.push_back({.id = key});
+  }
   Executor& ex = executors_[it->second];
   if (ex.host.empty() && !host.empty()) ex.host = FirstLine(host, kMaxNameBytes);
   return it->second;
@@ -413,6 +438,8 @@ Status SparkLogImporter::ReadAll(TraceInput& input) {
 
 Status SparkLogImporter::Handlers::Line(SparkLogImporter& im, dom::parser& parser, const LineReader::Line& line) {
   ++im.lines_;
+  im.line_file_ = line.file;
+  im.line_number_ = line.number;
   std::string_view text = line.text;
   if (line.skipped) {
     // Longer than the reader keeps (a huge SQL plan, say): skipped, counted by its event.
@@ -455,6 +482,7 @@ Status SparkLogImporter::Handlers::Line(SparkLogImporter& im, dom::parser& parse
     return Corrupt("{}: line {}: no \"Event\" name, not a Spark listener event", EscapeControl(line.file),
                    line.number);
   }
+  if (im.OverBound(im.events_, kMaxEventsPerFile, "events", true)) return im.limit_;
   ++im.events_;
   std::string_view name = ShortEventName(event);
   if (name == "SparkListenerTaskEnd") {
@@ -490,7 +518,7 @@ Status SparkLogImporter::Handlers::Line(SparkLogImporter& im, dom::parser& parse
   } else if (std::find(std::begin(kNotModelled), std::end(kNotModelled), name) == std::end(kNotModelled)) {
     im.Drop(model::StatKey::unknown_event, ReasonWord(name));
   }
-  return Status::Ok();
+  return im.limit_;  // a bound passed on this line (the line was not used)
 }
 
 void SparkLogImporter::Handlers::ApplicationStart(SparkLogImporter& im, const dom::object& e) {
@@ -554,7 +582,9 @@ void SparkLogImporter::Handlers::ExecutorAdded(SparkLogImporter& im, const dom::
     host = StringField(*info, "Host");
     cores = IntField(*info, "Total Cores").value_or(0);
   }
-  Executor& ex = im.executors_[im.ExecutorFor(id, host)];
+  uint32_t index = im.ExecutorFor(id, host);
+  if (index == kNone) return;
+  Executor& ex = im.executors_[index];
   ex.added_ms = MsField(e, "Timestamp");
   if (cores > 0) ex.cores = cores;
   im.SeeTime(ex.added_ms);
@@ -566,7 +596,9 @@ void SparkLogImporter::Handlers::ExecutorRemoved(SparkLogImporter& im, const dom
     im.Drop(model::StatKey::executor_without_id);
     return;
   }
-  Executor& ex = im.executors_[im.ExecutorFor(id, {})];
+  uint32_t index = im.ExecutorFor(id, {});
+  if (index == kNone) return;
+  Executor& ex = im.executors_[index];
   ex.removed_ms = MsField(e, "Timestamp");
   ex.removed_reason = FirstLine(StringField(e, "Removed Reason"), kMaxReasonBytes);
   im.SeeTime(ex.removed_ms);
@@ -585,19 +617,32 @@ void SparkLogImporter::Handlers::JobStart(SparkLogImporter& im, const dom::objec
     im.Drop(model::StatKey::job_without_id);
     return;
   }
-  auto [it, added] = im.job_index_.emplace(*id, static_cast<uint32_t>(im.jobs_.size()));
-  if (!added) {
+  if (im.job_index_.count(*id) != 0) {
     im.Drop(model::StatKey::job_start_repeated);
     return;
   }
-  uint32_t index = it->second;
+  // The stage ids the line lists (each stage and its parents, and Spark 1.0's Stage IDs),
+  // counted before anything of it is kept.
+  auto infos = ArrayField(e, "Stage Infos");
+  int64_t listed = 0;
+  if (infos) {
+    for (dom::element el : *infos) {
+      dom::object o;
+      if (el.get_object().get(o) == simdjson::SUCCESS) listed += 1 + ParentCount(o);
+    }
+  }
+  if (auto ids = ArrayField(e, "Stage IDs")) listed += static_cast<int64_t>(ids->size());
+  if (listed > 0 && im.OverBound(im.stage_ids_ + listed - 1, kMaxStageIdsPerFile, "stage ids")) return;
+  im.stage_ids_ += listed;
+  uint32_t index = static_cast<uint32_t>(im.jobs_.size());
+  im.job_index_.emplace(*id, index);
   Job job;
   job.id = *id;
   job.submit_ms = MsField(e, "Submission Time");
   im.SeeTime(job.submit_ms);
   job.seen_start_ms = im.last_ms_;
   int64_t last_stage = INT64_MIN;
-  if (auto infos = ArrayField(e, "Stage Infos")) {
+  if (infos) {
     for (dom::element el : *infos) {
       dom::object o;
       if (el.get_object().get(o) != simdjson::SUCCESS) continue;
@@ -667,11 +712,15 @@ void SparkLogImporter::Handlers::StageSubmitted(SparkLogImporter& im, const dom:
     im.Drop(model::StatKey::stage_event_without_stage_info);
     return;
   }
-  StageInfoFields f = ReadStageInfo(*info);
-  if (!f.id) {
+  if (!IntField(*info, "Stage ID")) {
     im.Drop(model::StatKey::stage_event_without_stage_id);
     return;
   }
+  // Its parents counted before they are read.
+  const int64_t listed = 1 + ParentCount(*info);
+  if (im.OverBound(im.stage_ids_ + listed - 1, kMaxStageIdsPerFile, "stage ids")) return;
+  im.stage_ids_ += listed;
+  StageInfoFields f = ReadStageInfo(*info);
   StageInfo& si = im.stage_info_[*f.id];
   if (!f.name.empty()) si.name = FirstLine(f.name, kMaxNameBytes);
   if (f.num_tasks) si.num_tasks = *f.num_tasks;
@@ -699,6 +748,17 @@ uint32_t SparkLogImporter::Handlers::TaskFromInfo(SparkLogImporter& im, const do
                                                   bool end) {
   int64_t task_id = IntField(info, "Task ID").value_or(-1);
   auto found = im.task_index_.find(task_id);
+  // The bounds first, so that a line past one changes nothing.
+  if (found == im.task_index_.end() &&
+      im.OverBound(static_cast<int64_t>(im.tasks_.size()), kMaxTasksPerFile, "task attempts")) {
+    return kNone;
+  }
+  std::string_view exec = StringField(info, "Executor ID");
+  uint32_t executor = kNone;
+  if (!exec.empty()) {
+    executor = im.ExecutorFor(exec, StringField(info, "Host"));
+    if (executor == kNone) return kNone;
+  }
   uint32_t index = kNone;
   if (found != im.task_index_.end()) {
     index = found->second;
@@ -718,8 +778,7 @@ uint32_t SparkLogImporter::Handlers::TaskFromInfo(SparkLogImporter& im, const do
   t.index = static_cast<int32_t>(std::clamp<int64_t>(IntField(info, "Index").value_or(0), INT32_MIN, INT32_MAX));
   t.attempt = static_cast<int32_t>(std::clamp<int64_t>(IntField(info, "Attempt").value_or(0), INT32_MIN, INT32_MAX));
   t.speculative = BoolField(info, "Speculative");
-  std::string_view exec = StringField(info, "Executor ID");
-  if (!exec.empty()) t.executor = im.ExecutorFor(exec, StringField(info, "Host"));
+  if (executor != kNone) t.executor = executor;
   std::string_view locality = StringField(info, "Locality");
   if (!locality.empty()) t.locality = im.Intern(FirstLine(locality, 40));
   if (end) {
@@ -765,6 +824,7 @@ void SparkLogImporter::Handlers::TaskEnd(SparkLogImporter& im, const dom::object
     return;
   }
   uint32_t index = TaskFromInfo(im, e, *info, true);
+  if (index == kNone) return;  // past a bound
   Task& t = im.tasks_[index];
   t.ended = true;
   if (reason.empty() || reason == "Success") {
@@ -904,6 +964,28 @@ StatusOr<ImportResult> SparkLogImporter::Emit() {
   src.tags.emplace_back("clock", "absolute");
   if (!app_.id.empty()) src.tags.emplace_back("app_id", app_.id);
   if (!app_.spark_version.empty()) src.tags.emplace_back("spark_version", app_.spark_version);
+  // The work of the shuffle edges (EmitEdges: each stage attempt's parents, each parent's
+  // attempts examined), bounded: past the bound, the edges past it are not added.
+  std::unordered_map<int64_t, int64_t> attempts_of;
+  for (const auto& [key, index] : stage_index_) ++attempts_of[key.first];
+  const int64_t link_bound = Bound(kMaxStageLinksPerFile, false);
+  int64_t links = 0;
+  for (const Stage& st : stages_) {
+    auto info = stage_info_.find(st.stage_id);
+    if (info == stage_info_.end()) continue;
+    for (int64_t parent : info->second.parents) {
+      auto a = attempts_of.find(parent);
+      links += a == attempts_of.end() ? 1 : a->second;
+      if (links > link_bound) break;
+    }
+    if (links > link_bound) break;
+  }
+  if (links > link_bound && read_status_.ok()) {
+    read_status_ = InvalidArgument(
+        "{}: more than {} links from stage attempts to their parents' attempts in one event log (GradeML's bound); "
+        "the shuffle edges past it are not imported",
+        EscapeControl(path_), link_bound);
+  }
   const bool partial = !read_status_.ok() || !missing_.empty();
   if (partial) src.tags.emplace_back("partial", "1");
   if (!missing_.empty()) {
@@ -930,7 +1012,7 @@ StatusOr<ImportResult> SparkLogImporter::Emit() {
   if (min_ms_ != 0) {  // a log with no time has no phases
     ResolveSpans();
     GRADEML_RETURN_IF_ERROR(EmitTree(source));
-    EmitEdges();
+    EmitEdges(attempts_of, link_bound);
     EmitExecutorSeries();
   }
 
@@ -1238,13 +1320,17 @@ Status SparkLogImporter::EmitTree(model::SourceId source) {
 // Stage parents as dataflow edges: from the parent's attempt whose output the stage read (the
 // latest one that ended by the stage's submission, preferably a successful one), to each
 // attempt of the stage.
-void SparkLogImporter::EmitEdges() {
+void SparkLogImporter::EmitEdges(const std::unordered_map<int64_t, int64_t>& attempts_of, int64_t budget) {
   model::RunBuilder& builder = *target_.builder;
   for (uint32_t i : stage_order_) {
     const Stage& st = stages_[i];
     auto info = stage_info_.find(st.stage_id);
     if (info == stage_info_.end()) continue;
     for (int64_t parent : info->second.parents) {
+      auto a = attempts_of.find(parent);
+      const int64_t cost = a == attempts_of.end() ? 1 : a->second;
+      if (cost > budget) return;  // past kMaxStageLinksPerFile (Emit said so)
+      budget -= cost;
       uint32_t best = kNone;
       int best_rank = -1;
       for (auto it = stage_index_.lower_bound({parent, INT64_MIN}); it != stage_index_.end() && it->first.first == parent;
