@@ -286,7 +286,8 @@ Action RegisterImportCommand(CLI::App& app, CommonOptions& common) {
       "1; text that is not UTF-8 is kept, shown as U+FFFD; Ctrl-C or SIGTERM once the run is written stops the "
       "import within a second, keeps what was imported as a partial import and exits 128+N. Only regular files are "
       "read (a FIFO or a device is refused at once); a compression bomb (past 1 GiB, over 200x), more than 20M "
-      "events in a file or slices nested over 2000 deep end with one line and exit 1, keeping what came before "
+      "events in a file or slices nested over 2000 deep end with one line and exit 1, keeping what came before; "
+      "so do Spark and Dask logs past their bounds (e.g. 5M Spark task attempts, 5M Dask task keys) "
       "(docs/import.md, \"Limits\")");
   sub->add_option("FILE", options->files, "Trace files (or Spark eventlog_v2_* directories) to import")->required();
   auto* into = sub->add_option("--into", options->into,
