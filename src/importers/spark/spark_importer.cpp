@@ -967,7 +967,7 @@ StatusOr<ImportResult> SparkLogImporter::Emit() {
   // The work of the shuffle edges (EmitEdges: each stage attempt's parents, each parent's
   // attempts examined), bounded: past the bound, the edges past it are not added.
   std::unordered_map<int64_t, int64_t> attempts_of;
-  for (const auto& [key, index] : stage_index_) ++attempts_of[key.first];
+  for (const auto& entry : stage_index_) ++attempts_of[entry.first.first];
   const int64_t link_bound = Bound(kMaxStageLinksPerFile, false);
   int64_t links = 0;
   for (const Stage& st : stages_) {
