@@ -129,5 +129,29 @@ TEST(StoreOwnerTest, AVersion7PostgresDatabaseIsMigratedWithItsRunsOwnerUnknown)
   EXPECT_EQ(OwnerPgValue(url, "SELECT owner FROM runs WHERE id = 1"), "");
 }
 
+// Roles belong to the whole server: once any database on it was made shared, grademl_reader
+// exists, and a superuser is a member of every role. A read-only connection to another,
+// unshared database must still read as itself (before: it switched to grademl_reader, which
+// may read nothing there: "permission denied for table grademl_meta" for every query and
+// report of that store).
+TEST(StoreOwnerTest, AnUnsharedPostgresStoreIsReadAsItselfWhereAReaderRoleExists) {
+  GRADEML_PG_DATABASE_OR_SKIP(url);
+  OwnerPgValue(url, "DO $$ BEGIN CREATE ROLE grademl_reader NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;"
+                    "SELECT 1");
+  model::RunId id = 0;
+  {
+    auto db = Database::Open(url, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status().message();
+    auto made = (*db)->CreateRun(OwnerInfo("u", ""));
+    ASSERT_TRUE(made.ok()) << made.status().message();
+    id = *made;
+  }
+  auto ro = Database::Open(url, Database::Mode::kReadOnly);
+  ASSERT_TRUE(ro.ok()) << ro.status().message();
+  auto run = (*ro)->LoadRun(id);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  EXPECT_EQ(run->info.owner, "postgres");
+}
+
 }  // namespace
 }  // namespace grademl::store

@@ -387,11 +387,16 @@ Status PgDatabase::Connect() {
     GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, "SET synchronous_commit = off"));
   } else {
     GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, "SET default_transaction_read_only = on"));
+    // A reader of a shared store reads as grademl_reader, but only where this database grants
+    // that role its tables: roles belong to the whole cluster, and a superuser is a member of
+    // every role, so once any database on the server was made shared, a reader of another,
+    // unshared one would otherwise switch to a role that may read nothing there.
     GRADEML_ASSIGN_OR_RETURN(
         Result reader,
         pg::ExecParams(conn_, path_,
                        "SELECT 1 FROM pg_roles WHERE rolname = 'grademl_reader' AND "
-                       "pg_has_role(current_user, oid, 'MEMBER')",
+                       "pg_has_role(current_user, oid, 'MEMBER') AND "
+                       "has_table_privilege(oid, to_regclass('grademl_meta'), 'SELECT')",
                        {}));
     if (PQntuples(reader.get()) == 1) GRADEML_RETURN_IF_ERROR(pg::Exec(conn_, path_, "SET ROLE grademl_reader"));
   }
