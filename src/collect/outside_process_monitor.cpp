@@ -120,6 +120,11 @@ bool OutsideProcessMonitor::ReadStat(Entry& e, TimeNs now) {
   if (first) {
     e.starttime = st.starttime;
     e.comm = std::string(st.comm);
+  } else if (st.comm != e.comm) {
+    // It exec'd since (a child read between fork and exec carries its parent's name): its
+    // command line is read again.
+    e.comm = std::string(st.comm);
+    e.command_read = false;
   }
   e.ppid = st.ppid;
   e.threads = std::max<int64_t>(st.num_threads, 1);
