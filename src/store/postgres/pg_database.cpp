@@ -424,10 +424,7 @@ Status PgDatabase::InTransaction(const std::function<Status()>& body) {
     partitions_.clear();
     // So are the phase_types rows it added: their ids must not be reused from the cache (a
     // retried delta's phases would name rows that are not there: Corrupt at load).
-    type_ids_.clear();
-    type_ids_run_ = 0;
-    last_type_ = model::TypePath();
-    last_type_id_ = 0;
+    type_ids_.Forget();
   }
   return st;
 }
@@ -500,18 +497,9 @@ Status PgDatabase::EnsureSamplePartition(int64_t day) {
 
 StatusOr<int64_t> PgDatabase::TypeIdLocked(model::RunId run, const model::TypePath& type) {
   if (type.empty()) return 0;
-  if (type_ids_run_ != run) {
-    type_ids_.clear();
-    type_ids_run_ = run;
-    last_type_ = model::TypePath();
-  } else if (type.same_node(last_type_)) {
-    return last_type_id_;
-  }
-  int64_t id = 0;
-  if (auto it = type_ids_.find(type.str()); it != type_ids_.end()) {
-    id = it->second;
-  } else {
-    id = tables::PhaseTypeId(type);
+  if (std::optional<int64_t> known = type_ids_.Find(run, type)) return *known;
+  int64_t id = tables::PhaseTypeId(type);
+  {
     std::string scratch;
     const std::string text(pg::ServerText(type.view(), utf8_, scratch));
     PgParams p;
@@ -529,11 +517,8 @@ StatusOr<int64_t> PgDatabase::TypeIdLocked(model::RunId run, const model::TypePa
         Result r, pg::ExecParams(conn_, path_, "SELECT path FROM phase_types WHERE run_id = $1 AND id = $2",
                                  {p.storage[0].c_str(), p.storage[1].c_str()}));
     if (PQntuples(r.get()) != 1 || pg::GetText(r.get(), 0, 0) != std::string_view(text)) id = 0;
-    if (type_ids_.size() >= kMaxTypeIds) type_ids_.clear();
-    type_ids_.emplace(type.str(), id);
   }
-  last_type_ = type;
-  last_type_id_ = id;
+  type_ids_.Remember(type, id);
   return id;
 }
 

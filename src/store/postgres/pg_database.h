@@ -2,6 +2,7 @@
 // every agent of a run across hosts) writes into and reads from (docs/store.md).
 #pragma once
 
+#include "store/phase_type_ids.h"
 #include "store/postgres/libpq.h"
 
 #include <atomic>
@@ -86,14 +87,9 @@ class PgDatabase final : public Database {
   bool rls_ = false;
   bool partition_function_ = false;
   std::set<int64_t> partitions_;     // sample partitions (days) known to exist
-  // phase_types ids of the run written last, by path (at most kMaxTypeIds, then cleared), and
-  // the last path looked up (most phases of a delta share their neighbour's).
+  // The phase_types id of `type` in `run` (0: written inline), its row written when new.
   StatusOr<int64_t> TypeIdLocked(model::RunId run, const model::TypePath& type);
-  static constexpr size_t kMaxTypeIds = 1 << 16;
-  model::RunId type_ids_run_ = 0;
-  std::unordered_map<std::string, int64_t> type_ids_;
-  model::TypePath last_type_;
-  int64_t last_type_id_ = 0;
+  PhaseTypeIds type_ids_;  // of the run written last
 };
 
 }  // namespace grademl::store

@@ -592,7 +592,7 @@ Status SqliteDatabase::WriteDelta(model::RunId run, const model::RunDelta& delta
   }
   // Some errors (a full disk) have already rolled the transaction back.
   if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-  ForgetTypeIdsLocked();
+  type_ids_.Forget();
   return st;
 }
 
@@ -620,7 +620,7 @@ StatusOr<bool> SqliteDatabase::WriteDeltaOnce(model::RunId run, std::string_view
     applied = SqlError(rc);
   }
   if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-  ForgetTypeIdsLocked();
+  type_ids_.Forget();
   return applied;
 }
 
@@ -668,51 +668,30 @@ StatusOr<bool> SqliteDatabase::RunExists(model::RunId id) {
   return false;
 }
 
-void SqliteDatabase::ForgetTypeIdsLocked() {
-  type_ids_.clear();
-  type_ids_run_ = 0;
-  last_type_ = model::TypePath();
-  last_type_id_ = 0;
-}
-
 StatusOr<int64_t> SqliteDatabase::TypeIdLocked(model::RunId run, const model::TypePath& type) {
   using namespace sqlite;
   if (type.empty()) return 0;
-  if (type_ids_run_ != run) {
-    type_ids_.clear();
-    type_ids_run_ = run;
-    last_type_ = model::TypePath();
-  } else if (type.same_node(last_type_)) {
-    return last_type_id_;
+  if (std::optional<int64_t> known = type_ids_.Find(run, type)) return *known;
+  int64_t id = tables::PhaseTypeId(type);
+  {
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertPhaseType));
+    BindInt(s, 1, run);
+    BindInt(s, 2, id);
+    BindText(s, 3, type.view());
+    GRADEML_RETURN_IF_ERROR(StepDone(s));
   }
-  int64_t id = 0;
-  if (auto it = type_ids_.find(type.str()); it != type_ids_.end()) {
-    id = it->second;
-  } else {
-    id = tables::PhaseTypeId(type);
-    {
-      GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kInsertPhaseType));
-      BindInt(s, 1, run);
-      BindInt(s, 2, id);
-      BindText(s, 3, type.view());
-      GRADEML_RETURN_IF_ERROR(StepDone(s));
-    }
-    {
-      // The row under that id holds this path, unless another path took the id first: then
-      // this one is written inline (phases.type), as before version 7.
-      GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectPhaseType));
-      ResetGuard reset(s);
-      BindInt(s, 1, run);
-      BindInt(s, 2, id);
-      int rc = sqlite3_step(s);
-      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return SqlError(rc);
-      if (rc != SQLITE_ROW || ColumnText(s, 0) != type.view()) id = 0;
-    }
-    if (type_ids_.size() >= kMaxTypeIds) type_ids_.clear();
-    type_ids_.emplace(type.str(), id);
+  {
+    // The row under that id holds this path, unless another path took the id first: then
+    // this one is written inline (phases.type), as before version 7.
+    GRADEML_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepared(kSelectPhaseType));
+    ResetGuard reset(s);
+    BindInt(s, 1, run);
+    BindInt(s, 2, id);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return SqlError(rc);
+    if (rc != SQLITE_ROW || ColumnText(s, 0) != type.view()) id = 0;
   }
-  last_type_ = type;
-  last_type_id_ = id;
+  type_ids_.Remember(type, id);
   return id;
 }
 

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "store/phase_type_ids.h"
 #include "store/database.h"
 
 struct sqlite3;
@@ -138,17 +139,9 @@ class SqliteDatabase final : public Database {
   // The tags text of each row of one kUpsertPhaseRows statement (bound without copying;
   // kept between deltas so that their buffers are reused).
   std::vector<std::string> phase_tags_;
-  // phase_types ids of the run written last, by path (at most kMaxTypeIds, then cleared), and
-  // the last path looked up (most phases of a delta share their neighbour's).
+  // The phase_types id of `type` in `run` (0: written inline), its row written when new.
   StatusOr<int64_t> TypeIdLocked(model::RunId run, const model::TypePath& type);
-  // After a rolled-back transaction: the phase_types rows it added are gone, so their ids must
-  // not be reused from the cache (a retried delta's phases would name missing rows).
-  void ForgetTypeIdsLocked();
-  static constexpr size_t kMaxTypeIds = 1 << 16;
-  model::RunId type_ids_run_ = 0;
-  std::unordered_map<std::string, int64_t> type_ids_;
-  model::TypePath last_type_;
-  int64_t last_type_id_ = 0;
+  PhaseTypeIds type_ids_;  // of the run written last; forgotten after a rolled-back transaction
   std::vector<int64_t> phase_type_ids_;  // of the delta being written, by phase index
 };
 
